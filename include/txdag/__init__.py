@@ -1,0 +1,9 @@
+"""txdag: Storm's transactional topologies and Trident state on Airflow, Spark, ZooKeeper and Redis.
+
+The core (txids, metadata, state, spouts) imports neither Airflow nor Spark.
+"""
+
+from txdag.attempt import TransactionAttempt
+
+__all__ = ["TransactionAttempt"]
+__version__ = "0.1.0"

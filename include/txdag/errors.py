@@ -1,0 +1,47 @@
+"""Exceptions of txdag. Each message says what happened, where, and what to do next."""
+
+
+class TxdagError(Exception):
+    """Base of every error txdag raises on purpose."""
+
+
+class ConfigError(TxdagError, ValueError):
+    """A definition or configuration value is wrong; the message says what to change."""
+
+
+class ServiceUnavailable(TxdagError, ConnectionError):
+    """Redis or ZooKeeper cannot be reached; the message names the service, the address and how to start it."""
+
+
+class FormatVersionError(TxdagError):
+    """A persisted record carries a format version (or shape) this code does not know."""
+
+
+class TxidOrderError(TxdagError):
+    """A txid went backwards: the state already holds a later txid than the one being applied."""
+
+    def __init__(self, current: int, stored: int, where: str = "") -> None:
+        place = f" at {where}" if where else ""
+        super().__init__(
+            f"txid {current} is behind the stored txid {stored}{place}: commits must be applied in "
+            f"increasing txid order; a replay of txid {current} after txid {stored} was committed is a bug "
+            f"or two topologies share one state namespace"
+        )
+        self.current = current
+        self.stored = stored
+
+
+class BatchReadError(TxdagError):
+    """The source does not hold the tuples a batch's metadata describes (a missing key, a trimmed stream)."""
+
+
+class SourceUnavailable(TxdagError):
+    """A partition of the source cannot be read right now (its Redis server is down or times out)."""
+
+
+class StaleAttemptError(TxdagError):
+    """A result of an attempt that is no longer the current one for its txid; it must be ignored."""
+
+
+class CascadeError(TxdagError):
+    """A txid cannot commit because it, or a txid before it, failed and must be replayed first."""

@@ -1,0 +1,106 @@
+"""The staging area: a batch's partial results, keyed by (txid, attempt), in Redis until the commit applies them.
+
+Key layout (``{topology}`` is a Redis Cluster hash tag, so a topology's staging shares one slot):
+
+    txdag:stage:{topology}:<txid>:<attempt>:<state>   hash  field -> partial (a number)
+    txdag:stage:{topology}:<txid>:<attempt>           hash  the seal: state -> number of fields, v -> 1
+
+Partials are written with HSET, not HINCRBY: the processing step aggregates per key first, so every key is
+written by exactly one Spark task, and a retried task rewrites the same value instead of adding it twice.
+The seal is written last, after the job succeeded; the commit refuses staging without a seal or with fewer
+fields than sealed (a Redis restart without persistence lost it), so a lost partial fails loudly instead of
+being committed as zero. Keying by attempt keeps a stale attempt's partials from passing for the current one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from numbers import Number
+
+import redis
+
+from txdag.attempt import TransactionAttempt
+from txdag.errors import BatchReadError
+from txdag.redisio import redis_errors
+
+WRITE_CHUNK = 5000
+
+
+def stage_key(topology: str, tx: TransactionAttempt, state: str | None = None) -> str:
+    base = f"txdag:stage:{{{topology}}}:{tx.txid}:{tx.attempt}"
+    return base if state is None else f"{base}:{state}"
+
+
+class Staging:
+    """Writes, seals, reads and deletes the staged partials of one topology."""
+
+    def __init__(self, client: redis.Redis, topology: str) -> None:
+        self.client = client
+        self.topology = topology
+
+    def write(self, tx: TransactionAttempt, state: str, partials: Iterable[tuple[str, Number]]) -> int:
+        """HSET partials in pipelined chunks (one round trip per chunk); returns how many were written."""
+        key, written = stage_key(self.topology, tx, state), 0
+        batch: dict[str, str] = {}
+        with redis_errors(self.client, f"staging {tx} of topology {self.topology!r}"):
+            for field, value in partials:
+                batch[field] = str(value)
+                if len(batch) >= WRITE_CHUNK:
+                    written += self._flush(key, batch)
+            written += self._flush(key, batch)
+        return written
+
+    def _flush(self, key: str, batch: dict[str, str]) -> int:
+        if batch:
+            self.client.hset(key, mapping=batch)
+        n = len(batch)
+        batch.clear()
+        return n
+
+    def seal(self, tx: TransactionAttempt, counts: Mapping[str, int]) -> None:
+        """Record that the attempt's staging is complete, with the number of fields per state."""
+        with redis_errors(self.client, f"sealing the staging of {tx} of topology {self.topology!r}"):
+            self.client.hset(stage_key(self.topology, tx), mapping={"v": 1, **{s: n for s, n in counts.items()}})
+
+    def read(self, tx: TransactionAttempt) -> dict[str, dict[str, int | float]]:
+        """The sealed partials per state; BatchReadError when the seal is missing or a state lost fields."""
+        where = f"{tx} of topology {self.topology!r}"
+        with redis_errors(self.client, f"reading the staging of {where}"):
+            seal = {k.decode(): int(v) for k, v in self.client.hgetall(stage_key(self.topology, tx)).items()}
+            if seal.pop("v", None) != 1:
+                raise BatchReadError(
+                    f"no sealed staging for {where} in Redis (key {stage_key(self.topology, tx)}): the processing "
+                    f"step did not finish, or Redis lost it; replay txid {tx.txid} to process it again"
+                )
+            result = {state: self._read_state(tx, state) for state in seal}
+        for state, expected in seal.items():
+            if len(result[state]) != expected:
+                raise BatchReadError(
+                    f"staging of {where} for state {state!r} holds {len(result[state])} of {expected} partials "
+                    f"(Redis lost some); replay txid {tx.txid} to process it again"
+                )
+        return result
+
+    def _read_state(self, tx: TransactionAttempt, state: str) -> dict[str, int | float]:
+        key = stage_key(self.topology, tx, state)
+        return {f.decode(): _number(v) for f, v in self.client.hscan_iter(key, count=WRITE_CHUNK)}
+
+    def delete(self, txid: int, attempts: Iterable[int], states: Iterable[str]) -> int:
+        """Delete the staging of ``txid``'s attempts (sealed or not) in one DEL; keys already gone are fine."""
+        names = list(states)
+        keys = []
+        for attempt in attempts:
+            tx = TransactionAttempt(txid, attempt)
+            keys += [stage_key(self.topology, tx), *(stage_key(self.topology, tx, s) for s in names)]
+        if not keys:
+            return 0
+        with redis_errors(self.client, f"cleaning the staging of txid {txid} of topology {self.topology!r}"):
+            return int(self.client.delete(*keys))
+
+
+def _number(raw: bytes) -> int | float:
+    text = raw.decode()
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)

@@ -1,0 +1,40 @@
+"""Trident state on Redis: txid-aware map states over backing maps (seed 004)."""
+
+from txdag.state.base import BackingMap, Key, StateKind, ValueUpdater, combine_sum
+from txdag.state.cached_map import CachedMap
+from txdag.state.keys import DefaultKeyCodec, JoinedKeyCodec, KeyCodec
+from txdag.state.memory import MemoryBackingMap
+from txdag.state.non_transactional_map import NonTransactionalMap
+from txdag.state.opaque_map import OpaqueMap
+from txdag.state.redis_backing import RedisBackingMap
+from txdag.state.redis_commit import ApplyResult, EncodedPartials, apply_encoded, apply_partials
+from txdag.state.snapshottable_map import SnapshottableMap
+from txdag.state.transactional_map import TransactionalMap
+from txdag.state.values import OpaqueValue, TransactionalValue
+
+MAP_STATES = {kind.kind: kind for kind in (NonTransactionalMap, TransactionalMap, OpaqueMap)}
+
+__all__ = [
+    "MAP_STATES",
+    "ApplyResult",
+    "BackingMap",
+    "CachedMap",
+    "DefaultKeyCodec",
+    "EncodedPartials",
+    "JoinedKeyCodec",
+    "Key",
+    "KeyCodec",
+    "MemoryBackingMap",
+    "NonTransactionalMap",
+    "OpaqueMap",
+    "OpaqueValue",
+    "RedisBackingMap",
+    "SnapshottableMap",
+    "StateKind",
+    "TransactionalMap",
+    "TransactionalValue",
+    "ValueUpdater",
+    "apply_encoded",
+    "apply_partials",
+    "combine_sum",
+]

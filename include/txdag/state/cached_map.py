@@ -1,0 +1,45 @@
+"""CachedMap: an LRU cache in front of a backing map (Trident's CachedMap), write-through."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+from txdag.state.base import BackingMap, Key, check_keys
+
+
+class CachedMap:
+    """Serves repeated reads of hot keys from memory. Only safe when this process is the state's only writer
+    (one committer per topology, as the 1-slot commit pool ensures)."""
+
+    def __init__(self, backing: BackingMap, cache_size: int = 1000) -> None:
+        if cache_size < 1:
+            raise ValueError(f"CachedMap cache_size must be >= 1, got {cache_size}")
+        self.backing = backing
+        self.cache_size = cache_size
+        self._cache: OrderedDict[Key, Any] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def multi_get(self, keys: Sequence[Key]) -> list[Any]:
+        check_keys(keys)
+        missing = list(dict.fromkeys(key for key in keys if key not in self._cache))
+        self.misses += len(missing)
+        self.hits += len(keys) - len(missing)
+        fetched = dict(zip(missing, self.backing.multi_get(missing))) if missing else {}
+        values = [fetched[key] if key in fetched else self._cache[key] for key in keys]
+        for key, value in zip(keys, values):
+            self._remember(key, value)
+        return values
+
+    def multi_put(self, keys: Sequence[Key], values: Sequence[Any]) -> None:
+        self.backing.multi_put(keys, values)
+        for key, value in zip(keys, values):
+            self._remember(key, value)
+
+    def _remember(self, key: Key, value: Any) -> None:
+        self._cache[key] = value
+        self._cache.move_to_end(key)
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)

@@ -1,0 +1,124 @@
+"""The server-side scripts of the Redis state, registered once per client, and the errors they raise.
+
+Both scripts check ``{ns}:meta`` first: the namespace's format version and kind must match the writer's.
+"""
+
+from __future__ import annotations
+
+import redis
+
+from txdag.errors import ConfigError, FormatVersionError, TxdagError, TxidOrderError
+
+_CHECK_META = """
+local function check_meta(meta, kind, ns)
+  local v = redis.call('HGET', meta, 'v')
+  if not v then
+    redis.call('HSET', meta, 'v', '1', 'kind', kind)
+    return
+  end
+  if v ~= '1' then error({err = 'TXDAG_VERSION ' .. ns .. ' ' .. v}) end
+  local stored = redis.call('HGET', meta, 'kind')
+  if stored ~= kind then error({err = 'TXDAG_KIND ' .. ns .. ' ' .. tostring(stored) .. ' ' .. kind}) end
+end
+"""
+
+PUT_SCRIPT = _CHECK_META + """
+-- KEYS: values hash, txid hash, prev hash, meta hash of one namespace
+-- ARGV[1]: kind; then groups of 4: field, value JSON, txid ('' if none), prev JSON ('' if none)
+local kind = ARGV[1]
+check_meta(KEYS[4], kind, KEYS[1])
+for i = 2, #ARGV, 4 do
+  local f = ARGV[i]
+  redis.call('HSET', KEYS[1], f, ARGV[i + 1])
+  if kind ~= 'non_transactional' then redis.call('HSET', KEYS[2], f, ARGV[i + 2]) end
+  if kind == 'opaque' then
+    if ARGV[i + 3] == '' then redis.call('HDEL', KEYS[3], f) else redis.call('HSET', KEYS[3], f, ARGV[i + 3]) end
+  end
+end
+return #ARGV / 4
+"""
+
+APPLY_SCRIPT = _CHECK_META + """
+-- Adds partial results (numbers) of batch txid to one or more map states, with each state's txid rule
+-- checked per key, and optionally records the commit in a marker key plus extra string keys.
+-- KEYS: 4 per state (values, txid, prev, meta), then the marker key and the extra keys if any
+-- ARGV[1]: txid, ARGV[2]: number of states, ARGV[4]: number of extra keys,
+-- ARGV[3]: marker mode: '0' no marker, '1' check it (skip all when it is >= txid), '2' check it and write txid
+--   then per state: kind, n, field_1, delta_1, ..., field_n, delta_n; then one value per extra key
+-- Returns {applied, skipped}, or {-1, marker} when the marker shows this txid (or a later one) committed.
+local txid = tonumber(ARGV[1])
+local nstates, marker_mode, nextra = tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
+local marker_index = 4 * nstates + 1
+if marker_mode ~= '0' then
+  local m = redis.call('GET', KEYS[marker_index])
+  if m and tonumber(m) >= txid then return {-1, tonumber(m)} end
+end
+
+local function add(h, f, d, ns)
+  local r = redis.pcall('HINCRBY', h, f, d)
+  if type(r) == 'table' and r.err then r = redis.pcall('HINCRBYFLOAT', h, f, d) end
+  if type(r) == 'table' and r.err then error({err = 'TXDAG_NOTNUM ' .. ns .. ' ' .. f .. ' ' .. d}) end
+end
+
+local applied, skipped, a = 0, 0, 5
+for s = 0, nstates - 1 do
+  local vals, txids, prevs = KEYS[4 * s + 1], KEYS[4 * s + 2], KEYS[4 * s + 3]
+  local kind, n = ARGV[a], tonumber(ARGV[a + 1])
+  check_meta(KEYS[4 * s + 4], kind, vals)
+  for i = a + 2, a + 2 * n, 2 do
+    local f, d = ARGV[i], ARGV[i + 1]
+    if kind == 'non_transactional' then
+      add(vals, f, d, vals); applied = applied + 1
+    else
+      local t = tonumber(redis.call('HGET', txids, f))
+      if t and t > txid then error({err = 'TXDAG_BACKWARDS ' .. vals .. ' ' .. t .. ' ' .. txid .. ' ' .. f}) end
+      if kind == 'transactional' and t == txid then
+        skipped = skipped + 1
+      else
+        if kind == 'opaque' and t == txid then      -- a replay: start again from the value before txid
+          local prev = redis.call('HGET', prevs, f)
+          if prev then redis.call('HSET', vals, f, prev) else redis.call('HDEL', vals, f) end
+        elseif kind == 'opaque' then                -- a new txid: today's value becomes prev
+          local curr = redis.call('HGET', vals, f)
+          if curr then redis.call('HSET', prevs, f, curr) else redis.call('HDEL', prevs, f) end
+        end
+        add(vals, f, d, vals)
+        redis.call('HSET', txids, f, txid)
+        applied = applied + 1
+      end
+    end
+  end
+  a = a + 2 + 2 * n
+end
+if marker_mode == '2' then redis.call('SET', KEYS[marker_index], txid) end
+local extra_base = marker_mode == '0' and marker_index - 1 or marker_index
+for e = 1, nextra do redis.call('SET', KEYS[extra_base + e], ARGV[a + e - 1]) end
+return {applied, skipped}
+"""
+
+
+def raise_script_error(exc: redis.ResponseError, where: str) -> None:
+    """Map a script's TXDAG_* error to the txdag exception that says what to do; re-raise anything else."""
+    words = str(exc).split(" script: ")[0].split()
+    tag = next((w for w in words if w.startswith("TXDAG_")), None)
+    if tag is None:
+        raise exc
+    rest = words[words.index(tag) + 1 :]
+    if tag == "TXDAG_BACKWARDS":
+        raise TxidOrderError(int(rest[2]), int(rest[1]), where=f"state {rest[0]!r} field {' '.join(rest[3:])!r}") from exc
+    if tag == "TXDAG_KIND":
+        raise ConfigError(
+            f"state namespace {rest[0]!r} holds state of kind {rest[1]}, not {rest[2]}: two topologies share the "
+            f"namespace, or the state kind changed; give this state its own namespace"
+        ) from exc
+    if tag == "TXDAG_VERSION":
+        raise FormatVersionError(
+            f"state namespace {rest[0]!r} has format version {rest[1]!r}; this txdag writes version 1: "
+            f"upgrade txdag or migrate the namespace"
+        ) from exc
+    if tag == "TXDAG_NOTNUM":
+        raise TxdagError(
+            f"state namespace {rest[0]!r} field {' '.join(rest[1:-1])!r} is not a number, so partial "
+            f"{rest[-1]} cannot be added; a numeric aggregate and another value share the namespace"
+        ) from exc
+    raise exc

@@ -1,0 +1,123 @@
+"""Apply a batch's partial results to Redis map states in one server-side step per chunk of keys.
+
+This is the commit of an aggregate such as Count or Sum: ``apply_partials(client, txid, [(state, {key:
+delta})], marker_key=...)``. Each key's txid rule runs inside Redis (transactional: skip a key that already
+holds txid; opaque: recompute from prev), so re-applying the same txid changes nothing.
+
+The race the script closes, as a timeline, if the rule ran in Python instead:
+    committer A  reads count=3,txid=1 | ... crashes before writing ...
+    committer A' (retry) reads count=3,txid=1, writes 5,txid=2
+    committer A  (a zombie that was only paused) writes 5,txid=2  -> fine here, but with a read-modify-write
+                 on prev/curr for opaque state, interleavings of two writers lose or double a delta.
+Inside one script there is no interleaving: each chunk is applied atomically. Chunks are sent one after the
+other; the marker and the extra keys are written with the last chunk, so a marker >= txid means the whole
+batch is in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from numbers import Number
+
+import redis
+
+from txdag.errors import ConfigError
+from txdag.redisio import redis_errors
+from txdag.state.base import Key, StateKind
+from txdag.state.lua import APPLY_SCRIPT, raise_script_error
+from txdag.state.map_state import MapStateBase
+from txdag.state.redis_backing import RedisBackingMap, state_keys
+
+DEFAULT_CHUNK = 5000
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    applied: int  # keys whose value changed
+    skipped: int  # keys that already held this txid (a replay of a transactional state)
+    already_committed: bool  # the marker showed this txid (or a later one) already committed: nothing done
+    chunks: int
+
+
+@dataclass(frozen=True)
+class EncodedPartials:
+    """Partials whose keys are already hash fields (as staged by the processing step)."""
+
+    namespace: str
+    kind: StateKind
+    deltas: Mapping[str, Number]
+
+
+def encode(state: MapStateBase, partials: Mapping[Key, Number]) -> EncodedPartials:
+    """Encode the keys of ``partials`` with the codec of ``state``'s RedisBackingMap."""
+    backing = state.backing
+    if not isinstance(backing, RedisBackingMap):
+        raise ConfigError(f"server-side apply needs a state over RedisBackingMap, got {type(backing).__name__}")
+    return EncodedPartials(backing.namespace, state.kind, {backing.key_codec.encode(k): d for k, d in partials.items()})
+
+
+def apply_partials(
+    client: redis.Redis,
+    txid: int,
+    partials: Sequence[tuple[MapStateBase, Mapping[Key, Number]]],
+    **options: object,
+) -> ApplyResult:
+    """Add ``partials`` (per state, key -> number) for batch ``txid``; see apply_encoded for the options."""
+    return apply_encoded(client, txid, [encode(state, deltas) for state, deltas in partials], **options)  # type: ignore[arg-type]
+
+
+def apply_encoded(
+    client: redis.Redis,
+    txid: int,
+    partials: Sequence[EncodedPartials],
+    *,
+    marker_key: str | None = None,
+    extra: Mapping[str, str] | None = None,
+    chunk_size: int = DEFAULT_CHUNK,
+) -> ApplyResult:
+    """One script call per chunk of ``chunk_size`` keys; ``marker_key`` gets txid and ``extra`` its values last."""
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    items = [(p, field, _number(p, field, d)) for p in partials for field, d in p.deltas.items()]
+    chunks = [items[i : i + chunk_size] for i in range(0, len(items), chunk_size)] or [[]]
+    script = client.register_script(APPLY_SCRIPT)
+    applied = skipped = 0
+    with redis_errors(client, f"committing txid {txid}"):
+        for n, chunk in enumerate(chunks):
+            last = n == len(chunks) - 1
+            keys, args = _call(txid, chunk, marker_key, last, (extra or {}) if last else {})
+            try:
+                a, s = script(keys=keys, args=args)
+            except redis.ResponseError as exc:
+                raise_script_error(exc, f"txid {txid}")
+            if a == -1:
+                return ApplyResult(applied, skipped, True, n + 1)
+            applied, skipped = applied + a, skipped + s
+    return ApplyResult(applied, skipped, False, len(chunks))
+
+
+def _call(
+    txid: int, chunk: list[tuple[EncodedPartials, str, str]], marker_key: str | None, last: bool, extra: Mapping[str, str]
+) -> tuple[list[str], list[str]]:
+    """KEYS and ARGV of one script call (layout in APPLY_SCRIPT's header)."""
+    by_state: dict[tuple[str, StateKind], list[str]] = {}
+    for p, field, delta in chunk:
+        by_state.setdefault((p.namespace, p.kind), []).extend((field, delta))
+    marker_mode = "0" if marker_key is None else "2" if last else "1"
+    keys: list[str] = []
+    args: list[str] = [str(txid), str(len(by_state)), marker_mode, str(len(extra))]
+    for (namespace, kind), pairs in by_state.items():
+        keys += state_keys(namespace)
+        args += [kind.value, str(len(pairs) // 2), *pairs]
+    if marker_key is not None:
+        keys.append(marker_key)
+    keys += list(extra)
+    args += list(extra.values())
+    return keys, args
+
+
+def _number(p: EncodedPartials, field: str, delta: object) -> str:
+    if isinstance(delta, bool) or not isinstance(delta, (int, float)):
+        raise TypeError(f"partial for state {p.namespace!r} field {field!r} is {delta!r}; partials are numbers")
+    return repr(delta) if isinstance(delta, float) else str(delta)

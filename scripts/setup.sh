@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Installs what txdag needs on a Debian 12 machine, and nothing it already has:
+#   - Debian packages: redis-server, redis-tools, zookeeper (apt-get update only when one is missing)
+#   - .venv at the repository root (Python 3.11) with txdag installed editable, with its dev extras
+# Safe to run again: a rerun with nothing to do takes about a second.
+#
+# Environment:
+#   TXDAG_PYTHON   the Python 3.11 interpreter to build .venv with (default: python3.11 on PATH, pyenv's, Debian's)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/.venv"
+STAMP="$VENV/.txdag-installed"
+APT_PACKAGES=(redis-server redis-tools zookeeper)
+
+say() { printf 'setup: %s\n' "$*"; }
+die() {
+    printf 'setup: error: %s\n' "$*" >&2
+    exit 1
+}
+
+# Run a command as root: directly when we are root, else through sudo.
+as_root() {
+    if [[ $(id -u) -eq 0 ]]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo "$@"
+    else
+        die "need root to run '$*' (not root, and sudo is not installed)"
+    fi
+}
+
+is_installed() {
+    [[ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null || true)" == "install ok installed" ]]
+}
+
+apt_install() {
+    local log
+    log="$(mktemp -t txdag-apt.XXXXXX)"
+    say "installing Debian packages: $* (log: $log)"
+    if ! as_root env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 update >"$log" 2>&1 ||
+        ! as_root env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y \
+            --no-install-recommends "$@" >>"$log" 2>&1; then
+        tail -n 30 "$log" >&2
+        die "apt-get could not install: $*"
+    fi
+    rm -f "$log"
+}
+
+# Prints the path of a Python 3.11 that has venv, or fails.
+find_python() {
+    local candidate
+    local -a candidates=()
+    if [[ -n "${TXDAG_PYTHON:-}" ]]; then
+        candidates=("$TXDAG_PYTHON")
+    else
+        candidates=(python3.11 "${PYENV_ROOT:-${HOME:-/root}/.pyenv}/shims/python3.11")
+        shopt -s nullglob
+        candidates+=("${PYENV_ROOT:-${HOME:-/root}/.pyenv}"/versions/3.11*/bin/python3.11)
+        shopt -u nullglob
+        candidates+=(/usr/bin/python3.11)
+    fi
+    for candidate in "${candidates[@]}"; do
+        if command -v "$candidate" >/dev/null 2>&1 &&
+            "$candidate" -c 'import sys, venv, ensurepip; sys.exit(sys.version_info[:2] != (3, 11))' >/dev/null 2>&1; then
+            command -v "$candidate"
+            return 0
+        fi
+    done
+    return 1
+}
+
+# 1. Debian packages
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+    is_installed "$pkg" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+    apt_install "${missing[@]}"
+else
+    say "Debian packages present: ${APT_PACKAGES[*]}"
+fi
+command -v java >/dev/null 2>&1 || die "java not found on PATH (ZooKeeper needs it; the zookeeper package pulls default-jre)"
+
+# 2. Python 3.11 and .venv
+if [[ -x "$VENV/bin/python" ]] &&
+    ! "$VENV/bin/python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' >/dev/null 2>&1; then
+    say "$VENV is not a working Python 3.11 venv: recreating it"
+    rm -rf "$VENV"
+fi
+if [[ ! -x "$VENV/bin/python" ]]; then
+    if ! python="$(find_python)"; then
+        if [[ -n "${TXDAG_PYTHON:-}" ]]; then
+            die "TXDAG_PYTHON=$TXDAG_PYTHON is not a Python 3.11 with venv"
+        fi
+        say "no Python 3.11 with venv found: installing Debian's"
+        apt_install python3.11 python3.11-venv
+        python="$(find_python)" || die "no usable Python 3.11 even after installing python3.11-venv"
+    fi
+    say "creating $VENV with $python"
+    "$python" -m venv "$VENV"
+fi
+
+# 3. Python packages (skipped while the stamp is newer than pyproject.toml)
+if [[ -f "$STAMP" && "$STAMP" -nt "$ROOT/pyproject.toml" ]]; then
+    say "Python packages up to date in .venv (delete $STAMP to force a reinstall)"
+else
+    say "upgrading pip in .venv"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
+    say "installing txdag (editable) with its dev extras into .venv"
+    (cd "$ROOT" && "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[dev]')
+    touch "$STAMP"
+fi
+say "ready ($("$VENV/bin/python" -V 2>&1) in .venv)"

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The test command: installs what is missing, starts Redis and ZooKeeper on loopback, runs the whole pytest
+# suite, and exits with pytest's exit code. Extra arguments go to pytest (e.g. -q, -x, -k expr, a path).
+#
+#   bash scripts/test.sh [pytest args...]
+#
+# Services are left running for the next run (stop them with: bash scripts/services.sh stop), except under
+# CI=true or TXDAG_STOP_SERVICES=1, where the ones this checkout started are stopped at the end.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+bash scripts/setup.sh
+bash scripts/services.sh start
+
+if [[ "${CI:-}" == true || "${TXDAG_STOP_SERVICES:-}" == 1 ]]; then
+    # services.sh stop only touches servers whose pid files are under this checkout's .run/.
+    trap 'bash scripts/services.sh stop || true' EXIT
+fi
+
+export TXDAG_TEST_REDIS_URL="redis://127.0.0.1:${TXDAG_REDIS_PORT:-6391}/0"
+export TXDAG_TEST_ZK_HOSTS="127.0.0.1:${TXDAG_ZK_PORT:-2191}"
+
+# Run the whole suite unless an argument already names a test path (tests/unit, tests/x.py::test_y, ...).
+paths=(tests)
+for arg in "$@"; do
+    if [[ "$arg" != -* && -e "${arg%%::*}" ]]; then
+        paths=()
+        break
+    fi
+done
+
+echo "test: .venv/bin/python -m pytest ${paths[*]} $*"
+rc=0
+.venv/bin/python -m pytest "${paths[@]}" "$@" || rc=$?
+exit "$rc"

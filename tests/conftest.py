@@ -1,0 +1,99 @@
+"""Shared fixtures: real Redis and ZooKeeper on loopback (started by scripts/services.sh), one namespace per test.
+
+Tests under tests/unit are marked ``unit`` and must not touch a service; tests under tests/integration are
+marked ``integration`` and get a unique Redis key prefix and a unique znode root each.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REDIS_URL = os.environ.get("TXDAG_TEST_REDIS_URL", "redis://127.0.0.1:6391/0")
+ZK_HOSTS = os.environ.get("TXDAG_TEST_ZK_HOSTS", "127.0.0.1:2191")
+HOW_TO_START = "start them with `bash scripts/services.sh start` (or run the README's test command)"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        tier = Path(str(item.fspath)).parent.name
+        if tier in ("unit", "integration", "e2e"):
+            item.add_marker(getattr(pytest.mark, tier))
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
+    try:
+        client.ping()
+    except redis.ConnectionError as exc:
+        pytest.fail(f"Redis is not reachable at {REDIS_URL} ({exc}); {HOW_TO_START}", pytrace=False)
+    finally:
+        client.close()
+    return REDIS_URL
+
+
+@pytest.fixture
+def redis_client(redis_url: str) -> Iterator["redis.Redis"]:  # noqa: F821
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def prefix() -> str:
+    """A unique key prefix (and topology id) for one test."""
+    return f"t{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(scope="session")
+def zk_hosts() -> str:
+    from kazoo.client import KazooClient
+    from kazoo.handlers.threading import KazooTimeoutError
+
+    client = KazooClient(hosts=ZK_HOSTS, timeout=3)
+    try:
+        client.start(timeout=5)
+    except KazooTimeoutError:
+        pytest.fail(f"ZooKeeper is not reachable at {ZK_HOSTS}; {HOW_TO_START}", pytrace=False)
+    finally:
+        client.stop()
+        client.close()
+    return ZK_HOSTS
+
+
+@pytest.fixture
+def zk_root(zk_hosts: str, prefix: str) -> Iterator[str]:
+    """A unique znode root for one test, deleted afterwards."""
+    from kazoo.client import KazooClient
+
+    root = f"/txdag-test/{prefix}"
+    yield root
+    client = KazooClient(hosts=zk_hosts, timeout=5)
+    client.start(timeout=5)
+    try:
+        client.delete(root, recursive=True)
+    except Exception:  # already gone, or never created
+        pass
+    finally:
+        client.stop()
+        client.close()
+
+
+@pytest.fixture
+def zk_client(zk_hosts: str) -> Iterator["KazooClient"]:  # noqa: F821
+    from kazoo.client import KazooClient
+
+    client = KazooClient(hosts=zk_hosts, timeout=5)
+    client.start(timeout=5)
+    yield client
+    client.stop()
+    client.close()
