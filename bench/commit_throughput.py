@@ -80,12 +80,27 @@ def redis_benchmark(client: redis.Redis, keys: int) -> tuple[float, float]:
     if exe is None:
         sys.exit("redis-benchmark not found: install Debian's redis-tools (bash scripts/setup.sh does)")
     kw = client.connection_pool.connection_kwargs
-    base = [exe, "-h", str(kw["host"]), "-p", str(kw["port"]), "-n", str(keys), "-r", str(keys), "-P", "16", "-q", "--csv"]
+    base = [
+        exe,
+        "-h",
+        str(kw["host"]),
+        "-p",
+        str(kw["port"]),
+        "-n",
+        str(keys),
+        "-r",
+        str(keys),
+        "-P",
+        "16",
+        "-q",
+        "--csv",
+    ]
     if kw.get("password"):
         base += ["-a", kw["password"], "--no-auth-warning"]
     hset = subprocess.run([*base, "-t", "hset"], capture_output=True, text=True, check=True).stdout
-    hincr = subprocess.run([*base, "hincrby", "bench:rb", "user:__rand_int__", "1"],
-                           capture_output=True, text=True, check=True).stdout
+    hincr = subprocess.run(
+        [*base, "hincrby", "bench:rb", "user:__rand_int__", "1"], capture_output=True, text=True, check=True
+    ).stdout
     client.delete("myhash", "bench:rb")
     return _csv_rps(hset), _csv_rps(hincr)
 
@@ -110,14 +125,22 @@ def main() -> None:
     client.ping()
     rb_hset, rb_hincrby = redis_benchmark(client, args.keys)
     rows = [
-        ("txdag commit, transactional, new txid", txdag_commit(client, StateKind.TRANSACTIONAL, args.keys, args.repeat, False)),
-        ("txdag commit, transactional, replay", txdag_commit(client, StateKind.TRANSACTIONAL, args.keys, args.repeat, True)),
+        (
+            "txdag commit, transactional, new txid",
+            txdag_commit(client, StateKind.TRANSACTIONAL, args.keys, args.repeat, False),
+        ),
+        (
+            "txdag commit, transactional, replay",
+            txdag_commit(client, StateKind.TRANSACTIONAL, args.keys, args.repeat, True),
+        ),
         ("txdag commit, opaque, new txid", txdag_commit(client, StateKind.OPAQUE, args.keys, args.repeat, False)),
         ("Python pipelined HINCRBY, no txid", pipelined_hincrby(client, args.keys, args.repeat)),
         ("redis-benchmark -t hset -P 16", rb_hset),
         ("redis-benchmark hincrby -P 16", rb_hincrby),
     ]
-    print(f"{args.keys} distinct keys, best of {args.repeat}, Redis {client.info()['redis_version']} at {args.redis_url}")
+    print(
+        f"{args.keys} distinct keys, best of {args.repeat}, Redis {client.info()['redis_version']} at {args.redis_url}"
+    )
     print(f"{'path':42} {'keys/s':>12} {'vs redis-benchmark hset':>24}")
     for name, rate in rows:
         print(f"{name:42} {rate:12,.0f} {rate / rb_hset:23.2f}x")

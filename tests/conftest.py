@@ -7,11 +7,16 @@ marked ``integration`` and get a unique Redis key prefix and a unique znode root
 from __future__ import annotations
 
 import os
+import signal
+import socket
+import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 
 REDIS_URL = os.environ.get("TXDAG_TEST_REDIS_URL", "redis://127.0.0.1:6391/0")
 ZK_HOSTS = os.environ.get("TXDAG_TEST_ZK_HOSTS", "127.0.0.1:2191")
@@ -40,9 +45,7 @@ def redis_url() -> str:
 
 
 @pytest.fixture
-def redis_client(redis_url: str) -> Iterator["redis.Redis"]:  # noqa: F821
-    import redis
-
+def redis_client(redis_url: str) -> Iterator[redis.Redis]:
     client = redis.Redis.from_url(redis_url)
     yield client
     client.close()
@@ -89,7 +92,7 @@ def zk_root(zk_hosts: str, prefix: str) -> Iterator[str]:
 
 
 @pytest.fixture
-def zk_client(zk_hosts: str) -> Iterator["KazooClient"]:  # noqa: F821
+def zk_client(zk_hosts: str) -> Iterator[KazooClient]:  # noqa: F821
     from kazoo.client import KazooClient
 
     client = KazooClient(hosts=zk_hosts, timeout=5)
@@ -97,3 +100,72 @@ def zk_client(zk_hosts: str) -> Iterator["KazooClient"]:  # noqa: F821
     yield client
     client.stop()
     client.close()
+
+
+class RedisServer:
+    """A redis-server process on a free loopback port, stoppable and restartable with the same data."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.process: subprocess.Popen[bytes] | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        """Start (or restart on the same port); the first start retries on another port if it was taken."""
+        restart = bool(self.port)  # a restart keeps its port: the clients point at it
+        for _ in range(1 if restart else 5):
+            if not restart:
+                with socket.socket() as sock:
+                    sock.bind(("127.0.0.1", 0))
+                    self.port = sock.getsockname()[1]
+            if self._spawn():
+                return
+        raise RuntimeError(f"redis-server did not start on 127.0.0.1:{self.port}")
+
+    def _spawn(self) -> bool:
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "yes", "--appendfsync", "always", "--dir", str(self.workdir),
+             "--daemonize", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        probe = redis.Redis(host="127.0.0.1", port=self.port, socket_connect_timeout=0.2, retry=None)
+        deadline = time.monotonic() + 10
+        try:
+            while self.process.poll() is None and time.monotonic() < deadline:
+                try:
+                    probe.ping()
+                    return self.process.poll() is None  # not some other server on a taken port
+                except (redis.ConnectionError, redis.BusyLoadingError):
+                    time.sleep(0.05)
+        finally:
+            probe.close()
+        self.kill()
+        return False
+
+    def kill(self) -> None:
+        """SIGKILL: the partition is down (connections refused)."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+
+    def freeze(self, frozen: bool) -> None:
+        """SIGSTOP/SIGCONT: the partition hangs (connections time out) or resumes."""
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGSTOP if frozen else signal.SIGCONT)
+
+
+@pytest.fixture
+def second_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A second redis-server of the test's own (append-only, fsync always), for partitions that go down."""
+    server = RedisServer(tmp_path)
+    server.start()
+    yield server
+    if server.process is not None:
+        server.freeze(False)
+    server.kill()

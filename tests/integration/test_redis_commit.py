@@ -7,8 +7,18 @@ import redis
 
 from txdag.errors import ConfigError, TxdagError, TxidOrderError
 from txdag.state import (
-    EncodedPartials, JoinedKeyCodec, NonTransactionalMap, OpaqueMap, OpaqueValue, RedisBackingMap, StateKind,
-    TransactionalMap, TransactionalValue, apply_encoded, apply_partials, combine_sum,
+    EncodedPartials,
+    JoinedKeyCodec,
+    NonTransactionalMap,
+    OpaqueMap,
+    OpaqueValue,
+    RedisBackingMap,
+    StateKind,
+    TransactionalMap,
+    TransactionalValue,
+    apply_encoded,
+    apply_partials,
+    combine_sum,
 )
 
 KINDS = [TransactionalMap, OpaqueMap, NonTransactionalMap]

@@ -8,8 +8,16 @@ import redis
 
 from txdag.errors import ConfigError, FormatVersionError, ServiceUnavailable, TxidOrderError
 from txdag.state import (
-    CachedMap, JoinedKeyCodec, MemoryBackingMap, NonTransactionalMap, OpaqueMap, OpaqueValue, RedisBackingMap,
-    TransactionalMap, TransactionalValue, combine_sum,
+    CachedMap,
+    JoinedKeyCodec,
+    MemoryBackingMap,
+    NonTransactionalMap,
+    OpaqueMap,
+    OpaqueValue,
+    RedisBackingMap,
+    TransactionalMap,
+    TransactionalValue,
+    combine_sum,
 )
 
 
@@ -94,7 +102,9 @@ def test_multi_get_is_one_round_trip_for_many_keys(redis_client, prefix, monkeyp
     backing.multi_put(keys, [TransactionalValue(1, i) for i in range(5000)])
     calls = []
     original = redis.client.Pipeline.execute
-    monkeypatch.setattr(redis.client.Pipeline, "execute", lambda self, *a, **k: calls.append(1) or original(self, *a, **k))
+    monkeypatch.setattr(
+        redis.client.Pipeline, "execute", lambda self, *a, **k: calls.append(1) or original(self, *a, **k)
+    )
     monkeypatch.setattr(redis.Redis, "execute_command", lambda *a, **k: pytest.fail("a per-key round trip"))
     values = backing.multi_get(keys)
     assert values[4321] == TransactionalValue(1, 4321)

@@ -4,8 +4,15 @@ import pytest
 
 from txdag.errors import TxidOrderError
 from txdag.state import (
-    CachedMap, MemoryBackingMap, NonTransactionalMap, OpaqueMap, OpaqueValue, SnapshottableMap, TransactionalMap,
-    TransactionalValue, combine_sum,
+    CachedMap,
+    MemoryBackingMap,
+    NonTransactionalMap,
+    OpaqueMap,
+    OpaqueValue,
+    SnapshottableMap,
+    TransactionalMap,
+    TransactionalValue,
+    combine_sum,
 )
 
 

@@ -22,7 +22,9 @@ local function check_meta(meta, kind, ns)
 end
 """
 
-PUT_SCRIPT = _CHECK_META + """
+PUT_SCRIPT = (
+    _CHECK_META
+    + """
 -- KEYS: values hash, txid hash, prev hash, meta hash of one namespace
 -- ARGV[1]: kind; then groups of 4: field, value JSON, txid ('' if none), prev JSON ('' if none)
 local kind = ARGV[1]
@@ -37,8 +39,11 @@ for i = 2, #ARGV, 4 do
 end
 return #ARGV / 4
 """
+)
 
-APPLY_SCRIPT = _CHECK_META + """
+APPLY_SCRIPT = (
+    _CHECK_META
+    + """
 -- Adds partial results (numbers) of batch txid to one or more map states, with each state's txid rule
 -- checked per key, and optionally records the commit in a marker key plus extra string keys.
 -- KEYS: 4 per state (values, txid, prev, meta), then the marker key and the extra keys if any
@@ -95,6 +100,7 @@ local extra_base = marker_mode == '0' and marker_index - 1 or marker_index
 for e = 1, nextra do redis.call('SET', KEYS[extra_base + e], ARGV[a + e - 1]) end
 return {applied, skipped}
 """
+)
 
 
 def raise_script_error(exc: redis.ResponseError, where: str) -> None:
@@ -105,7 +111,9 @@ def raise_script_error(exc: redis.ResponseError, where: str) -> None:
         raise exc
     rest = words[words.index(tag) + 1 :]
     if tag == "TXDAG_BACKWARDS":
-        raise TxidOrderError(int(rest[2]), int(rest[1]), where=f"state {rest[0]!r} field {' '.join(rest[3:])!r}") from exc
+        raise TxidOrderError(
+            int(rest[2]), int(rest[1]), where=f"state {rest[0]!r} field {' '.join(rest[3:])!r}"
+        ) from exc
     if tag == "TXDAG_KIND":
         raise ConfigError(
             f"state namespace {rest[0]!r} holds state of kind {rest[1]}, not {rest[2]}: two topologies share the "

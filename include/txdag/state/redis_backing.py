@@ -124,7 +124,9 @@ class RedisBackingMap:
         if kind is StateKind.NON_TRANSACTIONAL:
             return curr
         if txid is None:
-            raise FormatVersionError(f"state {self.namespace!r} field {field!r} has a value but no txid in {self.keys[1]}")
+            raise FormatVersionError(
+                f"state {self.namespace!r} field {field!r} has a value but no txid in {self.keys[1]}"
+            )
         if kind is StateKind.TRANSACTIONAL:
             return TransactionalValue(int(txid), curr)
         return OpaqueValue(int(txid), curr, None if prev is None else self._loads(field, prev))
@@ -140,8 +142,14 @@ class RedisBackingMap:
 
 
 def _kind_of(values: Sequence[Any]) -> StateKind:
-    kinds = {StateKind.TRANSACTIONAL if isinstance(v, TransactionalValue)
-             else StateKind.OPAQUE if isinstance(v, OpaqueValue) else StateKind.NON_TRANSACTIONAL for v in values}
+    kinds = {
+        StateKind.TRANSACTIONAL
+        if isinstance(v, TransactionalValue)
+        else StateKind.OPAQUE
+        if isinstance(v, OpaqueValue)
+        else StateKind.NON_TRANSACTIONAL
+        for v in values
+    }
     if len(kinds) != 1:
         raise ValueError(f"multi_put mixes value kinds {sorted(k.value for k in kinds)} in one namespace")
     return kinds.pop()

@@ -98,7 +98,11 @@ def apply_encoded(
 
 
 def _call(
-    txid: int, chunk: list[tuple[EncodedPartials, str, str]], marker_key: str | None, last: bool, extra: Mapping[str, str]
+    txid: int,
+    chunk: list[tuple[EncodedPartials, str, str]],
+    marker_key: str | None,
+    last: bool,
+    extra: Mapping[str, str],
 ) -> tuple[list[str], list[str]]:
     """KEYS and ARGV of one script call (layout in APPLY_SCRIPT's header)."""
     by_state: dict[tuple[str, StateKind], list[str]] = {}

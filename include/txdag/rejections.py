@@ -1,0 +1,40 @@
+"""Rejected source entries, kept per topology for an operator: nothing bad is dropped without a trace.
+
+    txdag:rejected:{topology}   hash  entry id -> JSON {"txid", "attempt", "partition", "reason"}
+
+Keyed by entry id, so a replay of the same batch does not count a rejection twice.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+import redis
+
+from txdag.attempt import TransactionAttempt
+from txdag.redisio import redis_errors
+from txdag.spouts.base import Rejection
+
+
+def rejections_key(topology: str) -> str:
+    return f"txdag:rejected:{{{topology}}}"
+
+
+def record_rejections(
+    client: redis.Redis, topology: str, tx: TransactionAttempt, rejections: Iterable[Rejection]
+) -> int:
+    entries = {
+        r.id: json.dumps({"txid": tx.txid, "attempt": tx.attempt, "partition": r.partition, "reason": r.reason})
+        for r in rejections
+    }
+    if entries:
+        with redis_errors(client, f"recording rejections of {tx} of topology {topology!r}"):
+            client.hset(rejections_key(topology), mapping=entries)
+    return len(entries)
+
+
+def list_rejections(client: redis.Redis, topology: str) -> dict[str, dict]:
+    with redis_errors(client, f"listing rejections of topology {topology!r}"):
+        raw = client.hgetall(rejections_key(topology))
+    return {k.decode(): json.loads(v) for k, v in raw.items()}

@@ -1,0 +1,337 @@
+"""Partitioned spouts over Redis Streams: seed 000's "several Redis databases", one stream per partition.
+
+Metadata: ``{"v": 1, "partitions": {name: {"after": id, "last": id | None, "count": n}}}``: the batch holds, per
+partition, the ``count`` entries in ``(after, last]``; an opaque spout adds ``"unavailable": true`` to a
+partition it could not reach (count 0, position unchanged). Partition clients should fail fast: build them with
+``StreamPartition.from_url`` (or ``socket_timeout``/``socket_connect_timeout`` and a short ``retry``), since
+redis-py 8 retries a refused connection ten times (~5 s) by default.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
+
+from txdag.attempt import TransactionAttempt
+from txdag.errors import BatchReadError, ConfigError, FormatVersionError, SourceUnavailable
+from txdag.redisio import describe
+from txdag.spouts.base import Batch, Metadata, Record, Rejection, SpoutKind
+from txdag.spouts.tweets import CONNECTION_ERRORS, FORMAT_VERSION, require_bytes_client
+
+XRANGE_CHUNK = 10_000  # entries per XRANGE reply when reading a very large partition batch
+ENTRY_ID = re.compile(r"\d+-\d+")
+PartitionMeta = dict[str, Any]
+
+
+@dataclass(frozen=True, eq=False)
+class StreamPartition:
+    """One partition: a stream key on a Redis server; partitions may live on different servers.
+
+    Partitions that share a client object share one pipeline per batch, so give partitions on the same
+    server the same client.
+    """
+
+    name: str
+    client: redis.Redis
+    stream: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ConfigError(f"a StreamPartition needs a non-empty name, got {self.name!r}")
+        if not isinstance(self.stream, str) or not self.stream:
+            raise ConfigError(f"partition {self.name!r} needs a non-empty stream key, got {self.stream!r}")
+        require_bytes_client(self.client, f"partition {self.name!r}")
+
+    @classmethod
+    def from_url(cls, name: str, url: str, stream: str, *, timeout: float = 2.0) -> StreamPartition:
+        """A partition whose client detects a down or hung server within ~2 x ``timeout`` seconds."""
+        client = redis.Redis.from_url(
+            url,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            retry=Retry(ExponentialBackoff(cap=0.2), 1),
+        )
+        return cls(name, client, stream)
+
+
+def append_entries(
+    partition: StreamPartition, values: Sequence[str | bytes], field: str = "value"
+) -> list[str]:
+    """XADD each value as ``{field: value}`` in one pipelined round trip; returns the entry ids."""
+    pipe = partition.client.pipeline(transaction=False)
+    for value in values:
+        pipe.xadd(partition.stream, {field: value})
+    return [_text(entry_id) for entry_id in pipe.execute()]
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _bad(why: str) -> FormatVersionError:
+    return FormatVersionError(f"stream spout metadata {why}; this txdag reads version {FORMAT_VERSION} only")
+
+
+def check_partition_meta(name: str, part: Any) -> PartitionMeta:
+    """One partition's entry of the metadata, validated: ids look like ``ms-seq``, count 0 iff last is None."""
+    if not isinstance(part, dict):
+        raise _bad(f"has {part!r} for partition {name!r}, not a dict")
+    after, last, count = part.get("after"), part.get("last"), part.get("count")
+    if not isinstance(after, str) or not ENTRY_ID.fullmatch(after):
+        raise _bad(f"has after={after!r} for partition {name!r}, not a stream entry id")
+    if last is not None and (not isinstance(last, str) or not ENTRY_ID.fullmatch(last)):
+        raise _bad(f"has last={last!r} for partition {name!r}, not a stream entry id")
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0 or (count == 0) != (last is None):
+        raise _bad(
+            f"has count={count!r} with last={last!r} for partition {name!r} (count 0 iff last is null)"
+        )
+    return part
+
+
+def check_metadata(metadata: Any) -> dict[str, PartitionMeta]:
+    """The ``partitions`` of a stream spout's metadata; refuses unknown versions and shapes."""
+    if not isinstance(metadata, dict) or metadata.get("v") != FORMAT_VERSION:
+        version = metadata.get("v") if isinstance(metadata, dict) else type(metadata).__name__
+        raise _bad(f"has format version {version!r} (upgrade txdag, or reset the topology's transactions)")
+    parts = metadata.get("partitions")
+    if not isinstance(parts, dict):
+        raise _bad(f"has partitions={parts!r}, not a dict")
+    return {name: check_partition_meta(name, part) for name, part in parts.items()}
+
+
+def partition_start(prev_metadata: Metadata | None, name: str) -> str:
+    """Where ``name``'s next batch starts: after prev's last entry, or prev's start when its batch was empty."""
+    if prev_metadata is None:
+        return "0-0"
+    part = check_metadata(prev_metadata).get(name)
+    if part is None:
+        return "0-0"  # a partition added to the topology starts at the beginning of its stream
+    return part["last"] if part["last"] is not None else part["after"]
+
+
+def parse_entry(partition: str, entry_id: str, fields: dict[Any, Any], field: str) -> Record | Rejection:
+    """A stream entry as a Record, or a Rejection that says what is wrong with it."""
+    record_id = f"{partition}:{entry_id}"
+    raw = fields.get(field.encode(), fields.get(field))
+    if raw is None:
+        names = ", ".join(sorted(str(name)[2:-1] if isinstance(name, bytes) else name for name in fields))
+        return Rejection(
+            record_id, f"entry has no field {field!r} (its fields: {names or 'none'})", partition
+        )
+    try:
+        return Record(record_id, raw.decode("utf-8") if isinstance(raw, bytes) else raw, partition)
+    except UnicodeDecodeError as exc:
+        return Rejection(
+            record_id, f"field {field!r} is not valid UTF-8 ({exc.reason} at byte {exc.start})", partition
+        )
+
+
+# KEYS[1]: the stream.  ARGV[1]: exclusive start "(id"; ARGV[2]: max entries.
+# Returns {count, last id or nil}: sizes a batch without sending payloads over the network.
+COUNT_AFTER_LUA = """
+local r = redis.call('XRANGE', KEYS[1], ARGV[1], '+', 'COUNT', ARGV[2])
+if #r == 0 then return {0, false} end
+return {#r, r[#r][1]}
+"""
+
+
+class _StreamSpout:
+    """What both partitioned spouts share: planning per partition and reading ``(after, last]`` ranges."""
+
+    kind: SpoutKind
+    _plan_hint = ""  # transactional only: why planning halts when a partition is unreachable
+    _emit_hint = ""  # what happens when a partition is unreachable at emit time
+    _trim_hint = ""  # what happens when a partition no longer holds its batch
+
+    def __init__(
+        self, partitions: Sequence[StreamPartition], *, max_per_partition: int = 1000, field: str = "value"
+    ) -> None:
+        names = [p.name for p in partitions if isinstance(p, StreamPartition)]
+        if not partitions or len(names) != len(partitions):
+            raise ConfigError(
+                f"{type(self).__name__} needs a non-empty list of StreamPartition, got {partitions!r}"
+            )
+        if len(set(names)) != len(names):
+            raise ConfigError(f"partition names must be unique, got {names}")
+        if (
+            isinstance(max_per_partition, bool)
+            or not isinstance(max_per_partition, int)
+            or max_per_partition < 1
+        ):
+            raise ConfigError(f"max_per_partition must be an int >= 1, got {max_per_partition!r}")
+        self.partitions = {p.name: p for p in partitions}
+        self.max_per_partition = max_per_partition
+        self.field = field
+        self._script = partitions[0].client.register_script(COUNT_AFTER_LUA)  # run on each server's pipeline
+
+    def _groups(self, names: Sequence[str]) -> list[list[StreamPartition]]:
+        """Partitions grouped by client, so that each Redis server gets one pipeline."""
+        groups: dict[int, list[StreamPartition]] = {}
+        for name in names:
+            groups.setdefault(id(self.partitions[name].client), []).append(self.partitions[name])
+        return list(groups.values())
+
+    def _unreachable(self, group: list[StreamPartition], exc: Exception, why: str) -> SourceUnavailable:
+        names = ", ".join(repr(p.name) for p in group)
+        return SourceUnavailable(
+            f"partition(s) {names} at Redis {describe(group[0].client)} unreachable ({exc}); {why}"
+        )
+
+    def _execute(self, group: list[StreamPartition], pipe: Any) -> list[Any]:
+        """Run one server's pipeline; a wrong key type is a configuration mistake naming the partition."""
+        results = pipe.execute(raise_on_error=False)
+        for part, result in zip(group, results):
+            if isinstance(result, CONNECTION_ERRORS):
+                raise result
+            if isinstance(result, redis.ResponseError):
+                raise ConfigError(
+                    f"partition {part.name!r}: Redis {describe(part.client)} key {part.stream!r} is not a "
+                    f"stream ({result}); point the partition at a stream key"
+                )
+        return results
+
+    def _scan_group(
+        self, group: list[StreamPartition], prev: Metadata | None, limit: int
+    ) -> dict[str, PartitionMeta]:
+        """Plan ``group``'s partitions: up to ``limit`` entries each after prev's position."""
+        pipe = group[0].client.pipeline(transaction=False)
+        starts = [partition_start(prev, part.name) for part in group]
+        for part, start in zip(group, starts):
+            self._script(keys=[part.stream], args=[f"({start}", limit], client=pipe)
+        results = self._execute(group, pipe)
+        plan: dict[str, PartitionMeta] = {}
+        for part, start, (count, last) in zip(group, starts, results):
+            plan[part.name] = {"after": start, "last": _text(last) if count else None, "count": int(count)}
+        return plan
+
+    def _plan(self, prev: Metadata | None, limit: int) -> dict[str, PartitionMeta]:
+        """Every partition's next range; an unreachable one halts (transactional) or is carried over (opaque)."""
+        plan: dict[str, PartitionMeta] = {}
+        for group in self._groups(list(self.partitions)):
+            try:
+                plan.update(self._scan_group(group, prev, limit))
+            except CONNECTION_ERRORS as exc:
+                if self.kind is SpoutKind.TRANSACTIONAL:
+                    raise self._unreachable(group, exc, self._plan_hint) from exc
+                for part in group:  # count 0, same position, flagged for the operator
+                    after = partition_start(prev, part.name)
+                    plan[part.name] = {"after": after, "last": None, "count": 0, "unavailable": True}
+        if all(part.get("unavailable") for part in plan.values()):
+            raise SourceUnavailable(
+                f"every partition ({', '.join(map(repr, self.partitions))}) is unreachable; start their Redis "
+                f"servers ({', '.join(describe(group[0].client) for group in self._groups(list(plan)))})"
+            )
+        return plan
+
+    def is_ready(self, prev_metadata: Metadata | None) -> bool:
+        return any(part["count"] for part in self._plan(prev_metadata, 1).values())
+
+    def initialize_transaction(self, txid: int, prev_metadata: Metadata | None) -> Metadata:
+        return {"v": FORMAT_VERSION, "partitions": self._plan(prev_metadata, self.max_per_partition)}
+
+    def batch_size(self, metadata: Metadata) -> int:
+        return sum(part["count"] for part in check_metadata(metadata).values())
+
+    def emit_batch(self, tx: TransactionAttempt, metadata: Metadata) -> Batch:
+        """Re-read ``(after, last]`` of every partition: one XRANGE per partition, one pipeline per server."""
+        parts = {name: part for name, part in check_metadata(metadata).items() if part["count"]}
+        unknown = sorted(set(parts) - set(self.partitions))
+        if unknown:
+            raise ConfigError(
+                f"{tx}: the metadata names partition(s) {unknown} that this spout does not have; "
+                f"it has {sorted(self.partitions)} (were partitions removed while txids were pending?)"
+            )
+        records: list[Record] = []
+        rejections: list[Rejection] = []
+        for group in self._groups(sorted(parts)):
+            try:
+                entries = self._read_group(group, parts)
+            except CONNECTION_ERRORS as exc:
+                raise self._unreachable(group, exc, f"{tx} cannot be read: {self._emit_hint}") from exc
+            for part in group:
+                self._check_range(tx, part, parts[part.name], entries[part.name])
+                for entry_id, fields in entries[part.name]:
+                    item = parse_entry(part.name, _text(entry_id), fields, self.field)
+                    if isinstance(item, Record):
+                        records.append(item)
+                    else:
+                        rejections.append(item)
+        return Batch(tx, records, rejections)
+
+    def _read_group(
+        self, group: list[StreamPartition], parts: dict[str, PartitionMeta]
+    ) -> dict[str, list[Any]]:
+        """XRANGE (after, last] per partition, pipelined; very large ranges continue in XRANGE_CHUNK pieces."""
+        entries: dict[str, list[Any]] = {part.name: [] for part in group}
+        pending = {part.name: parts[part.name]["after"] for part in group}
+        while pending:
+            todo = [self.partitions[name] for name in pending]
+            pipe = group[0].client.pipeline(transaction=False)
+            for part in todo:
+                pipe.xrange(
+                    part.stream, f"({pending[part.name]}", parts[part.name]["last"], count=XRANGE_CHUNK
+                )
+            results = self._execute(todo, pipe)
+            pending = {}
+            for part, chunk in zip(todo, results):
+                entries[part.name].extend(chunk)
+                if len(chunk) == XRANGE_CHUNK and _text(chunk[-1][0]) != parts[part.name]["last"]:
+                    pending[part.name] = _text(chunk[-1][0])
+        return entries
+
+    def _check_range(
+        self, tx: TransactionAttempt, part: StreamPartition, meta: PartitionMeta, got: list[Any]
+    ) -> None:
+        """The stream must still hold the ``count`` entries of ``(after, last]`` (XTRIM/XDEL remove them)."""
+        if len(got) == meta["count"] and _text(got[-1][0]) == meta["last"]:
+            return
+        raise BatchReadError(
+            f"{tx}: partition {part.name!r} (stream {part.stream!r} at Redis {describe(part.client)}) holds "
+            f"{len(got)} entries in ({meta['after']}, {meta['last']}] but the batch has {meta['count']}: entries "
+            f"were trimmed or deleted (XTRIM/XDEL/MAXLEN) before the batch was read; {self._trim_hint}"
+        )
+
+
+class PartitionedTransactionalStreamSpout(_StreamSpout):
+    """Storm's partitioned transactional spout: a txid's batch never changes, so a replay is identical.
+
+    An unreachable partition makes ``is_ready``/``initialize_transaction`` raise SourceUnavailable rather
+    than plan a batch without it: that txid would be fixed for ever without the partition's entries of that
+    span, and later txids would have to catch up, which is the opaque spout's contract, not this one's.
+    Raising allocates no txid; the coordinator tries again on its next run.
+    """
+
+    kind = SpoutKind.TRANSACTIONAL
+    _plan_hint = (
+        "a transactional spout allocates no txid until every partition is reachable (start that Redis "
+        "server, or use OpaquePartitionedStreamSpout to keep going without it)"
+    )
+    _emit_hint = (
+        "a transactional spout cannot replay this batch without it, so processing halts until the "
+        "partition is reachable again"
+    )
+    _trim_hint = (
+        "a transactional spout cannot replay a different batch: restore the entries, or reset the "
+        "topology's transactions; keep stream retention longer than the replay window"
+    )
+
+
+class OpaquePartitionedStreamSpout(_StreamSpout):
+    """Storm's opaque partitioned spout: a replay recomputes the batch, carrying over partitions that are down.
+
+    Seed 004: it tolerates losing a source node. A down partition keeps its position (count 0,
+    ``"unavailable": true``) while the others keep emitting; its entries go into a later batch once it is back.
+    """
+
+    kind = SpoutKind.OPAQUE
+    _emit_hint = (
+        "this attempt fails; the txid's re-emission recomputes its batch without the unreachable "
+        "partition, whose entries go into a later batch once it is back"
+    )
+    _trim_hint = "this attempt fails; the txid's re-emission recomputes its batch from the entries still held"

@@ -1,0 +1,222 @@
+"""Seed 000's TweetsTransactionalSpout: tweets at Redis keys ``<prefix>1 .. <prefix>N`` with the RQ class's cursors.
+
+``<prefix>NEXT_WRITE`` holds the id the next tweet will be written at and ``<prefix>NEXT_READ`` where the very
+first txid starts (1 when absent). Batch metadata is ``{"v": 1, "from": id, "quantity": n}``; a replay reads the
+same keys again, so the batch is the same as long as the keys are kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import redis
+
+from txdag.attempt import TransactionAttempt
+from txdag.errors import BatchReadError, ConfigError, FormatVersionError
+from txdag.redisio import describe, redis_errors
+from txdag.spouts.base import Batch, Metadata, Record, Rejection, SpoutKind
+
+FORMAT_VERSION = 1
+MGET_CHUNK = 10_000  # keys per MGET: bounds one reply's size; all chunks still go in one round trip
+CONNECTION_ERRORS = (redis.ConnectionError, redis.TimeoutError)
+
+
+def require_bytes_client(client: Any, what: str) -> None:
+    """Refuse ``decode_responses=True``: one non-UTF-8 value would then fail the whole reply, not one record."""
+    if not isinstance(client, redis.Redis):
+        raise ConfigError(f"{what} needs a redis.Redis client, got {type(client).__name__}")
+    if client.connection_pool.connection_kwargs.get("decode_responses"):
+        raise ConfigError(
+            f"{what}: create the Redis client without decode_responses=True; the spout decodes each value "
+            f"itself so that a value that is not UTF-8 becomes one rejection instead of a failed batch"
+        )
+
+
+def check_metadata(metadata: Any) -> tuple[int, int]:
+    """``(from, quantity)`` of a tweets metadata dict; refuses unknown versions and shapes."""
+    if not isinstance(metadata, dict) or metadata.get("v") != FORMAT_VERSION:
+        version = metadata.get("v") if isinstance(metadata, dict) else type(metadata).__name__
+        raise FormatVersionError(
+            f"tweets spout metadata has format version {version!r}; this txdag reads version {FORMAT_VERSION} "
+            f"only (upgrade txdag, or reset the topology's transactions)"
+        )
+    start, quantity = metadata.get("from"), metadata.get("quantity")
+    for name, value, low in (("from", start, 1), ("quantity", quantity, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise FormatVersionError(
+                f"tweets spout metadata field {name!r} must be an int >= {low}, got {value!r}"
+            )
+    return start, quantity  # type: ignore[return-value]
+
+
+def next_from(prev_metadata: Metadata | None, next_read: int) -> int:
+    """The first tweet id after ``prev_metadata``'s batch; the very first txid starts at NEXT_READ."""
+    if prev_metadata is None:
+        return next_read
+    start, quantity = check_metadata(prev_metadata)
+    return start + quantity
+
+
+def plan_batch(prev_metadata: Metadata | None, next_read: int, next_write: int, max_size: int) -> Metadata:
+    """The seed's coordinator arithmetic: continue after the previous batch, at most ``max_size`` tweets."""
+    start = next_from(prev_metadata, next_read)
+    quantity = max(0, min(next_write - start, max_size))
+    return {"v": FORMAT_VERSION, "from": start, "quantity": quantity}
+
+
+def _cursor(raw: bytes | None, key: str, default: int) -> int:
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ConfigError(
+            f"Redis key {key!r} must hold a tweet id (an integer), got {raw!r}; fix it with SET"
+        ) from None
+
+
+class TweetsTransactionalSpout:
+    """A transactional spout over seed 000's tweets layout; one MGET round trip per batch."""
+
+    kind: SpoutKind = SpoutKind.TRANSACTIONAL
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        prefix: str = "",
+        max_transaction_size: int = 1000,
+        topology: str = "tweets",
+    ) -> None:
+        require_bytes_client(client, f"TweetsTransactionalSpout of topology {topology!r}")
+        if (
+            isinstance(max_transaction_size, bool)
+            or not isinstance(max_transaction_size, int)
+            or max_transaction_size < 1
+        ):
+            raise ConfigError(f"max_transaction_size must be an int >= 1, got {max_transaction_size!r}")
+        self.client = client
+        self.prefix = prefix
+        self.max_transaction_size = max_transaction_size
+        self.topology = topology
+
+    def key(self, tweet_id: int) -> str:
+        return f"{self.prefix}{tweet_id}"
+
+    def _cursors(self) -> tuple[int, int]:
+        """(NEXT_READ, NEXT_WRITE) in one MGET; NEXT_WRITE absent means nothing was written (next id 1)."""
+        read_key, write_key = f"{self.prefix}NEXT_READ", f"{self.prefix}NEXT_WRITE"
+        with redis_errors(self.client, f"reading the tweet cursors of topology {self.topology!r}"):
+            raw_read, raw_write = self.client.mget([read_key, write_key])
+        return _cursor(raw_read, read_key, 1), _cursor(raw_write, write_key, 1)
+
+    def lag(self, prev_metadata: Metadata | None) -> int:
+        """Tweets in the source that no batch up to ``prev_metadata`` covers (for the operator's UI)."""
+        next_read, next_write = self._cursors()
+        return max(0, next_write - next_from(prev_metadata, next_read))
+
+    def is_ready(self, prev_metadata: Metadata | None) -> bool:
+        return self.lag(prev_metadata) > 0
+
+    def initialize_transaction(self, txid: int, prev_metadata: Metadata | None) -> Metadata:
+        next_read, next_write = self._cursors()
+        return plan_batch(prev_metadata, next_read, next_write, self.max_transaction_size)
+
+    def batch_size(self, metadata: Metadata) -> int:
+        return check_metadata(metadata)[1]
+
+    def emit_batch(self, tx: TransactionAttempt, metadata: Metadata) -> Batch:
+        """Read exactly keys ``from .. from+quantity-1``; a missing key halts, a bad value is one rejection."""
+        start, quantity = check_metadata(metadata)
+        keys = [self.key(i) for i in range(start, start + quantity)]
+        with redis_errors(self.client, f"reading the batch of topology {self.topology!r} {tx}"):
+            values = self._mget(keys)
+            types = self._types([key for key, value in zip(keys, values) if value is None])
+        self._check_present(tx, start, quantity, types)
+        records: list[Record] = []
+        rejections: list[Rejection] = []
+        for tweet_id, key, raw in zip(range(start, start + quantity), keys, values):
+            if raw is None:
+                rejections.append(
+                    Rejection(str(tweet_id), f"key {key!r} holds a Redis {types[key]}, not a string")
+                )
+                continue
+            try:
+                records.append(Record(str(tweet_id), raw.decode("utf-8")))
+            except UnicodeDecodeError as exc:
+                rejections.append(
+                    Rejection(
+                        str(tweet_id), f"key {key!r} is not valid UTF-8 ({exc.reason} at byte {exc.start})"
+                    )
+                )
+        return Batch(tx, records, rejections)
+
+    def _mget(self, keys: list[str]) -> list[bytes | None]:
+        """All keys in one round trip: MGETs of MGET_CHUNK keys each, pipelined."""
+        pipe = self.client.pipeline(transaction=False)
+        for i in range(0, len(keys), MGET_CHUNK):
+            pipe.mget(keys[i : i + MGET_CHUNK])
+        return [value for chunk in pipe.execute() for value in chunk]
+
+    def _types(self, keys: list[str]) -> dict[str, str]:
+        """TYPE of the keys MGET returned nil for (nil means missing *or* not a string)."""
+        if not keys:
+            return {}
+        pipe = self.client.pipeline(transaction=False)
+        for key in keys:
+            pipe.type(key)
+        return {key: kind.decode() for key, kind in zip(keys, pipe.execute())}
+
+    def _check_present(
+        self, tx: TransactionAttempt, start: int, quantity: int, types: dict[str, str]
+    ) -> None:
+        gone = [key for key, kind in types.items() if kind in ("none", "string")]
+        if not gone:
+            return
+        changed = [key for key in gone if types[key] == "string"]
+        what = "changed while it was being read" if changed else "is missing"
+        raise BatchReadError(
+            f"topology {self.topology!r} {tx}: the source no longer holds the batch described by the metadata "
+            f"(tweets {start}..{start + quantity - 1} at Redis {describe(self.client)}): key {gone[0]!r} {what}"
+            f" ({len(gone)} such key(s) in the range: {', '.join(gone[:5])}); restore key {gone[0]!r} (and the "
+            f"others) from a backup, or reset the topology's transactions if the tweets are lost for good: a "
+            f"transactional spout must replay exactly the same batch"
+        )
+
+
+# KEYS[1]: the NEXT_WRITE key.  ARGV[1]: the tweet key prefix; ARGV[2..]: the tweets, in order.
+# Returns the id of the first tweet written. Ids are formatted with %d (tostring would give 1e+14).
+APPEND_TWEETS_LUA = """
+local first = tonumber(redis.call('GET', KEYS[1]) or '1')
+if not first then return redis.error_reply('NEXT_WRITE is not an integer') end
+for i = 2, #ARGV do
+  redis.call('SET', ARGV[1] .. string.format('%d', first + i - 2), ARGV[i])
+end
+redis.call('SET', KEYS[1], string.format('%d', first + #ARGV - 1))
+return first
+"""
+
+
+def append_tweets(client: redis.Redis, tweets: Iterable[str | bytes], prefix: str = "") -> list[int]:
+    """Write tweets the seed's way at NEXT_WRITE, NEXT_WRITE+1, ... and return their ids.
+
+    Atomic in one Lua script, which prevents this race of an INCRBY-then-SET writer:
+    writer INCRBY NEXT_WRITE -> coordinator sees the new NEXT_WRITE and allocates the ids -> emitter MGETs the
+    keys before the writer's SETs land -> the batch finds keys missing. With the script, ids and values
+    appear together. Large lists go in chunks of MGET_CHUNK; each chunk is contiguous.
+    """
+    items = list(tweets)
+    script = client.register_script(APPEND_TWEETS_LUA)
+    ids: list[int] = []
+    with redis_errors(client, f"appending tweets under prefix {prefix!r}"):
+        for i in range(0, len(items), MGET_CHUNK):
+            chunk = items[i : i + MGET_CHUNK]
+            try:
+                first = int(script(keys=[f"{prefix}NEXT_WRITE"], args=[prefix, *chunk]))
+            except redis.ResponseError as exc:
+                raise ConfigError(
+                    f"cannot append tweets: {exc}; {prefix}NEXT_WRITE must hold an integer tweet id"
+                ) from exc
+            ids.extend(range(first, first + len(chunk)))
+    return ids

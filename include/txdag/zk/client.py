@@ -1,0 +1,86 @@
+"""Connecting to ZooKeeper: one KazooClient per process, with digest auth that protects every znode it creates.
+
+Storm's ``transactional.zookeeper.servers/port`` becomes an Airflow connection; the hook that reads it calls
+:func:`connect_zk`. A chroot may be given in ``hosts`` the ZooKeeper way (``"zk1:2181,zk2:2181/apps"``); it
+must exist already. Most deployments leave it out and give the store a ``root`` instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+from kazoo.client import KazooClient
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.security import make_digest_acl
+
+from txdag.errors import ConfigError, ServiceUnavailable
+
+log = logging.getLogger("txdag.zk")
+
+HOW_TO_START = (
+    "start it with `bash scripts/services.sh start`, or check the host/port of the ZooKeeper connection "
+    "in Airflow (Admin > Connections)"
+)
+
+
+def connect_zk(hosts: str, *, auth: tuple[str, str] | None = None, timeout: float = 10.0) -> KazooClient:
+    """A started KazooClient for ``hosts``, or ServiceUnavailable naming ZooKeeper and how to start it.
+
+    With ``auth=(user, password)`` the session authenticates with the digest scheme and every znode it
+    creates gets an ACL that only that user can read or change. The password never appears in a message.
+    """
+    if not hosts or not isinstance(hosts, str):
+        raise ConfigError(f"ZooKeeper hosts must be a 'host:port[,host:port][/chroot]' string, got {hosts!r}")
+    kwargs: dict[str, object] = {}
+    if auth is not None:
+        user, password = _check_auth(auth)
+        kwargs["auth_data"] = [("digest", f"{user}:{password}")]
+        kwargs["default_acl"] = [make_digest_acl(user, password, all=True)]
+    try:
+        client = KazooClient(
+            hosts=hosts,
+            timeout=timeout,
+            command_retry={"max_tries": 5, "delay": 0.1, "max_delay": 2.0, "deadline": max(timeout, 1.0)},
+            connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 5.0},
+            **kwargs,
+        )
+    except ValueError as exc:
+        raise ConfigError(f"ZooKeeper hosts {hosts!r} are malformed ({exc}): use 'host:port[,host:port][/chroot]'"
+                          ) from None
+    try:
+        with warnings.catch_warnings():  # kazoo warns about a missing chroot; we raise a clearer error below
+            warnings.filterwarnings("ignore", message="No chroot path exists")
+            client.start(timeout=timeout)
+    except KazooTimeoutError:
+        raise ServiceUnavailable(
+            f"ZooKeeper is not reachable at {hosts} (no session within {timeout:g}s); {HOW_TO_START}"
+        ) from None
+    if client.chroot and not client.exists("/"):
+        close_zk(client)
+        raise ConfigError(
+            f"the ZooKeeper chroot {client.chroot} in hosts {hosts!r} does not exist: create it "
+            f"(zkCli.sh create {client.chroot}) or drop it from the hosts and give the store a root instead"
+        )
+    log.info("connected to ZooKeeper at %s%s", hosts, f" as digest user {auth[0]!r}" if auth else "")
+    return client
+
+
+def close_zk(client: KazooClient) -> None:
+    """Stop and close a client; safe to call twice (the Airflow hook calls it on teardown)."""
+    try:
+        client.stop()
+    finally:
+        client.close()
+
+
+def _check_auth(auth: tuple[str, str]) -> tuple[str, str]:
+    """Refuse a malformed credential without ever echoing the password."""
+    if not (isinstance(auth, tuple | list) and len(auth) == 2 and all(isinstance(x, str) for x in auth)):
+        raise ConfigError("ZooKeeper auth must be a (user, password) tuple of two strings")
+    user, password = auth
+    if not user or ":" in user:
+        raise ConfigError(f"ZooKeeper digest user must be non-empty and contain no ':', got {user!r}")
+    if not password:
+        raise ConfigError(f"ZooKeeper digest password for user {user!r} is empty: set it in the connection")
+    return user, password

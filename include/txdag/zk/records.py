@@ -1,0 +1,206 @@
+"""What txdag keeps in ZooKeeper, as frozen dataclasses serialised to JSON bytes with a format version.
+
+Pure: no kazoo here. Every reader takes the znode path so that a refusal names the node an operator must
+look at. Format version 1 (``"v": 1``) is the only one this code reads; anything else, or bytes that are
+not a record of the expected shape, raise :class:`~txdag.errors.FormatVersionError`.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, NoReturn
+
+from txdag.attempt import TransactionAttempt
+from txdag.errors import FormatVersionError
+
+FORMAT_VERSION = 1
+HISTORY_LIMIT = 20
+
+
+class TxStatus(str, enum.Enum):
+    """Where a txid is in its life: emitted → processed → committing → committed, or failed (then re-emitted)."""
+
+    EMITTED = "emitted"
+    PROCESSED = "processed"
+    COMMITTING = "committing"
+    COMMITTED = "committed"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class TopologyRecord:
+    """The topology's counters; the znode's version guards every allocation and commit (compare-and-set)."""
+
+    last_txid: int = 0
+    committed_txid: int = 0
+
+    def to_bytes(self) -> bytes:
+        return _dump({"last_txid": self.last_txid, "committed_txid": self.committed_txid})
+
+    @classmethod
+    def from_bytes(cls, data: bytes, path: str) -> TopologyRecord:
+        obj = _load(data, path, "topology record")
+        rec = cls(_int(obj, "last_txid", path), _int(obj, "committed_txid", path))
+        if rec.committed_txid > rec.last_txid:
+            _malformed(path, "topology record", f"committed_txid {rec.committed_txid} > last_txid {rec.last_txid}")
+        return rec
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One step of a txid's life, kept so an operator can see what happened to it."""
+
+    attempt: int
+    status: TxStatus
+    at: str
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class TxidRecord:
+    """A txid's metadata and status. ``failed_by`` is the txid whose failure cascaded here (itself if it failed).
+
+    ``commit_begun`` is set the first time the txid enters COMMITTING and never cleared: part of its batch may
+    be in the state already, so its metadata is frozen for every later emission, whatever the spout kind.
+    """
+
+    txid: int
+    attempt: int
+    status: TxStatus
+    run_id: str
+    metadata: dict[str, Any]
+    updated_at: str
+    failed_by: int | None = None
+    error: str | None = None
+    commit_begun: bool = False
+    history: tuple[HistoryEntry, ...] = field(default=())
+
+    @property
+    def tx(self) -> TransactionAttempt:
+        return TransactionAttempt(self.txid, self.attempt)
+
+    @classmethod
+    def new(cls, txid: int, run_id: str, metadata: dict[str, Any], at: str) -> TxidRecord:
+        """The record of a freshly allocated txid: attempt 1, EMITTED."""
+        entry = HistoryEntry(1, TxStatus.EMITTED, at)
+        return cls(txid, 1, TxStatus.EMITTED, run_id, metadata, at, history=(entry,))
+
+    def moved(self, status: TxStatus, at: str, **changes: Any) -> TxidRecord:
+        """A copy in ``status`` with ``changes`` applied (attempt, metadata, failed_by, error, run_id).
+
+        The step is appended to the history (capped at HISTORY_LIMIT entries); leaving FAILED clears the
+        failure fields, entering COMMITTING freezes the metadata.
+        """
+        if status is not TxStatus.FAILED:
+            changes.setdefault("failed_by", None)
+            changes.setdefault("error", None)
+        rec = replace(self, status=status, updated_at=at, **changes)
+        entry = HistoryEntry(rec.attempt, status, at, rec.error if status is TxStatus.FAILED else None)
+        frozen = rec.commit_begun or status is TxStatus.COMMITTING
+        return replace(rec, commit_begun=frozen, history=(rec.history + (entry,))[-HISTORY_LIMIT:])
+
+    def to_bytes(self) -> bytes:
+        obj = asdict(self)
+        obj["status"] = self.status.value
+        obj["history"] = [_entry_dict(e) for e in self.history]
+        return _dump(obj)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, path: str) -> TxidRecord:
+        obj = _load(data, path, "txid record")
+        metadata = obj.get("metadata")
+        history = obj.get("history", [])
+        if not isinstance(metadata, dict) or not isinstance(history, list):
+            _malformed(path, "txid record", "'metadata' must be an object and 'history' a list")
+        return cls(
+            txid=_int(obj, "txid", path),
+            attempt=_int(obj, "attempt", path),
+            status=_status(obj.get("status"), path),
+            run_id=_str(obj, "run_id", path),
+            metadata=metadata,
+            updated_at=_str(obj, "updated_at", path),
+            failed_by=_int(obj, "failed_by", path, optional=True),
+            error=_str(obj, "error", path, optional=True),
+            commit_begun=bool(obj.get("commit_begun", False)),
+            history=tuple(_entry(e, path) for e in history),
+        )
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """Which txid an Airflow run owns, so a cleared run re-emits its own txid."""
+
+    txid: int
+
+    def to_bytes(self) -> bytes:
+        return _dump({"txid": self.txid})
+
+    @classmethod
+    def from_bytes(cls, data: bytes, path: str) -> RunRecord:
+        return cls(_int(_load(data, path, "run record"), "txid", path))
+
+
+def _dump(obj: dict[str, Any]) -> bytes:
+    return json.dumps({"v": FORMAT_VERSION, **obj}, sort_keys=True, separators=(",", ":")).encode()
+
+
+def _load(data: bytes | None, path: str, kind: str) -> dict[str, Any]:
+    """Parse and check the envelope: a JSON object whose "v" this code knows."""
+    try:
+        obj = json.loads(data or b"")
+    except (UnicodeDecodeError, ValueError) as exc:
+        _malformed(path, kind, f"not JSON ({exc})")
+    if not isinstance(obj, dict):
+        _malformed(path, kind, "not a JSON object")
+    if obj.get("v") != FORMAT_VERSION:
+        raise FormatVersionError(
+            f"znode {path} holds a {kind} of format version {obj.get('v')!r}; this txdag reads version "
+            f"{FORMAT_VERSION} only: run the txdag version that wrote it, or upgrade txdag"
+        )
+    return obj
+
+
+def _malformed(path: str, kind: str, why: str) -> NoReturn:
+    raise FormatVersionError(
+        f"znode {path} does not hold a valid txdag {kind}: {why}. It was written by something else or is "
+        f"corrupted: inspect it (zkCli.sh get {path}), then restore or delete it"
+    )
+
+
+def _int(obj: dict[str, Any], name: str, path: str, optional: bool = False) -> Any:
+    value = obj.get(name)
+    if optional and value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        _malformed(path, "record", f"field {name!r} must be an int >= 0, got {value!r}")
+    return value
+
+
+def _str(obj: dict[str, Any], name: str, path: str, optional: bool = False) -> Any:
+    value = obj.get(name)
+    if not (isinstance(value, str) or (optional and value is None)):
+        _malformed(path, "record", f"field {name!r} must be a string, got {value!r}")
+    return value
+
+
+def _status(value: Any, path: str) -> TxStatus:
+    try:
+        return TxStatus(value)
+    except ValueError:
+        _malformed(path, "record", f"unknown status {value!r} (known: {[s.value for s in TxStatus]})")
+
+
+def _entry(obj: Any, path: str) -> HistoryEntry:
+    if not isinstance(obj, dict):
+        _malformed(path, "txid record", f"history entry {obj!r} is not an object")
+    return HistoryEntry(_int(obj, "attempt", path), _status(obj.get("status"), path), _str(obj, "at", path),
+                        _str(obj, "error", path, optional=True))
+
+
+def _entry_dict(entry: HistoryEntry) -> dict[str, Any]:
+    obj: dict[str, Any] = {"attempt": entry.attempt, "status": entry.status.value, "at": entry.at}
+    if entry.error is not None:
+        obj["error"] = entry.error
+    return obj

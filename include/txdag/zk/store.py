@@ -1,0 +1,243 @@
+"""Transaction metadata in ZooKeeper, written the kazoo-recipe way: versioned compare-and-set, several znodes
+per ``client.transaction()``, ``client.retry`` for connection loss, cleanup that tolerates nodes already gone.
+
+Layout (one subtree per topology; every value is a versioned JSON record from :mod:`txdag.zk.records`)::
+
+    <root>/<topology>                     TopologyRecord {last_txid, committed_txid}; its znode version is
+                                          the compare-and-set guard of every allocation and commit
+    <root>/<topology>/txids/<txid:020d>   TxidRecord: attempt, status, run_id, metadata, history
+    <root>/<topology>/runs/<quoted run>   RunRecord {txid}: the Airflow run that owns a txid, kept far
+                                          longer than txids (keep_runs) so a cleared old run finds its txid
+    <root>/<topology>/lock                kazoo Lock recipe: one coordinator allocates at a time
+
+Like Storm's RotatingTransactionalState, only recent txids are kept: :meth:`TransactionStore.cleanup_before`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NoReturn, TypeVar, cast
+from urllib.parse import quote
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError, NodeExistsError, NoNodeError, RolledBackError
+from kazoo.recipe.lock import Lock
+from kazoo.retry import RetryFailedError
+
+from txdag.errors import ConfigError, ServiceUnavailable, TxdagError
+from txdag.zk.records import RunRecord, TopologyRecord, TxidRecord
+
+T = TypeVar("T")
+_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+class VersionConflict(TxdagError):
+    """Another writer changed a znode between our read and our write: re-read and decide again."""
+
+
+class AllocationRefused(TxdagError):
+    """A txid that is not ``last_txid + 1``: txids are allocated in order, with no gaps."""
+
+
+def txid_node(txid: int) -> str:
+    """Zero-padded so that a lexical listing is in txid order."""
+    return f"{txid:020d}"
+
+
+def run_node(run_id: str) -> str:
+    """A znode-safe name for an Airflow run_id (which holds ':', '+', maybe '/')."""
+    name = quote(run_id, safe="")
+    return name.replace(".", "%2E") if name in (".", "..") else name
+
+
+class TransactionStore:
+    """The znodes of one topology. Readers return ``(record, version)``; writers take the versions back."""
+
+    def __init__(self, client: KazooClient, topology: str, root: str = "/txdag", *, keep_runs: int = 10000):
+        if not isinstance(topology, str) or not _NAME.match(topology) or topology in (".", ".."):
+            raise ConfigError(
+                f"topology id {topology!r} cannot name a znode: use letters, digits, '_', '-' and '.' "
+                "(the DAG id usually)"
+            )
+        if not isinstance(root, str) or not root.startswith("/"):
+            raise ConfigError(f"ZooKeeper root {root!r} must be an absolute znode path such as '/txdag'")
+        if isinstance(keep_runs, bool) or not isinstance(keep_runs, int) or keep_runs < 1:
+            raise ConfigError(f"keep_runs must be an int >= 1, got {keep_runs!r}")
+        self.client = client
+        self.topology = topology
+        self.keep_runs = keep_runs
+        self.path = f"{root.rstrip('/')}/{topology}"
+        self.txids_path = f"{self.path}/txids"
+        self.runs_path = f"{self.path}/runs"
+        self.lock_path = f"{self.path}/lock"
+
+    def __repr__(self) -> str:
+        return f"TransactionStore({self.path!r})"
+
+    def txid_path(self, txid: int) -> str:
+        return f"{self.txids_path}/{txid_node(txid)}"
+
+    def run_path(self, run_id: str) -> str:
+        return f"{self.runs_path}/{run_node(run_id)}"
+
+    def ensure(self) -> None:
+        """Create the topology's znodes if missing (idempotent, safe when several processes race)."""
+        self._retry(self.client.ensure_path, self.path.rsplit("/", 1)[0] or "/")
+        for path, data in ((self.path, TopologyRecord().to_bytes()), (self.txids_path, b""),
+                           (self.runs_path, b""), (self.lock_path, b"")):
+            try:
+                self._retry(self.client.create, path, data)
+            except NodeExistsError:
+                pass
+
+    def read_topology(self) -> tuple[TopologyRecord, int]:
+        try:
+            data, stat = self._retry(self.client.get, self.path)
+        except NoNodeError:
+            raise TxdagError(
+                f"topology {self.topology!r} has no znode {self.path}: call TransactionStore.ensure() (the "
+                "coordinator does) before reading it, or check the ZooKeeper root"
+            ) from None
+        return TopologyRecord.from_bytes(data, self.path), stat.version
+
+    def read_txid(self, txid: int) -> tuple[TxidRecord, int] | None:
+        return self.read_txids([txid]).get(txid)
+
+    def read_txids(self, txids: Iterable[int]) -> dict[int, tuple[TxidRecord, int]]:
+        """Several txid records in one pipelined round trip; txids without a znode are left out."""
+        wanted = list(txids)
+        found = self._retry(self._get_many, [self.txid_path(t) for t in wanted])
+        return {t: (TxidRecord.from_bytes(got[0], self.txid_path(t)), got[1].version)
+                for t, got in zip(wanted, found) if got is not None}
+
+    def txid_of_run(self, run_id: str) -> int | None:
+        try:
+            data, _ = self._retry(self.client.get, self.run_path(run_id))
+        except NoNodeError:
+            return None
+        return RunRecord.from_bytes(data, self.run_path(run_id)).txid
+
+    def list_txids(self) -> list[int]:
+        """The txids that still have a znode, ascending."""
+        return sorted(int(n) for n in self._retry(self.client.get_children, self.txids_path) if n.isdigit())
+
+    def allocate(self, record: TxidRecord, topology: TopologyRecord, version: int) -> None:
+        """One transaction: bump last_txid (compare-and-set on ``version``), create the txid and run znodes."""
+        if record.txid != topology.last_txid + 1:
+            raise AllocationRefused(
+                f"topology {self.topology!r}: creating metadata for txid {record.txid} before txid "
+                f"{topology.last_txid + 1} refused: the last allocated txid is {topology.last_txid}, and txids "
+                "are allocated in order with no gaps; re-read the topology and allocate the next one"
+            )
+        bumped = TopologyRecord(record.txid, topology.committed_txid)
+        ops = [("set", self.path, bumped.to_bytes(), version),
+               ("create", self.txid_path(record.txid), record.to_bytes(), -1),
+               ("create", self.run_path(record.run_id), RunRecord(record.txid).to_bytes(), -1)]
+        try:
+            self._transact(ops, f"allocating txid {record.txid}")
+        except VersionConflict:
+            if not self._already_allocated(record):
+                raise
+
+    def update(self, records: Sequence[tuple[TxidRecord, int]],
+               topology: tuple[TopologyRecord, int] | None = None) -> None:
+        """One transaction of versioned sets. Passing the topology (even unchanged) also guards against a
+        txid allocated meanwhile. Raises VersionConflict if any znode changed since it was read."""
+        ops = [("set", self.txid_path(r.txid), r.to_bytes(), v) for r, v in records]
+        if topology is not None:
+            ops.append(("set", self.path, topology[0].to_bytes(), topology[1]))
+        if ops:
+            self._transact(ops, "updating txids " + ", ".join(str(r.txid) for r, _ in records))
+
+    def cleanup_before(self, txid: int) -> list[int]:
+        """Delete the txid znodes below ``txid`` (Storm's cleanupBefore); nodes already gone are fine."""
+        deleted = []
+        for old in self.list_txids():
+            if old >= txid:
+                break
+            try:
+                self._retry(self.client.delete, self.txid_path(old))
+                deleted.append(old)
+            except NoNodeError:
+                pass
+        return deleted
+
+    def cleanup_runs(self, committed_txid: int) -> int:
+        """Keep the newest ``keep_runs`` run znodes; prune only past a 10% slack so that it stays rare, and
+        only runs of committed txids. Returns how many were deleted."""
+        names = self._retry(self.client.get_children, self.runs_path)
+        if len(names) <= self.keep_runs + self.keep_runs // 10:
+            return 0
+        paths = [f"{self.runs_path}/{n}" for n in names]
+        found = self._retry(self._get_many, paths)
+        owned = sorted((RunRecord.from_bytes(got[0], p).txid, p) for p, got in zip(paths, found) if got)
+        doomed = [p for txid, p in owned[: max(0, len(owned) - self.keep_runs)] if txid <= committed_txid]
+        for path in doomed:
+            try:
+                self._retry(self.client.delete, path)
+            except NoNodeError:
+                pass
+        return len(doomed)
+
+    def lock(self) -> Lock:
+        """The coordinator's lock (kazoo Lock recipe); use as ``with store.lock():``."""
+        ident = f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
+        return self.client.Lock(self.lock_path, identifier=ident)
+
+    # -- plumbing -------------------------------------------------------------------------------------
+
+    def _get_many(self, paths: list[str]) -> list[tuple[bytes, Any] | None]:
+        asyncs = [self.client.get_async(p) for p in paths]
+        out: list[tuple[bytes, Any] | None] = []
+        for result in asyncs:
+            try:
+                out.append(result.get())
+            except NoNodeError:
+                out.append(None)
+        return out
+
+    def _transact(self, ops: list[tuple[str, str, bytes, int]], what: str) -> None:
+        def attempt() -> list[Any]:
+            tx = self.client.transaction()
+            for kind, path, data, version in ops:
+                if kind == "set":
+                    tx.set_data(path, data, version)
+                else:
+                    tx.create(path, data)
+            return cast(list[Any], tx.commit())
+
+        results = self._retry(attempt)
+        for (kind, path, _, version), result in zip(ops, results):  # the first non-RolledBack is the cause
+            if isinstance(result, NoAuthError):
+                self._no_auth(path)
+            if isinstance(result, Exception) and not isinstance(result, RolledBackError):
+                raise VersionConflict(
+                    f"topology {self.topology!r}: {what} conflicted at {path} ({type(result).__name__}, "
+                    f"{kind} at version {version}): another writer changed it; re-read and retry"
+                )
+
+    def _already_allocated(self, record: TxidRecord) -> bool:
+        """After a conflict: did our own allocation land (a commit retried after a lost connection)?"""
+        got = self._retry(self._get_many, [self.txid_path(record.txid)])[0]
+        return got is not None and got[0] == record.to_bytes() and self.txid_of_run(record.run_id) == record.txid
+
+    def _retry(self, func: Callable[..., T], *args: Any) -> T:
+        try:
+            return cast(T, self.client.retry(func, *args))
+        except RetryFailedError as exc:
+            raise ServiceUnavailable(
+                f"ZooKeeper stopped answering for topology {self.topology!r} ({exc}); check that it is up "
+                "(`bash scripts/services.sh start`) and retry the task"
+            ) from None
+        except NoAuthError:
+            self._no_auth(self.path)
+
+    def _no_auth(self, path: str) -> NoReturn:
+        raise ConfigError(
+            f"ZooKeeper refused access to {path} (NoAuth): topology {self.topology!r}'s znodes were created "
+            "with digest credentials; give this connection the same user and password"
+        )
