@@ -1,6 +1,6 @@
 """The coordinator: Storm's MasterBatchCoordinator as an Airflow-free state machine, one DAG run = one txid.
 
-Each method reads the txid records from ZooKeeper, decides with the pure functions below (unit-tested
+Each method reads the txid records from ZooKeeper, decides with the pure functions of ``txdag.decisions`` (unit-tested
 without a service), and writes back with compare-and-set; a conflict means another task moved a txid in
 between, so the step re-reads and decides again. Allocation and re-emission also hold the topology's lock.
 
@@ -15,15 +15,29 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TypeVar
 
 from kazoo.exceptions import KazooException, LockTimeout
 
 from txdag.attempt import TransactionAttempt
-from txdag.errors import CascadeError, ConfigError, StaleAttemptError, TxdagError
+from txdag.decisions import (  # noqa: F401  (re-exported: the coordinator's public outcomes)
+    AlreadyCommitted,
+    Busy,
+    CommitDecision,
+    Emission,
+    Go,
+    NotReady,
+    Snapshot,
+    TransactionStateError,
+    Wait,
+    cascade,
+    commit_decision,
+    frozen_metadata,
+    lowest_failed,
+)
+from txdag.errors import ConfigError, StaleAttemptError, TxdagError
 from txdag.spouts.base import Metadata, SpoutKind, TransactionalSpout
 from txdag.zk.records import TopologyRecord, TxidRecord, TxStatus
 from txdag.zk.store import TransactionStore, VersionConflict
@@ -33,105 +47,6 @@ T = TypeVar("T")
 CAS_TRIES = 20
 
 
-class TransactionStateError(TxdagError):
-    """A step that makes no sense for the txid's status (never allocated, never processed, not begun)."""
-
-
-@dataclass(frozen=True)
-class Emission:
-    """Process ``tx`` over ``metadata``. ``already_committed``: a replay of a committed txid (commit is a no-op)."""
-    tx: TransactionAttempt
-    metadata: Metadata
-    replay: bool
-    already_committed: bool = False
-
-
-@dataclass(frozen=True)
-class NotReady:
-    """The spout has nothing to read: skip the run; no txid was consumed."""
-    reason: str
-
-
-@dataclass(frozen=True)
-class Busy:
-    """``max_active_transactions`` txids are uncommitted (or the lock is held): try again later."""
-    reason: str
-
-
-@dataclass(frozen=True)
-class Wait:
-    """Come back when ``waiting_on`` has moved on (been re-emitted, or committed)."""
-    reason: str
-    waiting_on: int
-
-
-@dataclass(frozen=True)
-class Go:
-    """``tx`` may commit now."""
-    tx: TransactionAttempt
-
-
-@dataclass(frozen=True)
-class AlreadyCommitted:
-    """``tx``'s txid is committed already: the commit is a no-op."""
-    tx: TransactionAttempt
-    reason: str
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """What an operator sees: the counters and every txid record still kept."""
-    topology: TopologyRecord
-    txids: list[TxidRecord]
-
-
-CommitDecision = Go | Wait | AlreadyCommitted
-
-
-def lowest_failed(records: Iterable[TxidRecord]) -> TxidRecord | None:
-    """The first FAILED txid among ``records``: everything after it waits for its replay."""
-    failed = [r for r in records if r.status is TxStatus.FAILED]
-    return min(failed, key=lambda r: r.txid) if failed else None
-
-
-def cascade(later: Iterable[TxidRecord], failed_by: int, error: str, at: str) -> list[TxidRecord]:
-    """Fail every later uncommitted txid not FAILED already: its batch was computed on top of ``failed_by``."""
-    return [r.moved(TxStatus.FAILED, at, failed_by=failed_by, error=error) for r in later
-            if r.txid > failed_by and r.status not in (TxStatus.FAILED, TxStatus.COMMITTED)]
-
-
-def frozen_metadata(kind: SpoutKind, record: TxidRecord) -> bool:
-    """A re-emission reuses the stored metadata for transactional spouts, and once a commit has begun."""
-    return kind is SpoutKind.TRANSACTIONAL or record.commit_begun or record.status is TxStatus.COMMITTING
-
-
-def commit_decision(topology: str, tx: TransactionAttempt, committed_txid: int,
-                    records: dict[int, TxidRecord]) -> CommitDecision:
-    """May ``tx`` commit? ``records`` holds the txids committed_txid+1 .. tx.txid. Raises on a stale attempt,
-    a failed txid at or before ``tx`` (cascade), or a txid that was never processed."""
-    n, rec = tx.txid, records[tx.txid]
-    if n <= committed_txid or rec.status is TxStatus.COMMITTED:
-        return AlreadyCommitted(tx, f"topology {topology!r}: txid {n} is committed; the commit is a no-op")
-    if rec.attempt != tx.attempt:
-        raise StaleAttemptError(
-            f"topology {topology!r}: {tx} is stale, the current attempt is {rec.attempt}: drop this "
-            f"attempt's result; the run of attempt {rec.attempt} commits txid {n}")
-    failed = lowest_failed(r for t, r in records.items() if committed_txid < t <= n)
-    if failed is not None:
-        raise CascadeError(
-            f"topology {topology!r}: txid {n} (attempt {tx.attempt}) cannot commit: txid {failed.txid} failed "
-            f"(attempt {failed.attempt}: {failed.error}); replay txid {failed.txid} and later (clear run "
-            f"{failed.run_id!r} with its future runs)")
-    if rec.status is TxStatus.EMITTED:
-        raise TransactionStateError(
-            f"topology {topology!r}: {tx} was never processed (status emitted): run its process task "
-            "before its commit")
-    if n == committed_txid + 1:
-        return Go(tx)
-    return Wait(f"topology {topology!r}: {tx} waits for txid {n - 1} to commit (committed: "
-                f"{committed_txid})", waiting_on=n - 1)
-
-
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
@@ -139,8 +54,15 @@ def _now() -> str:
 class Coordinator:
     """Allocates, re-emits, fails and commits the txids of one topology (see the module docstring)."""
 
-    def __init__(self, store: TransactionStore, spout: TransactionalSpout, *, max_active_transactions: int = 1,
-                 keep_txids: int = 100, lock_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        store: TransactionStore,
+        spout: TransactionalSpout,
+        *,
+        max_active_transactions: int = 1,
+        keep_txids: int = 100,
+        lock_timeout: float = 30.0,
+    ) -> None:
         for name, value in (("max_active_transactions", max_active_transactions), ("keep_txids", keep_txids)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"topology {store.topology!r}: {name} must be an int >= 1, got {value!r}")
@@ -159,8 +81,10 @@ class Coordinator:
         try:
             lock.acquire(timeout=self.lock_timeout)
         except LockTimeout:
-            return Busy(f"topology {self.name!r}: another coordinator held the lock for {self.lock_timeout:g}s; "
-                        f"run {run_id!r} should try again")
+            return Busy(
+                f"topology {self.name!r}: another coordinator held the lock for {self.lock_timeout:g}s; "
+                f"run {run_id!r} should try again"
+            )
         try:
             outcome = self._cas(lambda: self._coordinate(run_id))
         finally:
@@ -170,20 +94,29 @@ class Coordinator:
 
     def mark_processed(self, tx: TransactionAttempt) -> bool:
         """Record that ``tx``'s batch is processed (Storm's ack); False for a stale or failed attempt."""
+
         def step() -> bool:
             rec, ver = self._record(tx.txid)
             if rec.attempt != tx.attempt or rec.status not in (TxStatus.EMITTED, TxStatus.PROCESSED):
-                log.warning("topology=%s txid=%s attempt=%s: not marked processed (current attempt %s, %s)",
-                            self.name, tx.txid, tx.attempt, rec.attempt, rec.status.value)
+                log.warning(
+                    "topology=%s txid=%s attempt=%s: not marked processed (current attempt %s, %s)",
+                    self.name,
+                    tx.txid,
+                    tx.attempt,
+                    rec.attempt,
+                    rec.status.value,
+                )
                 return False
             if rec.status is TxStatus.EMITTED:
                 self.store.update([(rec.moved(TxStatus.PROCESSED, _now()), ver)])
             log.info("topology=%s txid=%s attempt=%s: processed", self.name, tx.txid, tx.attempt)
             return True
+
         return self._cas(step)
 
     def fail(self, tx: TransactionAttempt, error: str) -> list[int]:
         """Fail ``tx`` and every later uncommitted txid in one transaction; returns the txids newly failed."""
+
         def step() -> list[int]:
             topo, tv = self.store.read_topology()
             if tx.txid <= topo.committed_txid:
@@ -192,18 +125,34 @@ class Coordinator:
             recs = self.store.read_txids(range(tx.txid, topo.last_txid + 1))
             rec, _ = self._pick(recs, tx.txid)
             if rec.attempt != tx.attempt or rec.status is TxStatus.COMMITTED:
-                log.warning("topology=%s txid=%s attempt=%s: stale or committed (current attempt %s, %s), "
-                            "not failed", self.name, tx.txid, tx.attempt, rec.attempt, rec.status.value)
+                log.warning(
+                    "topology=%s txid=%s attempt=%s: stale or committed (current attempt %s, %s), not failed",
+                    self.name,
+                    tx.txid,
+                    tx.attempt,
+                    rec.attempt,
+                    rec.status.value,
+                )
                 return []
             at, why = _now(), f"txid {tx.txid} failed (attempt {tx.attempt}): {error}"
-            changed = [] if rec.status is TxStatus.FAILED else [
-                rec.moved(TxStatus.FAILED, at, failed_by=tx.txid, error=error)]
+            changed = (
+                []
+                if rec.status is TxStatus.FAILED
+                else [rec.moved(TxStatus.FAILED, at, failed_by=tx.txid, error=error)]
+            )
             changed += cascade((r for r, _ in recs.values()), tx.txid, why, at)
             if changed:
                 self.store.update([(r, recs[r.txid][1]) for r in changed], topology=(topo, tv))
-            log.warning("topology=%s txid=%s attempt=%s: failed (%s); failed txids %s",
-                        self.name, tx.txid, tx.attempt, error, [r.txid for r in changed])
+            log.warning(
+                "topology=%s txid=%s attempt=%s: failed (%s); failed txids %s",
+                self.name,
+                tx.txid,
+                tx.attempt,
+                error,
+                [r.txid for r in changed],
+            )
             return [r.txid for r in changed]
+
         return self._cas(step)
 
     def check_commit(self, tx: TransactionAttempt) -> CommitDecision:
@@ -214,36 +163,48 @@ class Coordinator:
 
     def begin_commit(self, tx: TransactionAttempt) -> CommitDecision:
         """Check, and on Go mark ``tx`` COMMITTING, which freezes its metadata for any later emission."""
+
         def step() -> CommitDecision:
             decision, got = self._commit_check(tx)
             if isinstance(decision, Go) and got is not None and got[0].status is TxStatus.PROCESSED:
                 self.store.update([(got[0].moved(TxStatus.COMMITTING, _now()), got[1])])
             log.info("topology=%s txid=%s attempt=%s: begin commit: %s", self.name, tx.txid, tx.attempt, decision)
             return decision
+
         return self._cas(step)
 
     def record_commit(self, tx: TransactionAttempt) -> bool:
         """Mark ``tx`` COMMITTED and move committed_txid to it in one transaction, then clean up old txids.
 
         Returns False when it had been recorded before (a re-run commit task changes nothing)."""
+
         def step() -> bool:
             topo, tv = self.store.read_topology()
             if tx.txid <= topo.committed_txid:
                 return False
             rec, ver = self._record(tx.txid)
             if rec.attempt != tx.attempt:
-                raise StaleAttemptError(f"topology {self.name!r}: cannot record the commit of {tx}: the current "
-                                        f"attempt is {rec.attempt}; let that run commit")
+                raise StaleAttemptError(
+                    f"topology {self.name!r}: cannot record the commit of {tx}: the current "
+                    f"attempt is {rec.attempt}; let that run commit"
+                )
             if rec.status is not TxStatus.COMMITTING or tx.txid != topo.committed_txid + 1:
                 raise TransactionStateError(
                     f"topology {self.name!r}: cannot record the commit of {tx} (status {rec.status.value}, "
-                    f"committed up to {topo.committed_txid}): call begin_commit and wait for its Go first")
+                    f"committed up to {topo.committed_txid}): call begin_commit and wait for its Go first"
+                )
             committed = TopologyRecord(topo.last_txid, tx.txid)
             self.store.update([(rec.moved(TxStatus.COMMITTED, _now()), ver)], topology=(committed, tv))
             return True
+
         done = self._cas(step)
-        log.info("topology=%s txid=%s attempt=%s: %s", self.name, tx.txid, tx.attempt,
-                 "committed" if done else "already committed")
+        log.info(
+            "topology=%s txid=%s attempt=%s: %s",
+            self.name,
+            tx.txid,
+            tx.attempt,
+            "committed" if done else "already committed",
+        )
         self._cleanup(tx.txid)
         return done
 
@@ -262,16 +223,23 @@ class Coordinator:
         recs = self.store.read_txids(range(topo.committed_txid + 1, topo.last_txid + 1))
         failed = lowest_failed(r for r, _ in recs.values())
         if failed is not None:
-            return Wait(f"topology {self.name!r}: no new txid while txid {failed.txid} is failed ({failed.error});"
-                        f" replay it by clearing run {failed.run_id!r} with its future runs", failed.txid)
+            return Wait(
+                f"topology {self.name!r}: no new txid while txid {failed.txid} is failed ({failed.error});"
+                f" replay it by clearing run {failed.run_id!r} with its future runs",
+                failed.txid,
+            )
         if topo.last_txid - topo.committed_txid >= self.max_active:
-            return Busy(f"topology {self.name!r}: {self.max_active} txid(s) uncommitted (txids "
-                        f"{topo.committed_txid + 1}..{topo.last_txid}); run {run_id!r} waits for a commit")
+            return Busy(
+                f"topology {self.name!r}: {self.max_active} txid(s) uncommitted (txids "
+                f"{topo.committed_txid + 1}..{topo.last_txid}); run {run_id!r} waits for a commit"
+            )
         last = recs.get(topo.last_txid) or (self._record(topo.last_txid) if topo.last_txid else None)
         prev = last[0].metadata if last else None
         if not self.spout.is_ready(prev):
-            return NotReady(f"topology {self.name!r}: spout has nothing after txid {topo.last_txid}; run "
-                            f"{run_id!r} is skipped and consumes no txid")
+            return NotReady(
+                f"topology {self.name!r}: spout has nothing after txid {topo.last_txid}; run "
+                f"{run_id!r} is skipped and consumes no txid"
+            )
         rec = TxidRecord.new(topo.last_txid + 1, run_id, self._initialize(topo.last_txid + 1, prev), _now())
         self.store.allocate(rec, topo, tv)
         return Emission(rec.tx, rec.metadata, replay=False)
@@ -280,8 +248,12 @@ class Coordinator:
         span = [n] if n <= topo.committed_txid else range(max(n - 1, 1), topo.last_txid + 1)
         recs = self.store.read_txids(span)
         if n not in recs and n <= topo.committed_txid:
-            log.warning("topology=%s txid=%s: committed and rotated out (keep_txids=%s); replay is a no-op",
-                        self.name, n, self.keep_txids)
+            log.warning(
+                "topology=%s txid=%s: committed and rotated out (keep_txids=%s); replay is a no-op",
+                self.name,
+                n,
+                self.keep_txids,
+            )
             return Emission(TransactionAttempt(n, 1), {}, replay=True, already_committed=True)
         rec, ver = self._pick(recs, n)
         if n <= topo.committed_txid or rec.status is TxStatus.COMMITTED:
@@ -290,8 +262,11 @@ class Coordinator:
             return Emission(again.tx, rec.metadata, replay=True, already_committed=True)
         prev = recs.get(n - 1)
         if prev is not None and n - 1 > topo.committed_txid and prev[0].status is TxStatus.FAILED:
-            return Wait(f"topology {self.name!r}: txid {n} is re-emitted after txid {n - 1}, which is failed; "
-                        f"replay the run {prev[0].run_id!r} of txid {n - 1} first", n - 1)
+            return Wait(
+                f"topology {self.name!r}: txid {n} is re-emitted after txid {n - 1}, which is failed; "
+                f"replay the run {prev[0].run_id!r} of txid {n - 1} first",
+                n - 1,
+            )
         if frozen_metadata(self.spout.kind, rec):
             metadata = rec.metadata
         else:
@@ -306,8 +281,9 @@ class Coordinator:
     def _commit_check(self, tx: TransactionAttempt) -> tuple[CommitDecision, tuple[TxidRecord, int] | None]:
         topo, _ = self.store.read_topology()
         if tx.txid <= topo.committed_txid:
-            return AlreadyCommitted(tx, f"topology {self.name!r}: txid {tx.txid} is committed "
-                                        f"(committed up to {topo.committed_txid})"), None
+            return AlreadyCommitted(
+                tx, f"topology {self.name!r}: txid {tx.txid} is committed (committed up to {topo.committed_txid})"
+            ), None
         recs = self.store.read_txids(range(topo.committed_txid + 1, tx.txid + 1))
         got = self._pick(recs, tx.txid)
         return commit_decision(self.name, tx, topo.committed_txid, {t: r for t, (r, _) in recs.items()}), got
@@ -316,13 +292,17 @@ class Coordinator:
         """The spout's metadata for ``txid``, refused early if ZooKeeper could not store it as a JSON object."""
         metadata = self.spout.initialize_transaction(txid, prev)
         if not isinstance(metadata, dict):
-            raise ConfigError(f"topology {self.name!r}: spout returned {type(metadata).__name__} as metadata "
-                              f"of txid {txid}: initialize_transaction must return a dict")
+            raise ConfigError(
+                f"topology {self.name!r}: spout returned {type(metadata).__name__} as metadata "
+                f"of txid {txid}: initialize_transaction must return a dict"
+            )
         try:
             json.dumps(metadata)
         except (TypeError, ValueError) as exc:
-            raise ConfigError(f"topology {self.name!r}: spout metadata of txid {txid} cannot be stored as "
-                              f"JSON ({exc}): return a dict of strings, numbers, lists and dicts") from None
+            raise ConfigError(
+                f"topology {self.name!r}: spout metadata of txid {txid} cannot be stored as "
+                f"JSON ({exc}): return a dict of strings, numbers, lists and dicts"
+            ) from None
         return metadata
 
     def _record(self, txid: int) -> tuple[TxidRecord, int]:
@@ -333,7 +313,8 @@ class Coordinator:
         if txid not in recs:
             raise TransactionStateError(
                 f"topology {self.name!r}: txid {txid} has no record in ZooKeeper ({self.store.txid_path(txid)}):"
-                " it was never allocated, or deleted by hand; check the topology status")
+                " it was never allocated, or deleted by hand; check the topology status"
+            )
         return recs[txid]
 
     def _cas(self, step: Callable[[], T]) -> T:
@@ -351,8 +332,7 @@ class Coordinator:
             deleted = self.store.cleanup_before(txid - self.keep_txids + 1)
             self.store.cleanup_runs(txid)
         except (TxdagError, KazooException) as exc:
-            log.warning("topology=%s txid=%s: cleanup failed (%s); retried after the next commit",
-                        self.name, txid, exc)
+            log.warning("topology=%s txid=%s: cleanup failed (%s); retried after the next commit", self.name, txid, exc)
             return
         if deleted:
             log.info("topology=%s: deleted txids %s..%s", self.name, deleted[0], deleted[-1])

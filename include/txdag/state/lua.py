@@ -65,32 +65,58 @@ local function add(h, f, d, ns)
   if type(r) == 'table' and r.err then error({err = 'TXDAG_NOTNUM ' .. ns .. ' ' .. f .. ' ' .. d}) end
 end
 
+-- Applies one slice of a state's fields: the txids (and for opaque state the values and prevs) are read with
+-- one HMGET each, the new txids and prevs written with one HSET each; only the increments go key by key.
+local function apply_slice(kind, vals, txids, prevs, fields, deltas)
+  local ts = redis.call('HMGET', txids, unpack(fields))
+  local curs, prs
+  if kind == 'opaque' then
+    curs, prs = redis.call('HMGET', vals, unpack(fields)), redis.call('HMGET', prevs, unpack(fields))
+  end
+  local new_txids, new_prevs, no_prevs, applied, skipped = {}, {}, {}, 0, 0
+  for j, f in ipairs(fields) do
+    local t = tonumber(ts[j])
+    if t and t > txid then error({err = 'TXDAG_BACKWARDS ' .. vals .. ' ' .. t .. ' ' .. txid .. ' ' .. f}) end
+    if kind == 'transactional' and t == txid then
+      skipped = skipped + 1
+    else
+      if kind == 'opaque' and t == txid then      -- a replay: start again from the value before txid
+        if prs[j] then redis.call('HSET', vals, f, prs[j]) else redis.call('HDEL', vals, f) end
+      elseif kind == 'opaque' then                -- a new txid: the current value becomes prev
+        if curs[j] then
+          new_prevs[#new_prevs + 1] = f; new_prevs[#new_prevs + 1] = curs[j]
+        else
+          no_prevs[#no_prevs + 1] = f
+        end
+      end
+      add(vals, fields[j], deltas[j], vals)
+      new_txids[#new_txids + 1] = f; new_txids[#new_txids + 1] = txid
+      applied = applied + 1
+    end
+  end
+  if #new_txids > 0 then redis.call('HSET', txids, unpack(new_txids)) end
+  if #new_prevs > 0 then redis.call('HSET', prevs, unpack(new_prevs)) end
+  if #no_prevs > 0 then redis.call('HDEL', prevs, unpack(no_prevs)) end
+  return applied, skipped
+end
+
+local SLICE = 1000  -- keeps unpack() under Lua's C stack limit
 local applied, skipped, a = 0, 0, 5
 for s = 0, nstates - 1 do
   local vals, txids, prevs = KEYS[4 * s + 1], KEYS[4 * s + 2], KEYS[4 * s + 3]
   local kind, n = ARGV[a], tonumber(ARGV[a + 1])
   check_meta(KEYS[4 * s + 4], kind, vals)
-  for i = a + 2, a + 2 * n, 2 do
-    local f, d = ARGV[i], ARGV[i + 1]
+  for first = 0, n - 1, SLICE do
+    local fields, deltas = {}, {}
+    for i = first, math.min(first + SLICE, n) - 1 do
+      fields[#fields + 1] = ARGV[a + 2 + 2 * i]; deltas[#deltas + 1] = ARGV[a + 3 + 2 * i]
+    end
     if kind == 'non_transactional' then
-      add(vals, f, d, vals); applied = applied + 1
+      for j = 1, #fields do add(vals, fields[j], deltas[j], vals) end
+      applied = applied + #fields
     else
-      local t = tonumber(redis.call('HGET', txids, f))
-      if t and t > txid then error({err = 'TXDAG_BACKWARDS ' .. vals .. ' ' .. t .. ' ' .. txid .. ' ' .. f}) end
-      if kind == 'transactional' and t == txid then
-        skipped = skipped + 1
-      else
-        if kind == 'opaque' and t == txid then      -- a replay: start again from the value before txid
-          local prev = redis.call('HGET', prevs, f)
-          if prev then redis.call('HSET', vals, f, prev) else redis.call('HDEL', vals, f) end
-        elseif kind == 'opaque' then                -- a new txid: today's value becomes prev
-          local curr = redis.call('HGET', vals, f)
-          if curr then redis.call('HSET', prevs, f, curr) else redis.call('HDEL', prevs, f) end
-        end
-        add(vals, f, d, vals)
-        redis.call('HSET', txids, f, txid)
-        applied = applied + 1
-      end
+      local ap, sk = apply_slice(kind, vals, txids, prevs, fields, deltas)
+      applied, skipped = applied + ap, skipped + sk
     end
   end
   a = a + 2 + 2 * n
