@@ -45,9 +45,13 @@ def redis_url() -> str:
 
 
 @pytest.fixture
-def redis_client(redis_url: str) -> Iterator[redis.Redis]:
+def redis_client(redis_url: str, prefix: str) -> Iterator[redis.Redis]:
+    """A client of the test Redis; every key naming the test's prefix is deleted afterwards."""
     client = redis.Redis.from_url(redis_url)
     yield client
+    leftovers = list(client.scan_iter(match=f"*{prefix}*", count=1000))
+    if leftovers:
+        client.delete(*leftovers)
     client.close()
 
 

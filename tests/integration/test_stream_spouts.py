@@ -25,7 +25,7 @@ def server(second_redis):
 
 
 @pytest.fixture
-def parts(redis_url: str, server, prefix: str) -> list[StreamPartition]:
+def parts(redis_url: str, redis_client: redis.Redis, server, prefix: str) -> list[StreamPartition]:
     """Partition "a" on the shared test Redis, "b" on the second server; fail-fast clients."""
     return [
         StreamPartition.from_url("a", redis_url, f"{prefix}:a", timeout=0.5),
