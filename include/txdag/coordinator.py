@@ -74,9 +74,7 @@ class Coordinator:
 
     def coordinate(self, run_id: str) -> Emission | NotReady | Busy | Wait:
         """The txid of ``run_id``: its own txid again (a replay), else the next one, under the topology lock."""
-        if not self._ensured:
-            self.store.ensure()
-            self._ensured = True
+        self._ensure()
         lock = self.store.lock()
         try:
             lock.acquire(timeout=self.lock_timeout)
@@ -209,6 +207,7 @@ class Coordinator:
         return done
 
     def status(self) -> Snapshot:
+        self._ensure()
         topo, _ = self.store.read_topology()
         recs = self.store.read_txids(self.store.list_txids())
         return Snapshot(topo, [r for _, (r, _) in sorted(recs.items())])
@@ -325,6 +324,12 @@ class Coordinator:
             except VersionConflict as exc:
                 log.info("topology=%s: %s", self.name, exc)
         raise TxdagError(f"topology {self.name!r}: {CAS_TRIES} conflicting writes in a row; retry the task")
+
+    def _ensure(self) -> None:
+        """Create the topology's znodes the first time this coordinator needs them."""
+        if not self._ensured:
+            self.store.ensure()
+            self._ensured = True
 
     def _cleanup(self, txid: int) -> None:
         """Rotate old txids out (never ``txid`` itself); a failure is logged and retried at the next commit."""

@@ -25,6 +25,7 @@ from txdag.spouts.tweets import TweetsTransactionalSpout, append_tweets
 from txdag.state import JoinedKeyCodec, RedisBackingMap, TransactionalMap
 from txdag.state.keys import DEFAULT_KEY_CODEC
 from txdag.zk.client import connect_zk
+from txdag.zk.records import TxStatus
 from txdag.zk.store import TransactionStore
 
 TOPOLOGY = "tweets_analytics_demo"
@@ -41,6 +42,18 @@ def build(client: redis.Redis, zk_hosts: str, batch_size: int) -> LocalTopology:
     }
     process = lambda records: tweet_partials(r.value for r in records)  # noqa: E731
     return LocalTopology(coordinator, client, states, process, marker_key="LAST_COMMITED_TRANSACTION")
+
+
+def resume(topology: LocalTopology) -> None:
+    """Replay, in txid order, the txids an interrupted demo left in flight (Airflow would retry their runs)."""
+    pending = [r for r in topology.coordinator.status().txids if r.status is not TxStatus.COMMITTED]
+    if pending:
+        print(f"resuming {len(pending)} txid(s) left in flight by an interrupted run, from ZooKeeper:")
+    for record in pending:
+        emission = topology.coordinate(record.run_id)
+        if isinstance(emission, Emission):
+            topology.process(emission)
+            print(f"  {emission.tx}: {topology.commit(emission.tx).status}")
 
 
 def run(topology: LocalTopology, run_prefix: str) -> None:
@@ -67,12 +80,17 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     url = os.environ.get("TXDAG_REDIS_URL", "redis://127.0.0.1:6391/0").rsplit("/", 1)[0] + "/1"
     client = redis.Redis.from_url(url)
+    topology = build(client, os.environ.get("TXDAG_ZK_HOSTS", "127.0.0.1:2191"), args.batch_size)
     if client.get("NEXT_WRITE") is None:
+        store = topology.coordinator.store
+        if store.client.exists(store.path):  # Redis was emptied (it keeps nothing on disk): start over too
+            store.client.delete(store.path, recursive=True)
+            print(f"Redis holds no demo tweets: the demo's transactions in ZooKeeper ({store.path}) start over")
         ids = append_tweets(client, sample_tweets(args.tweets))
         print(f"loaded {len(ids)} sample tweets at keys {ids[0]}..{ids[-1]} of {url}")
-    topology = build(client, os.environ.get("TXDAG_ZK_HOSTS", "127.0.0.1:2191"), args.batch_size)
+    resume(topology)
     print("running two txids in flight at a time (both processed, then committed in txid order):")
-    run(topology, run_prefix=f"demo__{time.strftime('%Y%m%dT%H%M%S')}")
+    run(topology, run_prefix=f"demo__{time.strftime('%Y%m%dT%H%M%S')}_{os.getpid()}")
     status = topology.coordinator.status()
     last = status.topology.committed_txid
     if not status.txids:

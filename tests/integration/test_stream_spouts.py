@@ -25,8 +25,9 @@ def server(second_redis):
 
 
 @pytest.fixture
-def parts(redis_url: str, redis_client: redis.Redis, server, prefix: str) -> list[StreamPartition]:
-    """Partition "a" on the shared test Redis, "b" on the second server; fail-fast clients."""
+def parts(redis_url: str, redis_client, server, prefix: str) -> list[StreamPartition]:
+    """Partition "a" on the shared test Redis, "b" on the second server; fail-fast clients (redis_client:
+    so that the test's keys are deleted afterwards)."""
     return [
         StreamPartition.from_url("a", redis_url, f"{prefix}:a", timeout=0.5),
         StreamPartition.from_url("b", server.url, f"{prefix}:b", timeout=0.5),
