@@ -149,3 +149,19 @@ def test_a_restart_resumes_from_zookeeper(redis_client, zk_hosts, zk_root, prefi
     again.commit(replay.tx)
     again.drain(run_prefix="c")
     assert committed_state(redis_client, prefix) == truth(tweets)
+
+
+def test_a_non_utf8_tweet_is_a_listed_rejection_and_its_neighbours_count(redis_client, zk_hosts, zk_root, prefix):
+    from txdag.rejections import list_rejections, record_rejections
+
+    good = ["hi @ann #x", "@bob #y"]
+    append_tweets(redis_client, [good[0], b"\xff\xfe @bad #bad", good[1]], prefix=f"{prefix}:")
+    topology = build(redis_client, zk_hosts, zk_root, prefix, Flaky())
+    topology.drain()
+    assert committed_state(redis_client, prefix) == truth(good)
+    rejected = list_rejections(redis_client, prefix)
+    assert list(rejected) == ["2"] and rejected["2"]["txid"] == 1 and "UTF-8" in rejected["2"]["reason"]
+    record = topology.coordinator.status().txids[0]
+    batch = topology.coordinator.spout.emit_batch(TransactionAttempt(1, 2), record.metadata)  # a replay
+    assert record_rejections(redis_client, prefix, batch.tx, batch.rejections) == 1
+    assert len(list_rejections(redis_client, prefix)) == 1, "a replayed rejection is not counted twice"
