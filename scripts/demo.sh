@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# The demo: installs what is missing, starts Redis and ZooKeeper on loopback, and runs txdag's demo.
+# The demo: seed 000's tweets analytics through Airflow 3, Spark (local mode), ZooKeeper and Redis.
 #
-#   bash scripts/demo.sh [demo args...]
+#   bash scripts/demo.sh              the Airflow demo (installs and starts what is missing; everything on loopback)
+#   bash scripts/demo.sh --in-process the same topology run in one Python process, without Airflow or Spark
 #
-# The services stay up afterwards; stop them with: bash scripts/services.sh stop
+# It installs what is missing (scripts/setup.sh), starts Redis and ZooKeeper (scripts/services.sh), PostgreSQL
+# and Airflow's api-server, dag-processor, scheduler and triggerer (scripts/airflow.sh), loads 500 sample tweets
+# into Redis database 1 (TXDAG_DEMO_REDIS_DB), runs the tweets_analytics DAG until every tweet is committed, and
+# prints the top users and hashtags and the UI's URL and login. Everything stays up afterwards:
+#   bash scripts/airflow.sh stop; bash scripts/services.sh stop
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -12,30 +17,13 @@ cd "$ROOT"
 bash scripts/setup.sh
 bash scripts/services.sh start
 
-export TXDAG_REDIS_URL="redis://127.0.0.1:${TXDAG_REDIS_PORT:-6391}/0"
-export TXDAG_ZK_HOSTS="127.0.0.1:${TXDAG_ZK_PORT:-2191}"
+if [[ "${1:-}" == --in-process ]]; then
+    shift
+    export TXDAG_REDIS_URL="redis://127.0.0.1:${TXDAG_REDIS_PORT:-6391}/0"
+    export TXDAG_ZK_HOSTS="127.0.0.1:${TXDAG_ZK_PORT:-2191}"
+    exec .venv/bin/python -m txdag.demo "$@"
+fi
 
-# Exit 0 when txdag.demo exists, 1 when it does not; any other error (txdag fails to import) shows its traceback.
-has_demo=0
-.venv/bin/python - <<'PY' || has_demo=$?
-import importlib.util
-import sys
-
-try:
-    found = importlib.util.find_spec("txdag.demo") is not None
-except ModuleNotFoundError:
-    found = False
-sys.exit(0 if found else 1)
-PY
-
-case "$has_demo" in
-0) exec .venv/bin/python -m txdag.demo "$@" ;;
-1)
-    echo "demo: txdag.demo is not there yet: the demo lands with the Airflow wiring."
-    echo "demo: Redis ($TXDAG_REDIS_URL) and ZooKeeper ($TXDAG_ZK_HOSTS) are up; stop them with: bash scripts/services.sh stop"
-    ;;
-*)
-    echo "demo: error: could not look up txdag.demo (see above)" >&2
-    exit "$has_demo"
-    ;;
-esac
+TXDAG_AIRFLOW_REDIS_DB="${TXDAG_DEMO_REDIS_DB:-1}" bash scripts/airflow.sh start
+eval "$(bash scripts/airflow.sh env)"
+exec .venv/bin/python -m txdag.airflow.demo "$@"

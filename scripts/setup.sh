@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what txdag needs on a Debian 12 machine, and nothing it already has:
-#   - Debian packages: redis-server, redis-tools, zookeeper (apt-get update only when one is missing)
-#   - .venv at the repository root (Python 3.11) with txdag installed editable, with its dev extras
+#   - Debian packages: redis-server, redis-tools, zookeeper, postgresql-15, postgresql-client-15 (apt-get update
+#     only when one is missing; services the packages would start at install time are kept from starting: the
+#     servers run from scripts/services.sh and scripts/postgres.sh, on loopback and ports of their own)
+#   - .venv at the repository root (Python 3.11) with txdag installed editable, with its airflow and dev extras
 # Safe to run again: a rerun with nothing to do takes about a second.
 #
 # Environment:
@@ -11,7 +13,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
 STAMP="$VENV/.txdag-installed"
-APT_PACKAGES=(redis-server redis-tools zookeeper)
+APT_PACKAGES=(redis-server redis-tools zookeeper postgresql-15 postgresql-client-15)
 
 say() { printf 'setup: %s\n' "$*"; }
 die() {
@@ -35,12 +37,23 @@ is_installed() {
 }
 
 apt_install() {
-    local log
+    local log policy=/usr/sbin/policy-rc.d added_policy=""
     log="$(mktemp -t txdag-apt.XXXXXX)"
     say "installing Debian packages: $* (log: $log)"
-    if ! as_root env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 update >"$log" 2>&1 ||
-        ! as_root env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y \
-            --no-install-recommends "$@" >>"$log" 2>&1; then
+    # Without a policy-rc.d, installing postgresql-15 (or redis-server) starts a server on its default port
+    # (PostgreSQL on localhost:5432, IPv6 included). A temporary policy that denies service starts prevents that.
+    if [[ ! -e "$policy" ]]; then
+        as_root sh -c "printf '#!/bin/sh\\n# temporary, from txdag scripts/setup.sh\\nexit 101\\n' >$policy && chmod 755 $policy"
+        added_policy=1
+    fi
+    local rc=0
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 update >"$log" 2>&1 &&
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y \
+            --no-install-recommends "$@" >>"$log" 2>&1 || rc=$?
+    if [[ -n "$added_policy" ]]; then
+        as_root rm -f "$policy"
+    fi
+    if ((rc != 0)); then
         tail -n 30 "$log" >&2
         die "apt-get could not install: $*"
     fi
@@ -81,6 +94,7 @@ else
     say "Debian packages present: ${APT_PACKAGES[*]}"
 fi
 command -v java >/dev/null 2>&1 || die "java not found on PATH (ZooKeeper needs it; the zookeeper package pulls default-jre)"
+[[ -x /usr/lib/postgresql/15/bin/pg_ctl ]] || die "/usr/lib/postgresql/15/bin/pg_ctl not found (package postgresql-15)"
 
 # 2. Python 3.11 and .venv
 if [[ -x "$VENV/bin/python" ]] &&
@@ -107,8 +121,8 @@ if [[ -f "$STAMP" && "$STAMP" -nt "$ROOT/pyproject.toml" ]]; then
 else
     say "upgrading pip in .venv"
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-    say "installing txdag (editable) with its dev extras into .venv"
-    (cd "$ROOT" && "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[dev]')
+    say "installing txdag (editable) with its airflow and dev extras into .venv"
+    (cd "$ROOT" && "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[airflow,dev]')
     touch "$STAMP"
 fi
 say "ready ($("$VENV/bin/python" -V 2>&1) in .venv)"

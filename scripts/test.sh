@@ -4,8 +4,11 @@
 #
 #   bash scripts/test.sh [pytest args...]
 #
-# Services are left running for the next run (stop them with: bash scripts/services.sh stop), except under
-# CI=true or TXDAG_STOP_SERVICES=1, where the ones this checkout started are stopped at the end.
+# The e2e tests (tests/e2e) start what else they need themselves: PostgreSQL (scripts/postgres.sh, through
+# scripts/airflow.sh) and one Airflow instance for the session, which they stop at the end.
+# Services are left running for the next run (stop them with: bash scripts/services.sh stop; bash
+# scripts/postgres.sh stop), except under CI=true or TXDAG_STOP_SERVICES=1, where the ones this checkout started
+# are stopped at the end (Redis, ZooKeeper, PostgreSQL, and an Airflow of the default AIRFLOW_HOME).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -15,8 +18,9 @@ bash scripts/setup.sh
 bash scripts/services.sh start
 
 if [[ "${CI:-}" == true || "${TXDAG_STOP_SERVICES:-}" == 1 ]]; then
-    # services.sh stop only touches servers whose pid files are under this checkout's .run/.
-    trap 'bash scripts/services.sh stop || true' EXIT
+    # Each stop only touches what this checkout started (pid files and data directories under its .run/).
+    trap 'env -u AIRFLOW_HOME bash scripts/airflow.sh stop || true; bash scripts/postgres.sh stop || true;
+          bash scripts/services.sh stop || true' EXIT
 fi
 
 export TXDAG_TEST_REDIS_URL="redis://127.0.0.1:${TXDAG_REDIS_PORT:-6391}/0"

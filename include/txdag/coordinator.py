@@ -6,7 +6,8 @@ between, so the step re-reads and decides again. Allocation and re-emission also
 
 Rules in one place:
 - txids are allocated in order with no gaps, at most ``max_active_transactions`` uncommitted at once;
-- a failure (or a re-emission) of txid N fails every later uncommitted txid: they were computed on top of N;
+- a failure of txid N, or its re-emission with a different batch, fails every later uncommitted txid: they
+  were computed on top of N (a re-emission of the same batch leaves them valid);
 - nothing new is allocated, and nothing re-emitted, on top of a FAILED txid;
 - a commit happens only for ``committed_txid + 1``, for the current attempt, once processed.
 """
@@ -272,8 +273,9 @@ class Coordinator:
             metadata = self._initialize(n, self._pick(recs, n - 1)[0].metadata if n > 1 else None)
         at = _now()
         again = rec.moved(TxStatus.EMITTED, at, attempt=rec.attempt + 1, metadata=metadata)
-        why = f"txid {n} was re-emitted (attempt {again.attempt}) and this txid was computed on top of it"
-        later = cascade((r for t, (r, _) in recs.items() if t > n), n, why, at)
+        # Later txids were planned from this txid's metadata: only a different batch invalidates them.
+        why = f"txid {n} was re-emitted (attempt {again.attempt}) with a different batch, and this txid followed it"
+        later = [] if metadata == rec.metadata else cascade((r for t, (r, _) in recs.items() if t > n), n, why, at)
         self.store.update([(again, ver)] + [(r, recs[r.txid][1]) for r in later], topology=(topo, tv))
         return Emission(again.tx, metadata, replay=True)
 

@@ -2,7 +2,7 @@
 
     bash scripts/demo.sh        (sets up, starts Redis and ZooKeeper, runs this)
 
-Loads sample tweets at keys 1..N with NEXT_WRITE (in Redis database 1, so the layout is exactly seed 000's),
+Loads sample tweets at keys 1..N with NEXT_WRITE (in Redis database 2, so the layout is exactly seed 000's),
 runs the txids two at a time (both processed, then committed in order), replays one committed txid to show
 that a replay changes no count, and prints the top users and hashtags.
 """
@@ -78,7 +78,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=100)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    url = os.environ.get("TXDAG_REDIS_URL", "redis://127.0.0.1:6391/0").rsplit("/", 1)[0] + "/1"
+    url = os.environ.get("TXDAG_REDIS_URL", "redis://127.0.0.1:6391/0").rsplit("/", 1)[0] + "/2"
     client = redis.Redis.from_url(url)
     topology = build(client, os.environ.get("TXDAG_ZK_HOSTS", "127.0.0.1:2191"), args.batch_size)
     if client.get("NEXT_WRITE") is None:

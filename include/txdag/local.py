@@ -75,7 +75,11 @@ class LocalTopology:
 
     def _stage(self, tx: TransactionAttempt, name: str, deltas: Mapping[Key, Number]) -> int:
         codec = self.states[name].backing.key_codec  # type: ignore[attr-defined]
-        return self.staging.write(tx, name, ((codec.encode(key), delta) for key, delta in deltas.items()))
+        fields: dict[str, Number] = {}
+        for key, delta in deltas.items():  # distinct keys may share a field ("@u:#v" + "#w" = "@u" + "#v:#w")
+            field = codec.encode(key)
+            fields[field] = fields.get(field, 0) + delta  # type: ignore[operator]
+        return self.staging.write(tx, name, fields.items())
 
     def commit(self, tx: TransactionAttempt) -> CommitOutcome:
         """Commit when ``tx`` is next; a failed commit fails the txid, so it and later ones are re-emitted."""

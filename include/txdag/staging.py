@@ -4,6 +4,7 @@ Key layout (``{topology}`` is a Redis Cluster hash tag, so a topology's staging 
 
     txdag:stage:{topology}:<txid>:<attempt>:<state>   hash  field -> partial (a number)
     txdag:stage:{topology}:<txid>:<attempt>           hash  the seal: state -> number of fields, v -> 1
+    txdag:claim:{topology}:<txid>:<attempt>           string  which processing try owns the attempt
 
 Partials are written with HSET, not HINCRBY: the processing step aggregates per key first, so every key is
 written by exactly one Spark task, and a retried task rewrites the same value instead of adding it twice.
@@ -26,6 +27,10 @@ from txdag.redisio import redis_errors
 WRITE_CHUNK = 5000
 
 
+def claim_key(topology: str, tx: TransactionAttempt) -> str:
+    return f"txdag:claim:{{{topology}}}:{tx.txid}:{tx.attempt}"
+
+
 def stage_key(topology: str, tx: TransactionAttempt, state: str | None = None) -> str:
     base = f"txdag:stage:{{{topology}}}:{tx.txid}:{tx.attempt}"
     return base if state is None else f"{base}:{state}"
@@ -37,6 +42,18 @@ class Staging:
     def __init__(self, client: redis.Redis, topology: str) -> None:
         self.client = client
         self.topology = topology
+
+    def claim(self, tx: TransactionAttempt, owner: str) -> str:
+        """Claim ``tx`` for one processing try (SET NX); returns the owner holding it, ``owner`` if it got it.
+
+        A second try that finds the attempt claimed by another try processes a fresh attempt instead, so two
+        jobs (a retry and a job its dead predecessor left running) never write the same attempt's staging."""
+        key = claim_key(self.topology, tx)
+        with redis_errors(self.client, f"claiming {tx} of topology {self.topology!r}"):
+            if self.client.set(key, owner, nx=True):
+                return owner
+            held = self.client.get(key)
+        return held.decode() if held is not None else self.claim(tx, owner)
 
     def write(self, tx: TransactionAttempt, state: str, partials: Iterable[tuple[str, Number]]) -> int:
         """HSET partials in pipelined chunks (one round trip per chunk); returns how many were written."""
@@ -91,7 +108,8 @@ class Staging:
         keys = []
         for attempt in attempts:
             tx = TransactionAttempt(txid, attempt)
-            keys += [stage_key(self.topology, tx), *(stage_key(self.topology, tx, s) for s in names)]
+            keys += [stage_key(self.topology, tx), claim_key(self.topology, tx)]
+            keys += [stage_key(self.topology, tx, s) for s in names]
         if not keys:
             return 0
         with redis_errors(self.client, f"cleaning the staging of txid {txid} of topology {self.topology!r}"):

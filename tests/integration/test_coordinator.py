@@ -222,6 +222,29 @@ def test_opaque_reemission_recomputes_from_the_previous_txid(store: TransactionS
     assert emit(coord, "r2").metadata == {"first": 11, "last": 14}
 
 
+def test_reemitting_the_same_batch_leaves_later_txids_valid(store: TransactionStore) -> None:
+    """A retried process task re-emits its txid; with the same batch, the txids after it still commit."""
+    coord = Coordinator(store, ListSpout(list(range(10))), max_active_transactions=3)
+    emit(coord, "r1"), emit(coord, "r2"), emit(coord, "r3")
+    coord.mark_processed(TA(3, 1))
+    assert emit(coord, "r2").tx == TA(2, 2)
+    assert store.read_txid(3)[0].status is TxStatus.PROCESSED  # type: ignore[index]
+    commit(coord, TA(1, 1)), commit(coord, TA(2, 2))
+    assert coord.begin_commit(TA(3, 1)) == Go(TA(3, 1))
+
+
+def test_reemitting_a_different_batch_fails_later_txids(store: TransactionStore) -> None:
+    spout = OpaqueSpout(size=10)
+    coord = Coordinator(store, spout, max_active_transactions=3)
+    emit(coord, "r1"), emit(coord, "r2")
+    coord.mark_processed(TA(2, 1))
+    spout.available = 5  # txid 1's replay reads fewer tuples: txid 2 no longer starts where it should
+    assert emit(coord, "r1").metadata == {"first": 1, "last": 5}
+    with pytest.raises(CascadeError, match=r"txid 2 \(attempt 1\) cannot commit: txid 2 failed"):
+        coord.check_commit(TA(2, 1))
+    assert store.read_txid(2)[0].failed_by == 1  # type: ignore[index]
+
+
 def test_a_not_ready_spout_consumes_no_txid(store: TransactionStore) -> None:
     spout = ListSpout([])
     coord = Coordinator(store, spout)

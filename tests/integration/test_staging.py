@@ -40,3 +40,13 @@ def test_attempts_do_not_see_each_other_and_delete_cleans_all(redis_client, pref
     assert staging.read(new) == {"words": {"a": 1}}
     assert staging.delete(5, [1, 2], ["words"]) == 3
     assert redis_client.keys(f"txdag:stage:{{{prefix}}}:*") == []
+
+
+def test_an_attempt_is_claimed_by_one_processing_try_and_delete_frees_it(redis_client, prefix):
+    staging = Staging(redis_client, prefix)
+    tx = TransactionAttempt(6, 1)
+    assert staging.claim(tx, "run_a try 1") == "run_a try 1"
+    assert staging.claim(tx, "run_a try 1") == "run_a try 1"  # the same try again (a reschedule) keeps it
+    assert staging.claim(tx, "run_a try 2") == "run_a try 1"  # a retry must take a fresh attempt
+    staging.delete(6, [1], ["words"])
+    assert redis_client.keys(f"txdag:*{{{prefix}}}*") == []

@@ -1,0 +1,13 @@
+"""Airflow DAG of seed 003's TransactionalGlobalCount: one count per batch, summed and stored with its txid."""
+
+from txdag import TransactionalTopology
+from txdag.definition import State, TweetsSource
+
+TransactionalTopology(
+    "global_count",
+    source=TweetsSource(prefix="global_count:", max_transaction_size=50),
+    job="spark_jobs/global_count.py",
+    states=[State("global_count", key_fields=0)],
+    max_active_transactions=2,
+    schedule="@daily",
+)

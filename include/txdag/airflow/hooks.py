@@ -1,0 +1,80 @@
+"""Connections the provider way: a ZooKeeper hook, and Redis clients and URLs from Redis connections.
+
+Storm's ``transactional.zookeeper.servers/port`` is an Airflow connection of type ``zookeeper``: host (several
+hosts comma-separated), port, login/password for digest auth, extra ``{"root": "/txdag", "timeout": 10}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+import redis
+from airflow.providers.redis.hooks.redis import RedisHook
+from airflow.sdk import BaseHook
+from kazoo.client import KazooClient
+
+from txdag.zk.client import close_zk, connect_zk
+
+DEFAULT_ZK_ROOT = "/txdag"
+
+
+class ZooKeeperHook(BaseHook):
+    """A started KazooClient for a ``zookeeper`` connection; ``close()`` stops it."""
+
+    conn_name_attr = "zookeeper_conn_id"
+    default_conn_name = "zookeeper_default"
+    conn_type = "zookeeper"
+    hook_name = "ZooKeeper"
+
+    def __init__(self, zookeeper_conn_id: str = default_conn_name, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.zookeeper_conn_id = zookeeper_conn_id
+        self.client: KazooClient | None = None
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        return {
+            "hidden_fields": ["schema"],
+            "relabeling": {"host": "Hosts (host1,host2:2182,...)", "login": "Digest user (optional)"},
+            "placeholders": {"host": "127.0.0.1", "port": "2181", "extra": '{"root": "/txdag", "timeout": 10}'},
+        }
+
+    def settings(self) -> tuple[str, tuple[str, str] | None, str, float]:
+        """(hosts, auth, root, timeout) of the connection."""
+        conn = self.get_connection(self.zookeeper_conn_id)
+        hosts = ",".join(
+            h if ":" in h or not conn.port else f"{h}:{conn.port}" for h in (conn.host or "").split(",") if h
+        )
+        auth = (conn.login, conn.password) if conn.login else None
+        extra = conn.extra_dejson
+        return hosts, auth, extra.get("root", DEFAULT_ZK_ROOT), float(extra.get("timeout", 10.0))
+
+    def get_conn(self) -> KazooClient:
+        if self.client is None:
+            hosts, auth, _, timeout = self.settings()
+            self.client = connect_zk(hosts, auth=auth, timeout=timeout)
+        return self.client
+
+    def close(self) -> None:
+        if self.client is not None:
+            close_zk(self.client)
+            self.client = None
+
+
+def redis_client(conn_id: str) -> redis.Redis:
+    """The Redis provider's client for ``conn_id`` (bytes replies, as the spouts require)."""
+    return RedisHook(redis_conn_id=conn_id).get_conn()
+
+
+def redis_url(conn_id: str) -> str:
+    """A redis-py URL for ``conn_id``, handed to the Spark job in its environment (never on its command line)."""
+    conn = BaseHook.get_connection(conn_id)
+    extra = conn.extra_dejson
+    scheme = "rediss" if str(extra.get("ssl", "")).lower() in ("1", "true") else "redis"
+    auth = ""
+    if conn.password and str(conn.password).lower() not in ("none", "false"):
+        auth = f"{quote(conn.login or '', safe='')}:{quote(conn.password, safe='')}@"
+    elif conn.login:
+        auth = f"{quote(conn.login, safe='')}@"
+    return f"{scheme}://{auth}{conn.host or '127.0.0.1'}:{conn.port or 6379}/{int(extra.get('db') or 0)}"

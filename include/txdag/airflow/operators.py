@@ -1,0 +1,168 @@
+"""The three tasks of a txid's DAG run: coordinate, process (a SparkSubmitOperator), commit.
+
+Waiting never holds a worker or the topology's pool slot: coordinate and commit raise
+AirflowRescheduleException and come back later. Every log line names the topology, the txid and the attempt.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import BaseOperator, Variable
+from airflow.sdk.exceptions import AirflowFailException, AirflowRescheduleException, AirflowSkipException
+
+from txdag.airflow.runtime import TopologyRuntime, emission_to_xcom, tx_from_xcom
+from txdag.commit import commit_transaction
+from txdag.coordinator import Busy, Emission, NotReady, Wait
+from txdag.errors import CascadeError, StaleAttemptError
+from txdag.topology import TransactionalTopology
+
+FAULTS_VARIABLE = "txdag_faults"  # test hook, see txdag.faults; honoured only where TXDAG_FAULTS_ALLOWED=1
+
+
+def _later(seconds: float) -> AirflowRescheduleException:
+    return AirflowRescheduleException(datetime.now(UTC) + timedelta(seconds=seconds))
+
+
+class CoordinateOperator(BaseOperator):
+    """Allocates this run's txid (or re-emits it, attempt + 1) and pushes the batch metadata to XCom."""
+
+    ui_color = "#e8f0fe"
+
+    def __init__(self, *, topology: TransactionalTopology, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.topology = topology
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        run_id, t = context["run_id"], self.topology
+        with TopologyRuntime(t) as rt:
+            outcome = rt.coordinator.coordinate(run_id)
+            if isinstance(outcome, Emission):
+                size = rt.coordinator.spout.batch_size(outcome.metadata) if outcome.metadata else 0
+                self.log.info(
+                    "topology=%s txid=%s attempt=%s: %s, batch of %s tuples, metadata %s", t.topology_id,
+                    outcome.tx.txid, outcome.tx.attempt,
+                    "replay of a committed txid (its commit is a no-op)" if outcome.already_committed
+                    else "replay" if outcome.replay else "new txid", size, outcome.metadata)
+                return emission_to_xcom(outcome, size)
+            owns_txid = rt.coordinator.store.txid_of_run(run_id) is not None
+        if isinstance(outcome, NotReady) or (isinstance(outcome, Wait) and not owns_txid):
+            self.log.info("topology=%s run=%s: skipped, no txid consumed: %s", t.topology_id, run_id, outcome.reason)
+            raise AirflowSkipException(outcome.reason)
+        assert isinstance(outcome, Busy | Wait)
+        self.log.info("topology=%s run=%s: waiting (%s); trying again in %ss", t.topology_id, run_id,
+                      outcome.reason, t.commit_poke_interval)
+        raise _later(t.commit_poke_interval)
+
+
+class ProcessOperator(SparkSubmitOperator):
+    """``spark-submit`` of the topology's job for this run's TransactionAttempt; then marks it processed.
+
+    Each try processes an attempt of its own: a retry finds the attempt claimed by the failed try and has
+    the txid re-emitted (attempt + 1, the same batch for a transactional spout) before submitting.
+    """
+
+    ui_color = "#fdf2e9"
+
+    def __init__(self, *, topology: TransactionalTopology, **kwargs: Any) -> None:
+        conf = {"spark.ui.enabled": "false", **topology.spark_conf}
+        super().__init__(application=topology.job_path, conn_id=topology.spark_conn_id, conf=conf,
+                         name=f"txdag-{topology.topology_id}", **kwargs)
+        self.topology = topology
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        ti, run_id, t = context["ti"], context["run_id"], self.topology
+        emitted = ti.xcom_pull(task_ids="coordinate")
+        tx = tx_from_xcom(emitted, "coordinate")
+        if emitted["already_committed"]:
+            self.log.info("topology=%s txid=%s attempt=%s: committed already; nothing to process",
+                          t.topology_id, tx.txid, tx.attempt)
+            return emitted
+        with TopologyRuntime(t) as rt:
+            emission = Emission(tx, emitted["metadata"], emitted["replay"])
+            owner = f"{run_id} try {ti.try_number}"
+            if rt.staging.claim(tx, owner) != owner:
+                emission = self._reemit(rt, run_id, tx)
+                rt.staging.claim(emission.tx, owner)
+            tx = emission.tx
+            self.application_args = ["--job", rt.job_spec(emission).to_json()]
+            self.env_vars = {**(self.env_vars or {}), **rt.job_env(), **self._local_env(), **_faults()}
+            self.log.info("topology=%s txid=%s attempt=%s: processing %s tuples with %s", t.topology_id, tx.txid,
+                          tx.attempt, emitted["batch_size"], t.job_path)
+            super().execute(context)
+            if not rt.coordinator.mark_processed(tx):
+                raise AirflowFailException(
+                    f"topology {t.topology_id!r} txid {tx.txid} attempt {tx.attempt}: processed, but the txid "
+                    f"moved on meanwhile (re-emitted or failed); this result is dropped: see the coordinate log")
+        self.log.info("topology=%s txid=%s attempt=%s: processed and staged", t.topology_id, tx.txid, tx.attempt)
+        return {**emitted, "txid": tx.txid, "attempt": tx.attempt, "metadata": emission.metadata}
+
+    def _reemit(self, rt: TopologyRuntime, run_id: str, tx: Any) -> Emission:
+        outcome = rt.coordinator.coordinate(run_id)
+        if not isinstance(outcome, Emission):
+            raise AirflowFailException(f"topology {self.topology.topology_id!r} txid {tx.txid}: a retry could "
+                                       f"not re-emit it: {outcome.reason}")
+        self.log.info("topology=%s txid=%s: attempt %s was claimed by an earlier try; re-emitted as attempt %s",
+                      self.topology.topology_id, tx.txid, tx.attempt, outcome.tx.attempt)
+        return outcome
+
+    def _local_env(self) -> dict[str, str]:
+        """In local mode the job's driver and workers use the Python that runs Airflow (it has txdag)."""
+        master = str(self._get_hook()._connection.get("master", ""))
+        return {"PYSPARK_PYTHON": sys.executable} if master.startswith("local") else {}
+
+
+def _faults() -> dict[str, str]:
+    value = Variable.get(FAULTS_VARIABLE, default="")
+    return {"TXDAG_FAULTS": value} if value else {}
+
+
+class CommitOperator(BaseOperator):
+    """Commits this run's txid once txid - 1 is committed: the staged partials into the states, atomically."""
+
+    ui_color = "#e6f4ea"
+
+    def __init__(self, *, topology: TransactionalTopology, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.topology = topology
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        t = self.topology
+        processed = context["ti"].xcom_pull(task_ids="process")
+        tx = tx_from_xcom(processed, "process")
+        with TopologyRuntime(t) as rt:
+            try:
+                outcome = commit_transaction(rt.coordinator, rt.staging, rt.client, tx, rt.states,
+                                             marker_key=t.marker_key)
+            except (CascadeError, StaleAttemptError) as exc:
+                raise AirflowFailException(str(exc)) from None
+        if outcome.status == "waiting":
+            self.log.info("topology=%s txid=%s attempt=%s: %s; checking again in %ss", t.topology_id, tx.txid,
+                          tx.attempt, outcome.reason, t.commit_poke_interval)
+            raise _later(t.commit_poke_interval)
+        self.log.info("topology=%s txid=%s attempt=%s: %s (%s keys written, %s already held this txid) %s",
+                      t.topology_id, tx.txid, tx.attempt, outcome.status, outcome.applied, outcome.skipped,
+                      outcome.reason)
+        return {"txid": tx.txid, "attempt": tx.attempt, "status": outcome.status, "applied": outcome.applied}
+
+
+def fail_txid(context: Any) -> None:
+    """on_failure_callback of process and commit: the txid failed for good, so it and later txids fail
+    (Storm's cascade); clearing its run with its future runs replays them."""
+    task, run_id = context["ti"].task, context["run_id"]
+    topology: TransactionalTopology = task.topology
+    error = str(context.get("exception") or "task failed")
+    with TopologyRuntime(topology) as rt:
+        store = rt.coordinator.store
+        txid = store.txid_of_run(run_id)
+        got = store.read_txid(txid) if txid is not None else None
+        if got is None:
+            return
+        tx = got[0].tx  # the current attempt: a retry may have re-emitted the txid
+        failed = rt.coordinator.fail(tx, f"{task.task_id} failed: {error}")
+    task.log.warning("topology=%s txid=%s attempt=%s: marked failed with later txids %s; clear run %s with its "
+                     "future runs (or: txdag replay %s --from %s) to replay them", topology.topology_id, tx.txid,
+                     tx.attempt, failed, run_id, topology.topology_id, tx.txid)

@@ -1,0 +1,96 @@
+"""What a task needs at run time, built from the topology and its Airflow connections, and closed after.
+
+Clients are made lazily and once per task: the coordinate task needs ZooKeeper and the source's Redis; the
+process task also builds the Spark job's environment; the commit task needs the states' Redis.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from functools import cached_property
+from typing import Any
+
+import redis
+
+from txdag.airflow.hooks import ZooKeeperHook, redis_client, redis_url
+from txdag.attempt import TransactionAttempt
+from txdag.coordinator import Coordinator, Emission
+from txdag.definition import JobSpec
+from txdag.staging import Staging
+from txdag.state.map_state import MapStateBase
+from txdag.topology import TransactionalTopology
+from txdag.zk.store import TransactionStore
+
+log = logging.getLogger("txdag.airflow")
+
+
+def emission_to_xcom(emission: Emission, batch_size: int) -> dict[str, Any]:
+    return {
+        "txid": emission.tx.txid, "attempt": emission.tx.attempt, "metadata": emission.metadata,
+        "replay": emission.replay, "already_committed": emission.already_committed, "batch_size": batch_size,
+    }
+
+
+def tx_from_xcom(value: Any, task: str) -> TransactionAttempt:
+    if not isinstance(value, dict) or "txid" not in value:
+        raise ValueError(f"no txid in the XCom of task {task!r} ({value!r}): clear the run from its coordinate task")
+    return TransactionAttempt(int(value["txid"]), int(value["attempt"]))
+
+
+class TopologyRuntime:
+    """Clients, coordinator, staging and states of one topology inside one task; use as a context manager."""
+
+    def __init__(self, topology: TransactionalTopology) -> None:
+        self.topology = topology
+        self._redis: dict[str, redis.Redis] = {}
+        self._zk_hook = ZooKeeperHook(topology.zookeeper_conn_id)
+
+    def __enter__(self) -> TopologyRuntime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def redis(self, conn_id: str) -> redis.Redis:
+        if conn_id not in self._redis:
+            self._redis[conn_id] = redis_client(conn_id)
+        return self._redis[conn_id]
+
+    @property
+    def client(self) -> redis.Redis:
+        """The Redis of the states, the staging and the rejections."""
+        return self.redis(self.topology.redis_conn_id)
+
+    @cached_property
+    def coordinator(self) -> Coordinator:
+        t = self.topology
+        clients = {c: self.redis(c) for c in t.source.conn_ids()}
+        _, _, root, _ = self._zk_hook.settings()
+        store = TransactionStore(self._zk_hook.get_conn(), t.topology_id, root=root)
+        return Coordinator(store, t.source.build(clients, t.topology_id),
+                           max_active_transactions=t.max_active_transactions, keep_txids=t.keep_txids)
+
+    @cached_property
+    def staging(self) -> Staging:
+        return Staging(self.client, self.topology.topology_id)
+
+    @cached_property
+    def states(self) -> dict[str, MapStateBase]:
+        return {s.name: s.build(self.client) for s in self.topology.states}
+
+    def job_spec(self, emission: Emission) -> JobSpec:
+        t = self.topology
+        return JobSpec(t.topology_id, emission.tx, emission.metadata, t.source, t.states, t.redis_conn_id)
+
+    def job_env(self) -> dict[str, str]:
+        """The Spark job's Redis URLs, by connection id (passwords travel in the environment only)."""
+        t = self.topology
+        conn_ids = sorted({t.redis_conn_id, *t.source.conn_ids()})
+        return {"TXDAG_REDIS_URLS": json.dumps({c: redis_url(c) for c in conn_ids})}
+
+    def close(self) -> None:
+        self._zk_hook.close()
+        for client in self._redis.values():
+            client.close()
+        self._redis.clear()

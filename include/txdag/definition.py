@@ -1,0 +1,236 @@
+"""What a topology is made of, as frozen data validated when built: its states, its source, one job's inputs.
+
+Airflow-free: the DAG renderer (``txdag.airflow``), the Spark job runner (``txdag.spark``) and the tests all
+build from these. A spec names Airflow connection ids, never hosts or passwords; whoever runs it resolves
+them (the Airflow tasks through hooks, the Spark job through ``TXDAG_REDIS_URLS``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
+from typing import Any
+
+import redis
+
+from txdag.attempt import TransactionAttempt
+from txdag.errors import ConfigError, FormatVersionError
+from txdag.spouts.base import SpoutKind, TransactionalSpout
+from txdag.spouts.streams import OpaquePartitionedStreamSpout, PartitionedTransactionalStreamSpout, StreamPartition
+from txdag.spouts.tweets import TweetsTransactionalSpout
+from txdag.state import MAP_STATES, DefaultKeyCodec, JoinedKeyCodec, KeyCodec, RedisBackingMap
+from txdag.state.map_state import MapStateBase
+from txdag.state.snapshottable_map import GLOBAL_KEY
+
+FORMAT_VERSION = 1
+DEFAULT_REDIS_CONN_ID = "redis_default"
+NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+
+
+def check_name(what: str, value: Any) -> str:
+    """Ids and names end up in znode paths, Redis keys and DAG ids: letters, digits, ``_ . -`` only."""
+    if not isinstance(value, str) or not NAME.match(value):
+        raise ConfigError(f"{what} must be a non-empty string of letters, digits, '_', '.' or '-', got {value!r}")
+    return value
+
+
+def _positive(what: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{what} must be an int >= 1, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class State:
+    """One state the commit writes: a Trident map state of ``kind`` over the Redis hash ``namespace``.
+
+    ``key_fields`` is how many grouping fields make a key; 0 means one global value (Trident's
+    ``persistentAggregate`` without ``groupBy``, stored under ``$GLOBAL$``). ``separator`` joins the fields into
+    the hash field (seed 000's ``user:hashtag``); without it a multi-field key is stored as a JSON array.
+    """
+
+    name: str
+    kind: str = "transactional"
+    namespace: str | None = None
+    key_fields: int = 1
+    separator: str | None = None
+
+    def __post_init__(self) -> None:
+        check_name("a state name", self.name)
+        if self.kind not in MAP_STATES:
+            kinds = sorted(k.value for k in MAP_STATES)
+            raise ConfigError(f"state {self.name!r}: unknown kind {self.kind!r}; use one of {kinds}")
+        if self.namespace is not None and (not isinstance(self.namespace, str) or not self.namespace):
+            raise ConfigError(f"state {self.name!r}: namespace must be a non-empty string, got {self.namespace!r}")
+        if isinstance(self.key_fields, bool) or not isinstance(self.key_fields, int) or self.key_fields < 0:
+            raise ConfigError(f"state {self.name!r}: key_fields must be an int >= 0, got {self.key_fields!r}")
+        if self.separator is not None and (not isinstance(self.separator, str) or not self.separator):
+            raise ConfigError(f"state {self.name!r}: separator must be a non-empty string, got {self.separator!r}")
+
+    @property
+    def redis_key(self) -> str:
+        return self.namespace or self.name
+
+    def codec(self) -> KeyCodec:
+        if self.separator is not None and self.key_fields >= 1:
+            return JoinedKeyCodec(self.separator, self.key_fields)
+        return DefaultKeyCodec()
+
+    def key(self, fields: Sequence[Any]) -> tuple:
+        """The key tuple of one output row's grouping fields (``$GLOBAL$`` for a global state)."""
+        if self.key_fields == 0:
+            return GLOBAL_KEY
+        if len(fields) != self.key_fields:
+            raise ConfigError(f"state {self.name!r} has {self.key_fields} key field(s), got a row with {fields!r}")
+        return tuple(fields)
+
+    def build(self, client: redis.Redis) -> MapStateBase:
+        return MAP_STATES[self.kind](RedisBackingMap(client, self.redis_key, key_codec=self.codec()))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "namespace": self.namespace,
+                "key_fields": self.key_fields, "separator": self.separator}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> State:
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class TweetsSource:
+    """Seed 000's tweets layout (keys ``<prefix>1..N``, ``<prefix>NEXT_WRITE``): a transactional spout."""
+
+    max_transaction_size: int = 1000
+    prefix: str = ""
+    redis_conn_id: str = DEFAULT_REDIS_CONN_ID
+
+    type = "tweets"
+    kind = SpoutKind.TRANSACTIONAL
+
+    def __post_init__(self) -> None:
+        _positive("TweetsSource max_transaction_size", self.max_transaction_size)
+        check_name("TweetsSource redis_conn_id", self.redis_conn_id)
+        if not isinstance(self.prefix, str):
+            raise ConfigError(f"TweetsSource prefix must be a string, got {self.prefix!r}")
+
+    def conn_ids(self) -> list[str]:
+        return [self.redis_conn_id]
+
+    def build(self, clients: Mapping[str, redis.Redis], topology: str) -> TransactionalSpout:
+        return TweetsTransactionalSpout(
+            _client(clients, self.redis_conn_id), prefix=self.prefix,
+            max_transaction_size=self.max_transaction_size, topology=topology,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "max_transaction_size": self.max_transaction_size, "prefix": self.prefix,
+                "redis_conn_id": self.redis_conn_id}
+
+
+@dataclass(frozen=True)
+class StreamsSource:
+    """Redis Streams, one stream per partition (seed 004's partitioned spouts); opaque unless told otherwise.
+
+    Every stream is read through ``redis_conn_id`` unless ``stream_conn_ids`` names another connection for it
+    (partitions may live on different Redis servers). The partition name is the stream key.
+    """
+
+    streams: tuple[str, ...]
+    opaque: bool = True
+    max_per_partition: int = 1000
+    field: str = "value"
+    redis_conn_id: str = DEFAULT_REDIS_CONN_ID
+    stream_conn_ids: Mapping[str, str] = dataclass_field(default_factory=dict)
+
+    type = "streams"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.streams, str) or not self.streams:
+            raise ConfigError(f"StreamsSource needs a non-empty list of stream keys, got {self.streams!r}")
+        object.__setattr__(self, "streams", tuple(self.streams))
+        object.__setattr__(self, "stream_conn_ids", dict(self.stream_conn_ids))
+        if len(set(self.streams)) != len(self.streams) or not all(isinstance(s, str) and s for s in self.streams):
+            raise ConfigError(f"StreamsSource stream keys must be distinct non-empty strings, got {self.streams!r}")
+        unknown = sorted(set(self.stream_conn_ids) - set(self.streams))
+        if unknown:
+            raise ConfigError(f"StreamsSource stream_conn_ids names streams {unknown} that are not in streams")
+        _positive("StreamsSource max_per_partition", self.max_per_partition)
+        for conn_id in self.conn_ids():
+            check_name("StreamsSource connection id", conn_id)
+
+    @property
+    def kind(self) -> SpoutKind:
+        return SpoutKind.OPAQUE if self.opaque else SpoutKind.TRANSACTIONAL
+
+    def conn_id_of(self, stream: str) -> str:
+        return self.stream_conn_ids.get(stream, self.redis_conn_id)
+
+    def conn_ids(self) -> list[str]:
+        return sorted({self.conn_id_of(s) for s in self.streams})
+
+    def build(self, clients: Mapping[str, redis.Redis], topology: str) -> TransactionalSpout:
+        partitions = [StreamPartition(s, _client(clients, self.conn_id_of(s)), s) for s in self.streams]
+        kind = OpaquePartitionedStreamSpout if self.opaque else PartitionedTransactionalStreamSpout
+        return kind(partitions, max_per_partition=self.max_per_partition, field=self.field)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "streams": list(self.streams), "opaque": self.opaque,
+                "max_per_partition": self.max_per_partition, "field": self.field,
+                "redis_conn_id": self.redis_conn_id, "stream_conn_ids": dict(self.stream_conn_ids)}
+
+
+Source = TweetsSource | StreamsSource
+SOURCES: dict[str, type] = {"tweets": TweetsSource, "streams": StreamsSource}
+
+
+def source_from_dict(data: Mapping[str, Any]) -> Source:
+    args = dict(data)
+    kind = SOURCES.get(args.pop("type", None))
+    if kind is None:
+        raise FormatVersionError(f"unknown source type {data.get('type')!r}; this txdag knows {sorted(SOURCES)}")
+    return kind(**args)
+
+
+def _client(clients: Mapping[str, redis.Redis], conn_id: str) -> redis.Redis:
+    if conn_id not in clients:
+        raise ConfigError(f"no Redis client for connection {conn_id!r}; known: {sorted(clients)}")
+    return clients[conn_id]
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """Everything the processing job of one TransactionAttempt needs, passed to it as one JSON argument."""
+
+    topology: str
+    tx: TransactionAttempt
+    metadata: dict[str, Any]
+    source: Source
+    states: tuple[State, ...]
+    redis_conn_id: str = DEFAULT_REDIS_CONN_ID  # where the states, the staging and the rejections live
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "v": FORMAT_VERSION, "topology": self.topology, "txid": self.tx.txid, "attempt": self.tx.attempt,
+            "metadata": self.metadata, "source": self.source.to_dict(),
+            "states": [s.to_dict() for s in self.states], "redis_conn_id": self.redis_conn_id,
+        }, separators=(",", ":"), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> JobSpec:
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise FormatVersionError(f"the job spec is not JSON ({exc}): pass what JobSpec.to_json wrote") from None
+        if not isinstance(data, dict) or data.get("v") != FORMAT_VERSION:
+            raise FormatVersionError(
+                f"job spec format version {data.get('v') if isinstance(data, dict) else None!r}; this txdag reads "
+                f"version {FORMAT_VERSION}: run the job with the txdag version the DAG runs with"
+            )
+        return cls(
+            topology=data["topology"], tx=TransactionAttempt(data["txid"], data["attempt"]),
+            metadata=data["metadata"], source=source_from_dict(data["source"]),
+            states=tuple(State.from_dict(s) for s in data["states"]), redis_conn_id=data["redis_conn_id"],
+        )

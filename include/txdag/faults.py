@@ -1,0 +1,96 @@
+"""Named fault points, so test harnesses can kill a process at an exact place of an exact txid.
+
+Exactly-once is tested by crashing (STYLE.md, point 10): a harness sets
+
+    TXDAG_FAULTS=process:wordcount:3,commit:wordcount:5:2    point:topology:txid[:attempt], comma-separated
+    TXDAG_FAULTS_ALLOWED=1                                    the safety catch
+
+and the code calls ``crash_if_requested(point, topology, tx)`` at its fault points. A matching entry kills the
+process with SIGKILL: no ``finally``, no ``atexit``, no flush of anyone's buffers, like a machine that dies.
+Without ``TXDAG_FAULTS_ALLOWED=1`` the entries are ignored (with a warning), so a variable left behind in a
+production environment cannot kill jobs. Points are free-form names; ``process`` is the Spark job between
+staging its first state and sealing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from txdag.attempt import TransactionAttempt
+from txdag.errors import ConfigError
+
+FAULTS_VAR = "TXDAG_FAULTS"
+ALLOWED_VAR = "TXDAG_FAULTS_ALLOWED"
+
+log = logging.getLogger(__name__)
+_warned = False
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One requested crash: at ``point`` of ``topology``'s ``txid``, on ``attempt`` (None: any attempt)."""
+
+    point: str
+    topology: str
+    txid: int
+    attempt: int | None = None
+
+    def matches(self, point: str, topology: str, tx: TransactionAttempt) -> bool:
+        return (
+            (self.point, self.topology, self.txid) == (point, topology, tx.txid)
+            and self.attempt in (None, tx.attempt)
+        )
+
+
+def _positive(entry: str, what: str, text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise ConfigError(f"{FAULTS_VAR} entry {entry!r}: {what} must be an integer >= 1, got {text!r}")
+    return int(text)
+
+
+def parse_faults(text: str) -> tuple[Fault, ...]:
+    """Parse ``point:topology:txid[:attempt],...``; a malformed entry is an error, not a silently missed crash."""
+    faults = []
+    for raw in text.split(","):
+        entry = raw.strip()
+        if not entry:
+            continue
+        parts = entry.split(":")
+        if len(parts) not in (3, 4) or not parts[0] or not parts[1]:
+            raise ConfigError(
+                f"{FAULTS_VAR} entry {entry!r} is not point:topology:txid[:attempt] (e.g. process:wordcount:3)"
+            )
+        attempt = _positive(entry, "attempt", parts[3]) if len(parts) == 4 else None
+        faults.append(Fault(parts[0], parts[1], _positive(entry, "txid", parts[2]), attempt))
+    return tuple(faults)
+
+
+def requested_faults(environ: Mapping[str, str] | None = None) -> tuple[Fault, ...]:
+    """The faults the environment asks for; none unless ``TXDAG_FAULTS_ALLOWED=1`` is set too."""
+    global _warned
+    env = os.environ if environ is None else environ
+    text = env.get(FAULTS_VAR, "")
+    if not text.strip():
+        return ()
+    if env.get(ALLOWED_VAR) != "1":
+        if not _warned:
+            log.warning("%s=%r is set but %s is not 1: ignoring it (fault injection is for test harnesses)",
+                        FAULTS_VAR, text, ALLOWED_VAR)
+            _warned = True
+        return ()
+    return parse_faults(text)
+
+
+def crash_if_requested(
+    point: str, topology: str, tx: TransactionAttempt, environ: Mapping[str, str] | None = None
+) -> None:
+    """SIGKILL this process when a requested fault matches; one ``TXDAG FAULT ...`` line on stderr first."""
+    if any(f.matches(point, topology, tx) for f in requested_faults(environ)):
+        sys.stderr.write(f"TXDAG FAULT {point} topology={topology} txid={tx.txid} attempt={tx.attempt}\n")
+        sys.stderr.flush()
+        os.kill(os.getpid(), signal.SIGKILL)

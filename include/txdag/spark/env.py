@@ -1,0 +1,54 @@
+"""The Spark job's Redis connections, from ``TXDAG_REDIS_URLS`` (pyspark-free).
+
+Airflow resolves the topology's connection ids to redis-py URLs and passes them in the job's environment as
+one JSON object ``{conn_id: url}``; the job command line then carries no password. Timeouts go in the URL
+(``redis://host:6379/0?socket_timeout=5&socket_connect_timeout=5``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+
+import redis
+
+from txdag.errors import ConfigError
+
+URLS_VAR = "TXDAG_REDIS_URLS"
+
+
+def parse_redis_urls(text: str | None, conn_ids: Iterable[str]) -> dict[str, str]:
+    """The URL of each of ``conn_ids``; a clear error naming what to set when one is missing."""
+    needed = sorted(set(conn_ids))
+    example = json.dumps({c: "redis://host:6379/0" for c in needed})
+    if text is None or not text.strip():
+        raise ConfigError(f"{URLS_VAR} is not set; set it to a JSON object of Redis URLs by connection id, "
+                          f"e.g. {URLS_VAR}='{example}'")
+    try:
+        urls = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"{URLS_VAR} is not JSON ({exc}); set it like {URLS_VAR}='{example}'") from None
+    if not isinstance(urls, dict) or not all(isinstance(v, str) for v in urls.values()):
+        raise ConfigError(f"{URLS_VAR} must be a JSON object of connection id -> Redis URL, like '{example}'")
+    missing = [c for c in needed if c not in urls]
+    if missing:
+        raise ConfigError(f"{URLS_VAR} has no URL for connection(s) {missing} (it has {sorted(urls)}); add "
+                          f"them, e.g. {URLS_VAR}='{example}'")
+    return {c: urls[c] for c in needed}
+
+
+def redis_clients_from_env(
+    conn_ids: Iterable[str], environ: Mapping[str, str] | None = None
+) -> dict[str, redis.Redis]:
+    """One bytes-mode client per connection id (the spouts decode values themselves)."""
+    env = os.environ if environ is None else environ
+    urls = parse_redis_urls(env.get(URLS_VAR), conn_ids)
+    clients = {}
+    for conn_id, url in urls.items():
+        try:
+            clients[conn_id] = redis.Redis.from_url(url)
+        except ValueError as exc:  # the message may hold the URL's password: name the connection only
+            raise ConfigError(f"{URLS_VAR}: the URL of connection {conn_id!r} is not a Redis URL "
+                              f"({type(exc).__name__}); use redis://[user:password@]host:port/db") from None
+    return clients

@@ -1,0 +1,134 @@
+"""TransactionalTopology: Storm's TransactionalTopologyBuilder as one validated definition that becomes a DAG.
+
+A file under ``dags/`` holds one ``TransactionalTopology(...)`` and nothing else: building it validates the
+definition (a mistake fails the DAG file at parse time, with a message that says what to change) and renders
+the Airflow DAG ``coordinate -> process -> commit`` (``txdag.airflow.render``), which Airflow picks up.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from txdag.definition import DEFAULT_REDIS_CONN_ID, Source, State, StreamsSource, TweetsSource, check_name
+from txdag.errors import ConfigError
+
+DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True, eq=False)
+class TransactionalTopology:
+    """One topology: where batches come from, the Spark job that processes one, the states its commit writes.
+
+    ``max_active_transactions`` is Storm's ``topology.max.spout.pending`` (the DAG's ``max_active_runs``);
+    ``schedule`` is the batch emit interval. ``job`` is the PySpark file, relative to the project root (the
+    folder that holds ``dags/`` and ``spark_jobs/``) unless absolute or a URL (``s3://``, ``local://``...).
+    Connections are Airflow connection ids: Redis for the states and staging, ZooKeeper for the txids,
+    Spark for ``spark-submit``. ``render=False`` builds the definition without an Airflow DAG (tests, CLI).
+    """
+
+    topology_id: str
+    source: Source
+    job: str
+    states: Sequence[State]
+    marker_key: str | None = None
+    max_active_transactions: int = 1
+    schedule: Any = None
+    start_date: datetime = DEFAULT_START
+    catchup: bool = False
+    retries: int = 1
+    retry_delay: timedelta = timedelta(seconds=5)
+    redis_conn_id: str = DEFAULT_REDIS_CONN_ID
+    zookeeper_conn_id: str = "zookeeper_default"
+    spark_conn_id: str = "spark_default"
+    spark_conf: Mapping[str, str] = field(default_factory=dict)
+    keep_txids: int = 100
+    commit_poke_interval: float = 10.0  # shorter reschedules sometimes race the worker's exit (AIRFLOW-FACTS)
+    check_connections: bool = True
+    description: str | None = None
+    project_dir: str | None = None
+    render: bool = True
+    dag: Any = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        check_name("topology_id", self.topology_id)
+        if not isinstance(self.source, TweetsSource | StreamsSource):
+            raise ConfigError(
+                f"topology {self.topology_id!r}: source must be a TweetsSource or a StreamsSource "
+                f"(txdag.definition), got {self.source!r}"
+            )
+        object.__setattr__(self, "states", tuple(self.states))
+        self._check_states()
+        for name in ("max_active_transactions", "keep_txids"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"topology {self.topology_id!r}: {name} must be an int >= 1, got {value!r}")
+        if isinstance(self.retries, bool) or not isinstance(self.retries, int) or self.retries < 0:
+            raise ConfigError(f"topology {self.topology_id!r}: retries must be an int >= 0, got {self.retries!r}")
+        for name in ("redis_conn_id", "zookeeper_conn_id", "spark_conn_id"):
+            check_name(f"topology {self.topology_id!r}: {name}", getattr(self, name))
+        if self.project_dir is None:
+            object.__setattr__(self, "project_dir", str(_caller_project_dir()))
+        self._check_job()
+        if self.render:
+            from txdag.airflow.render import build_dag  # Airflow only when a DAG is wanted
+
+            object.__setattr__(self, "dag", build_dag(self))
+
+    @property
+    def pool(self) -> str:
+        """The topology's 1-slot pool: its coordinate and commit tasks run one at a time, in it."""
+        return f"txdag_{self.topology_id}"
+
+    @property
+    def job_path(self) -> str:
+        if "://" in self.job or Path(self.job).is_absolute():
+            return self.job
+        return str(Path(self.project_dir or ".") / self.job)
+
+    def conn_ids(self) -> dict[str, str]:
+        """Every connection the topology uses, with what it is for."""
+        used = {self.redis_conn_id: "redis", self.zookeeper_conn_id: "zookeeper", self.spark_conn_id: "spark"}
+        used.update({c: "redis" for c in self.source.conn_ids()})
+        return used
+
+    def state(self, name: str) -> State:
+        return next(s for s in self.states if s.name == name)
+
+    def _check_states(self) -> None:
+        where = f"topology {self.topology_id!r}"
+        if not self.states or not all(isinstance(s, State) for s in self.states):
+            raise ConfigError(f"{where}: states must be a non-empty list of txdag.definition.State")
+        for what, values in (("state name", [s.name for s in self.states]),
+                             ("Redis namespace", [s.redis_key for s in self.states])):
+            dupes = sorted({v for v in values if values.count(v) > 1})
+            if dupes:
+                raise ConfigError(f"{where}: duplicate {what}(s) {dupes}: give each state its own")
+        if self.marker_key is not None and self.marker_key in {s.redis_key for s in self.states}:
+            raise ConfigError(f"{where}: marker_key {self.marker_key!r} is also a state's namespace: rename one")
+
+    def _check_job(self) -> None:
+        if not isinstance(self.job, str) or not self.job.endswith(".py"):
+            raise ConfigError(f"topology {self.topology_id!r}: job must be the path of a PySpark .py file, "
+                              f"got {self.job!r}")
+        if "://" not in self.job and not Path(self.job_path).is_file():
+            raise ConfigError(
+                f"topology {self.topology_id!r}: the Spark job {self.job_path} does not exist: put the job in "
+                f"spark_jobs/ next to dags/, or give an absolute path or a URL the Spark cluster can read"
+            )
+
+
+def _caller_project_dir() -> Path:
+    """The folder above the DAG file's folder (``<project>/dags/x.py`` -> ``<project>``)."""
+    package = Path(__file__).resolve().parent
+    frame = inspect.currentframe()
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not name.startswith("<") and package not in Path(name).resolve().parents:
+            return Path(name).resolve().parent.parent
+        frame = frame.f_back
+    return Path.cwd()

@@ -1,0 +1,202 @@
+"""End-to-end fixtures: one real Airflow (scripts/airflow.sh) for the whole pytest session.
+
+The ``airflow`` fixture starts PostgreSQL if needed (scripts/postgres.sh, through airflow.sh), recreates the
+session's metadata database, starts the four Airflow components with a fresh AIRFLOW_HOME, and stops them at
+the end of the session, also when a test or the start failed. Its AIRFLOW_HOME (logs included) is left in place
+for a post-mortem and wiped by the next session.
+
+Before the start, the Redis database is flushed and the topologies' source data is loaded (e2e_data), so each
+scheduled topology's first run, created when the scheduler comes up, emits one batch.
+
+The DAG folder is ``<AIRFLOW_HOME>/dags``: symbolic links to each folder of TXDAG_E2E_DAGS_FOLDERS (os.pathsep
+separated; default: the repository's ``dags/`` and ``tests/e2e/dags_fixture/``) plus ``extra/``, where
+``airflow.add_dag_file()`` writes DAG files during the session (picked up within ~5 s).
+
+Environment (all optional):
+    TXDAG_E2E_AIRFLOW_PORT   API port of the e2e instance (default 8792, beside a development instance on 8791)
+    TXDAG_E2E_DAGS_FOLDERS   the DAG folders to link (see above)
+    TXDAG_E2E_PLUGINS_FOLDER the plugins folder (default: the repository's ``plugins/``)
+    TXDAG_E2E_REDIS_DB       the Redis database of the ``redis_default`` connection (default 15)
+    TXDAG_TEST_REDIS_URL, TXDAG_TEST_ZK_HOSTS   the servers (set by scripts/test.sh)
+
+The components get ``AIRFLOW_CONN_REDIS_DEFAULT`` (the test Redis, database TXDAG_E2E_REDIS_DB),
+``AIRFLOW_CONN_ZOOKEEPER_DEFAULT`` (the test ZooKeeper, extra ``{"root": "/txdag-e2e-<unique>"}``, deleted at the
+end), ``TXDAG_FAULTS_ALLOWED=1`` with the fault plan ``AIRFLOW_VAR_TXDAG_FAULTS`` (e2e_data.FAULTS), and whatever the ``airflow_extra_env`` fixture returns (override it in this
+file to add connections or variables: ``AIRFLOW_CONN_<ID>``, ``AIRFLOW_VAR_<KEY>``, ``AIRFLOW__SECTION__KEY``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+import redis as redis_py
+from e2e_data import FAULTS, Sources, load_sources
+
+from txdag.airflow.api import AirflowAPI
+
+REPO = Path(__file__).resolve().parents[2]
+AIRFLOW_SH = REPO / "scripts" / "airflow.sh"
+START_TIMEOUT = 300  # seconds for scripts/airflow.sh start, PostgreSQL and the database migration included
+
+
+@dataclass
+class AirflowInstance:
+    """The running e2e Airflow: where it is, how to reach it, and a logged-in REST client (``api``)."""
+
+    home: Path
+    base_url: str
+    username: str
+    password: str
+    dags_folder: Path
+    env: dict[str, str]  # the environment the components were started with (for the CLI, see cli())
+    redis_url: str  # the Redis database the redis_default connection points at
+    zk_hosts: str
+    zk_root: str  # the zookeeper_default connection's extra "root"
+    api: AirflowAPI = field(repr=False)
+    sources: Sources = field(default_factory=Sources, repr=False)  # what was loaded before the start
+
+    def cli(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """Runs ``airflow <args>`` against this instance; output captured as text."""
+        result = subprocess.run(
+            [str(REPO / ".venv" / "bin" / "airflow"), *args],
+            env=self.env, capture_output=True, text=True, timeout=timeout, check=False,
+        )  # fmt: skip
+        if check and result.returncode != 0:
+            raise AssertionError(f"airflow {' '.join(args)} exited {result.returncode}:\n{result.stderr[-3000:]}")
+        return result
+
+    def add_dag_file(self, name: str, source: str) -> Path:
+        """Writes a DAG file into the DAG folder's ``extra/``; the DAG processor picks it up within ~5 s."""
+        path = self.dags_folder / "extra" / name
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(source)
+        tmp.replace(path)  # atomic: never parsed half-written
+        return path
+
+    def component_log(self, component: str, tail: int = 100) -> str:
+        """The last lines of a component's log (api-server, dag-processor, scheduler, triggerer)."""
+        lines = (self.home / f"{component}.log").read_text(errors="replace").splitlines()
+        return "\n".join(lines[-tail:])
+
+
+def _first_host_port(hosts: str, default_port: int) -> tuple[str, int]:
+    first = hosts.split(",")[0].strip()
+    host, _, port = first.partition(":")
+    return host or "127.0.0.1", int(port or default_port)
+
+
+@pytest.fixture(scope="session")
+def airflow_extra_env() -> dict[str, str]:
+    """More environment for the Airflow components (connections, variables, options); override to extend."""
+    return {}
+
+
+@pytest.fixture(scope="session")
+def airflow(redis_url: str, zk_hosts: str, airflow_extra_env: dict[str, str]) -> Iterator[AirflowInstance]:
+    port = int(os.environ.get("TXDAG_E2E_AIRFLOW_PORT", "8792"))
+    home = REPO / ".run" / f"airflow-e2e-{port}"
+    unique = uuid.uuid4().hex[:10]
+
+    # Redis: the test server, a database of the e2e tests' own.
+    redis = urlparse(redis_url)
+    redis_db = int(os.environ.get("TXDAG_E2E_REDIS_DB", "15"))
+    redis_host, redis_port = redis.hostname or "127.0.0.1", redis.port or 6379
+    zk_host, zk_port = _first_host_port(zk_hosts, 2181)
+    zk_root = f"/txdag-e2e-{unique}"
+
+    folders = os.environ.get("TXDAG_E2E_DAGS_FOLDERS")
+    dag_sources = (
+        [Path(p) for p in folders.split(os.pathsep) if p]
+        if folders
+        else [REPO / "dags", REPO / "tests" / "e2e" / "dags_fixture"]
+    )
+
+    env = dict(os.environ)
+    env.update(
+        AIRFLOW_HOME=str(home),
+        TXDAG_AIRFLOW_PORT=str(port),
+        TXDAG_AIRFLOW_DB=f"airflow_e2e_{port}",
+        TXDAG_AIRFLOW_FRESH_DB="1",
+        TXDAG_DAGS_FOLDER=str(home / "dags"),
+        TXDAG_PLUGINS_FOLDER=os.environ.get("TXDAG_E2E_PLUGINS_FOLDER", str(REPO / "plugins")),
+        AIRFLOW_CONN_REDIS_DEFAULT=json.dumps(
+            {"conn_type": "redis", "host": redis_host, "port": redis_port, "extra": {"db": redis_db}}
+        ),
+        AIRFLOW_CONN_ZOOKEEPER_DEFAULT=json.dumps(
+            {"conn_type": "zookeeper", "host": zk_host, "port": zk_port, "extra": {"root": zk_root}}
+        ),
+        TXDAG_FAULTS_ALLOWED="1",
+        AIRFLOW_VAR_TXDAG_FAULTS=FAULTS,
+    )
+    env.update(airflow_extra_env)
+    with redis_py.Redis(host=redis_host, port=redis_port, db=redis_db) as client:
+        sources = load_sources(client)
+
+    # A session killed before its teardown leaves its components running: stop them, then start afresh.
+    subprocess.run(["bash", str(AIRFLOW_SH), "stop"], env=env, capture_output=True, timeout=120, check=False)
+    shutil.rmtree(home, ignore_errors=True)
+    (home / "dags" / "extra").mkdir(parents=True)
+    for source in dag_sources:
+        if source.is_dir():
+            link = home / "dags" / source.name
+            if link.exists():  # two folders with one name: keep both
+                link = home / "dags" / f"{source.name}-{abs(hash(str(source))) % 10_000}"
+            link.symlink_to(source.resolve(), target_is_directory=True)
+
+    start_log = home / "start.log"
+    started = time.monotonic()
+    try:
+        with start_log.open("w") as out:
+            result = subprocess.run(
+                ["bash", str(AIRFLOW_SH), "start"], env=env, stdout=out, stderr=subprocess.STDOUT,
+                timeout=START_TIMEOUT, check=False,
+            )  # fmt: skip
+        if result.returncode != 0:
+            pytest.fail(
+                f"scripts/airflow.sh start failed (exit {result.returncode}):\n{start_log.read_text()[-4000:]}",
+                pytrace=False,
+            )
+        password = json.loads((home / "simple_auth_manager_passwords.json").read_text())["admin"]
+        base_url = f"http://127.0.0.1:{port}"
+        instance = AirflowInstance(
+            home=home,
+            base_url=base_url,
+            username="admin",
+            password=password,
+            dags_folder=home / "dags",
+            env={**env, "PATH": f"{REPO / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}"},
+            redis_url=f"redis://{redis_host}:{redis_port}/{redis_db}",
+            zk_hosts=zk_hosts,
+            zk_root=zk_root,
+            api=AirflowAPI(base_url, "admin", password),
+            sources=sources,
+        )
+        print(f"\ne2e Airflow up in {time.monotonic() - started:.0f} s at {base_url} (AIRFLOW_HOME={home})")
+        yield instance
+    finally:
+        subprocess.run(["bash", str(AIRFLOW_SH), "stop"], env=env, capture_output=True, timeout=120, check=False)
+        _delete_znode(zk_hosts, zk_root)
+
+
+def _delete_znode(hosts: str, path: str) -> None:
+    from kazoo.client import KazooClient
+
+    client = KazooClient(hosts=hosts, timeout=5)
+    try:
+        client.start(timeout=5)
+        client.delete(path, recursive=True)
+    except Exception:  # never created, or ZooKeeper is gone: nothing to clean
+        pass
+    finally:
+        client.stop()
+        client.close()

@@ -1,0 +1,44 @@
+"""The source data of the e2e topologies, loaded before Airflow starts so that each hourly/daily topology's
+first scheduled run (created when the scheduler comes up) emits one batch; and the ground truth of each."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import redis
+
+from txdag.analytics.tweets import tweet_partials
+from txdag.sample import sample_sentences, sample_tweets
+from txdag.spouts import StreamPartition, append_entries, append_tweets
+
+EDGE_TWEETS = ["", "   ", "@", "#", "##x @a@b", "@ann! #go. #go", "@ann\t#tab @bob #x*y", "#ünï @çé #ünï"]
+STREAMS = ("sentences:0", "sentences:1")
+FAULTS = "process:tweets_analytics:3:1"  # txid 3's first attempt dies in the middle of its Spark job
+
+
+@dataclass
+class Sources:
+    tweets: list[str] = field(default_factory=list)
+    sentences: dict[str, list[str]] = field(default_factory=dict)
+    counted: list[str] = field(default_factory=list)  # global_count's tuples
+
+    def tweets_truth(self) -> dict[str, Counter]:
+        return tweet_partials(self.tweets)
+
+    def words_truth(self) -> Counter:
+        return Counter(w for lines in self.sentences.values() for line in lines for w in line.split(" ") if w)
+
+
+def load_sources(client: redis.Redis) -> Sources:
+    """Flush the e2e database and load: 460 tweets (5 txids of <= 100), 2 x 100 sentences (3 txids of <= 40 per
+    stream), 150 tuples for global_count (3 txids of <= 50)."""
+    client.flushdb()
+    sources = Sources(tweets=sample_tweets(452, seed=11) + EDGE_TWEETS)
+    append_tweets(client, sources.tweets)
+    for i, stream in enumerate(STREAMS):
+        sources.sentences[stream] = sample_sentences(100, seed=20 + i)
+        append_entries(StreamPartition(stream, client, stream), sources.sentences[stream])
+    sources.counted = sample_sentences(150, seed=30)
+    append_tweets(client, sources.counted, prefix="global_count:")
+    return sources

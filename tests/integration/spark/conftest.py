@@ -1,0 +1,49 @@
+"""Spark fixtures: one local SparkSession for the whole run (its start is the slow part), the jobs by path."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterator, Sequence
+from types import ModuleType
+
+import pytest
+import redis
+from spark_support import JOB_NAMES, TWEET_STATES, load_job
+
+from txdag import TransactionAttempt
+from txdag.definition import JobSpec, State, TweetsSource
+from txdag.spouts.tweets import append_tweets
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator:
+    """A local[2] session on loopback, shared by every in-process Spark test."""
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    from txdag.spark.session import local_session
+
+    session = local_session("txdag-tests")
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+    # py4j logs at INFO from __del__ at interpreter exit, after pytest closed the streams a logging
+    # handler (Airflow's, when its tests ran in the same session) may still point at.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+
+
+@pytest.fixture(scope="session")
+def jobs() -> dict[str, ModuleType]:
+    return {name: load_job(name) for name in JOB_NAMES}
+
+
+@pytest.fixture
+def tweets_spec(redis_client: redis.Redis, prefix: str) -> Callable[..., JobSpec]:
+    """Writes tweets under ``<prefix>:`` and returns the JobSpec of one batch holding all of them."""
+
+    def make(tweets: Sequence[str | bytes], states: Sequence[State] = TWEET_STATES, txid: int = 1) -> JobSpec:
+        ids = append_tweets(redis_client, tweets, prefix=f"{prefix}:")
+        metadata = {"v": 1, "from": ids[0] if ids else 1, "quantity": len(ids)}
+        source = TweetsSource(max_transaction_size=max(1, len(ids)), prefix=f"{prefix}:")
+        return JobSpec(prefix, TransactionAttempt(txid, 1), metadata, source, tuple(states))
+
+    return make
