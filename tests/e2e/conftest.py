@@ -21,7 +21,8 @@ Environment (all optional):
 
 The components get ``AIRFLOW_CONN_REDIS_DEFAULT`` (the test Redis, database TXDAG_E2E_REDIS_DB),
 ``AIRFLOW_CONN_ZOOKEEPER_DEFAULT`` (the test ZooKeeper, extra ``{"root": "/txdag-e2e-<unique>"}``, deleted at the
-end), ``TXDAG_FAULTS_ALLOWED=1`` with the fault plan ``AIRFLOW_VAR_TXDAG_FAULTS`` (e2e_data.FAULTS), and whatever the ``airflow_extra_env`` fixture returns (override it in this
+end), ``TXDAG_FAULTS_ALLOWED=1`` with the fault plan ``AIRFLOW_VAR_TXDAG_FAULTS`` (e2e_data.FAULTS), and
+whatever the ``airflow_extra_env`` fixture returns (override it in this
 file to add connections or variables: ``AIRFLOW_CONN_<ID>``, ``AIRFLOW_VAR_<KEY>``, ``AIRFLOW__SECTION__KEY``).
 """
 
