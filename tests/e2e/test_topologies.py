@@ -7,13 +7,14 @@ The tweets topology also survives txid 3's Spark job dying mid-batch (the fault 
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
 import redis
-from conftest import AirflowInstance
+from conftest import REPO, AirflowInstance
 
 from txdag.airflow.api import unique_run_id
 from txdag.state.keys import JoinedKeyCodec
@@ -148,6 +149,17 @@ def test_tweets_analytics_exactly_once_through_a_crash_and_replays(airflow, stor
     assert {ti["dag_run_id"] for ti in cleared} >= {run4, run_of_txid(records, 5)}
     wait_runs(airflow, dag, [run4, run_of_txid(records, 5)])
     assert store.read_txid(5)[0].attempt == records[5].attempt + 1
+    assert {k: hash_counts(state_redis, k) for k in before} == before
+
+    # txdag's own "replay from txid N" clears by txid, whatever the runs' logical dates.
+    attempts = {t: store.read_txid(t)[0].attempt for t in (4, 5)}
+    env = {**airflow.env, "TXDAG_AIRFLOW_URL": airflow.base_url, "TXDAG_AIRFLOW_PASSWORD": airflow.password}
+    replay = subprocess.run([str(REPO / ".venv" / "bin" / "txdag"), "replay", dag, "--from", "4"], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert replay.returncode == 0, replay.stderr
+    assert f"txid 4: clearing run {run4}" in replay.stdout and "txid 5: clearing run" in replay.stdout
+    wait_runs(airflow, dag, [run4, run_of_txid(records, 5)])
+    assert {t: store.read_txid(t)[0].attempt for t in (4, 5)} == {t: a + 1 for t, a in attempts.items()}
     assert {k: hash_counts(state_redis, k) for k in before} == before
     assert state_redis.get("LAST_COMMITED_TRANSACTION") == "5"
     check_commits(store, 5)
