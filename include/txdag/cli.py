@@ -30,23 +30,18 @@ def _connection(conn_id: str) -> Any:
 def _redis(conn_id: str) -> Any:
     import redis
 
-    conn = _connection(conn_id)
-    extra = conn.extra_dejson
-    scheme = "rediss" if str(extra.get("ssl", "")).lower() in ("1", "true") else "redis"
-    return redis.Redis(host=conn.host or "127.0.0.1", port=conn.port or 6379, username=conn.login or None,
-                       password=conn.password or None, db=int(extra.get("db") or 0), ssl=scheme == "rediss")
+    from txdag.airflow.hooks import redis_url_of
+
+    return redis.Redis.from_url(redis_url_of(_connection(conn_id)))
 
 
 def _store(topology: str, conn_id: str) -> Any:
+    from txdag.airflow.hooks import zookeeper_settings
     from txdag.zk.client import connect_zk
     from txdag.zk.store import TransactionStore
 
-    conn = _connection(conn_id)
-    hosts = ",".join(h if ":" in h or not conn.port else f"{h}:{conn.port}" for h in (conn.host or "").split(","))
-    extra = conn.extra_dejson
-    client = connect_zk(hosts, auth=(conn.login, conn.password) if conn.login else None,
-                        timeout=float(extra.get("timeout", 10.0)))
-    return TransactionStore(client, topology, root=extra.get("root", "/txdag"))
+    hosts, auth, root, timeout = zookeeper_settings(_connection(conn_id))
+    return TransactionStore(connect_zk(hosts, auth=auth, timeout=timeout), topology, root=root)
 
 
 def cmd_seed(args: argparse.Namespace) -> int:

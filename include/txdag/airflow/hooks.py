@@ -31,6 +31,7 @@ class ZooKeeperHook(BaseHook):
         super().__init__(**kwargs)
         self.zookeeper_conn_id = zookeeper_conn_id
         self.client: KazooClient | None = None
+        self._settings: tuple[str, tuple[str, str] | None, str, float] | None = None
 
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
@@ -41,14 +42,10 @@ class ZooKeeperHook(BaseHook):
         }
 
     def settings(self) -> tuple[str, tuple[str, str] | None, str, float]:
-        """(hosts, auth, root, timeout) of the connection."""
-        conn = self.get_connection(self.zookeeper_conn_id)
-        hosts = ",".join(
-            h if ":" in h or not conn.port else f"{h}:{conn.port}" for h in (conn.host or "").split(",") if h
-        )
-        auth = (conn.login, conn.password) if conn.login else None
-        extra = conn.extra_dejson
-        return hosts, auth, extra.get("root", DEFAULT_ZK_ROOT), float(extra.get("timeout", 10.0))
+        """(hosts, auth, root, timeout) of the connection, looked up once per hook."""
+        if self._settings is None:
+            self._settings = zookeeper_settings(self.get_connection(self.zookeeper_conn_id))
+        return self._settings
 
     def get_conn(self) -> KazooClient:
         if self.client is None:
@@ -69,7 +66,11 @@ def redis_client(conn_id: str) -> redis.Redis:
 
 def redis_url(conn_id: str) -> str:
     """A redis-py URL for ``conn_id``, handed to the Spark job in its environment (never on its command line)."""
-    conn = BaseHook.get_connection(conn_id)
+    return redis_url_of(BaseHook.get_connection(conn_id))
+
+
+def redis_url_of(conn: Any) -> str:
+    """The URL of a Redis connection object (host, port, login/password, extra ``db`` and ``ssl``)."""
     extra = conn.extra_dejson
     scheme = "rediss" if str(extra.get("ssl", "")).lower() in ("1", "true") else "redis"
     auth = ""
@@ -78,3 +79,13 @@ def redis_url(conn_id: str) -> str:
     elif conn.login:
         auth = f"{quote(conn.login, safe='')}@"
     return f"{scheme}://{auth}{conn.host or '127.0.0.1'}:{conn.port or 6379}/{int(extra.get('db') or 0)}"
+
+
+def zookeeper_settings(conn: Any) -> tuple[str, tuple[str, str] | None, str, float]:
+    """(hosts, auth, root, timeout) of a ``zookeeper`` connection object; a host without a port gets its port."""
+    hosts = ",".join(
+        h if ":" in h or not conn.port else f"{h}:{conn.port}" for h in (conn.host or "").split(",") if h
+    )
+    auth = (conn.login, conn.password) if conn.login else None
+    extra = conn.extra_dejson
+    return hosts, auth, extra.get("root", DEFAULT_ZK_ROOT), float(extra.get("timeout", 10.0))
