@@ -20,6 +20,7 @@ import redis
 from txdag.attempt import TransactionAttempt
 from txdag.coordinator import AlreadyCommitted, Coordinator, Wait
 from txdag.errors import ConfigError
+from txdag.faults import crash_if_requested
 from txdag.staging import Staging
 from txdag.state.map_state import MapStateBase
 from txdag.state.redis_backing import RedisBackingMap
@@ -67,7 +68,9 @@ def commit_transaction(
         EncodedPartials(_namespace(states[name]), states[name].kind, deltas) for name, deltas in partials.items()
     ]
     result = apply_encoded(client, tx.txid, encoded, marker_key=marker_key, extra=extra)
+    crash_if_requested("commit", topology, tx)  # the states hold txid, ZooKeeper does not know yet
     coordinator.record_commit(tx)
+    crash_if_requested("committed", topology, tx)  # recorded; the staging is still there
     staging.delete(tx.txid, range(1, tx.attempt + 1), states)
     log.info(
         "topology=%s txid=%s attempt=%s: committed %s keys (%s already held this txid) into %s",

@@ -39,6 +39,7 @@ from txdag.decisions import (  # noqa: F401  (re-exported: the coordinator's pub
     lowest_failed,
 )
 from txdag.errors import ConfigError, StaleAttemptError, TxdagError
+from txdag.faults import crash_if_requested
 from txdag.spouts.base import Metadata, SpoutKind, TransactionalSpout
 from txdag.zk.records import TopologyRecord, TxidRecord, TxStatus
 from txdag.zk.store import TransactionStore, VersionConflict
@@ -86,6 +87,8 @@ class Coordinator:
             )
         try:
             outcome = self._cas(lambda: self._coordinate(run_id))
+            if isinstance(outcome, Emission):  # the metadata is written, the lock still held
+                crash_if_requested("coordinate", self.name, outcome.tx)
         finally:
             lock.release()
         log.info("topology=%s run=%s: %s", self.name, run_id, outcome)

@@ -8,8 +8,13 @@ Exactly-once is tested by crashing (STYLE.md, point 10): a harness sets
 and the code calls ``crash_if_requested(point, topology, tx)`` at its fault points. A matching entry kills the
 process with SIGKILL: no ``finally``, no ``atexit``, no flush of anyone's buffers, like a machine that dies.
 Without ``TXDAG_FAULTS_ALLOWED=1`` the entries are ignored (with a warning), so a variable left behind in a
-production environment cannot kill jobs. Points are free-form names; ``process`` is the Spark job between
-staging its first state and sealing.
+production environment cannot kill jobs. The points, in the order a txid passes them (``POINTS``):
+
+    coordinate  the coordinator wrote the txid's metadata to ZooKeeper and still holds the topology lock
+    process     the Spark job staged its first state, not the others, and did not seal (mid-batch)
+    staged      the process task sealed the staging and marked the txid PROCESSED; commit has not started
+    commit      the commit wrote the states (with the txid) but did not record the commit in ZooKeeper
+    committed   the commit is recorded in ZooKeeper; the staging is not cleaned up yet
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from txdag.errors import ConfigError
 
 FAULTS_VAR = "TXDAG_FAULTS"
 ALLOWED_VAR = "TXDAG_FAULTS_ALLOWED"
+
+POINTS = ("coordinate", "process", "staged", "commit", "committed")
 
 log = logging.getLogger(__name__)
 _warned = False
@@ -65,6 +72,9 @@ def parse_faults(text: str) -> tuple[Fault, ...]:
             raise ConfigError(
                 f"{FAULTS_VAR} entry {entry!r} is not point:topology:txid[:attempt] (e.g. process:wordcount:3)"
             )
+        if parts[0] not in POINTS:
+            raise ConfigError(f"{FAULTS_VAR} entry {entry!r}: unknown fault point {parts[0]!r}; the points are "
+                              f"{', '.join(POINTS)}")
         attempt = _positive(entry, "attempt", parts[3]) if len(parts) == 4 else None
         faults.append(Fault(parts[0], parts[1], _positive(entry, "txid", parts[2]), attempt))
     return tuple(faults)

@@ -29,6 +29,12 @@ def test_a_malformed_entry_is_an_error_that_shows_the_format(text):
         parse_faults(text)
 
 
+def test_an_unknown_point_is_an_error_that_lists_the_points():
+    with pytest.raises(ConfigError, match="unknown fault point 'comit'.*coordinate, process, staged, commit, committed"):
+        parse_faults("comit:wc:3")
+    assert [f.point for f in parse_faults(",".join(f"{p}:wc:1" for p in faults.POINTS))] == list(faults.POINTS)
+
+
 def test_matching_is_by_point_topology_txid_and_optional_attempt():
     assert Fault("process", "wc", 3).matches("process", "wc", TX)
     assert Fault("process", "wc", 3, 2).matches("process", "wc", TX)

@@ -6,6 +6,7 @@ AirflowRescheduleException and come back later. Every log line names the topolog
 
 from __future__ import annotations
 
+import os
 import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -15,9 +16,11 @@ from airflow.sdk import BaseOperator, Variable
 from airflow.sdk.exceptions import AirflowFailException, AirflowRescheduleException, AirflowSkipException
 
 from txdag.airflow.runtime import TopologyRuntime, emission_to_xcom, tx_from_xcom
+from txdag.claims import ReemitError, claim_attempt
 from txdag.commit import commit_transaction
 from txdag.coordinator import Busy, Emission, NotReady, Wait
 from txdag.errors import CascadeError, StaleAttemptError
+from txdag.faults import ALLOWED_VAR, FAULTS_VAR, crash_if_requested
 from txdag.topology import TransactionalTopology
 
 FAULTS_VARIABLE = "txdag_faults"  # test hook, see txdag.faults; honoured only where TXDAG_FAULTS_ALLOWED=1
@@ -38,6 +41,7 @@ class CoordinateOperator(BaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         run_id, t = context["run_id"], self.topology
+        _arm_faults()
         with TopologyRuntime(t) as rt:
             outcome = rt.coordinator.coordinate(run_id)
             if isinstance(outcome, Emission):
@@ -77,16 +81,18 @@ class ProcessOperator(SparkSubmitOperator):
         ti, run_id, t = context["ti"], context["run_id"], self.topology
         emitted = ti.xcom_pull(task_ids="coordinate")
         tx = tx_from_xcom(emitted, "coordinate")
+        _arm_faults()
         if emitted["already_committed"]:
             self.log.info("topology=%s txid=%s attempt=%s: committed already; nothing to process",
                           t.topology_id, tx.txid, tx.attempt)
             return emitted
         with TopologyRuntime(t) as rt:
-            emission = Emission(tx, emitted["metadata"], emitted["replay"])
-            owner = f"{run_id} try {ti.try_number}"
-            if rt.staging.claim(tx, owner) != owner:
-                emission = self._reemit(rt, run_id, tx)
-                rt.staging.claim(emission.tx, owner)
+            try:
+                emission = claim_attempt(rt.coordinator, rt.staging, run_id,
+                                         Emission(tx, emitted["metadata"], emitted["replay"]),
+                                         owner=f"{run_id} try {ti.try_number}")
+            except ReemitError as exc:
+                raise AirflowFailException(str(exc)) from None
             tx = emission.tx
             self.application_args = ["--job", rt.job_spec(emission).to_json()]
             self.env_vars = {**(self.env_vars or {}), **rt.job_env(), **self._local_env(), **_faults()}
@@ -97,17 +103,9 @@ class ProcessOperator(SparkSubmitOperator):
                 raise AirflowFailException(
                     f"topology {t.topology_id!r} txid {tx.txid} attempt {tx.attempt}: processed, but the txid "
                     f"moved on meanwhile (re-emitted or failed); this result is dropped: see the coordinate log")
+            crash_if_requested("staged", t.topology_id, tx)
         self.log.info("topology=%s txid=%s attempt=%s: processed and staged", t.topology_id, tx.txid, tx.attempt)
         return {**emitted, "txid": tx.txid, "attempt": tx.attempt, "metadata": emission.metadata}
-
-    def _reemit(self, rt: TopologyRuntime, run_id: str, tx: Any) -> Emission:
-        outcome = rt.coordinator.coordinate(run_id)
-        if not isinstance(outcome, Emission):
-            raise AirflowFailException(f"topology {self.topology.topology_id!r} txid {tx.txid}: a retry could "
-                                       f"not re-emit it: {outcome.reason}")
-        self.log.info("topology=%s txid=%s: attempt %s was claimed by an earlier try; re-emitted as attempt %s",
-                      self.topology.topology_id, tx.txid, tx.attempt, outcome.tx.attempt)
-        return outcome
 
     def _local_env(self) -> dict[str, str]:
         """In local mode the job's driver and workers use the Python that runs Airflow (it has txdag)."""
@@ -116,8 +114,15 @@ class ProcessOperator(SparkSubmitOperator):
 
 
 def _faults() -> dict[str, str]:
+    """The fault plan of the Airflow Variable, for the Spark job's environment (the job checks the catch)."""
     value = Variable.get(FAULTS_VARIABLE, default="")
-    return {"TXDAG_FAULTS": value} if value else {}
+    return {FAULTS_VAR: value} if value else {}
+
+
+def _arm_faults() -> None:
+    """Core code (coordinator, commit) reads TXDAG_FAULTS from the environment of this task's own process."""
+    if os.environ.get(ALLOWED_VAR) == "1":
+        os.environ.update(_faults())
 
 
 class CommitOperator(BaseOperator):
@@ -133,6 +138,7 @@ class CommitOperator(BaseOperator):
         t = self.topology
         processed = context["ti"].xcom_pull(task_ids="process")
         tx = tx_from_xcom(processed, "process")
+        _arm_faults()
         with TopologyRuntime(t) as rt:
             try:
                 outcome = commit_transaction(rt.coordinator, rt.staging, rt.client, tx, rt.states,
