@@ -15,6 +15,10 @@ production environment cannot kill jobs. The points, in the order a txid passes 
     staged      the process task sealed the staging and marked the txid PROCESSED; commit has not started
     commit      the commit wrote the states (with the txid) but did not record the commit in ZooKeeper
     committed   the commit is recorded in ZooKeeper; the staging is not cleaned up yet
+
+An entry fires every time it matches (a retry of the same attempt, e.g. a commit, dies again), unless
+``TXDAG_FAULTS_FIRED_DIR`` names a directory shared by the processes: then each (point, topology, txid,
+attempt) fires once, recorded by creating a file there first (harnesses use it for "crash, then recover").
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from txdag.errors import ConfigError
 
 FAULTS_VAR = "TXDAG_FAULTS"
 ALLOWED_VAR = "TXDAG_FAULTS_ALLOWED"
+FIRED_DIR_VAR = "TXDAG_FAULTS_FIRED_DIR"
 
 POINTS = ("coordinate", "process", "staged", "commit", "committed")
 
@@ -100,7 +105,21 @@ def crash_if_requested(
     point: str, topology: str, tx: TransactionAttempt, environ: Mapping[str, str] | None = None
 ) -> None:
     """SIGKILL this process when a requested fault matches; one ``TXDAG FAULT ...`` line on stderr first."""
-    if any(f.matches(point, topology, tx) for f in requested_faults(environ)):
+    env = os.environ if environ is None else environ
+    if any(f.matches(point, topology, tx) for f in requested_faults(env)) and _first_time(point, topology, tx, env):
         sys.stderr.write(f"TXDAG FAULT {point} topology={topology} txid={tx.txid} attempt={tx.attempt}\n")
         sys.stderr.flush()
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _first_time(point: str, topology: str, tx: TransactionAttempt, env: Mapping[str, str]) -> bool:
+    """True unless TXDAG_FAULTS_FIRED_DIR records that this fault fired already (O_EXCL: one process wins)."""
+    folder = env.get(FIRED_DIR_VAR)
+    if not folder:
+        return True
+    try:
+        os.close(os.open(os.path.join(folder, f"{point}-{topology}-{tx.txid}-{tx.attempt}"),
+                         os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True

@@ -58,8 +58,7 @@ class LocalTopology:
             batch = self.coordinator.spout.emit_batch(tx, emission.metadata)
             record_rejections(self.client, self.coordinator.name, tx, batch.rejections)
             partials = self.process_fn(batch.records)
-            counts = {name: self._stage(tx, name, deltas) for name, deltas in partials.items()}
-            self.staging.seal(tx, counts)
+            self.staging.stage(tx, {name: self.encode(name, deltas) for name, deltas in partials.items()})
         except Exception as exc:
             self.coordinator.fail(tx, f"{type(exc).__name__}: {exc}")
             raise
@@ -73,13 +72,14 @@ class LocalTopology:
         )
         return len(batch)
 
-    def _stage(self, tx: TransactionAttempt, name: str, deltas: Mapping[Key, Number]) -> int:
+    def encode(self, name: str, deltas: Mapping[Key, Number]) -> dict[str, Number]:
+        """The state's hash fields of ``deltas``; keys that encode to one field are summed."""
         codec = self.states[name].backing.key_codec  # type: ignore[attr-defined]
         fields: dict[str, Number] = {}
         for key, delta in deltas.items():  # distinct keys may share a field ("@u:#v" + "#w" = "@u" + "#v:#w")
             field = codec.encode(key)
             fields[field] = fields.get(field, 0) + delta  # type: ignore[operator]
-        return self.staging.write(tx, name, fields.items())
+        return fields
 
     def commit(self, tx: TransactionAttempt) -> CommitOutcome:
         """Commit when ``tx`` is next; a failed commit fails the txid, so it and later ones are re-emitted."""

@@ -22,6 +22,7 @@ import redis
 
 from txdag.attempt import TransactionAttempt
 from txdag.errors import BatchReadError
+from txdag.faults import crash_if_requested
 from txdag.redisio import redis_errors
 
 WRITE_CHUNK = 5000
@@ -78,6 +79,14 @@ class Staging:
         """Record that the attempt's staging is complete, with the number of fields per state."""
         with redis_errors(self.client, f"sealing the staging of {tx} of topology {self.topology!r}"):
             self.client.hset(stage_key(self.topology, tx), mapping={"v": 1, **{s: n for s, n in counts.items()}})
+
+    def stage(self, tx: TransactionAttempt, partials: Mapping[str, Mapping[str, Number]]) -> None:
+        """Write every state's encoded partials, then seal; the ``process`` fault point is after the first state."""
+        for i, (state, fields) in enumerate(partials.items()):
+            self.write(tx, state, fields.items())
+            if i == 0:
+                crash_if_requested("process", self.topology, tx)
+        self.seal(tx, {state: len(fields) for state, fields in partials.items()})
 
     def read(self, tx: TransactionAttempt) -> dict[str, dict[str, int | float]]:
         """The sealed partials per state; BatchReadError when the seal is missing or a state lost fields."""

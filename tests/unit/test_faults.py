@@ -73,3 +73,14 @@ def test_a_matching_fault_kills_the_process_with_sigkill_after_one_line():
     assert done.returncode == -signal.SIGKILL
     assert done.stderr == "TXDAG FAULT process topology=wc txid=3 attempt=2\n"
     assert done.stdout == "", "no cleanup: the process dies like a machine that loses power"
+
+
+def test_with_a_fired_dir_each_fault_fires_once_per_attempt(tmp_path):
+    code = ("import sys; from txdag import TransactionAttempt; from txdag.faults import crash_if_requested\n"
+            "crash_if_requested('commit', 'wc', TransactionAttempt(3, int(sys.argv[1])))\n")
+    env = {"TXDAG_FAULTS": "commit:wc:3", "TXDAG_FAULTS_ALLOWED": "1", "TXDAG_FAULTS_FIRED_DIR": str(tmp_path),
+           "PATH": "/usr/bin:/bin"}
+    codes = [subprocess.run([sys.executable, "-c", code, attempt], env=env, capture_output=True, timeout=60).returncode
+             for attempt in ("1", "1", "2", "2")]
+    assert codes == [-signal.SIGKILL, 0, -signal.SIGKILL, 0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["commit-wc-3-1", "commit-wc-3-2"]

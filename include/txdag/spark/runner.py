@@ -10,7 +10,7 @@ that dies before the seal leaves staging the commit refuses.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -23,7 +23,6 @@ from pyspark.sql.types import NumericType
 from txdag.attempt import TransactionAttempt
 from txdag.definition import JobSpec, State
 from txdag.errors import ConfigError
-from txdag.faults import crash_if_requested
 from txdag.spark.batch import batch_frame, client_for, read_batch
 from txdag.staging import Staging
 
@@ -113,20 +112,6 @@ def collect_partials(spec: JobSpec, state: State, frame: DataFrame) -> Partials:
     return partials
 
 
-def stage(spec: JobSpec, client: redis.Redis, partials: Mapping[str, Partials]) -> None:
-    """Write every state's partials, then seal; the ``process`` fault point sits between the two."""
-    staging, names = Staging(client, spec.topology), list(partials)
-    _write(staging, spec.tx, names[:1], partials)
-    crash_if_requested("process", spec.topology, spec.tx)
-    _write(staging, spec.tx, names[1:], partials)
-    staging.seal(spec.tx, {name: len(partials[name]) for name in names})
-
-
-def _write(staging: Staging, tx: TransactionAttempt, names: Iterable[str], partials: Mapping[str, Partials]) -> None:
-    for name in names:
-        staging.write(tx, name, partials[name].items())
-
-
 def run_job(
     spec: JobSpec, process: Process, clients: Mapping[str, redis.Redis], spark: SparkSession
 ) -> JobResult:
@@ -139,7 +124,7 @@ def run_job(
         partials = {state.name: collect_partials(spec, state, out) for state, out in outputs.items()}
     finally:
         frame.unpersist()
-    stage(spec, state_client, partials)
+    Staging(state_client, spec.topology).stage(spec.tx, partials)  # the `process` fault point is in there
     result = JobResult(spec.topology, spec.tx, len(batch), rejected, {n: len(p) for n, p in partials.items()})
     log.info("%s", result.summary())
     return result

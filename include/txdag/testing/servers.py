@@ -1,0 +1,131 @@
+"""redis-server and ZooKeeper processes on free loopback ports, killable and restartable with their data.
+
+Fault-injection harnesses (the soak, the infrastructure-fault tests) restart the servers under a running
+topology, so they start their own rather than the shared development ones.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import redis
+
+ZK_SERVER = "/usr/share/zookeeper/bin/zkServer.sh"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class _Server:
+    """A child process on a port of its own; ``start`` again after ``kill`` restarts it on the same port."""
+
+    name = "server"
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.process: subprocess.Popen[bytes] | None = None
+        self.port = 0
+
+    def start(self, timeout: float = 30.0) -> None:
+        restart = bool(self.port)  # clients point at the port: a restart keeps it
+        for _ in range(1 if restart else 5):
+            self.port = self.port if restart else free_port()
+            self.process = self._spawn()
+            if self._wait(timeout):
+                return
+            self.kill()
+        raise RuntimeError(f"{self.name} did not start on 127.0.0.1:{self.port} (see {self.workdir})")
+
+    def _wait(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while self.process is not None and self.process.poll() is None and time.monotonic() < deadline:
+            if self._answers():
+                return self.process.poll() is None  # not some other server on a port taken meanwhile
+            time.sleep(0.05)
+        return False
+
+    def kill(self) -> None:
+        """SIGKILL (the whole process group): the server is gone, connections are refused."""
+        if self.process is not None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.process.wait()
+            self.process = None
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        raise NotImplementedError
+
+    def _answers(self) -> bool:
+        raise NotImplementedError
+
+
+class RedisServer(_Server):
+    """redis-server with an append-only file fsynced on every write: a restart keeps every acknowledged write."""
+
+    name = "redis-server"
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "yes", "--appendfsync", "always", "--dir", str(self.workdir),
+             "--daemonize", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+
+    def _answers(self) -> bool:
+        probe = redis.Redis(host="127.0.0.1", port=self.port, socket_connect_timeout=0.2, retry=None)
+        try:
+            return bool(probe.ping())
+        except (redis.ConnectionError, redis.BusyLoadingError):
+            return False
+        finally:
+            probe.close()
+
+
+class ZooKeeperServer(_Server):
+    """A standalone ZooKeeper (Debian's), loopback only, no JMX, no admin server; its data survives a restart."""
+
+    name = "ZooKeeper"
+
+    @property
+    def hosts(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        config = self.workdir / "zoo.cfg"
+        config.write_text(
+            f"tickTime=500\ndataDir={self.workdir / 'data'}\nclientPort={self.port}\nclientPortAddress=127.0.0.1\n"
+            f"admin.enableServer=false\n4lw.commands.whitelist=ruok\nminSessionTimeout=1000\n"
+            f"maxSessionTimeout=60000\n"
+        )
+        env = {**os.environ, "JMXDISABLE": "true", "ZOO_LOG_DIR": str(self.workdir), "SERVER_JVMFLAGS": "-Xmx256m"}
+        log = (self.workdir / "zookeeper.log").open("ab")
+        return subprocess.Popen([ZK_SERVER, "start-foreground", str(config)], env=env, stdout=log,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def _answers(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
+                sock.sendall(b"ruok")
+                return sock.recv(4) == b"imok"
+        except OSError:
+            return False
