@@ -50,7 +50,7 @@ def build(config: dict) -> LocalTopology:
     else:
         partitions = [StreamPartition.from_url(name, url, f"{WORDS}:{name}", timeout=1.0)
                       for name, url in sorted(config["partitions"].items())]
-        spout = OpaquePartitionedStreamSpout(partitions, max_per_partition=config["batch"] // 2)
+        spout = OpaquePartitionedStreamSpout(partitions, max_per_partition=config["batch"] // 2, topology=WORDS)
         states = {"words": OpaqueMap(RedisBackingMap(client, f"{WORDS}:words"))}
         process = lambda records: {"words": Counter((w,) for r in records for w in r.value.split())}  # noqa: E731
     coordinator = Coordinator(store, spout, max_active_transactions=config["max_active"], keep_txids=100_000,

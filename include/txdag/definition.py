@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from dataclasses import field as dataclass_field
 from typing import Any
 
@@ -158,6 +158,10 @@ class StreamsSource:
         if unknown:
             raise ConfigError(f"StreamsSource stream_conn_ids names streams {unknown} that are not in streams")
         _positive("StreamsSource max_per_partition", self.max_per_partition)
+        if not isinstance(self.opaque, bool):
+            raise ConfigError(f"StreamsSource opaque must be True or False, got {self.opaque!r}")
+        if not isinstance(self.field, str) or not self.field:
+            raise ConfigError(f"StreamsSource field must be a non-empty string, got {self.field!r}")
         for conn_id in self.conn_ids():
             check_name("StreamsSource connection id", conn_id)
 
@@ -174,7 +178,7 @@ class StreamsSource:
     def build(self, clients: Mapping[str, redis.Redis], topology: str) -> TransactionalSpout:
         partitions = [StreamPartition(s, _client(clients, self.conn_id_of(s)), s) for s in self.streams]
         kind = OpaquePartitionedStreamSpout if self.opaque else PartitionedTransactionalStreamSpout
-        return kind(partitions, max_per_partition=self.max_per_partition, field=self.field)
+        return kind(partitions, max_per_partition=self.max_per_partition, field=self.field, topology=topology)
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": self.type, "streams": list(self.streams), "opaque": self.opaque,
@@ -191,6 +195,9 @@ def source_from_dict(data: Mapping[str, Any]) -> Source:
     kind = SOURCES.get(args.pop("type", None))
     if kind is None:
         raise FormatVersionError(f"unknown source type {data.get('type')!r}; this txdag knows {sorted(SOURCES)}")
+    unknown = sorted(set(args) - {f.name for f in fields(kind)})
+    if unknown:
+        raise ConfigError(f"{kind.__name__} has no field(s) {unknown}; its fields: {[f.name for f in fields(kind)]}")
     return kind(**args)
 
 

@@ -71,6 +71,7 @@ class TransactionalTopology:
             raise ConfigError(f"topology {self.topology_id!r}: retries must be an int >= 0, got {self.retries!r}")
         for name in ("redis_conn_id", "zookeeper_conn_id", "spark_conn_id"):
             check_name(f"topology {self.topology_id!r}: {name}", getattr(self, name))
+        self._check_values()
         if self.project_dir is None:
             object.__setattr__(self, "project_dir", str(_caller_project_dir()))
         self._check_job()
@@ -110,6 +111,24 @@ class TransactionalTopology:
                 raise ConfigError(f"{where}: duplicate {what}(s) {dupes}: give each state its own")
         if self.marker_key is not None and self.marker_key in {s.redis_key for s in self.states}:
             raise ConfigError(f"{where}: marker_key {self.marker_key!r} is also a state's namespace: rename one")
+
+    def _check_values(self) -> None:
+        """Values that would otherwise fail later, at a commit or when Airflow builds the DAG, far from here."""
+        where = f"topology {self.topology_id!r}"
+        if self.marker_key is not None and (not isinstance(self.marker_key, str) or not self.marker_key):
+            raise ConfigError(f"{where}: marker_key must be a non-empty Redis key or None, got {self.marker_key!r}")
+        poke = self.commit_poke_interval
+        if isinstance(poke, bool) or not isinstance(poke, int | float) or poke <= 0:
+            raise ConfigError(f"{where}: commit_poke_interval must be a number of seconds > 0, got {poke!r}")
+        if not isinstance(self.catchup, bool):
+            raise ConfigError(f"{where}: catchup must be True or False, got {self.catchup!r}")
+        if not isinstance(self.retry_delay, timedelta):
+            raise ConfigError(f"{where}: retry_delay must be a datetime.timedelta, got {self.retry_delay!r}")
+        if not isinstance(self.start_date, datetime):
+            raise ConfigError(f"{where}: start_date must be a datetime.datetime, got {self.start_date!r}")
+        conf = self.spark_conf
+        if not isinstance(conf, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in conf.items()):
+            raise ConfigError(f"{where}: spark_conf must be a mapping of strings to strings, got {conf!r}")
 
     def _check_job(self) -> None:
         if not isinstance(self.job, str) or not self.job.endswith(".py"):

@@ -150,7 +150,12 @@ class _StreamSpout:
     _trim_hint = ""  # what happens when a partition no longer holds its batch
 
     def __init__(
-        self, partitions: Sequence[StreamPartition], *, max_per_partition: int = 1000, field: str = "value"
+        self,
+        partitions: Sequence[StreamPartition],
+        *,
+        max_per_partition: int = 1000,
+        field: str = "value",
+        topology: str = "streams",
     ) -> None:
         names = [p.name for p in partitions if isinstance(p, StreamPartition)]
         if not partitions or len(names) != len(partitions):
@@ -165,6 +170,9 @@ class _StreamSpout:
             or max_per_partition < 1
         ):
             raise ConfigError(f"max_per_partition must be an int >= 1, got {max_per_partition!r}")
+        if not isinstance(field, str) or not field:
+            raise ConfigError(f"field must be the non-empty name of the entries' value field, got {field!r}")
+        self.topology = topology
         self.partitions = {p.name: p for p in partitions}
         self.max_per_partition = max_per_partition
         self.field = field
@@ -180,7 +188,8 @@ class _StreamSpout:
     def _unreachable(self, group: list[StreamPartition], exc: Exception, why: str) -> SourceUnavailable:
         names = ", ".join(repr(p.name) for p in group)
         return SourceUnavailable(
-            f"partition(s) {names} at Redis {describe(group[0].client)} unreachable ({exc}); {why}"
+            f"topology {self.topology!r}: partition(s) {names} at Redis {describe(group[0].client)} "
+            f"unreachable ({exc}); {why}"
         )
 
     def _execute(self, group: list[StreamPartition], pipe: Any) -> list[Any]:
@@ -191,7 +200,8 @@ class _StreamSpout:
                 raise result
             if isinstance(result, redis.ResponseError):
                 raise ConfigError(
-                    f"partition {part.name!r}: Redis {describe(part.client)} key {part.stream!r} is not a "
+                    f"topology {self.topology!r}: partition {part.name!r}: Redis {describe(part.client)} "
+                    f"key {part.stream!r} is not a "
                     f"stream ({result}); point the partition at a stream key"
                 )
         return results
@@ -224,7 +234,8 @@ class _StreamSpout:
                     plan[part.name] = {"after": after, "last": None, "count": 0, "unavailable": True}
         if all(part.get("unavailable") for part in plan.values()):
             raise SourceUnavailable(
-                f"every partition ({', '.join(map(repr, self.partitions))}) is unreachable; start their Redis "
+                f"topology {self.topology!r}: every partition ({', '.join(map(repr, self.partitions))}) is "
+                f"unreachable; start their Redis "
                 f"servers ({', '.join(describe(group[0].client) for group in self._groups(list(plan)))})"
             )
         return plan
@@ -240,11 +251,18 @@ class _StreamSpout:
 
     def emit_batch(self, tx: TransactionAttempt, metadata: Metadata) -> Batch:
         """Re-read ``(after, last]`` of every partition: one XRANGE per partition, one pipeline per server."""
-        parts = {name: part for name, part in check_metadata(metadata).items() if part["count"]}
+        try:
+            parts = {name: part for name, part in check_metadata(metadata).items() if part["count"]}
+        except FormatVersionError as exc:
+            raise FormatVersionError(
+                f"topology {self.topology!r} {tx}: {exc}; correct that txid's znode in ZooKeeper "
+                f"(`txdag status {self.topology}` lists them), or reset the topology's transactions"
+            ) from None
         unknown = sorted(set(parts) - set(self.partitions))
         if unknown:
             raise ConfigError(
-                f"{tx}: the metadata names partition(s) {unknown} that this spout does not have; "
+                f"topology {self.topology!r} {tx}: the metadata names partition(s) {unknown} that this spout "
+                f"does not have; "
                 f"it has {sorted(self.partitions)} (were partitions removed while txids were pending?)"
             )
         records: list[Record] = []
@@ -292,7 +310,8 @@ class _StreamSpout:
         if len(got) == meta["count"] and _text(got[-1][0]) == meta["last"]:
             return
         raise BatchReadError(
-            f"{tx}: partition {part.name!r} (stream {part.stream!r} at Redis {describe(part.client)}) holds "
+            f"topology {self.topology!r} {tx}: partition {part.name!r} (stream {part.stream!r} at Redis "
+            f"{describe(part.client)}) holds "
             f"{len(got)} entries in ({meta['after']}, {meta['last']}] but the batch has {meta['count']}: entries "
             f"were trimmed or deleted (XTRIM/XDEL/MAXLEN) before the batch was read; {self._trim_hint}"
         )

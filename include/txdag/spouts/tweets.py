@@ -7,7 +7,8 @@ same keys again, so the batch is the same as long as the keys are kept.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import redis
@@ -65,15 +66,26 @@ def plan_batch(prev_metadata: Metadata | None, next_read: int, next_write: int, 
     return {"v": FORMAT_VERSION, "from": start, "quantity": quantity}
 
 
-def _cursor(raw: bytes | None, key: str, default: int) -> int:
+def _cursor(
+    raw: bytes | None, key: str, default: int, kind: str = "string", topology: str | None = None
+) -> int:
+    """A cursor's tweet id; ``kind`` is the key's Redis TYPE, so a hash or list there is not taken for absent."""
+    where = f"topology {topology!r}: " if topology is not None else ""
+    if raw is None and kind not in ("none", "string"):
+        raise ConfigError(
+            f"{where}Redis key {key!r} holds a Redis {kind}, not a tweet id; DEL it and SET the integer id"
+        )
     if raw is None:
         return default
     try:
-        return int(raw)
+        value = int(raw)
     except ValueError:
+        value = 0
+    if value < 1:
         raise ConfigError(
-            f"Redis key {key!r} must hold a tweet id (an integer), got {raw!r}; fix it with SET"
-        ) from None
+            f"{where}Redis key {key!r} must hold a tweet id (an integer >= 1), got {raw!r}; fix it with SET"
+        )
+    return value
 
 
 class TweetsTransactionalSpout:
@@ -108,27 +120,36 @@ class TweetsTransactionalSpout:
         """(NEXT_READ, NEXT_WRITE) in one MGET; NEXT_WRITE absent means nothing was written (next id 1)."""
         read_key, write_key = f"{self.prefix}NEXT_READ", f"{self.prefix}NEXT_WRITE"
         with redis_errors(self.client, f"reading the tweet cursors of topology {self.topology!r}"):
-            raw_read, raw_write = self.client.mget([read_key, write_key])
-        return _cursor(raw_read, read_key, 1), _cursor(raw_write, write_key, 1)
+            pipe = self.client.pipeline(transaction=False)
+            (raw_read, raw_write), read_type, write_type = (
+                pipe.mget([read_key, write_key]).type(read_key).type(write_key).execute()
+            )
+        return (
+            _cursor(raw_read, read_key, 1, read_type.decode(), self.topology),
+            _cursor(raw_write, write_key, 1, write_type.decode(), self.topology),
+        )
 
     def lag(self, prev_metadata: Metadata | None) -> int:
         """Tweets in the source that no batch up to ``prev_metadata`` covers (for the operator's UI)."""
         next_read, next_write = self._cursors()
-        return max(0, next_write - next_from(prev_metadata, next_read))
+        with self._metadata_errors("previous txid's"):
+            return max(0, next_write - next_from(prev_metadata, next_read))
 
     def is_ready(self, prev_metadata: Metadata | None) -> bool:
         return self.lag(prev_metadata) > 0
 
     def initialize_transaction(self, txid: int, prev_metadata: Metadata | None) -> Metadata:
         next_read, next_write = self._cursors()
-        return plan_batch(prev_metadata, next_read, next_write, self.max_transaction_size)
+        with self._metadata_errors(f"txid {txid - 1}'s"):
+            return plan_batch(prev_metadata, next_read, next_write, self.max_transaction_size)
 
     def batch_size(self, metadata: Metadata) -> int:
         return check_metadata(metadata)[1]
 
     def emit_batch(self, tx: TransactionAttempt, metadata: Metadata) -> Batch:
         """Read exactly keys ``from .. from+quantity-1``; a missing key halts, a bad value is one rejection."""
-        start, quantity = check_metadata(metadata)
+        with self._metadata_errors(str(tx)):
+            start, quantity = check_metadata(metadata)
         keys = [self.key(i) for i in range(start, start + quantity)]
         with redis_errors(self.client, f"reading the batch of topology {self.topology!r} {tx}"):
             values = self._mget(keys)
@@ -151,6 +172,17 @@ class TweetsTransactionalSpout:
                     )
                 )
         return Batch(tx, records, rejections)
+
+    @contextmanager
+    def _metadata_errors(self, whose: str) -> Iterator[None]:
+        """Stored metadata the spout cannot read: say which topology and txid, and where to fix it."""
+        try:
+            yield
+        except FormatVersionError as exc:
+            raise FormatVersionError(
+                f"topology {self.topology!r}, {whose} metadata: {exc}; correct that txid's znode in ZooKeeper "
+                f"(`txdag status {self.topology}` lists them), or reset the topology's transactions"
+            ) from None
 
     def _mget(self, keys: list[str]) -> list[bytes | None]:
         """All keys in one round trip: MGETs of MGET_CHUNK keys each, pipelined."""
