@@ -1,4 +1,5 @@
-"""redis-server and ZooKeeper processes on free loopback ports, killable and restartable with their data.
+"""redis-server and ZooKeeper processes on free loopback ports, killable and restartable with their data, and a
+TCP proxy that can cut the network between a client and a server.
 
 Fault-injection harnesses (the soak, the infrastructure-fault tests) restart the servers under a running
 topology, so they start their own rather than the shared development ones.
@@ -10,6 +11,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -102,7 +104,10 @@ class RedisServer(_Server):
 
 
 class ZooKeeperServer(_Server):
-    """A standalone ZooKeeper (Debian's), loopback only, no JMX, no admin server; its data survives a restart."""
+    """A standalone ZooKeeper (Debian's), loopback only, no JMX, no admin server; its data survives a restart.
+
+    tickTime=250 lets a client ask for sessions as short as 0.5 s, so that session-expiry tests stay short.
+    """
 
     name = "ZooKeeper"
 
@@ -113,19 +118,99 @@ class ZooKeeperServer(_Server):
     def _spawn(self) -> subprocess.Popen[bytes]:
         config = self.workdir / "zoo.cfg"
         config.write_text(
-            f"tickTime=500\ndataDir={self.workdir / 'data'}\nclientPort={self.port}\nclientPortAddress=127.0.0.1\n"
-            f"admin.enableServer=false\n4lw.commands.whitelist=ruok\nminSessionTimeout=1000\n"
-            f"maxSessionTimeout=60000\n"
+            f"tickTime=250\ndataDir={self.workdir / 'data'}\nclientPort={self.port}\nclientPortAddress=127.0.0.1\n"
+            "admin.enableServer=false\n4lw.commands.whitelist=ruok,srvr\nminSessionTimeout=500\n"
+            "maxSessionTimeout=60000\n"
         )
         env = {**os.environ, "JMXDISABLE": "true", "ZOO_LOG_DIR": str(self.workdir), "SERVER_JVMFLAGS": "-Xmx256m"}
-        log = (self.workdir / "zookeeper.log").open("ab")
-        return subprocess.Popen([ZK_SERVER, "start-foreground", str(config)], env=env, stdout=log,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        with (self.workdir / "zookeeper.log").open("ab") as log:
+            return subprocess.Popen([ZK_SERVER, "start-foreground", str(config)], env=env, stdout=log,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
 
     def _answers(self) -> bool:
+        """'srvr' reports the server's mode only once it serves requests ('ruok' answers earlier)."""
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
-                sock.sendall(b"ruok")
-                return sock.recv(4) == b"imok"
+                sock.sendall(b"srvr")
+                reply = b""
+                while chunk := sock.recv(4096):
+                    reply += chunk
+            return b"Mode: standalone" in reply
         except OSError:
             return False
+
+
+class Proxy:
+    """A TCP proxy on a free loopback port to ``127.0.0.1:target``; ``cut()`` is a network partition.
+
+    While cut, open connections are closed and new ones are closed as soon as accepted, so the client sees its
+    server unreachable while the server itself keeps running (and expires the client's session).
+    """
+
+    def __init__(self, target: int) -> None:
+        self.target = target
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.is_cut = False
+        self._open: list[socket.socket] = []
+        self._guard = threading.Lock()
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True, name=f"proxy-{self.port}").start()
+
+    @property
+    def hosts(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def cut(self) -> None:
+        with self._guard:
+            self.is_cut = True
+            for sock in self._open:
+                _close(sock)
+            self._open.clear()
+
+    def heal(self) -> None:
+        with self._guard:
+            self.is_cut = False
+
+    def close(self) -> None:
+        self._closed = True
+        self.cut()
+        _close(self.listener)
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = None if self.is_cut else socket.create_connection(("127.0.0.1", self.target), timeout=2)
+            except OSError:
+                upstream = None
+            with self._guard:
+                if upstream is None or self.is_cut:
+                    _close(client)
+                    if upstream is not None:
+                        _close(upstream)
+                    continue
+                upstream.settimeout(None)
+                self._open += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        _close(source)
+        _close(sink)
+
+
+def _close(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    sock.close()

@@ -15,22 +15,26 @@ Like Storm's RotatingTransactionalState, only recent txids are kept: :meth:`Tran
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NoReturn, TypeVar, cast
 from urllib.parse import quote
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoAuthError, NodeExistsError, NoNodeError, RolledBackError
+from kazoo.exceptions import KazooException, LockTimeout, NoAuthError, NodeExistsError, NoNodeError, RolledBackError
 from kazoo.recipe.lock import Lock
 from kazoo.retry import RetryFailedError
 
 from txdag.errors import ConfigError, ServiceUnavailable, TxdagError
+from txdag.zk.client import HOW_TO_START
 from txdag.zk.records import RunRecord, TopologyRecord, TxidRecord
 
+log = logging.getLogger("txdag.zk")
 T = TypeVar("T")
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
@@ -74,6 +78,7 @@ class TransactionStore:
         self.txids_path = f"{self.path}/txids"
         self.runs_path = f"{self.path}/runs"
         self.lock_path = f"{self.path}/lock"
+        self.unreleased: list[Lock] = []  # lock nodes an outage kept us from deleting; see TopologyLock
 
     def __repr__(self) -> str:
         return f"TransactionStore({self.path!r})"
@@ -183,10 +188,10 @@ class TransactionStore:
                 pass
         return len(doomed)
 
-    def lock(self) -> Lock:
+    def lock(self) -> TopologyLock:
         """The coordinator's lock (kazoo Lock recipe); use as ``with store.lock():``."""
         ident = f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
-        return self.client.Lock(self.lock_path, identifier=ident)
+        return TopologyLock(self, self.client.Lock(self.lock_path, identifier=ident))
 
     # -- plumbing -------------------------------------------------------------------------------------
 
@@ -227,17 +232,88 @@ class TransactionStore:
 
     def _retry(self, func: Callable[..., T], *args: Any) -> T:
         try:
-            return cast(T, self.client.retry(func, *args))
+            return cast(T, self.client.retry(self._connected, func, *args))
         except RetryFailedError as exc:
-            raise ServiceUnavailable(
-                f"ZooKeeper stopped answering for topology {self.topology!r} ({exc}); check that it is up "
-                "(`bash scripts/services.sh start`) and retry the task"
-            ) from None
+            raise self.unavailable(f"stopped answering ({exc})") from None
         except NoAuthError:
             self._no_auth(self.path)
+
+    def _connected(self, func: Callable[..., T], *args: Any) -> T:
+        """Call ``func`` once connected. kazoo queues a request made while disconnected until the connection
+        is back, however long that takes: without this bounded wait a task would hang while ZooKeeper is down."""
+        self.wait_connected()
+        return func(*args)
+
+    def wait_connected(self) -> None:
+        """Wait up to the (requested) session timeout for a connection; past it the session is likely lost anyway,
+        and the task's retry is the better place to wait."""
+        seconds = self.client._session_timeout / 1000  # kazoo keeps the timeout given to KazooClient here
+        deadline = time.monotonic() + seconds
+        while not self.client.connected:
+            if self.client.client_state == "CLOSED":
+                raise self.unavailable("cannot be used: this client was stopped (close_zk)")
+            if time.monotonic() >= deadline:
+                raise self.unavailable(f"has been unreachable for {seconds:g}s")
+            time.sleep(0.05)
+
+    def unavailable(self, what: str) -> ServiceUnavailable:
+        """ServiceUnavailable naming ZooKeeper, its address and what to do."""
+        hosts = ",".join(f"{h}:{p}" for h, p in self.client.hosts or ()) + (self.client.chroot or "")
+        return ServiceUnavailable(
+            f"ZooKeeper at {hosts} {what} (topology {self.topology!r}); {HOW_TO_START}, then retry the task"
+        )
 
     def _no_auth(self, path: str) -> NoReturn:
         raise ConfigError(
             f"ZooKeeper refused access to {path} (NoAuth): topology {self.topology!r}'s znodes were created "
             "with digest credentials; give this connection the same user and password"
         )
+
+
+class TopologyLock:
+    """kazoo's Lock, with ZooKeeper outages as ServiceUnavailable instead of a hang or a silent False.
+
+    kazoo's ``acquire`` returns False (it does not raise) when its retries run out on a lost connection, and a
+    request made while disconnected waits for the reconnection however long it takes.
+    """
+
+    def __init__(self, store: TransactionStore, lock: Lock) -> None:
+        self.store, self.lock = store, lock
+
+    def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
+        self.store.wait_connected()
+        while self.store.unreleased:  # a lock node an outage kept us from deleting would block us behind it
+            stale = self.store.unreleased.pop()
+            try:
+                stale.release()
+            except KazooException:
+                self.store.unreleased.append(stale)
+                raise self.store.unavailable(f"failed while releasing the old lock node {stale.node}") from None
+        try:
+            got = self.lock.acquire(blocking=blocking, timeout=timeout)
+        except LockTimeout:
+            raise
+        except KazooException as exc:
+            raise self.store.unavailable(f"failed while taking the lock {self.store.lock_path} ({exc!r})") from None
+        if not got and blocking and not self.lock.cancelled:
+            raise self.store.unavailable(f"did not answer while taking the lock {self.store.lock_path}")
+        return bool(got)
+
+    def release(self) -> bool:
+        """Release; on an outage the lock node is an ephemeral one, gone when the session ends."""
+        try:
+            if not self.store.client.connected:  # do not wait: this runs in a `finally` after a failure
+                raise self.store.unavailable("is unreachable")
+            return bool(self.lock.release())
+        except (KazooException, ServiceUnavailable) as exc:
+            self.store.unreleased.append(self.lock)  # the next acquire deletes it, if the session survived
+            log.warning("topology=%s: could not release %s (%s); it is freed when this ZooKeeper session ends",
+                        self.store.topology, self.store.lock_path, exc)
+            return False
+
+    def __enter__(self) -> TopologyLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
