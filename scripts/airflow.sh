@@ -8,6 +8,8 @@
 #   bash scripts/airflow.sh status    what answers; exit 0 only when the API and all components are healthy
 #   bash scripts/airflow.sh env       export lines to eval, to use the airflow CLI against this instance
 #   bash scripts/airflow.sh login     the UI's URL, user and password
+#   bash scripts/airflow.sh crash C   SIGKILL component C's whole session (its workers too), like a dead machine
+#   bash scripts/airflow.sh restart C start component C again (after a crash), with the recorded environment
 #
 # Environment (all optional):
 #   AIRFLOW_HOME               default <repo>/.run/airflow
@@ -444,6 +446,22 @@ stop)
     fi
     ;;
 status) status ;;
+crash | restart)
+    name="${2:-}"
+    [[ " ${COMPONENTS[*]} " == *" $name "* && -n "$name" ]] || die "$1 needs a component: ${COMPONENTS[*]}"
+    if [[ "$1" == crash ]]; then
+        pid="$(component_pid "$name")" || die "$name is not running"
+        mapfile -t pids < <(session_pids "$pid")
+        kill -KILL "${pids[@]}" 2>/dev/null || true
+        rm -f "$(pid_file "$name")"
+        say "killed $name (SIGKILL to ${#pids[@]} process(es) of session $pid)"
+    else
+        ! component_pid "$name" >/dev/null || die "$name is running already"
+        component_environment
+        start_component "$name"
+        say "restarted $name (pid $(component_pid "$name"), log $(log_file "$name"))"
+    fi
+    ;;
 env)
     printf 'export AIRFLOW_HOME=%q\n' "$AIRFLOW_HOME"
     if [[ -f "$ENV_RECORD" ]]; then

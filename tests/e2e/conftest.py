@@ -21,7 +21,8 @@ Environment (all optional):
 
 The components get ``AIRFLOW_CONN_REDIS_DEFAULT`` (the test Redis, database TXDAG_E2E_REDIS_DB),
 ``AIRFLOW_CONN_ZOOKEEPER_DEFAULT`` (the test ZooKeeper, extra ``{"root": "/txdag-e2e-<unique>"}``, deleted at the
-end), ``TXDAG_FAULTS_ALLOWED=1`` with the fault plan ``AIRFLOW_VAR_TXDAG_FAULTS`` (e2e_data.FAULTS), and
+end), ``TXDAG_FAULTS_ALLOWED=1`` with the fault plan ``AIRFLOW_VAR_TXDAG_FAULTS`` (e2e_data.FAULTS, each fault
+fired once: ``TXDAG_FAULTS_FIRED_DIR`` is ``<AIRFLOW_HOME>/faults-fired``), and
 whatever the ``airflow_extra_env`` fixture returns (override it in this
 file to add connections or variables: ``AIRFLOW_CONN_<ID>``, ``AIRFLOW_VAR_<KEY>``, ``AIRFLOW__SECTION__KEY``).
 """
@@ -84,6 +85,10 @@ class AirflowInstance:
         tmp.replace(path)  # atomic: never parsed half-written
         return path
 
+    def fired_faults(self) -> set[str]:
+        """The faults of the plan that fired: ``point-topology-txid-attempt``."""
+        return {p.name for p in (self.home / "faults-fired").iterdir()}
+
     def component_log(self, component: str, tail: int = 100) -> str:
         """The last lines of a component's log (api-server, dag-processor, scheduler, triggerer)."""
         lines = (self.home / f"{component}.log").read_text(errors="replace").splitlines()
@@ -138,6 +143,9 @@ def airflow(redis_url: str, zk_hosts: str, airflow_extra_env: dict[str, str]) ->
         ),
         TXDAG_FAULTS_ALLOWED="1",
         AIRFLOW_VAR_TXDAG_FAULTS=FAULTS,
+        TXDAG_FAULTS_FIRED_DIR=str(home / "faults-fired"),  # each planned fault fires once: crash, then recover
+        # A task whose worker died (the scheduler-crash test) is failed and retried after 60 s, not 300 s.
+        AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT="60",
     )
     env.update(airflow_extra_env)
     with redis_py.Redis(host=redis_host, port=redis_port, db=redis_db) as client:
@@ -147,6 +155,7 @@ def airflow(redis_url: str, zk_hosts: str, airflow_extra_env: dict[str, str]) ->
     subprocess.run(["bash", str(AIRFLOW_SH), "stop"], env=env, capture_output=True, timeout=120, check=False)
     shutil.rmtree(home, ignore_errors=True)
     (home / "dags" / "extra").mkdir(parents=True)
+    (home / "faults-fired").mkdir()
     for source in dag_sources:
         if source.is_dir():
             link = home / "dags" / source.name

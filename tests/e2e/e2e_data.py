@@ -14,7 +14,15 @@ from txdag.spouts import StreamPartition, append_entries, append_tweets
 
 EDGE_TWEETS = ["", "   ", "@", "#", "##x @a@b", "@ann! #go. #go", "@ann\t#tab @bob #x*y", "#ünï @çé #ünï"]
 STREAMS = ("sentences:0", "sentences:1")
-FAULTS = "process:tweets_analytics:3:1"  # txid 3's first attempt dies in the middle of its Spark job
+# Every fault point once, each in the first attempt of a txid (the process task's retry runs attempt 2);
+# txids 4 and 5 of tweets_analytics process without a fault, so that their processing overlaps:
+FAULTS = ",".join([
+    "staged:tweets_analytics:1:1",  # the process task, after staging and marking PROCESSED
+    "process:tweets_analytics:3:1",  # in the middle of the Spark job
+    "committed:tweets_analytics:5:1",  # the commit task, after the commit record, before the cleanup
+    "coordinate:word_count:2:1",  # the coordinate task, metadata written, the topology lock held
+    "commit:word_count:3:1",  # the commit task, between the state write and the commit record
+])
 
 
 @dataclass

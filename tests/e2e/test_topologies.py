@@ -7,16 +7,21 @@ The tweets topology also survives txid 3's Spark job dying mid-batch (the fault 
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 import redis
 from conftest import REPO, AirflowInstance
 
 from txdag.airflow.api import unique_run_id
+from txdag.sample import sample_tweets
+from txdag.spouts import append_tweets
 from txdag.state.keys import JoinedKeyCodec
 from txdag.state.redis_backing import aux_key
 from txdag.zk.client import close_zk, connect_zk
@@ -137,6 +142,15 @@ def test_tweets_analytics_exactly_once_through_a_crash_and_replays(airflow, stor
         dag, run3, "process", 1)
     commit4 = airflow.api.task_log(dag, run4, "commit", airflow.api.task_instance(dag, run4, "commit")["try_number"])
     assert "txid=4" in commit4 and "committed" in commit4
+    # txid 1's process task died after staging (its retry re-emitted attempt 2); txid 5's commit task died
+    # after recording the commit (its retry found it committed and only cleaned up).
+    assert {"staged-tweets_analytics-1-1", "committed-tweets_analytics-5-1"} <= airflow.fired_faults()
+    run1 = run_of_txid(records, 1)
+    assert records[1].attempt == 2 and airflow.api.task_instance(dag, run1, "process")["try_number"] == 2
+    run5 = run_of_txid(records, 5)
+    assert records[5].attempt == 1 and airflow.api.task_instance(dag, run5, "commit")["try_number"] == 2
+    commit5 = airflow.api.task_log(dag, run5, "commit", 2)
+    assert "txid=5" in commit5 and "already committed" in commit5
 
     # Clear a committed run: it replays its txid (attempt + 1) and changes no count.
     before = {k: hash_counts(state_redis, k) for k in ("users", "hashtags", "users_hashtags")}
@@ -170,9 +184,15 @@ def test_word_count_opaque_streams_exactly_once(airflow, store_of, state_redis) 
     airflow.api.wait_dag_parsed(dag, timeout=120)
     settle(airflow, dag)
     manual = trigger_until_drained(airflow, dag, at_once=2)
-    check_commits(store_of(dag), 3)
+    records = check_commits(store_of(dag), 3)
     assert hash_counts(state_redis, "word_count") == dict(airflow.sources.words_truth())
     assert overlapped(process_intervals(airflow, dag, manual))
+    # txid 2's coordinate task died holding the lock (its retry re-emitted the same batch, so txid 3 stayed
+    # valid); txid 3's commit task died between the state write and the record (its retry wrote nothing twice).
+    assert {"coordinate-word_count-2-1", "commit-word_count-3-1"} <= airflow.fired_faults()
+    run2, run3 = run_of_txid(records, 2), run_of_txid(records, 3)
+    assert airflow.api.task_instance(dag, run2, "coordinate")["try_number"] == 2 and records[2].attempt == 2
+    assert airflow.api.task_instance(dag, run3, "commit")["try_number"] == 2 and records[3].attempt == 1
 
 
 def test_global_count_backfill_drains_the_backlog(airflow, store_of, state_redis) -> None:
@@ -188,3 +208,74 @@ def test_global_count_backfill_drains_the_backlog(airflow, store_of, state_redis
     assert state_redis.hget(aux_key("global_count", "txid"), "$GLOBAL$") == "3"
     backfilled = [r["dag_run_id"] for r in runs if r["dag_run_id"] in {rec.run_id for rec in records.values()}]
     assert overlapped(process_intervals(airflow, dag, backfilled)), "the backfill processed one txid at a time"
+
+
+def test_scheduler_killed_with_runs_in_flight(airflow, store_of, state_redis) -> None:
+    """The scheduler and its local workers die (SIGKILL) while a txid is processed; restarted, it finishes."""
+    dag, store = "tweets_analytics", store_of("tweets_analytics")
+    committed = store.read_topology()[0].committed_txid
+    more = sample_tweets(150, seed=12)
+    with redis.Redis.from_url(airflow.redis_url) as client:
+        append_tweets(client, more)
+    airflow.sources.tweets += more
+    base = datetime.now(UTC) - timedelta(minutes=1)
+    runs = [airflow.api.trigger(dag, logical_date=base + timedelta(seconds=i), run_id=unique_run_id(dag))
+            for i in range(2)]
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while not any(airflow.api.task_instance(dag, r, "process")["state"] == "running" for r in runs):
+        assert time.monotonic() < deadline, "no process task started"
+        time.sleep(1)
+    in_flight = [r for r in runs if airflow.api.task_instance(dag, r, "process")["state"] == "running"]
+    script = ["bash", str(REPO / "scripts" / "airflow.sh")]
+    crash = subprocess.run([*script, "crash", "scheduler"], env=airflow.env, capture_output=True, text=True)
+    assert crash.returncode == 0 and "killed scheduler" in crash.stdout, crash.stdout + crash.stderr
+    time.sleep(5)
+    restart = subprocess.run([*script, "restart", "scheduler"], env=airflow.env, capture_output=True, text=True)
+    assert restart.returncode == 0, restart.stdout + restart.stderr
+
+    wait_runs(airflow, dag, runs)
+    tries = {r: airflow.api.task_instance(dag, r, "process")["try_number"] for r in in_flight}
+    print(f"process tries of the runs in flight when the scheduler died: {tries}")
+    records = check_commits(store, committed + 2)
+    truth = airflow.sources.tweets_truth()
+    assert hash_counts(state_redis, "hashtags") == {k[0]: n for k, n in truth["hashtags"].items()}
+    assert hash_counts(state_redis, "users") == {k[0]: n for k, n in truth["users"].items()}
+    assert all(records[t].run_id in runs for t in (committed + 1, committed + 2))
+
+
+def _spark_drivers(name: str) -> list[int]:
+    """Pids of the spark-submit JVMs (client mode: the driver) of application ``name``."""
+    pids = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"org.apache.spark.deploy.SparkSubmit" in args and name.encode() in args:
+            pids.append(int(cmdline.parent.name))
+    return pids
+
+
+def test_spark_driver_killed_by_signal(airflow, store_of, state_redis) -> None:
+    """SIGKILL to the Spark driver of a running txid: the process task fails, its retry runs attempt 2."""
+    dag, store = "tweets_analytics", store_of("tweets_analytics")
+    committed = store.read_topology()[0].committed_txid
+    more = sample_tweets(60, seed=13)
+    with redis.Redis.from_url(airflow.redis_url) as client:
+        append_tweets(client, more)
+    airflow.sources.tweets += more
+    run = airflow.api.trigger(dag, logical_date=datetime.now(UTC) - timedelta(seconds=30), run_id=unique_run_id(dag))
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while not (drivers := _spark_drivers(f"txdag-{dag}")):
+        assert time.monotonic() < deadline, "the Spark job never started"
+        time.sleep(0.5)
+    for pid in drivers:
+        os.kill(pid, signal.SIGKILL)
+
+    wait_runs(airflow, dag, [run])
+    assert airflow.api.task_instance(dag, run, "process")["try_number"] == 2
+    records = check_commits(store, committed + 1)
+    assert records[committed + 1].attempt == 2 and records[committed + 1].run_id == run
+    truth = airflow.sources.tweets_truth()
+    assert hash_counts(state_redis, "hashtags") == {k[0]: n for k, n in truth["hashtags"].items()}
+    assert hash_counts(state_redis, "users") == {k[0]: n for k, n in truth["users"].items()}
