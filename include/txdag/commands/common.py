@@ -41,6 +41,7 @@ def logs_to_stderr() -> None:
     keep warnings and errors only, on stderr."""
     root = logging.getLogger()
     root.setLevel(logging.WARNING)
+    logging.getLogger("kazoo").setLevel(logging.ERROR)  # its reconnection warnings; the commands report outages
     for handler in root.handlers:
         if type(handler) is logging.StreamHandler and not isinstance(handler.stream, _Stderr):  # not pytest's
             handler.setStream(_Stderr())  # type: ignore[arg-type]

@@ -180,6 +180,8 @@ def doctor_text(d: dict) -> str:
     fixes = [c for c in d["checks"] if c["status"] != "ok"]
     if fixes:
         lines += ["", "to fix:"] + [f"  {c['check']}: {c['fix']}" for c in fixes]
-    lines += ["", "all checks passed" if d["ok"] else f"{sum(c['status'] == 'fail' for c in d['checks'])} check(s) "
-              "failed"]
+    warned = sum(c["status"] == "warn" for c in d["checks"])
+    failed = sum(c["status"] == "fail" for c in d["checks"])
+    lines += ["", (f"{failed} check(s) failed" if failed else "all checks passed")
+              + (f", {warned} warning(s)" if warned else "")]
     return "\n".join(lines)

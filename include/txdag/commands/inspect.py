@@ -4,6 +4,7 @@ whether to wait, replay or fix something."""
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from txdag.commands.common import (
@@ -58,18 +59,19 @@ def topology_status(store: Any, rejected: int | None) -> dict[str, Any]:
 
 
 def rejection_count(args: argparse.Namespace, name: str, definition: Any) -> int | None:
-    """Rejected source entries of the topology, or None when its Redis connection is not configured."""
-    from txdag.errors import ConfigError
-
-    try:
-        client = redis_for(conn_id(args, "redis", definition), timeout=5)
-    except ConfigError:
-        return None
+    """Rejected source entries of the topology; None (with a warning) when Redis cannot tell, since the rest of
+    the status comes from ZooKeeper and is still worth showing."""
+    from txdag.errors import ConfigError, ServiceUnavailable
     from txdag.redisio import redis_errors
     from txdag.rejections import rejections_key
 
-    with redis_errors(client, f"counting rejections of topology {name!r}"):
-        return int(client.hlen(rejections_key(name)))
+    try:
+        client = redis_for(conn_id(args, "redis", definition), timeout=5)
+        with redis_errors(client, f"counting rejections of topology {name!r}"):
+            return int(client.hlen(rejections_key(name)))
+    except (ConfigError, ServiceUnavailable) as exc:
+        print(f"txdag status: warning: rejections of topology {name!r} unknown: {exc}", file=sys.stderr)
+        return None
 
 
 def cmd_status(args: argparse.Namespace) -> int:
