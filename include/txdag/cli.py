@@ -1,141 +1,125 @@
-"""The ``txdag`` command: seed sample data, show a topology's transactions, replay from a txid.
+"""The ``txdag`` command: inspect a topology's transactions and state, replay, seed demo data, sync pools, doctor.
 
 Hosts and passwords come from the same Airflow connections the DAGs use (``redis_default``,
-``zookeeper_default``), read through Airflow's secrets (environment variables or the metadata database), so
-run it where the ``airflow`` CLI works: ``eval "$(bash scripts/airflow.sh env)"`` first on a dev machine.
+``zookeeper_default``, ``spark_default``), read through Airflow's secrets (environment variables or the metadata
+database), so run it where the ``airflow`` CLI works: ``eval "$(bash scripts/airflow.sh env)"`` first on a dev
+machine. Topologies are read from the DAG folder (``--dags``, ``TXDAG_DAGS_FOLDER``, ``AIRFLOW__CORE__DAGS_FOLDER``
+or ``./dags``). Every command takes ``--json``. Exit codes: 0 done, 1 failed (the message says what to do),
+2 usage error.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from txdag.errors import TxdagError
 
-SAMPLES = {
-    "tweets_analytics": ("tweets", ""),
-    "global_count": ("sentences", "global_count:"),
-}
+DESCRIPTION = "Inspect a txdag topology's transactions and state, replay txids, seed demo data, sync pools, doctor."
 
 
-def _connection(conn_id: str) -> Any:
-    from airflow.models.connection import Connection
-
-    return Connection.get_connection_from_secrets(conn_id)
-
-
-def _redis(conn_id: str) -> Any:
-    import redis
-
-    from txdag.airflow.hooks import redis_url_of
-
-    return redis.Redis.from_url(redis_url_of(_connection(conn_id)))
-
-
-def _store(topology: str, conn_id: str) -> Any:
-    from txdag.airflow.hooks import zookeeper_settings
-    from txdag.zk.client import connect_zk
-    from txdag.zk.store import TransactionStore
-
-    hosts, auth, root, timeout = zookeeper_settings(_connection(conn_id))
-    return TransactionStore(connect_zk(hosts, auth=auth, timeout=timeout), topology, root=root)
+def _options() -> argparse.ArgumentParser:
+    """Options every subcommand takes (after its name): --json, the DAG folder, the connections."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="print JSON for scripts instead of tables")
+    common.add_argument("--dags", metavar="DIR", help="the DAG folder holding the topologies (default: "
+                        "$TXDAG_DAGS_FOLDER, $AIRFLOW__CORE__DAGS_FOLDER or ./dags)")
+    common.add_argument("--redis-conn-id", metavar="ID", help="Redis connection (default: the topology's, or "
+                        "redis_default)")
+    common.add_argument("--zookeeper-conn-id", metavar="ID", help="ZooKeeper connection (default: the "
+                        "topology's, or zookeeper_default)")
+    return common
 
 
-def cmd_seed(args: argparse.Namespace) -> int:
-    """Append sample data for a shipped topology to the source it reads."""
-    from txdag.sample import sample_sentences, sample_tweets
-    from txdag.spouts import StreamPartition, append_entries, append_tweets
+def build_parser() -> argparse.ArgumentParser:
+    from txdag.commands import doctor, inspect, ops, state
 
-    client = _redis(args.redis_conn_id)
-    if args.topology == "word_count":
-        streams = ["sentences:0", "sentences:1"]
-        for i, stream in enumerate(streams):
-            ids = append_entries(StreamPartition(stream, client, stream),
-                                 sample_sentences(args.count // len(streams), seed=args.seed + i))
-            print(f"appended {len(ids)} sentences to stream {stream}")
-        return 0
-    kind, prefix = SAMPLES[args.topology]
-    items = sample_tweets(args.count, seed=args.seed) if kind == "tweets" else sample_sentences(args.count,
-                                                                                                 seed=args.seed)
-    ids = append_tweets(client, items, prefix=prefix)
-    print(f"appended {len(ids)} {kind} at keys {prefix}{ids[0]}..{prefix}{ids[-1]}" if ids else "appended nothing")
-    return 0
+    common = [_options()]
+    parser = argparse.ArgumentParser(prog="txdag", description=DESCRIPTION)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    p = sub.add_parser("status", parents=common, help="committed txid, txids in flight, failures, rejections")
+    p.add_argument("topology", nargs="?", help="one topology (default: every one in the DAG folder or ZooKeeper)")
+    p.set_defaults(func=inspect.cmd_status)
 
-def cmd_status(args: argparse.Namespace) -> int:
-    """The committed frontier and every kept txid's status, attempt and run."""
-    store = _store(args.topology, args.zookeeper_conn_id)
-    from txdag.zk.records import TopologyRecord
+    p = sub.add_parser("show", parents=common, help="one txid's record: batch, attempt, phase, run, history")
+    p.add_argument("topology")
+    p.add_argument("txid", type=int)
+    p.set_defaults(func=inspect.cmd_show)
 
-    topo, _ = store.read_topology() if store.client.exists(store.path) else (TopologyRecord(0, 0), 0)
-    records = [r for _, (r, _) in sorted(store.read_txids(store.list_txids()).items())] if topo.last_txid else []
-    if args.json:
-        print(json.dumps({"last_txid": topo.last_txid, "committed_txid": topo.committed_txid, "txids": [
-            {"txid": r.txid, "attempt": r.attempt, "status": r.status.value, "run_id": r.run_id,
-             "error": r.error} for r in records]}, indent=2))
-        return 0
-    print(f"topology {args.topology}: last txid {topo.last_txid}, committed up to {topo.committed_txid}")
-    for r in records:
-        print(f"  txid {r.txid:>6}  attempt {r.attempt:>3}  {r.status.value:<10}  run {r.run_id}"
-              + (f"  ({r.error})" if r.error else ""))
-    return 0
+    p = sub.add_parser("replay", parents=common, help="replay txid N and every later one (clears their runs)")
+    p.add_argument("topology")
+    p.add_argument("--from", dest="from_txid", type=int, required=True, metavar="N")
+    p.add_argument("--dry-run", action="store_true", help="list the runs without clearing them")
+    p.set_defaults(func=ops.cmd_replay)
 
+    p = sub.add_parser("state", help="read committed state values")
+    state_sub = p.add_subparsers(dest="state_command", required=True, metavar="get|top")
+    g = state_sub.add_parser("get", parents=common, help="values of keys (hash fields as stored, e.g. @bob:#tag)")
+    g.add_argument("topology")
+    g.add_argument("state", help="the state's name (or its Redis namespace)")
+    g.add_argument("keys", nargs="*", metavar="KEY", help="none for a global state")
+    g.set_defaults(func=state.cmd_get)
+    t = state_sub.add_parser("top", parents=common, help="the keys with the largest values")
+    t.add_argument("topology")
+    t.add_argument("state")
+    t.add_argument("-n", type=int, default=10, help="how many (default 10)")
+    t.set_defaults(func=state.cmd_top)
 
-def cmd_replay(args: argparse.Namespace) -> int:
-    """Storm's re-emission from txid N, for runs of any kind: clears (all tasks of) the run of every kept txid
-    >= N, in txid order, through Airflow's REST API. Works where *Clear* with *Future* cannot (runs without a
-    logical date, or logical dates that do not grow with the txid)."""
-    from txdag.airflow.api import api_from_env
+    p = sub.add_parser("seed", parents=common, help="append demo data for a shipped topology")
+    p.add_argument("topology", choices=[*ops.ALIASES, *ops.SAMPLES],
+                   help="tweets (tweets_analytics), words (word_count), global (global_count)")
+    p.add_argument("--count", type=int, default=500)
+    p.add_argument("--seed", type=int, default=0, help="random seed of the sample generator")
+    p.set_defaults(func=ops.cmd_seed)
 
-    store = _store(args.topology, args.zookeeper_conn_id)
-    topo, _ = store.read_topology()
-    if not 1 <= args.from_txid <= topo.last_txid:
-        print(f"txdag replay: topology {args.topology} has txids 1..{topo.last_txid}; nothing at {args.from_txid}",
-              file=sys.stderr)
-        return 1
-    records = store.read_txids(range(args.from_txid, topo.last_txid + 1))
-    missing = [t for t in range(args.from_txid, topo.last_txid + 1) if t not in records]
-    if missing:
-        print(f"txdag replay: txids {missing} were rotated out of ZooKeeper (keep_txids); their runs are "
-              f"unknown", file=sys.stderr)
-        return 1
-    api = api_from_env()
-    for txid, (record, _) in sorted(records.items()):
-        print(f"txid {txid}: clearing run {record.run_id} (attempt {record.attempt}, {record.status.value})")
-        if not args.dry_run:
-            api.clear_run(args.topology, record.run_id)
-    return 0
+    p = sub.add_parser("pools", help="the topologies' 1-slot Airflow pools")
+    pools_sub = p.add_subparsers(dest="pools_command", required=True, metavar="sync")
+    s = pools_sub.add_parser("sync", parents=common, help="create missing pools, set every one back to 1 slot")
+    s.add_argument("topologies", nargs="*", metavar="TOPOLOGY", help="default: every one in the DAG folder")
+    s.add_argument("--dry-run", action="store_true")
+    s.set_defaults(func=ops.cmd_pools_sync)
+
+    p = sub.add_parser("doctor", parents=common, help="check Redis, ZooKeeper, Spark and Airflow; say how to fix")
+    p.add_argument("--check", action="append", choices=doctor.GROUPS, help="only these (repeatable)")
+    p.add_argument("--spark-conn-id", default="spark_default", metavar="ID")
+    p.add_argument("--timeout", type=float, default=5.0, help="seconds per service (default 5)")
+    p.set_defaults(func=doctor.cmd_doctor)
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="txdag", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    seed = sub.add_parser("seed", help="append sample data for a shipped topology")
-    seed.add_argument("topology", choices=[*SAMPLES, "word_count"])
-    seed.add_argument("--count", type=int, default=500)
-    seed.add_argument("--seed", type=int, default=0, help="random seed of the sample generator")
-    seed.add_argument("--redis-conn-id", default="redis_default")
-    seed.set_defaults(func=cmd_seed)
-    status = sub.add_parser("status", help="show a topology's transactions in ZooKeeper")
-    status.add_argument("topology")
-    status.add_argument("--zookeeper-conn-id", default="zookeeper_default")
-    status.add_argument("--json", action="store_true")
-    status.set_defaults(func=cmd_status)
-    replay = sub.add_parser("replay", help="replay txid N and every later one (clears their runs)")
-    replay.add_argument("topology")
-    replay.add_argument("--from", dest="from_txid", type=int, required=True, metavar="N")
-    replay.add_argument("--zookeeper-conn-id", default="zookeeper_default")
-    replay.add_argument("--dry-run", action="store_true")
-    replay.set_defaults(func=cmd_replay)
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
+    name = " ".join(filter(None, [args.command, getattr(args, "state_command", None),
+                                  getattr(args, "pools_command", None)]))
     try:
         return int(args.func(args))
     except TxdagError as exc:
-        print(f"txdag {args.command}: {exc}", file=sys.stderr)
+        print(f"txdag {name}: {exc}", file=sys.stderr)
         return 1
+    except Exception as exc:
+        reason = airflow_failure(exc)
+        if reason is None:
+            raise
+        print(f"txdag {name}: {reason}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"txdag {name}: interrupted", file=sys.stderr)
+        return 130
+
+
+def airflow_failure(exc: Exception) -> str | None:
+    """What to tell about a failed request to Airflow's REST API mid-command (None: not such a failure)."""
+    import requests
+
+    from txdag.airflow.api import AirflowAPIError
+
+    if isinstance(exc, AirflowAPIError):
+        return f"Airflow's REST API answered {exc}"
+    if isinstance(exc, requests.RequestException):
+        return f"Airflow's REST API stopped answering ({exc}); check it (txdag doctor --check airflow) and rerun"
+    return None
 
 
 if __name__ == "__main__":

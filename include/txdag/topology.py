@@ -8,7 +8,9 @@ the Airflow DAG ``coordinate -> process -> commit`` (``txdag.airflow.render``), 
 from __future__ import annotations
 
 import inspect
+import runpy
 from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,6 +20,7 @@ from txdag.definition import DEFAULT_REDIS_CONN_ID, Source, State, StreamsSource
 from txdag.errors import ConfigError
 
 DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)
+_COLLECTED: ContextVar[list[TransactionalTopology] | None] = ContextVar("txdag_collected", default=None)
 
 
 @dataclass(frozen=True, eq=False)
@@ -75,6 +78,10 @@ class TransactionalTopology:
         if self.project_dir is None:
             object.__setattr__(self, "project_dir", str(_caller_project_dir()))
         self._check_job()
+        collected = _COLLECTED.get()
+        if collected is not None:  # load_definitions is reading DAG files: the definition only, no DAG
+            collected.append(self)
+            return
         if self.render:
             from txdag.airflow.render import build_dag  # Airflow only when a DAG is wanted
 
@@ -139,6 +146,24 @@ class TransactionalTopology:
                 f"topology {self.topology_id!r}: the Spark job {self.job_path} does not exist: put the job in "
                 f"spark_jobs/ next to dags/, or give an absolute path or a URL the Spark cluster can read"
             )
+
+
+def load_definitions(folder: str | Path) -> tuple[dict[str, TransactionalTopology], dict[str, str]]:
+    """The topologies defined by the DAG files in ``folder``, built without rendering a DAG or looking up
+    connections (the CLI reads them outside Airflow), and the error of each file that failed to load."""
+    found: dict[str, TransactionalTopology] = {}
+    errors: dict[str, str] = {}
+    for path in sorted(Path(folder).glob("*.py")):
+        collected: list[TransactionalTopology] = []
+        token = _COLLECTED.set(collected)
+        try:
+            runpy.run_path(str(path), run_name=f"txdag_dag_{path.stem}")
+        except Exception as exc:  # one broken DAG file must not hide the others
+            errors[str(path)] = f"{type(exc).__name__}: {exc}"
+        finally:
+            _COLLECTED.reset(token)
+        found.update((t.topology_id, t) for t in collected)
+    return found, errors
 
 
 def _caller_project_dir() -> Path:

@@ -265,8 +265,20 @@ class AirflowAPI:
         return self.request("DELETE", f"/variables/{key}", ok=(404,)).status_code != 404
 
     def pool(self, name: str) -> dict | None:
-        response = self.request("GET", f"/pools/{name}", ok=(404,))
+        response = self.request("GET", f"/pools/{_q(name)}", ok=(404,))
         return None if response.status_code == 404 else response.json()
+
+    def create_pool(self, name: str, slots: int, description: str | None = None,
+                    include_deferred: bool = False) -> dict:
+        body = pool_body(name, slots, description, include_deferred)
+        return self.request("POST", "/pools", json=body).json()
+
+    def update_pool(self, name: str, slots: int, description: str | None = None,
+                    include_deferred: bool = False) -> dict:
+        """Sets the slots, description and include_deferred of an existing pool (404 if it does not exist)."""
+        body = pool_body(name, slots, description, include_deferred)
+        mask = ["slots", "description", "include_deferred"]
+        return self.request("PATCH", f"/pools/{_q(name)}", json=body, params={"update_mask": mask}).json()
 
     def task_log_events(
         self, dag_id: str, run_id: str, task_id: str, try_number: int = 1, *, map_index: int = -1
@@ -298,6 +310,11 @@ class AirflowAPI:
 
     def health(self) -> dict:
         return self.get("/monitor/health")
+
+
+def pool_body(name: str, slots: int, description: str | None, include_deferred: bool) -> dict[str, Any]:
+    """The body of ``POST /pools`` and ``PATCH /pools/{name}`` (both take the name as ``name``)."""
+    return {"name": name, "slots": slots, "description": description, "include_deferred": include_deferred}
 
 
 def unique_run_id(prefix: str = "e2e") -> str:

@@ -1,0 +1,154 @@
+"""``txdag status`` and ``txdag show``: what ZooKeeper holds about a topology's txids, for an operator deciding
+whether to wait, replay or fix something."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from txdag.commands.common import (
+    CliError,
+    conn_id,
+    emit,
+    fields,
+    redis_for,
+    store_of,
+    table,
+    topologies,
+    zk_topologies,
+    zookeeper_for,
+)
+from txdag.zk.records import TxidRecord, TxStatus
+
+
+def batch_of(metadata: dict[str, Any]) -> tuple[str, int | None]:
+    """A batch's range as text and its size, for the two spout metadata layouts (anything else: as JSON)."""
+    if isinstance(metadata.get("from"), int) and isinstance(metadata.get("quantity"), int):
+        start, quantity = metadata["from"], metadata["quantity"]
+        return f"ids {start}..{start + quantity - 1}", quantity
+    parts = metadata.get("partitions")
+    if isinstance(parts, dict):
+        ranges = [f"{name} ({p.get('after')}, {p.get('last')}]" for name, p in sorted(parts.items()) if p.get("count")]
+        return "; ".join(ranges) or "empty", sum(int(p.get("count") or 0) for p in parts.values())
+    return str(metadata), None
+
+
+def failures(records: list[TxidRecord]) -> list[dict[str, Any]]:
+    """Each failed txid that started a cascade, with the later txids its failure failed."""
+    failed = {r.txid: r for r in records if r.status is TxStatus.FAILED}
+    roots = [r for r in failed.values() if r.failed_by in (None, r.txid) or r.failed_by not in failed]
+    return [{"txid": r.txid, "attempt": r.attempt, "run_id": r.run_id, "error": r.error,
+             "cascade": sorted(t for t, c in failed.items() if c.failed_by == r.txid and t != r.txid)}
+            for r in sorted(roots, key=lambda r: r.txid)]
+
+
+def topology_status(store: Any, rejected: int | None) -> dict[str, Any]:
+    topo, _ = store.read_topology()
+    records = [r for _, (r, _) in sorted(store.read_txids(store.list_txids()).items())]
+    return {
+        "topology": store.topology,
+        "last_txid": topo.last_txid,
+        "committed_txid": topo.committed_txid,
+        "in_flight": [{"txid": r.txid, "attempt": r.attempt, "phase": r.status.value, "run_id": r.run_id}
+                      for r in records if r.status not in (TxStatus.COMMITTED, TxStatus.FAILED)],
+        "failed": failures(records),
+        "rejections": rejected,
+        "kept_txids": [r.txid for r in records],
+    }
+
+
+def rejection_count(args: argparse.Namespace, name: str, definition: Any) -> int | None:
+    """Rejected source entries of the topology; None (with a warning) when Redis cannot tell, since the rest of
+    the status comes from ZooKeeper and is still worth showing."""
+    from txdag.errors import ConfigError, ServiceUnavailable
+    from txdag.redisio import redis_errors
+    from txdag.rejections import rejections_key
+
+    try:
+        client = redis_for(conn_id(args, "redis", definition), timeout=5)
+        with redis_errors(client, f"counting rejections of topology {name!r}"):
+            return int(client.hlen(rejections_key(name)))
+    except (ConfigError, ServiceUnavailable) as exc:
+        print(f"txdag status: warning: rejections of topology {name!r} unknown: {exc}", file=sys.stderr)
+        return None
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """Per topology: last committed txid, txids in flight, failures with their cascade, rejections."""
+    defined = topologies(args)
+    client, root = zookeeper_for(conn_id(args, "zookeeper", defined.get(args.topology)))
+    try:
+        in_zk = set(zk_topologies(client, root))
+        names = [args.topology] if args.topology else sorted(set(defined) | in_zk)
+        report = []
+        for name in names:
+            if args.topology is None and name not in in_zk:
+                report.append({"topology": name, "last_txid": 0, "committed_txid": 0, "in_flight": [],
+                               "failed": [], "rejections": None, "kept_txids": [], "never_ran": True})
+                continue
+            report.append(topology_status(store_of(client, root, name),
+                                          rejection_count(args, name, defined.get(name))))
+    finally:
+        client.stop()
+        client.close()
+    emit(args, report[0] if args.topology else report, status_text)
+    return 0
+
+
+def status_text(report: dict | list) -> str:
+    if isinstance(report, list):
+        rows = [{**r, "in_flight": len(r["in_flight"]), "failed": sum(1 + len(f["cascade"]) for f in r["failed"]),
+                 "committed_txid": "never ran" if r.get("never_ran") else r["committed_txid"]} for r in report]
+        cols = ["topology", "committed_txid", "last_txid", "in_flight", "failed", "rejections"]
+        return table(rows, cols, ["topology", "committed", "last txid", "in flight", "failed", "rejected"]) \
+            if rows else "no topologies in the DAG folder or in ZooKeeper"
+    r = report
+    lines = [f"topology {r['topology']}: committed up to txid {r['committed_txid']}, last txid {r['last_txid']}, "
+             f"{len(r['in_flight'])} in flight, {r['rejections'] if r['rejections'] is not None else '?'} "
+             "rejected entries"]
+    if r["in_flight"]:
+        lines += ["", "in flight:", table(r["in_flight"], ["txid", "attempt", "phase", "run_id"],
+                                          ["txid", "attempt", "phase", "run"])]
+    for f in r["failed"]:
+        behind = f"; failed behind it: txid {', '.join(map(str, f['cascade']))}" if f["cascade"] else ""
+        lines += ["", f"txid {f['txid']} FAILED (attempt {f['attempt']}, run {f['run_id']}): {f['error']}{behind}",
+                  f"  replay it and every later txid: txdag replay {r['topology']} --from {f['txid']}"]
+    return "\n".join(lines)
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """One txid's record: batch, attempt, phase, run, failure and history."""
+    defined = topologies(args)
+    client, root = zookeeper_for(conn_id(args, "zookeeper", defined.get(args.topology)))
+    try:
+        store = store_of(client, root, args.topology)
+        found = store.read_txid(args.txid)
+        if found is None:
+            topo, _ = store.read_topology()
+            kept = store.list_txids()
+            where = (f"it is not allocated yet (last txid {topo.last_txid})" if args.txid > topo.last_txid else
+                     f"it was rotated out of ZooKeeper (keep_txids; kept: {kept[0]}..{kept[-1]})" if kept else
+                     "no txid is kept")
+            raise CliError(f"topology {args.topology!r} has no record of txid {args.txid}: {where}")
+        record = found[0]
+    finally:
+        client.stop()
+        client.close()
+    batch, size = batch_of(record.metadata)
+    data = {"topology": args.topology, "txid": record.txid, "attempt": record.attempt, "phase": record.status.value,
+            "run_id": record.run_id, "batch": batch, "batch_size": size, "metadata": record.metadata,
+            "updated_at": record.updated_at, "failed_by": record.failed_by, "error": record.error,
+            "commit_begun": record.commit_begun,
+            "history": [{"attempt": h.attempt, "status": h.status.value, "at": h.at, "error": h.error}
+                        for h in record.history]}
+    emit(args, data, show_text)
+    return 0
+
+
+def show_text(d: dict[str, Any]) -> str:
+    head = fields([("topology", d["topology"]), ("txid", d["txid"]), ("attempt", d["attempt"]),
+                   ("phase", d["phase"]), ("run", d["run_id"]), ("batch", d["batch"]),
+                   ("batch size", d["batch_size"]), ("updated", d["updated_at"]), ("failed by", d["failed_by"]),
+                   ("error", d["error"])])
+    return f"{head}\n\nhistory:\n{table(d['history'], ['attempt', 'status', 'at', 'error'])}"

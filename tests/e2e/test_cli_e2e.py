@@ -1,0 +1,101 @@
+"""``txdag pools sync`` and ``txdag doctor --check airflow`` against a real Airflow REST API.
+
+Only the API server is needed (no scheduler, no PostgreSQL): this module starts ``airflow api-server`` of its own
+on SQLite in a temporary AIRFLOW_HOME, on a free port, and stops it at the end. ``txdag replay`` is covered by
+test_topologies.py on the full instance.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from txdag.airflow.api import AirflowAPI
+from txdag.cli import main
+from txdag.testing.servers import free_port
+
+REPO = Path(__file__).resolve().parents[2]
+AIRFLOW = Path(sys.executable).parent / "airflow"  # the venv running the tests
+
+
+@pytest.fixture(scope="module")
+def api_server(tmp_path_factory):
+    home = tmp_path_factory.mktemp("airflow-api")
+    port = free_port()
+    env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+           "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"), "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+           "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db"}
+    airflow = str(AIRFLOW) if AIRFLOW.exists() else "airflow"
+    subprocess.run([airflow, "db", "migrate"], env=env, check=True, capture_output=True, timeout=300)
+    log = open(home / "api.log", "wb")  # noqa: SIM115 (closed at teardown)
+    server = subprocess.Popen([airflow, "api-server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+                              env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                if requests.get(f"{url}/api/v2/monitor/health", timeout=2).ok:
+                    break
+            except requests.ConnectionError:
+                pass
+            if server.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"airflow api-server did not start on {url}; see {home / 'api.log'}", pytrace=False)
+            time.sleep(1)
+        password = json.loads((home / "simple_auth_manager_passwords.json.generated").read_text())["admin"]
+        yield url, password
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=60)
+        log.close()
+
+
+@pytest.fixture
+def cli_env(api_server, monkeypatch):
+    url, password = api_server
+    monkeypatch.setenv("TXDAG_AIRFLOW_URL", url)
+    monkeypatch.setenv("TXDAG_AIRFLOW_PASSWORD", password)
+    monkeypatch.setenv("TXDAG_DAGS_FOLDER", str(REPO / "dags"))
+    return AirflowAPI(url, "admin", password)
+
+
+def test_pools_sync_creates_missing_pools_and_resets_resized_ones(cli_env, capsys):
+    api = cli_env
+    api.create_pool("txdag_word_count", 4, "resized by hand")
+    assert main(["pools", "sync", "--dry-run"]) == 0
+    assert api.pool("txdag_tweets_analytics") is None and api.pool("txdag_word_count")["slots"] == 4
+    capsys.readouterr()
+
+    assert main(["pools", "sync", "--json"]) == 0
+    out, err = capsys.readouterr()
+    actions = {row["pool"]: (row["action"], row["slots_before"]) for row in json.loads(out)["pools"]}
+    assert actions == {"txdag_global_count": ("created", None), "txdag_tweets_analytics": ("created", None),
+                       "txdag_word_count": ("updated", 4)}
+    assert "[3/3] pool txdag_word_count: updated" in err
+    for name in actions:
+        pool = api.pool(name)
+        assert (pool["slots"], pool["include_deferred"]) == (1, False), pool
+    assert api.pool("txdag_word_count")["description"] == "resized by hand"
+
+    assert main(["pools", "sync", "word_count"]) == 0
+    assert "txdag_word_count  unchanged" in capsys.readouterr().out
+
+
+def test_doctor_reaches_the_api_and_names_a_wrong_password(cli_env, capsys, monkeypatch):
+    assert main(["doctor", "--check", "airflow", "--json"]) == 0
+    check = json.loads(capsys.readouterr().out)["checks"][0]
+    assert check["status"] == "warn" and "not healthy" in check["detail"] and "scheduler" in check["detail"]
+    monkeypatch.setenv("TXDAG_AIRFLOW_PASSWORD", "wrong")
+    assert main(["doctor", "--check", "airflow"]) == 1
+    out = capsys.readouterr().out
+    assert "airflow api  fail" in out and "HTTP 401" in out
+    assert main(["pools", "sync"]) == 1
+    assert "txdag pools sync: cannot use Airflow's REST API" in capsys.readouterr().err
