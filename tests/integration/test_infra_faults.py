@@ -117,12 +117,8 @@ def count_tweets(records):
     return tweet_partials(r.value for r in records)
 
 
-def build(client, zk, root, name, *, max_size, commits, max_active=3, state=TransactionalMap):
-    """The tweets topology; ``commits`` receives each txid whose commit was recorded in ZooKeeper just now."""
-    spout = TweetsTransactionalSpout(client, prefix=f"{name}:", max_transaction_size=max_size, topology=name)
-    coordinator = Coordinator(
-        TransactionStore(zk, name, root=root), spout, max_active_transactions=max_active, lock_timeout=5
-    )
+def watch_commits(coordinator: Coordinator, commits: list[int]) -> None:
+    """Append each txid to ``commits`` as its commit is recorded in ZooKeeper (the order the audit checks)."""
     record = coordinator.record_commit
 
     def recorded(tx):
@@ -132,6 +128,15 @@ def build(client, zk, root, name, *, max_size, commits, max_active=3, state=Tran
         return done
 
     coordinator.record_commit = recorded
+
+
+def build(client, zk, root, name, *, max_size, commits, max_active=3, state=TransactionalMap):
+    """The tweets topology; ``commits`` receives each txid whose commit was recorded in ZooKeeper just now."""
+    spout = TweetsTransactionalSpout(client, prefix=f"{name}:", max_transaction_size=max_size, topology=name)
+    coordinator = Coordinator(
+        TransactionStore(zk, name, root=root), spout, max_active_transactions=max_active, lock_timeout=5
+    )
+    watch_commits(coordinator, commits)
     states = {
         s: state(RedisBackingMap(client, f"{name}:{s}", key_codec=CODECS.get(s, DEFAULT_KEY_CODEC))) for s in STATES
     }
@@ -569,15 +574,7 @@ def test_transactional_stream_partition_down_during_a_replay(
     coordinator = Coordinator(TransactionStore(shared_zk, prefix, root=zk_root), spout, max_active_transactions=2)
     words = TransactionalMap(RedisBackingMap(redis_client, f"{prefix}:words"))
     commits: list[int] = []
-    record = coordinator.record_commit
-
-    def recorded(tx):
-        done = record(tx)
-        if done:
-            commits.append(tx.txid)
-        return done
-
-    coordinator.record_commit = recorded
+    watch_commits(coordinator, commits)
     topology = LocalTopology(coordinator, redis_client, {"words": words}, FailOnce())
 
     e1 = topology.coordinate("run1")
