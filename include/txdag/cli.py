@@ -14,6 +14,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from txdag.acl import add_cli as add_acl_cli
 from txdag.errors import TxdagError
 
 DESCRIPTION = "Inspect a txdag topology's transactions and state, replay txids, seed demo data, sync pools, doctor."
@@ -86,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--spark-conn-id", default="spark_default", metavar="ID")
     p.add_argument("--timeout", type=float, default=5.0, help="seconds per service (default 5)")
     p.set_defaults(func=doctor.cmd_doctor)
+    add_acl_cli(sub)
     return parser
 
 

@@ -67,7 +67,7 @@ def commit_transaction(
     encoded = [
         EncodedPartials(_namespace(states[name]), states[name].kind, deltas) for name, deltas in partials.items()
     ]
-    result = apply_encoded(client, tx.txid, encoded, marker_key=marker_key, extra=extra)
+    result = apply_encoded(client, tx.txid, encoded, marker_key=marker_key, extra=extra, topology=topology)
     crash_if_requested("commit", topology, tx)  # the states hold txid, ZooKeeper does not know yet
     coordinator.record_commit(tx)
     crash_if_requested("committed", topology, tx)  # recorded; the staging is still there

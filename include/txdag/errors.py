@@ -13,6 +13,11 @@ class ServiceUnavailable(TxdagError, ConnectionError):
     """Redis or ZooKeeper cannot be reached; the message names the service, the address and how to start it."""
 
 
+class AccessDenied(ConfigError):
+    """Redis refused txdag's user (wrong password, or a key or command outside its ACL); the message names the
+    user, the topology and the key or command, never the password, and says how to grant the access."""
+
+
 class FormatVersionError(TxdagError):
     """A persisted record carries a format version (or shape) this code does not know."""
 

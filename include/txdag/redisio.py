@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import redis
 
-from txdag.errors import ServiceUnavailable
+from txdag.errors import AccessDenied, ServiceUnavailable
 
 HOW_TO_START_REDIS = (
     "start it with `bash scripts/services.sh start` (development), or check the Airflow connection "
     "that points txdag at Redis"
 )
+SCRIPT_REFUSED = "The user executing the script can't"  # Redis 7's ACL refusal inside a Lua script
+SHOWN_KEYS = 4
 
 
 def describe(client: redis.Redis) -> str:
@@ -23,12 +25,51 @@ def describe(client: redis.Redis) -> str:
     return f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
 
 
+def user_of(client: redis.Redis) -> str:
+    """The ACL user a client logs in as (``default`` without a username); never its password."""
+    return client.connection_pool.connection_kwargs.get("username") or "default"
+
+
+def is_refusal(exc: BaseException) -> bool:
+    """A Redis ACL refusal: wrong credentials (WRONGPASS/NOAUTH), or a key or command outside the user's ACL."""
+    return isinstance(exc, redis.AuthenticationError | redis.exceptions.NoPermissionError) or (
+        isinstance(exc, redis.ResponseError) and SCRIPT_REFUSED in str(exc)
+    )
+
+
+def access_denied(
+    client: redis.Redis, exc: BaseException, doing: str, *, topology: str | None = None, keys: Sequence[str] = ()
+) -> AccessDenied:
+    """AccessDenied naming the server, the user, the topology, the keys and what to do; never the password."""
+    user, where = user_of(client), f"topology {topology!r}: " if topology else ""
+    shown = ", ".join(repr(k) for k in keys[:SHOWN_KEYS]) + (f" and {len(keys) - SHOWN_KEYS} more" if len(
+        keys) > SHOWN_KEYS else "")
+    reason = str(exc).split(" script: ")[0]  # the server's words; they never hold the password
+    if isinstance(exc, redis.AuthenticationError):
+        fix = (f"check the login and password of the Airflow Redis connection (user {user!r}); create the user "
+               f"with the line `txdag acl redis {topology or 'TOPOLOGY'} --user {user}` prints")
+    else:
+        fix = (f"grant the user the topology's keys and commands: run, as a Redis admin, the ACL SETUSER line "
+               f"`txdag acl redis {topology or 'TOPOLOGY'} --user {user}` prints")
+    return AccessDenied(
+        f"{where}Redis at {describe(client)} refused user {user!r} while {doing}"
+        f"{f' (keys {shown})' if shown else ''}: {reason}; {fix}"
+    )
+
+
 @contextlib.contextmanager
-def redis_errors(client: redis.Redis, doing: str) -> Iterator[None]:
-    """Turn a Redis connection failure into ServiceUnavailable naming Redis, its address and what to do."""
+def redis_errors(
+    client: redis.Redis, doing: str, *, topology: str | None = None, keys: Sequence[str] = ()
+) -> Iterator[None]:
+    """Turn a refusal into AccessDenied, and a connection failure into ServiceUnavailable naming Redis, its
+    address and what to do."""
     try:
         yield
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
+    except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError) as exc:
+        if is_refusal(exc):
+            raise access_denied(client, exc, doing, topology=topology, keys=keys) from exc
+        if isinstance(exc, redis.ResponseError):
+            raise
         raise ServiceUnavailable(
             f"Redis at {describe(client)} is unreachable while {doing} ({type(exc).__name__}: {exc}); "
             f"{HOW_TO_START_REDIS}"

@@ -29,12 +29,12 @@ def record_rejections(
         for r in rejections
     }
     if entries:
-        with redis_errors(client, f"recording rejections of {tx} of topology {topology!r}"):
+        with redis_errors(client, f"recording rejections of {tx}", topology=topology, keys=[rejections_key(topology)]):
             client.hset(rejections_key(topology), mapping=entries)
     return len(entries)
 
 
 def list_rejections(client: redis.Redis, topology: str) -> dict[str, dict]:
-    with redis_errors(client, f"listing rejections of topology {topology!r}"):
+    with redis_errors(client, "listing rejections", topology=topology, keys=[rejections_key(topology)]):
         raw = client.hgetall(rejections_key(topology))
     return {k.decode(): json.loads(v) for k, v in raw.items()}

@@ -50,7 +50,7 @@ class Staging:
         A second try that finds the attempt claimed by another try processes a fresh attempt instead, so two
         jobs (a retry and a job its dead predecessor left running) never write the same attempt's staging."""
         key = claim_key(self.topology, tx)
-        with redis_errors(self.client, f"claiming {tx} of topology {self.topology!r}"):
+        with redis_errors(self.client, f"claiming {tx}", topology=self.topology, keys=[key]):
             if self.client.set(key, owner, nx=True):
                 return owner
             held = self.client.get(key)
@@ -60,7 +60,7 @@ class Staging:
         """HSET partials in pipelined chunks (one round trip per chunk); returns how many were written."""
         key, written = stage_key(self.topology, tx, state), 0
         batch: dict[str, str] = {}
-        with redis_errors(self.client, f"staging {tx} of topology {self.topology!r}"):
+        with redis_errors(self.client, f"staging {tx}", topology=self.topology, keys=[key]):
             for field, value in partials:
                 batch[field] = str(value)
                 if len(batch) >= WRITE_CHUNK:
@@ -77,8 +77,9 @@ class Staging:
 
     def seal(self, tx: TransactionAttempt, counts: Mapping[str, int]) -> None:
         """Record that the attempt's staging is complete, with the number of fields per state."""
-        with redis_errors(self.client, f"sealing the staging of {tx} of topology {self.topology!r}"):
-            self.client.hset(stage_key(self.topology, tx), mapping={"v": 1, **{s: n for s, n in counts.items()}})
+        key = stage_key(self.topology, tx)
+        with redis_errors(self.client, f"sealing the staging of {tx}", topology=self.topology, keys=[key]):
+            self.client.hset(key, mapping={"v": 1, **{s: n for s, n in counts.items()}})
 
     def stage(self, tx: TransactionAttempt, partials: Mapping[str, Mapping[str, Number]]) -> None:
         """Write every state's encoded partials, then seal; the ``process`` fault point is after the first state."""
@@ -91,7 +92,8 @@ class Staging:
     def read(self, tx: TransactionAttempt) -> dict[str, dict[str, int | float]]:
         """The sealed partials per state; BatchReadError when the seal is missing or a state lost fields."""
         where = f"{tx} of topology {self.topology!r}"
-        with redis_errors(self.client, f"reading the staging of {where}"):
+        with redis_errors(self.client, f"reading the staging of {tx}", topology=self.topology,
+                          keys=[stage_key(self.topology, tx)]):
             seal = {k.decode(): int(v) for k, v in self.client.hgetall(stage_key(self.topology, tx)).items()}
             if seal.pop("v", None) != 1:
                 raise BatchReadError(
@@ -121,7 +123,7 @@ class Staging:
             keys += [stage_key(self.topology, tx, s) for s in names]
         if not keys:
             return 0
-        with redis_errors(self.client, f"cleaning the staging of txid {txid} of topology {self.topology!r}"):
+        with redis_errors(self.client, f"cleaning the staging of txid {txid}", topology=self.topology, keys=keys):
             return int(self.client.delete(*keys))
 
 

@@ -14,6 +14,7 @@ from airflow.providers.redis.hooks.redis import RedisHook
 from airflow.sdk import BaseHook
 from kazoo.client import KazooClient
 
+from txdag.masking import register_secret
 from txdag.zk.client import close_zk, connect_zk
 
 DEFAULT_ZK_ROOT = "/txdag"
@@ -75,10 +76,20 @@ def redis_url_of(conn: Any) -> str:
     scheme = "rediss" if str(extra.get("ssl", "")).lower() in ("1", "true") else "redis"
     auth = ""
     if conn.password and str(conn.password).lower() not in ("none", "false"):
+        _mask(conn.password)
         auth = f"{quote(conn.login or '', safe='')}:{quote(conn.password, safe='')}@"
     elif conn.login:
         auth = f"{quote(conn.login, safe='')}@"
     return f"{scheme}://{auth}{conn.host or '127.0.0.1'}:{conn.port or 6379}/{int(extra.get('db') or 0)}"
+
+
+def _mask(password: str) -> None:
+    """Mask the password, raw and URL-quoted, in task logs (Airflow's masker) and txdag's loggers."""
+    from airflow.sdk.log import mask_secret
+
+    for form in {password, quote(password, safe="")}:
+        mask_secret(form)
+    register_secret(password)
 
 
 def zookeeper_settings(conn: Any) -> tuple[str, tuple[str, str] | None, str, float]:

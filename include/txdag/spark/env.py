@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping
+from urllib.parse import unquote, urlparse
 
 import redis
 
 from txdag.errors import ConfigError
+from txdag.masking import register_secret
 
 URLS_VAR = "TXDAG_REDIS_URLS"
 
@@ -47,6 +49,7 @@ def redis_clients_from_env(
     clients = {}
     for conn_id, url in urls.items():
         try:
+            register_secret(unquote(urlparse(url).password or ""))
             clients[conn_id] = redis.Redis.from_url(url)
         except ValueError as exc:  # the message may hold the URL's password: name the connection only
             raise ConfigError(f"{URLS_VAR}: the URL of connection {conn_id!r} is not a Redis URL "

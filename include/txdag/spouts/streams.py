@@ -20,7 +20,7 @@ from redis.retry import Retry
 
 from txdag.attempt import TransactionAttempt
 from txdag.errors import BatchReadError, ConfigError, FormatVersionError, SourceUnavailable
-from txdag.redisio import describe
+from txdag.redisio import access_denied, describe, is_refusal, redis_errors
 from txdag.spouts.base import Batch, Metadata, Record, Rejection, SpoutKind
 from txdag.spouts.tweets import CONNECTION_ERRORS, FORMAT_VERSION, require_bytes_client
 
@@ -67,7 +67,8 @@ def append_entries(
     pipe = partition.client.pipeline(transaction=False)
     for value in values:
         pipe.xadd(partition.stream, {field: value})
-    return [_text(entry_id) for entry_id in pipe.execute()]
+    with redis_errors(partition.client, f"appending to partition {partition.name!r}", keys=[partition.stream]):
+        return [_text(entry_id) for entry_id in pipe.execute()]
 
 
 def _text(value: bytes | str) -> str:
@@ -133,7 +134,8 @@ def parse_entry(partition: str, entry_id: str, fields: dict[Any, Any], field: st
 
 
 # KEYS[1]: the stream.  ARGV[1]: exclusive start "(id"; ARGV[2]: max entries.
-# Returns {count, last id or nil}: sizes a batch without sending payloads over the network.
+# Returns {count, last id or nil}: sizes a batch without sending payloads over the network. Sent with EVAL_RO:
+# a read-only script runs on a replica, and for a user whose ACL gives it the stream read-only (%R~).
 COUNT_AFTER_LUA = """
 local r = redis.call('XRANGE', KEYS[1], ARGV[1], '+', 'COUNT', ARGV[2])
 if #r == 0 then return {0, false} end
@@ -176,7 +178,6 @@ class _StreamSpout:
         self.partitions = {p.name: p for p in partitions}
         self.max_per_partition = max_per_partition
         self.field = field
-        self._script = partitions[0].client.register_script(COUNT_AFTER_LUA)  # run on each server's pipeline
 
     def _groups(self, names: Sequence[str]) -> list[list[StreamPartition]]:
         """Partitions grouped by client, so that each Redis server gets one pipeline."""
@@ -192,10 +193,20 @@ class _StreamSpout:
             f"unreachable ({exc}); {why}"
         )
 
+    def _refused(self, group: list[StreamPartition], exc: Exception) -> Exception:
+        what = f"reading partition(s) {', '.join(repr(p.name) for p in group)}"
+        return access_denied(group[0].client, exc, what, topology=self.topology, keys=[p.stream for p in group])
+
     def _execute(self, group: list[StreamPartition], pipe: Any) -> list[Any]:
-        """Run one server's pipeline; a wrong key type is a configuration mistake naming the partition."""
-        results = pipe.execute(raise_on_error=False)
+        """Run one server's pipeline; a wrong key type is a configuration mistake naming the partition, a
+        refused user or key is AccessDenied."""
+        try:
+            results = pipe.execute(raise_on_error=False)
+        except redis.AuthenticationError as exc:
+            raise self._refused(group, exc) from exc
         for part, result in zip(group, results):
+            if is_refusal(result):
+                raise self._refused([part], result) from result
             if isinstance(result, CONNECTION_ERRORS):
                 raise result
             if isinstance(result, redis.ResponseError):
@@ -213,7 +224,7 @@ class _StreamSpout:
         pipe = group[0].client.pipeline(transaction=False)
         starts = [partition_start(prev, part.name) for part in group]
         for part, start in zip(group, starts):
-            self._script(keys=[part.stream], args=[f"({start}", limit], client=pipe)
+            pipe.eval_ro(COUNT_AFTER_LUA, 1, part.stream, f"({start}", limit)
         results = self._execute(group, pipe)
         plan: dict[str, PartitionMeta] = {}
         for part, start, (count, last) in zip(group, starts, results):

@@ -15,7 +15,7 @@ import redis
 
 from txdag.attempt import TransactionAttempt
 from txdag.errors import BatchReadError, ConfigError, FormatVersionError
-from txdag.redisio import describe, redis_errors
+from txdag.redisio import describe, is_refusal, redis_errors
 from txdag.spouts.base import Batch, Metadata, Record, Rejection, SpoutKind
 
 FORMAT_VERSION = 1
@@ -119,7 +119,7 @@ class TweetsTransactionalSpout:
     def _cursors(self) -> tuple[int, int]:
         """(NEXT_READ, NEXT_WRITE) in one MGET; NEXT_WRITE absent means nothing was written (next id 1)."""
         read_key, write_key = f"{self.prefix}NEXT_READ", f"{self.prefix}NEXT_WRITE"
-        with redis_errors(self.client, f"reading the tweet cursors of topology {self.topology!r}"):
+        with redis_errors(self.client, "reading the tweet cursors", topology=self.topology, keys=[read_key, write_key]):
             pipe = self.client.pipeline(transaction=False)
             (raw_read, raw_write), read_type, write_type = (
                 pipe.mget([read_key, write_key]).type(read_key).type(write_key).execute()
@@ -151,7 +151,7 @@ class TweetsTransactionalSpout:
         with self._metadata_errors(str(tx)):
             start, quantity = check_metadata(metadata)
         keys = [self.key(i) for i in range(start, start + quantity)]
-        with redis_errors(self.client, f"reading the batch of topology {self.topology!r} {tx}"):
+        with redis_errors(self.client, f"reading the batch of {tx}", topology=self.topology, keys=keys):
             values = self._mget(keys)
             types = self._types([key for key, value in zip(keys, values) if value is None])
         self._check_present(tx, start, quantity, types)
@@ -241,12 +241,14 @@ def append_tweets(client: redis.Redis, tweets: Iterable[str | bytes], prefix: st
     items = list(tweets)
     script = client.register_script(APPEND_TWEETS_LUA)
     ids: list[int] = []
-    with redis_errors(client, f"appending tweets under prefix {prefix!r}"):
+    with redis_errors(client, f"appending tweets under prefix {prefix!r}", keys=[f"{prefix}NEXT_WRITE"]):
         for i in range(0, len(items), MGET_CHUNK):
             chunk = items[i : i + MGET_CHUNK]
             try:
                 first = int(script(keys=[f"{prefix}NEXT_WRITE"], args=[prefix, *chunk]))
             except redis.ResponseError as exc:
+                if is_refusal(exc):
+                    raise
                 raise ConfigError(
                     f"cannot append tweets: {exc}; {prefix}NEXT_WRITE must hold an integer tweet id"
                 ) from exc

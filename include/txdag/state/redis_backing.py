@@ -65,7 +65,7 @@ class RedisBackingMap:
         if not keys:
             return []
         fields = [self.key_codec.encode(key) for key in keys]
-        with redis_errors(self.client, f"reading state {self.namespace!r}"):
+        with redis_errors(self.client, f"reading state {self.namespace!r}", keys=self.keys):
             pipe = self.client.pipeline(transaction=False)
             pipe.hmget(self.keys[3], "v", "kind")
             for start in range(0, len(fields), self.chunk_size):
@@ -91,7 +91,7 @@ class RedisBackingMap:
         args = []
         for key, value in zip(keys, values):
             args += self._put_args(key, value)
-        with redis_errors(self.client, f"writing state {self.namespace!r}"):
+        with redis_errors(self.client, f"writing state {self.namespace!r}", keys=self.keys):
             for start in range(0, len(args), 4 * self.chunk_size):
                 try:
                     self._put(keys=self.keys, args=[kind.value, *args[start : start + 4 * self.chunk_size]])

@@ -75,15 +75,18 @@ def apply_encoded(
     marker_key: str | None = None,
     extra: Mapping[str, str] | None = None,
     chunk_size: int = DEFAULT_CHUNK,
+    topology: str | None = None,
 ) -> ApplyResult:
-    """One script call per chunk of ``chunk_size`` keys; ``marker_key`` gets txid and ``extra`` its values last."""
+    """One script call per chunk of ``chunk_size`` keys; ``marker_key`` gets txid and ``extra`` its values last.
+    ``topology`` only names the topology in errors."""
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     items = [(p, field, _number(p, field, d)) for p in partials for field, d in p.deltas.items()]
     chunks = [items[i : i + chunk_size] for i in range(0, len(items), chunk_size)] or [[]]
     script = client.register_script(APPLY_SCRIPT)
     applied = skipped = 0
-    with redis_errors(client, f"committing txid {txid}"):
+    touched = [k for p in partials for k in state_keys(p.namespace)] + ([marker_key] if marker_key else [])
+    with redis_errors(client, f"committing txid {txid}", topology=topology, keys=touched + list(extra or {})):
         for n, chunk in enumerate(chunks):
             last = n == len(chunks) - 1
             keys, args = _call(txid, chunk, marker_key, last, (extra or {}) if last else {})

@@ -15,6 +15,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.security import make_digest_acl
 
 from txdag.errors import ConfigError, ServiceUnavailable
+from txdag.masking import register_secret
 
 log = logging.getLogger("txdag.zk")
 
@@ -35,6 +36,7 @@ def connect_zk(hosts: str, *, auth: tuple[str, str] | None = None, timeout: floa
     kwargs: dict[str, object] = {}
     if auth is not None:
         user, password = _check_auth(auth)
+        register_secret(password)  # kazoo logs its Auth packet, password included, at DEBUG
         kwargs["auth_data"] = [("digest", f"{user}:{password}")]
         kwargs["default_acl"] = [make_digest_acl(user, password, all=True)]
     try:

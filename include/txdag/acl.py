@@ -1,0 +1,172 @@
+"""Redis access control: the ACL rules of a user limited to some topologies' keys and to the commands txdag sends.
+
+A topology's keys (the layouts of ``txdag.state.redis_backing``, ``txdag.staging``, ``txdag.rejections`` and
+the spouts):
+
+    <ns>  {<ns>}:txid  {<ns>}:prev  {<ns>}:meta     each state's namespace          read-write
+    <marker_key>                                      the last committed txid         read-write
+    txdag:stage:{<topology>}:*  txdag:claim:{<topology>}:*  txdag:rejected:{<topology>}  read-write
+    <prefix>[0-9]*  <prefix>NEXT_WRITE  <prefix>NEXT_READ   a tweets source           read-only (%R~)
+    <stream> ...                                      a streams source                read-only (%R~)
+
+The source is read-only unless ``source_write`` (a user that also seeds the source). A read-only key can
+still be read by a script sent with EVAL_RO/EVALSHA_RO (the stream spouts' planning does so), not with EVAL.
+The commands are what the code sends, nothing else: no KEYS, SCAN, FLUSHALL, CONFIG, ACL, MULTI.
+``txdag acl redis TOPOLOGY...`` prints the ``ACL SETUSER`` line, which an admin runs (``| redis-cli ...``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import os
+import re
+import runpy
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from txdag.errors import ConfigError
+from txdag.rejections import rejections_key
+from txdag.state.redis_backing import state_keys
+
+COMMANDS = (
+    "ping", "select", "hello",                                                      # connection
+    "get", "mget", "exists", "type", "hget", "hmget", "hgetall", "hscan", "xrange",  # reads
+    "set", "del", "hset", "hdel", "hincrby", "hincrbyfloat", "xadd",                # writes
+    "eval", "evalsha", "eval_ro", "evalsha_ro", "script|load", "script|exists",    # the Lua scripts
+)  # fmt: skip
+GLOB_SPECIAL = re.compile(r"([*?\[\]\\])")
+
+
+def glob_escape(key: str) -> str:
+    """A Redis key as an ACL key pattern that matches that key only."""
+    return GLOB_SPECIAL.sub(r"\\\1", key)
+
+
+def key_patterns(topology: Any, *, source_write: bool = False) -> list[str]:
+    """The ACL key rules (``~pattern`` read-write, ``%R~pattern`` read-only) of one TransactionalTopology."""
+    t = glob_escape(topology.topology_id)
+    own = [k for s in topology.states for k in state_keys(s.redis_key)]
+    own += [topology.marker_key] if topology.marker_key else []
+    own += [rejections_key(topology.topology_id)]
+    rules = [f"~{glob_escape(k)}" for k in own] + [f"~txdag:stage:{{{t}}}:*", f"~txdag:claim:{{{t}}}:*"]
+    source = topology.source
+    if source.type == "tweets":
+        p = glob_escape(source.prefix)
+        patterns = [f"{p}[0-9]*", f"{p}NEXT_WRITE", f"{p}NEXT_READ"]
+    else:
+        patterns = [glob_escape(s) for s in source.streams]
+    rules += [("~" if source_write else "%R~") + p for p in patterns]
+    return rules
+
+
+def redis_acl_rules(*topologies: Any, source_write: bool = False) -> list[str]:
+    """The rules after the user name and password: no command but txdag's, no key but the topologies'."""
+    if not topologies:
+        raise ConfigError("redis_acl_rules needs at least one topology")
+    keys = [r for t in topologies for r in key_patterns(t, source_write=source_write)]
+    return ["resetchannels", "-@all", *(f"+{c}" for c in COMMANDS), *dict.fromkeys(keys)]
+
+
+def password_hash(password: str) -> str:
+    """The ``#<sha256>`` form of a password: an ACL SETUSER line that sets it without showing it."""
+    if not password:
+        raise ConfigError("the Redis password is empty: give the user a password")
+    return "#" + hashlib.sha256(password.encode()).hexdigest()
+
+
+def setuser_args(user: str, topologies: Sequence[Any], *, password: str | None = None,
+                 source_write: bool = False) -> list[str]:
+    """Arguments of ``ACL SETUSER``; with a password the user is reset first, so the line is the whole user."""
+    if not user or any(c.isspace() for c in user):
+        raise ConfigError(f"a Redis user name must be non-empty without spaces, got {user!r}")
+    head = ["reset", "on", password_hash(password)] if password is not None else ["on", "resetkeys"]
+    return [user, *head, *redis_acl_rules(*topologies, source_write=source_write)]
+
+
+def setuser_line(args: Sequence[str]) -> str:
+    """``ACL SETUSER ...`` as one line redis-cli reads (arguments with spaces or quotes are quoted)."""
+    def quoted(arg: str) -> str:
+        if arg and not re.search(r"[\s\"'\\]", arg):
+            return arg
+        return '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    return " ".join(["ACL", "SETUSER", *map(quoted, args)])
+
+
+@contextlib.contextmanager
+def _captured() -> Iterator[list[Any]]:
+    """Every TransactionalTopology built meanwhile, built without its Airflow DAG (no Airflow needed)."""
+    from txdag.topology import TransactionalTopology
+
+    found: list[Any] = []
+    original = TransactionalTopology.__post_init__
+
+    def capture(self: Any) -> None:
+        object.__setattr__(self, "render", False)
+        original(self)
+        found.append(self)
+
+    TransactionalTopology.__post_init__ = capture  # type: ignore[method-assign]
+    try:
+        yield found
+    finally:
+        TransactionalTopology.__post_init__ = original  # type: ignore[method-assign]
+
+
+def topologies_in(path: Path) -> list[Any]:
+    """The TransactionalTopology definitions a DAG file builds (not rendered: Airflow is not needed)."""
+    with _captured() as built:
+        try:
+            runpy.run_path(str(path))
+        except Exception as exc:
+            raise ConfigError(f"cannot load DAG file {path} ({type(exc).__name__}: {exc})") from None
+    return built
+
+
+def load_topologies(names: Sequence[str], dags_folder: str) -> list[Any]:
+    """The topologies named: a DAG file's path gives its topologies, an id is looked up in ``dags_folder``."""
+    selected = [t for n in names if n.endswith(".py") for t in topologies_in(Path(n))]
+    ids = [n for n in names if not n.endswith(".py")]
+    by_id: dict[str, Any] = {}
+    broken: list[str] = []
+    for path in sorted(Path(dags_folder).glob("*.py")) if ids else []:
+        try:
+            by_id.update({t.topology_id: t for t in topologies_in(path)})
+        except ConfigError:
+            broken.append(path.name)
+    missing = [n for n in ids if n not in by_id]
+    if missing:
+        raise ConfigError(
+            f"no topology {missing} in the DAGs folder {dags_folder} (it defines {sorted(by_id)}"
+            f"{f'; these files fail to load: {broken}' if broken else ''}): give a topology id defined there, "
+            f"the DAG file's path, or --dags-folder"
+        )
+    return selected + [by_id[n] for n in ids]
+
+
+def cmd_acl(args: argparse.Namespace) -> int:
+    """Print the ACL SETUSER line of a user limited to the topologies' keys (a password only as its hash)."""
+    password = None
+    if args.password_env:
+        password = os.environ.get(args.password_env)
+        if not password:
+            raise ConfigError(f"--password-env {args.password_env}: that environment variable is not set or empty")
+    topologies = load_topologies(args.topology, args.dags_folder)
+    print(setuser_line(setuser_args(args.user, topologies, password=password, source_write=args.source_write)))
+    return 0
+
+
+def add_cli(sub: Any) -> None:
+    """``txdag acl redis TOPOLOGY... [--user NAME]`` on the txdag command's subparsers."""
+    acl = sub.add_parser("acl", help="print the Redis ACL SETUSER line of a user limited to topologies' keys")
+    acl.add_argument("service", choices=["redis"])
+    acl.add_argument("topology", nargs="+", help="topology id(s) in the DAGs folder, or DAG file path(s)")
+    acl.add_argument("--user", default="txdag")
+    acl.add_argument("--password-env", metavar="VAR", help="set the password held by this environment variable "
+                     "(printed as its SHA-256 only); without it the user's password is left as it is")
+    acl.add_argument("--source-write", action="store_true", help="the source keys read-write (a user that seeds)")
+    acl.add_argument("--dags-folder", default=os.environ.get("AIRFLOW__CORE__DAGS_FOLDER", "dags"))
+    acl.set_defaults(func=cmd_acl)
