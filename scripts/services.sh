@@ -10,6 +10,10 @@
 #
 # Environment: TXDAG_REDIS_PORT (default 6391), TXDAG_ZK_PORT (default 2191).
 # State (config, data, logs, pid files) lives in .run/redis-<port>/ and .run/zk-<port>/ at the repository root.
+# Access control: Redis runs with an ACL file (.run/redis-<port>/users.acl): the default user is off, the admin
+# user of .run/credentials.env (scripts/credentials.sh) may do everything; topologies' users are added with
+# `txdag acl redis` (scripts/airflow.sh does it for the DAGs folder). ZooKeeper needs no server set-up: txdag's
+# clients put digest ACLs on the znodes they create.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -23,6 +27,8 @@ ZK_PID="$ZK_DIR/zookeeper.pid"
 ZK_SERVER=/usr/share/zookeeper/bin/zkServer.sh
 ZK_WAIT_SECONDS=30
 REDIS_WAIT_SECONDS=10
+# shellcheck source=/dev/null  # generated: TXDAG_REDIS_ADMIN_USER/PASSWORD, TXDAG_REDIS_USER/PASSWORD, TXDAG_ZK_*
+source "$(bash "$ROOT/scripts/credentials.sh")"
 
 say() { printf 'services: %s\n' "$*"; }
 die() {
@@ -45,8 +51,36 @@ port_open() {
     timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$HOST" "$1" 2>/dev/null
 }
 
+# redis-cli as the admin user; the password goes through the environment, not the command line. A server without
+# that user (started before access control) answers as its default user: redis-cli only warns on stderr.
+rcli() {
+    REDISCLI_AUTH="$TXDAG_REDIS_ADMIN_PASSWORD" timeout "${RCLI_TIMEOUT:-3}" \
+        redis-cli --user "$TXDAG_REDIS_ADMIN_USER" -h "$HOST" -p "$REDIS_PORT" "$@"
+}
+
+# A Redis answers on the port: PONG, or a refusal of our credentials.
 redis_up() {
-    [[ "$(timeout 3 redis-cli -h "$HOST" -p "$REDIS_PORT" ping 2>/dev/null)" == PONG ]]
+    local reply
+    reply="$(rcli ping 2>/dev/null)" || return 1
+    [[ "$reply" == PONG || "$reply" == NOAUTH* || "$reply" == WRONGPASS* ]]
+}
+
+# That Redis knows our admin user: it runs with txdag's access control.
+redis_acl_on() { [[ "$(rcli acl whoami 2>/dev/null)" == "$TXDAG_REDIS_ADMIN_USER" ]]; }
+
+# The ACL file: the default user off, the admin user of .run/credentials.env, and the other users the file held
+# (restart-redis saves the users added since the start into it with ACL SAVE).
+write_acl_file() {
+    local hash file="$REDIS_DIR/users.acl"
+    hash="$(printf '%s' "$TXDAG_REDIS_ADMIN_PASSWORD" | sha256sum | cut -d' ' -f1)"
+    (
+        umask 077
+        {
+            printf 'user default off resetkeys -@all\nuser %s on #%s ~* &* +@all\n' "$TXDAG_REDIS_ADMIN_USER" "$hash"
+            [[ -f "$file" ]] && grep -v -e '^user default ' -e "^user $TXDAG_REDIS_ADMIN_USER " "$file"
+        } >"$file.new" || true
+        mv -f "$file.new" "$file"
+    )
 }
 
 # ZooKeeper's four-letter word 'ruok' answers 'imok' when the server is serving.
@@ -110,6 +144,11 @@ wait_port_closed() {
 start_redis() {
     local pid
     if redis_up; then
+        if ! redis_acl_on; then
+            die "the Redis on $HOST:$REDIS_PORT does not accept user $TXDAG_REDIS_ADMIN_USER of" \
+                ".run/credentials.env (started before access control, or the credentials changed): restart it" \
+                "with 'bash scripts/services.sh restart-redis', or set TXDAG_REDIS_PORT"
+        fi
         if pid="$(redis_pid)"; then
             say "Redis     $HOST:$REDIS_PORT already running (pid $pid)"
         else
@@ -124,7 +163,9 @@ start_redis() {
     command -v redis-cli >/dev/null 2>&1 || die "redis-cli not found; run: bash scripts/setup.sh"
     mkdir -p "$REDIS_DIR"
     rm -f "$REDIS_PID"
+    write_acl_file
     redis-server --port "$REDIS_PORT" --bind "$HOST" --daemonize yes --dir "$REDIS_DIR" \
+        --aclfile "$REDIS_DIR/users.acl" \
         --pidfile "$REDIS_PID" --logfile "$REDIS_DIR/redis.log" --save '' --appendonly no >/dev/null ||
         die "redis-server did not start; see $REDIS_DIR/redis.log"
     if ! wait_for redis_up "$REDIS_WAIT_SECONDS"; then
@@ -155,10 +196,11 @@ restart_redis() {
     local pid dir file i
     if redis_up; then
         pid="$(redis_pid || true)"
-        dir="$(timeout 3 redis-cli -h "$HOST" -p "$REDIS_PORT" --raw config get dir | sed -n 2p)"
-        file="$(timeout 3 redis-cli -h "$HOST" -p "$REDIS_PORT" --raw config get dbfilename | sed -n 2p)"
+        dir="$(rcli --raw config get dir 2>/dev/null | sed -n 2p)"
+        file="$(rcli --raw config get dbfilename 2>/dev/null | sed -n 2p)"
+        rcli acl save >/dev/null 2>&1 || true # keep the users added since the start (none without an ACL file)
         say "Redis     $HOST:$REDIS_PORT shutting down (SHUTDOWN SAVE)"
-        timeout 30 redis-cli -h "$HOST" -p "$REDIS_PORT" shutdown save >/dev/null 2>&1 || true
+        RCLI_TIMEOUT=30 rcli shutdown save >/dev/null 2>&1 || true
         wait_port_closed "$REDIS_PORT" || die "Redis on $HOST:$REDIS_PORT did not shut down"
         if [[ -n "$pid" ]]; then
             for ((i = 0; i < 40; i++)); do
@@ -300,7 +342,11 @@ stop)
 status) status ;;
 restart-redis) restart_redis ;;
 env)
-    printf 'export TXDAG_REDIS_URL=redis://%s:%s/0\n' "$HOST" "$REDIS_PORT"
+    # The passwords stay in .run/credentials.env: these lines name its variables, not their values.
+    printf 'source %q\n' "$ROOT/.run/credentials.env"
+    # shellcheck disable=SC2016  # expanded where the lines are eval'ed
+    printf 'export TXDAG_REDIS_URL="redis://${TXDAG_REDIS_ADMIN_USER}:${TXDAG_REDIS_ADMIN_PASSWORD}@%s:%s/0"\n' \
+        "$HOST" "$REDIS_PORT"
     printf 'export TXDAG_ZK_HOSTS=%s:%s\n' "$HOST" "$ZK_PORT"
     ;;
 *) usage ;;

@@ -23,8 +23,13 @@ if [[ "${CI:-}" == true || "${TXDAG_STOP_SERVICES:-}" == 1 ]]; then
           bash scripts/services.sh stop || true' EXIT
 fi
 
-export TXDAG_TEST_REDIS_URL="redis://127.0.0.1:${TXDAG_REDIS_PORT:-6391}/0"
+# Access control is on: the tests log in as the Redis admin user and authenticate to ZooKeeper with a digest,
+# all from .run/credentials.env (scripts/credentials.sh); tests/access.py creates the restricted users it needs.
+# shellcheck source=/dev/null
+source "$(bash scripts/credentials.sh)"
+export TXDAG_TEST_REDIS_URL="redis://$TXDAG_REDIS_ADMIN_USER:$TXDAG_REDIS_ADMIN_PASSWORD@127.0.0.1:${TXDAG_REDIS_PORT:-6391}/0"
 export TXDAG_TEST_ZK_HOSTS="127.0.0.1:${TXDAG_ZK_PORT:-2191}"
+export TXDAG_TEST_ZK_AUTH="$TXDAG_ZK_USER:$TXDAG_ZK_PASSWORD"
 
 # Run the whole suite unless an argument already names a test path (tests/unit, tests/x.py::test_y, ...).
 paths=(tests)

@@ -1,7 +1,8 @@
 """Shared fixtures: real Redis and ZooKeeper on loopback (started by scripts/services.sh), one namespace per test.
 
 Tests under tests/unit are marked ``unit`` and must not touch a service; tests under tests/integration are
-marked ``integration`` and get a unique Redis key prefix and a unique znode root each.
+marked ``integration`` and get a unique Redis key prefix and a unique znode root each. Both services run with
+access control on: the clients authenticate with the credentials of ``tests/access.py``.
 """
 
 from __future__ import annotations
@@ -17,9 +18,8 @@ from pathlib import Path
 
 import pytest
 import redis
+from access import REDIS_URL, ZK_AUTH, ZK_HOSTS, kazoo_auth, safe_url
 
-REDIS_URL = os.environ.get("TXDAG_TEST_REDIS_URL", "redis://127.0.0.1:6391/0")
-ZK_HOSTS = os.environ.get("TXDAG_TEST_ZK_HOSTS", "127.0.0.1:2191")
 HOW_TO_START = "start them with `bash scripts/services.sh start` (or run the README's test command)"
 
 
@@ -37,8 +37,12 @@ def redis_url() -> str:
     client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
     try:
         client.ping()
+    except redis.AuthenticationError as exc:
+        pytest.fail(f"Redis at {safe_url(REDIS_URL)} refused the test credentials ({exc}): run the tests with "
+                    f"`bash scripts/test.sh`, or set TXDAG_TEST_REDIS_URL=redis://ADMIN:PASSWORD@host:port/0 "
+                    f"(.run/credentials.env holds the admin user)", pytrace=False)
     except redis.ConnectionError as exc:
-        pytest.fail(f"Redis is not reachable at {REDIS_URL} ({exc}); {HOW_TO_START}", pytrace=False)
+        pytest.fail(f"Redis is not reachable at {safe_url(REDIS_URL)} ({exc}); {HOW_TO_START}", pytrace=False)
     finally:
         client.close()
     return REDIS_URL
@@ -62,13 +66,23 @@ def prefix() -> str:
 
 
 @pytest.fixture(scope="session")
+def zk_auth() -> tuple[str, str]:
+    """The digest (user, password) every test's ZooKeeper client authenticates with."""
+    return ZK_AUTH
+
+
+@pytest.fixture(scope="session")
 def zk_hosts() -> str:
     from kazoo.client import KazooClient
     from kazoo.handlers.threading import KazooTimeoutError
+    from kazoo.security import ACL, Id, Permissions, make_digest_acl
 
-    client = KazooClient(hosts=ZK_HOSTS, timeout=3)
+    client = KazooClient(hosts=ZK_HOSTS, timeout=3, **kazoo_auth())
     try:
         client.start(timeout=5)
+        # the tests' parent: every znode below it is the test user's (digest), but other users may add theirs
+        world = ACL(Permissions.READ | Permissions.CREATE, Id("world", "anyone"))
+        client.ensure_path("/txdag-test", acl=[make_digest_acl(*ZK_AUTH, all=True), world])
     except KazooTimeoutError:
         pytest.fail(f"ZooKeeper is not reachable at {ZK_HOSTS}; {HOW_TO_START}", pytrace=False)
     finally:
@@ -84,7 +98,7 @@ def zk_root(zk_hosts: str, prefix: str) -> Iterator[str]:
 
     root = f"/txdag-test/{prefix}"
     yield root
-    client = KazooClient(hosts=zk_hosts, timeout=5)
+    client = KazooClient(hosts=zk_hosts, timeout=5, **kazoo_auth())
     client.start(timeout=5)
     try:
         client.delete(root, recursive=True)
@@ -97,9 +111,10 @@ def zk_root(zk_hosts: str, prefix: str) -> Iterator[str]:
 
 @pytest.fixture
 def zk_client(zk_hosts: str) -> Iterator[KazooClient]:  # noqa: F821
+    """A client authenticated with the test digest: the znodes it creates only that user can read or change."""
     from kazoo.client import KazooClient
 
-    client = KazooClient(hosts=zk_hosts, timeout=5)
+    client = KazooClient(hosts=zk_hosts, timeout=5, **kazoo_auth())
     client.start(timeout=5)
     yield client
     client.stop()

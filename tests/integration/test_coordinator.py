@@ -6,6 +6,7 @@ import threading
 from typing import Any
 
 import pytest
+from access import ZK_AUTH
 from kazoo.client import KazooClient
 
 from txdag.attempt import TransactionAttempt as TA
@@ -180,13 +181,13 @@ def test_cleanup_keeps_exactly_the_last_txids(store: TransactionStore) -> None:
 
 def test_a_restart_resumes_from_zookeeper(zk_hosts: str, zk_root: str, prefix: str) -> None:
     spout = ListSpout(list(range(100)), size=5)
-    client = connect_zk(zk_hosts)
+    client = connect_zk(zk_hosts, auth=ZK_AUTH)
     coord = Coordinator(TransactionStore(client, prefix, root=zk_root), spout, max_active_transactions=2)
     commit(coord, emit(coord, "r1").tx)
     second = emit(coord, "r2")
     close_zk(client)
 
-    client = connect_zk(zk_hosts)
+    client = connect_zk(zk_hosts, auth=ZK_AUTH)
     try:
         coord = Coordinator(TransactionStore(client, prefix, root=zk_root), spout, max_active_transactions=2)
         again = emit(coord, "r2")
@@ -297,7 +298,7 @@ def test_lock_held_elsewhere_gives_busy(store: TransactionStore) -> None:
 
 
 def test_two_coordinators_racing_never_share_a_txid(zk_hosts: str, zk_root: str, prefix: str) -> None:
-    clients = [connect_zk(zk_hosts) for _ in range(2)]
+    clients = [connect_zk(zk_hosts, auth=ZK_AUTH) for _ in range(2)]
     coords = [Coordinator(TransactionStore(c, prefix, root=zk_root), ListSpout(list(range(1000))),
                           max_active_transactions=100) for c in clients]
     got: dict[str, int] = {}

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import pytest
 import redis
+from access import ZK_AUTH
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
@@ -51,7 +52,7 @@ def zk_server(tmp_path):
 @pytest.fixture
 def shared_zk(zk_hosts):
     """A client of the shared test ZooKeeper, for the tests that restart only Redis."""
-    client = connect_zk(zk_hosts)
+    client = connect_zk(zk_hosts, auth=ZK_AUTH)
     yield client
     close_zk(client)
 
@@ -61,7 +62,7 @@ def connect(hosts: str, timeout: float):
     started JVM can be slow to hand out its first session, which is not what these tests are about."""
     for n in range(3):
         try:
-            return connect_zk(hosts, timeout=timeout)
+            return connect_zk(hosts, auth=ZK_AUTH, timeout=timeout)
         except ServiceUnavailable:
             if n == 2:
                 raise

@@ -7,6 +7,7 @@ partition comes back, and the committed counts equal the ground truth: nothing s
 from collections import Counter
 
 import pytest
+from access import ZK_AUTH
 
 from txdag.coordinator import Coordinator, Emission
 from txdag.errors import CascadeError, SourceUnavailable
@@ -33,7 +34,7 @@ def test_partition_lost_during_a_replay_then_back(redis_client, zk_hosts, zk_roo
     for part in partitions:
         append_entries(part, sentences[part.name][:30])
     spout = OpaquePartitionedStreamSpout(partitions, max_per_partition=10)
-    coordinator = Coordinator(TransactionStore(connect_zk(zk_hosts), prefix, root=zk_root), spout,
+    coordinator = Coordinator(TransactionStore(connect_zk(zk_hosts, auth=ZK_AUTH), prefix, root=zk_root), spout,
                               max_active_transactions=2)
     words = OpaqueMap(RedisBackingMap(redis_client, f"{prefix}:words"))
     topology = LocalTopology(coordinator, redis_client, {"words": words}, word_count)

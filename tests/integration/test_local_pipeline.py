@@ -4,6 +4,7 @@ Every scenario ends by comparing the committed state with the ground truth compu
 """
 
 import pytest
+from access import ZK_AUTH
 
 from txdag import TransactionAttempt
 from txdag.analytics.tweets import STATES, tweet_partials
@@ -45,7 +46,8 @@ def tweets(redis_client, prefix):
 def build(redis_client, zk_hosts, zk_root, prefix, process, max_active=3):
     spout = TweetsTransactionalSpout(redis_client, prefix=f"{prefix}:", max_transaction_size=50, topology=prefix)
     coordinator = Coordinator(
-        TransactionStore(connect_zk(zk_hosts), prefix, root=zk_root), spout, max_active_transactions=max_active
+        TransactionStore(connect_zk(zk_hosts, auth=ZK_AUTH), prefix, root=zk_root), spout,
+        max_active_transactions=max_active,
     )
     codecs = {"users_hashtags": JoinedKeyCodec(":", 2)}
     states = {

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
+from kazoo.security import OPEN_ACL_UNSAFE
 
 from txdag.errors import ConfigError, FormatVersionError, ServiceUnavailable
 from txdag.zk import (
@@ -142,7 +143,7 @@ def test_bad_names_are_config_errors(zk_client: KazooClient, topology: str, root
 
 
 def test_digest_acl_protects_every_znode(zk_hosts: str, zk_client: KazooClient, zk_root: str, prefix: str) -> None:
-    zk_client.ensure_path(zk_root)  # an open parent, so that the fixture can clean up
+    zk_client.ensure_path(zk_root, acl=OPEN_ACL_UNSAFE)  # an open parent, so that the fixture can clean up
     owner = connect_zk(zk_hosts, auth=("txdag", "s3cret-pw"), timeout=5)
     intruder = connect_zk(zk_hosts, auth=("txdag", "wrong-pw"), timeout=5)
     store = TransactionStore(owner, prefix, root=zk_root)
