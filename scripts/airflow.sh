@@ -29,6 +29,8 @@
 # Environment of the components: they inherit the caller's environment. The script only fills in what is unset:
 # AIRFLOW_CONN_REDIS_DEFAULT, AIRFLOW_CONN_ZOOKEEPER_DEFAULT, AIRFLOW_CONN_SPARK_DEFAULT (JSON connections to the
 # servers of scripts/services.sh and Spark local[*]) and SPARK_LOCAL_IP=127.0.0.1; .venv/bin goes first on PATH.
+# Access control: redis_default logs in as TXDAG_REDIS_USER of .run/credentials.env, which 'start' (re)creates
+# with `txdag acl redis` for the topologies in the DAGs folder; zookeeper_default has the ZooKeeper digest.
 # So to add or override a connection, variable or option, export AIRFLOW_CONN_<ID>, AIRFLOW_VAR_<KEY> or
 # AIRFLOW__<SECTION>__<KEY> before 'start'. The AIRFLOW_*, TXDAG_* and SPARK_* variables the components got are
 # recorded in $AIRFLOW_HOME/components.env, which 'env' prints.
@@ -226,15 +228,42 @@ EOF
     )
 }
 
-# Sets the defaults of the components' environment and records it.
+# One value of .run/credentials.env (scripts/credentials.sh), read in a subshell: the credentials are not
+# exported to the components, which get only the connections' own user and password.
+credential() {
+    # shellcheck source=/dev/null
+    (source "$(bash "$ROOT/scripts/credentials.sh")" && printf '%s' "${!1}")
+}
+
+# Creates (or resets) Redis user $1 with password $2, limited to the keys of the topologies in the DAGs folder
+# (`txdag acl redis`; their sources read-write, as the demo seeds them with it), as the Redis admin user.
+create_redis_user() {
+    local line reply
+    local -a files
+    mapfile -t files < <(grep -l 'TransactionalTopology(' "$DAGS_FOLDER"/*.py 2>/dev/null)
+    ((${#files[@]})) || return 0
+    line="$(TXDAG_ACL_PASSWORD="$2" "$VENV/bin/python" -m txdag.cli acl redis "${files[@]}" --user "$1" \
+        --password-env TXDAG_ACL_PASSWORD --source-write)" || die "txdag acl redis failed for $DAGS_FOLDER"
+    reply="$(printf '%s\n' "$line" | REDISCLI_AUTH="$(credential TXDAG_REDIS_ADMIN_PASSWORD)" timeout 10 \
+        redis-cli --user "$(credential TXDAG_REDIS_ADMIN_USER)" -h "$HOST" -p "$3" 2>&1)" || true
+    [[ "$reply" == OK ]] || die "could not create Redis user $1 on $HOST:$3: $reply (is Redis up? bash scripts/services.sh start)"
+    say "Redis user $1: only the keys of the topologies in $DAGS_FOLDER (txdag acl redis)"
+}
+
+# Sets the defaults of the components' environment and records it. The default connections log in as the
+# restricted Redis user and with the ZooKeeper digest of .run/credentials.env.
 component_environment() {
-    local redis_port="${TXDAG_REDIS_PORT:-6391}" zk_port="${TXDAG_ZK_PORT:-2191}"
+    local redis_port="${TXDAG_REDIS_PORT:-6391}" zk_port="${TXDAG_ZK_PORT:-2191}" user password
     if [[ -z "${AIRFLOW_CONN_REDIS_DEFAULT:-}" ]]; then
-        AIRFLOW_CONN_REDIS_DEFAULT="$(printf '{"conn_type": "redis", "host": "%s", "port": %s, "extra": {"db": %s}}' \
-            "$HOST" "$redis_port" "${TXDAG_AIRFLOW_REDIS_DB:-0}")"
+        user="$(credential TXDAG_REDIS_USER)" password="$(credential TXDAG_REDIS_PASSWORD)"
+        create_redis_user "$user" "$password" "$redis_port"
+        AIRFLOW_CONN_REDIS_DEFAULT="$(printf '{"conn_type": "redis", "host": "%s", "port": %s, "login": "%s",
+            "password": "%s", "extra": {"db": %s}}' "$HOST" "$redis_port" "$user" "$password" \
+            "${TXDAG_AIRFLOW_REDIS_DB:-0}")"
     fi
     if [[ -z "${AIRFLOW_CONN_ZOOKEEPER_DEFAULT:-}" ]]; then
-        AIRFLOW_CONN_ZOOKEEPER_DEFAULT="$(printf '{"conn_type": "zookeeper", "host": "%s", "port": %s}' "$HOST" "$zk_port")"
+        AIRFLOW_CONN_ZOOKEEPER_DEFAULT="$(printf '{"conn_type": "zookeeper", "host": "%s", "port": %s, "login": "%s",
+            "password": "%s"}' "$HOST" "$zk_port" "$(credential TXDAG_ZK_USER)" "$(credential TXDAG_ZK_PASSWORD)")"
     fi
     if [[ -z "${AIRFLOW_CONN_SPARK_DEFAULT:-}" ]]; then
         # shellcheck disable=SC2089,SC2090  # JSON, meant literally

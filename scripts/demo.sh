@@ -19,8 +19,7 @@ bash scripts/services.sh start
 
 if [[ "${1:-}" == --in-process ]]; then
     shift
-    export TXDAG_REDIS_URL="redis://127.0.0.1:${TXDAG_REDIS_PORT:-6391}/0"
-    export TXDAG_ZK_HOSTS="127.0.0.1:${TXDAG_ZK_PORT:-2191}"
+    eval "$(bash scripts/services.sh env)" # the admin user and the ZooKeeper digest of .run/credentials.env
     exec .venv/bin/python -m txdag.demo "$@"
 fi
 

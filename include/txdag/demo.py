@@ -20,6 +20,7 @@ import redis
 from txdag.analytics.tweets import STATES, tweet_partials
 from txdag.coordinator import Coordinator, Emission
 from txdag.local import LocalTopology
+from txdag.redisio import describe
 from txdag.sample import sample_tweets
 from txdag.spouts.tweets import TweetsTransactionalSpout, append_tweets
 from txdag.state import JoinedKeyCodec, RedisBackingMap, TransactionalMap
@@ -33,7 +34,8 @@ TOPOLOGY = "tweets_analytics_demo"
 
 def build(client: redis.Redis, zk_hosts: str, batch_size: int) -> LocalTopology:
     spout = TweetsTransactionalSpout(client, max_transaction_size=batch_size, topology=TOPOLOGY)
-    store = TransactionStore(connect_zk(zk_hosts), TOPOLOGY)
+    user, password = os.environ.get("TXDAG_ZK_USER"), os.environ.get("TXDAG_ZK_PASSWORD")  # credentials.env
+    store = TransactionStore(connect_zk(zk_hosts, auth=(user, password) if user and password else None), TOPOLOGY)
     coordinator = Coordinator(store, spout, max_active_transactions=2)
     codecs = {"users_hashtags": JoinedKeyCodec(":", 2)}  # seed 000's field "user:hashtag"
     states = {
@@ -87,7 +89,7 @@ def main() -> None:
             store.client.delete(store.path, recursive=True)
             print(f"Redis holds no demo tweets: the demo's transactions in ZooKeeper ({store.path}) start over")
         ids = append_tweets(client, sample_tweets(args.tweets))
-        print(f"loaded {len(ids)} sample tweets at keys {ids[0]}..{ids[-1]} of {url}")
+        print(f"loaded {len(ids)} sample tweets at keys {ids[0]}..{ids[-1]} of Redis {describe(client)}")
     resume(topology)
     print("running two txids in flight at a time (both processed, then committed in txid order):")
     run(topology, run_prefix=f"demo__{time.strftime('%Y%m%dT%H%M%S')}_{os.getpid()}")
@@ -103,7 +105,7 @@ def main() -> None:
     for name in ("users", "hashtags"):
         top = sorted(((int(v), k.decode()) for k, v in client.hgetall(name).items()), reverse=True)[:5]
         print(f"top {name}: " + ", ".join(f"{k} {v}" for v, k in top))
-    print(f"committed up to txid {last}; state in Redis hashes users, hashtags, users_hashtags at {url}")
+    print(f"committed up to txid {last}; state in Redis hashes users, hashtags, users_hashtags at {describe(client)}")
 
 
 if __name__ == "__main__":
