@@ -239,10 +239,8 @@ credential() {
 # (`txdag acl redis`; their sources read-write, as the demo seeds them with it), as the Redis admin user.
 create_redis_user() {
     local line reply
-    local -a files
-    mapfile -t files < <(grep -l 'TransactionalTopology(' "$DAGS_FOLDER"/*.py 2>/dev/null)
-    ((${#files[@]})) || return 0
-    line="$(TXDAG_ACL_PASSWORD="$2" "$VENV/bin/python" -m txdag.cli acl redis "${files[@]}" --user "$1" \
+    grep -q -l 'TransactionalTopology(' "$DAGS_FOLDER"/*.py 2>/dev/null || return 0
+    line="$(TXDAG_ACL_PASSWORD="$2" "$VENV/bin/python" -m txdag.cli acl redis --dags "$DAGS_FOLDER" --user "$1" \
         --password-env TXDAG_ACL_PASSWORD --source-write)" || die "txdag acl redis failed for $DAGS_FOLDER"
     reply="$(printf '%s\n' "$line" | REDISCLI_AUTH="$(credential TXDAG_REDIS_ADMIN_PASSWORD)" timeout 10 \
         redis-cli --user "$(credential TXDAG_REDIS_ADMIN_USER)" -h "$HOST" -p "$3" 2>&1)" || true

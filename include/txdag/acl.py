@@ -12,18 +12,16 @@ the spouts):
 The source is read-only unless ``source_write`` (a user that also seeds the source). A read-only key can
 still be read by a script sent with EVAL_RO/EVALSHA_RO (the stream spouts' planning does so), not with EVAL.
 The commands are what the code sends, nothing else: no KEYS, SCAN, FLUSHALL, CONFIG, ACL, MULTI.
-``txdag acl redis TOPOLOGY...`` prints the ``ACL SETUSER`` line, which an admin runs (``| redis-cli ...``).
+``txdag acl redis [TOPOLOGY...]`` prints the ``ACL SETUSER`` line, which an admin runs (``| redis-cli ...``).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import os
 import re
-import runpy
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +31,7 @@ from txdag.state.redis_backing import state_keys
 
 COMMANDS = (
     "ping", "select", "hello",                                                      # connection
-    "get", "mget", "exists", "type", "hget", "hmget", "hgetall", "hscan", "xrange",  # reads
+    "get", "mget", "exists", "type", "hget", "hmget", "hgetall", "hlen", "hscan", "xrange",  # reads
     "set", "del", "hset", "hdel", "hincrby", "hincrbyfloat", "xadd",                # writes
     "eval", "evalsha", "eval_ro", "evalsha_ro", "script|load", "script|exists",    # the Lua scripts
 )  # fmt: skip
@@ -96,55 +94,19 @@ def setuser_line(args: Sequence[str]) -> str:
     return " ".join(["ACL", "SETUSER", *map(quoted, args)])
 
 
-@contextlib.contextmanager
-def _captured() -> Iterator[list[Any]]:
-    """Every TransactionalTopology built meanwhile, built without its Airflow DAG (no Airflow needed)."""
-    from txdag.topology import TransactionalTopology
+def load_topologies(names: Sequence[str], dags_folder: str | Path) -> list[Any]:
+    """The topologies named (every one when none is) among those the DAG files in ``dags_folder`` define."""
+    from txdag.topology import load_definitions
 
-    found: list[Any] = []
-    original = TransactionalTopology.__post_init__
-
-    def capture(self: Any) -> None:
-        object.__setattr__(self, "render", False)
-        original(self)
-        found.append(self)
-
-    TransactionalTopology.__post_init__ = capture  # type: ignore[method-assign]
-    try:
-        yield found
-    finally:
-        TransactionalTopology.__post_init__ = original  # type: ignore[method-assign]
-
-
-def topologies_in(path: Path) -> list[Any]:
-    """The TransactionalTopology definitions a DAG file builds (not rendered: Airflow is not needed)."""
-    with _captured() as built:
-        try:
-            runpy.run_path(str(path))
-        except Exception as exc:
-            raise ConfigError(f"cannot load DAG file {path} ({type(exc).__name__}: {exc})") from None
-    return built
-
-
-def load_topologies(names: Sequence[str], dags_folder: str) -> list[Any]:
-    """The topologies named: a DAG file's path gives its topologies, an id is looked up in ``dags_folder``."""
-    selected = [t for n in names if n.endswith(".py") for t in topologies_in(Path(n))]
-    ids = [n for n in names if not n.endswith(".py")]
-    by_id: dict[str, Any] = {}
-    broken: list[str] = []
-    for path in sorted(Path(dags_folder).glob("*.py")) if ids else []:
-        try:
-            by_id.update({t.topology_id: t for t in topologies_in(path)})
-        except ConfigError:
-            broken.append(path.name)
-    missing = [n for n in ids if n not in by_id]
-    if missing:
+    found, errors = load_definitions(dags_folder)
+    missing = [n for n in names if n not in found]
+    if missing or not found:
+        broken = f"; these DAG files fail to load: {errors}" if errors else ""
         raise ConfigError(
-            f"no topology {missing} in the DAGs folder {dags_folder} (it defines {sorted(by_id)}"
-            f"{f'; these files fail to load: {broken}' if broken else ''}): give a topology id defined there, "
-            f"the DAG file's path, or --dags-folder"
+            f"no topology {missing or ''} in the DAG folder {dags_folder} (it defines {sorted(found)}{broken}): "
+            f"give topology ids defined there, or the folder with --dags"
         )
-    return selected + [by_id[n] for n in ids]
+    return [found[n] for n in dict.fromkeys(names or sorted(found))]
 
 
 def cmd_acl(args: argparse.Namespace) -> int:
@@ -154,19 +116,22 @@ def cmd_acl(args: argparse.Namespace) -> int:
         password = os.environ.get(args.password_env)
         if not password:
             raise ConfigError(f"--password-env {args.password_env}: that environment variable is not set or empty")
-    topologies = load_topologies(args.topology, args.dags_folder)
+    from txdag.commands.common import dags_folder
+
+    topologies = load_topologies(args.topology, dags_folder(args))
     print(setuser_line(setuser_args(args.user, topologies, password=password, source_write=args.source_write)))
     return 0
 
 
 def add_cli(sub: Any) -> None:
-    """``txdag acl redis TOPOLOGY... [--user NAME]`` on the txdag command's subparsers."""
+    """``txdag acl redis [TOPOLOGY...] [--user NAME]`` on the txdag command's subparsers."""
     acl = sub.add_parser("acl", help="print the Redis ACL SETUSER line of a user limited to topologies' keys")
     acl.add_argument("service", choices=["redis"])
-    acl.add_argument("topology", nargs="+", help="topology id(s) in the DAGs folder, or DAG file path(s)")
+    acl.add_argument("topology", nargs="*", help="topology ids (default: every one in the DAG folder)")
     acl.add_argument("--user", default="txdag")
     acl.add_argument("--password-env", metavar="VAR", help="set the password held by this environment variable "
                      "(printed as its SHA-256 only); without it the user's password is left as it is")
     acl.add_argument("--source-write", action="store_true", help="the source keys read-write (a user that seeds)")
-    acl.add_argument("--dags-folder", default=os.environ.get("AIRFLOW__CORE__DAGS_FOLDER", "dags"))
+    acl.add_argument("--dags", metavar="DIR", help="the DAG folder holding the topologies (default: "
+                     "$TXDAG_DAGS_FOLDER, $AIRFLOW__CORE__DAGS_FOLDER or ./dags)")
     acl.set_defaults(func=cmd_acl)

@@ -96,11 +96,11 @@ def test_the_line_carries_the_password_hash_never_the_password() -> None:
 def test_cli_prints_the_line_for_a_shipped_topology(capsys, monkeypatch) -> None:
     monkeypatch.setenv("TW_PW", "cli-secret-pw")
     assert main(["acl", "redis", "tweets_analytics", "--user", "tw", "--password-env", "TW_PW",
-                 "--dags-folder", str(ROOT / "dags")]) == 0
+                 "--dags", str(ROOT / "dags")]) == 0
     out = capsys.readouterr().out
     assert out.startswith("ACL SETUSER tw reset on #") and "~txdag:stage:{tweets_analytics}:*" in out
     assert "cli-secret-pw" not in out
-    assert main(["acl", "redis", "nope", "--dags-folder", str(ROOT / "dags")]) == 1
+    assert main(["acl", "redis", "nope", "--dags", str(ROOT / "dags")]) == 1
     assert "no topology ['nope']" in capsys.readouterr().err
 
 
