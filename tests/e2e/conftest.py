@@ -19,11 +19,12 @@ Environment (all optional):
     TXDAG_E2E_REDIS_DB       the Redis database of the ``redis_default`` connection (default 15)
     TXDAG_TEST_REDIS_URL, TXDAG_TEST_ZK_HOSTS   the servers (set by scripts/test.sh)
 
-The components get ``AIRFLOW_CONN_REDIS_DEFAULT`` (the test Redis, database TXDAG_E2E_REDIS_DB),
-``AIRFLOW_CONN_ZOOKEEPER_DEFAULT`` (the test ZooKeeper, extra ``{"root": "/txdag-e2e-<unique>"}``, deleted at the
-end), ``TXDAG_FAULTS_ALLOWED=1`` with the fault plan ``AIRFLOW_VAR_TXDAG_FAULTS`` (e2e_data.FAULTS, each fault
-fired once: ``TXDAG_FAULTS_FIRED_DIR`` is ``<AIRFLOW_HOME>/faults-fired``), and
-whatever the ``airflow_extra_env`` fixture returns (override it in this
+The components get ``AIRFLOW_CONN_REDIS_DEFAULT`` (the test Redis, database TXDAG_E2E_REDIS_DB, as a user of the
+session limited to the DAG folders' topologies by ``txdag.acl``, deleted at the end),
+``AIRFLOW_CONN_ZOOKEEPER_DEFAULT`` (the test ZooKeeper with the tests' digest, extra ``{"root":
+"/txdag-e2e-<unique>"}``, deleted at the end), ``TXDAG_FAULTS_ALLOWED=1`` with the fault plan
+``AIRFLOW_VAR_TXDAG_FAULTS`` (e2e_data.FAULTS, each fault fired once: ``TXDAG_FAULTS_FIRED_DIR`` is
+``<AIRFLOW_HOME>/faults-fired``), and whatever the ``airflow_extra_env`` fixture returns (override it in this
 file to add connections or variables: ``AIRFLOW_CONN_<ID>``, ``AIRFLOW_VAR_<KEY>``, ``AIRFLOW__SECTION__KEY``).
 """
 
@@ -38,13 +39,16 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import urlparse, urlunparse
 
 import pytest
 import redis as redis_py
+from access import PASSWORDS, ZK_AUTH, kazoo_auth
 from e2e_data import FAULTS, Sources, load_sources
 
+from txdag.acl import setuser_args
 from txdag.airflow.api import AirflowAPI
+from txdag.topology import load_definitions
 
 REPO = Path(__file__).resolve().parents[2]
 AIRFLOW_SH = REPO / "scripts" / "airflow.sh"
@@ -61,11 +65,18 @@ class AirflowInstance:
     password: str
     dags_folder: Path
     env: dict[str, str]  # the environment the components were started with (for the CLI, see cli())
-    redis_url: str  # the Redis database the redis_default connection points at
+    redis_url: str  # the Redis database the redis_default connection points at, as the admin user (for tests)
     zk_hosts: str
     zk_root: str  # the zookeeper_default connection's extra "root"
     api: AirflowAPI = field(repr=False)
     sources: Sources = field(default_factory=Sources, repr=False)  # what was loaded before the start
+    secrets: list[str] = field(default_factory=list, repr=False)  # the passwords no log may show
+
+    def logs_showing_a_password(self) -> list[str]:
+        """Every file under AIRFLOW_HOME's logs (task logs and the components') that holds one of the secrets."""
+        files = [p for p in self.home.rglob("*.log") if p.is_file()] + list((self.home / "logs").rglob("*"))
+        return sorted({str(p) for p in files if p.is_file() and any(
+            s in p.read_text(errors="replace") for s in self.secrets)})
 
     def cli(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         """Runs ``airflow <args>`` against this instance; output captured as text."""
@@ -135,21 +146,29 @@ def airflow(redis_url: str, zk_hosts: str, airflow_extra_env: dict[str, str]) ->
         TXDAG_AIRFLOW_FRESH_DB="1",
         TXDAG_DAGS_FOLDER=str(home / "dags"),
         TXDAG_PLUGINS_FOLDER=os.environ.get("TXDAG_E2E_PLUGINS_FOLDER", str(REPO / "plugins")),
-        AIRFLOW_CONN_REDIS_DEFAULT=json.dumps(
-            {"conn_type": "redis", "host": redis_host, "port": redis_port, "extra": {"db": redis_db}}
-        ),
-        AIRFLOW_CONN_ZOOKEEPER_DEFAULT=json.dumps(
-            {"conn_type": "zookeeper", "host": zk_host, "port": zk_port, "extra": {"root": zk_root}}
-        ),
         TXDAG_FAULTS_ALLOWED="1",
         AIRFLOW_VAR_TXDAG_FAULTS=FAULTS,
         TXDAG_FAULTS_FIRED_DIR=str(home / "faults-fired"),  # each planned fault fires once: crash, then recover
         # A task whose worker died (the scheduler-crash test) is failed and retried after 60 s, not 300 s.
         AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT="60",
     )
-    env.update(airflow_extra_env)
-    with redis_py.Redis(host=redis_host, port=redis_port, db=redis_db) as client:
+    admin_url = urlunparse(redis._replace(path=f"/{redis_db}"))
+    with redis_py.Redis.from_url(admin_url) as client:
         sources = load_sources(client)
+        # Access control: redis_default is a user limited to the topologies' keys; zookeeper_default a digest.
+        found, _ = load_definitions(REPO / "dags")
+        for source in dag_sources:
+            found.update(load_definitions(source)[0] if source.is_dir() else {})
+        user, user_password = f"txdag-e2e-{unique}", f"e2e-{uuid.uuid4().hex}"
+        client.execute_command("ACL", "SETUSER", *setuser_args(user, list(found.values()), password=user_password,
+                                                               source_write=True))
+    env["AIRFLOW_CONN_REDIS_DEFAULT"] = json.dumps({"conn_type": "redis", "host": redis_host, "port": redis_port,
+                                                    "login": user, "password": user_password,
+                                                    "extra": {"db": redis_db}})
+    env["AIRFLOW_CONN_ZOOKEEPER_DEFAULT"] = json.dumps({"conn_type": "zookeeper", "host": zk_host, "port": zk_port,
+                                                        "login": ZK_AUTH[0], "password": ZK_AUTH[1],
+                                                        "extra": {"root": zk_root}})
+    env.update(airflow_extra_env)
 
     # A session killed before its teardown leaves its components running: stop them, then start afresh.
     subprocess.run(["bash", str(AIRFLOW_SH), "stop"], env=env, capture_output=True, timeout=120, check=False)
@@ -185,7 +204,8 @@ def airflow(redis_url: str, zk_hosts: str, airflow_extra_env: dict[str, str]) ->
             password=password,
             dags_folder=home / "dags",
             env={**env, "PATH": f"{REPO / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}"},
-            redis_url=f"redis://{redis_host}:{redis_port}/{redis_db}",
+            redis_url=admin_url,
+            secrets=[user_password, *PASSWORDS],
             zk_hosts=zk_hosts,
             zk_root=zk_root,
             api=AirflowAPI(base_url, "admin", password),
@@ -196,12 +216,14 @@ def airflow(redis_url: str, zk_hosts: str, airflow_extra_env: dict[str, str]) ->
     finally:
         subprocess.run(["bash", str(AIRFLOW_SH), "stop"], env=env, capture_output=True, timeout=120, check=False)
         _delete_znode(zk_hosts, zk_root)
+        with redis_py.Redis.from_url(admin_url) as client:
+            client.execute_command("ACL", "DELUSER", user)
 
 
 def _delete_znode(hosts: str, path: str) -> None:
     from kazoo.client import KazooClient
 
-    client = KazooClient(hosts=hosts, timeout=5)
+    client = KazooClient(hosts=hosts, timeout=5, **kazoo_auth())
     try:
         client.start(timeout=5)
         client.delete(path, recursive=True)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from access import ZK_AUTH
 from conftest import REPO, AirflowInstance
 
 from txdag.airflow.api import unique_run_id
@@ -37,7 +38,7 @@ def _dt(value: str) -> datetime:
 
 @pytest.fixture
 def store_of(airflow: AirflowInstance) -> Iterator:
-    client = connect_zk(airflow.zk_hosts)
+    client = connect_zk(airflow.zk_hosts, auth=ZK_AUTH)
     yield lambda topology: TransactionStore(client, topology, root=airflow.zk_root)
     close_zk(client)
 
@@ -279,3 +280,11 @@ def test_spark_driver_killed_by_signal(airflow, store_of, state_redis) -> None:
     truth = airflow.sources.tweets_truth()
     assert hash_counts(state_redis, "hashtags") == {k[0]: n for k, n in truth["hashtags"].items()}
     assert hash_counts(state_redis, "users") == {k[0]: n for k, n in truth["users"].items()}
+
+
+def test_no_log_shows_a_password(airflow) -> None:
+    """Last in this file, after the topologies ran: their task logs exist, and no log under AIRFLOW_HOME (task
+    logs, the components' logs) shows the Redis user's, the Redis admin's or the ZooKeeper digest's password."""
+    task_logs = [p for p in (airflow.home / "logs").rglob("*") if p.is_file() and "task_id=process" in str(p)]
+    assert task_logs, "no process task log: run this test with a topology test (e.g. -k 'global_count or password')"
+    assert airflow.secrets and airflow.logs_showing_a_password() == []
