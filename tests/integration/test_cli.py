@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import redis
+from access import ZK_AUTH
 
 from txdag.analytics.tweets import tweet_partials
 from txdag.cli import main
@@ -57,9 +58,11 @@ def env(monkeypatch, redis_url, zk_hosts, zk_root, prefix, tmp_path):
     address = urlsplit(redis_url)
     host, port = zk_hosts.split(",")[0].split(":")
     monkeypatch.setenv("AIRFLOW_CONN_REDIS_DEFAULT", json.dumps(
-        {"conn_type": "redis", "host": address.hostname, "port": address.port, "extra": {"db": DB}}))
+        {"conn_type": "redis", "host": address.hostname, "port": address.port, "login": address.username,
+         "password": address.password, "extra": {"db": DB}}))
     monkeypatch.setenv("AIRFLOW_CONN_ZOOKEEPER_DEFAULT", json.dumps(
-        {"conn_type": "zookeeper", "host": host, "port": int(port), "extra": {"root": zk_root}}))
+        {"conn_type": "zookeeper", "host": host, "port": int(port), "login": ZK_AUTH[0], "password": ZK_AUTH[1],
+         "extra": {"root": zk_root}}))
     (tmp_path / "dags").mkdir()
     (tmp_path / "spark_jobs").mkdir()
     (tmp_path / "spark_jobs" / "job.py").write_text("")
@@ -80,7 +83,7 @@ def ran(env, zk_hosts, zk_root, prefix, tmp_path):
     append_tweets(env, tweets, prefix=f"{prefix}:")
     definition = load_definitions(tmp_path / "dags")[0][prefix]
     spout = definition.source.build({"redis_default": env}, prefix)
-    coordinator = Coordinator(TransactionStore(connect_zk(zk_hosts), prefix, root=zk_root), spout,
+    coordinator = Coordinator(TransactionStore(connect_zk(zk_hosts, auth=ZK_AUTH), prefix, root=zk_root), spout,
                               max_active_transactions=5)
     states = {s.name: s.build(env) for s in definition.states}
 
@@ -133,7 +136,7 @@ def test_status_names_the_committed_txid_the_failure_and_its_cascade(ran, capsys
 def test_status_lists_txids_in_flight_with_phase_and_attempt(env, zk_hosts, zk_root, prefix, tmp_path, capsys):
     append_tweets(env, sample_tweets(50, seed=1), prefix=f"{prefix}:")
     definition = load_definitions(tmp_path / "dags")[0][prefix]
-    store = TransactionStore(connect_zk(zk_hosts), prefix, root=zk_root)
+    store = TransactionStore(connect_zk(zk_hosts, auth=ZK_AUTH), prefix, root=zk_root)
     coordinator = Coordinator(store, definition.source.build({"redis_default": env}, prefix),
                               max_active_transactions=2)
     coordinator.coordinate("a")
@@ -205,7 +208,8 @@ def test_seed_appends_with_progress_and_json(env, capsys, monkeypatch, redis_url
     """In database 12, whose seed-000 keys (no prefix) belong to this test."""
     address = urlsplit(redis_url)
     monkeypatch.setenv("AIRFLOW_CONN_REDIS_DEFAULT", json.dumps(
-        {"conn_type": "redis", "host": address.hostname, "port": address.port, "extra": {"db": 12}}))
+        {"conn_type": "redis", "host": address.hostname, "port": address.port, "login": address.username,
+         "password": address.password, "extra": {"db": 12}}))
     client = redis.Redis.from_url(redis_url.rsplit("/", 1)[0] + "/12")
     client.delete("NEXT_WRITE", "sentences:0", "sentences:1", *[str(i) for i in range(1, 1501)])
     code, out, err = run(capsys, "seed", "tweets", "--count", "1500", "--json")
