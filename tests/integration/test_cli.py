@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import redis
-from access import ZK_AUTH
+from access import ZK_AUTH, redis_user
 
 from txdag.analytics.tweets import tweet_partials
 from txdag.cli import main
@@ -241,6 +241,21 @@ def test_doctor_passes_with_live_services_and_fails_on_a_dead_port(env, capsys, 
     code, out, _ = run(capsys, "doctor", "--check", "redis", "--json", "--timeout", "2")
     data = json.loads(out)
     assert code == 1 and data["ok"] is False and data["checks"][0]["status"] == "fail"
+
+
+def test_doctor_passes_as_a_topologys_restricted_user(env, capsys, monkeypatch, prefix, tmp_path):
+    """The user of `txdag acl redis` may not run INFO: doctor still finds Redis answering, and says so."""
+    topologies, _ = load_definitions(tmp_path / "dags")
+    with redis_user(env, f"{prefix}-user", list(topologies.values()), "s3cret-doctor") as client:
+        kwargs = client.connection_pool.connection_kwargs
+        monkeypatch.setenv("AIRFLOW_CONN_REDIS_DEFAULT", json.dumps(
+            {"conn_type": "redis", "host": kwargs["host"], "port": kwargs["port"], "login": f"{prefix}-user",
+             "password": "s3cret-doctor", "extra": {"db": DB}}))
+        code, out, _ = run(capsys, "doctor", "--check", "redis", "--json")
+    check = json.loads(out)["checks"][0]
+    assert code == 0 and check["status"] == "ok", out
+    assert "version hidden: this user may not run INFO" in check["detail"]
+    assert "s3cret-doctor" not in out
 
 
 def test_doctor_names_a_missing_connection(env, capsys, monkeypatch):

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from txdag.commands.common import DEFAULT_REDIS_CONN, DEFAULT_ZK_CONN, connection, emit, table
 from txdag.errors import TxdagError
@@ -52,7 +53,8 @@ def check_redis(args: argparse.Namespace) -> list[Check]:
     address = url.rsplit("@", 1)[-1]
     client = redis.Redis.from_url(url, socket_connect_timeout=args.timeout, socket_timeout=args.timeout)
     try:
-        version = client.info("server").get("redis_version", "?")
+        client.ping()
+        version = _redis_version(client)
     except redis.AuthenticationError as exc:
         return [Check(name, "fail", f"{address}: {exc}", f"fix the login/password of connection {args.redis_conn_id}")]
     except redis.RedisError as exc:
@@ -61,6 +63,16 @@ def check_redis(args: argparse.Namespace) -> list[Check]:
     finally:
         client.close()
     return [Check(name, "ok", f"{address} answers (Redis {version})")]
+
+
+def _redis_version(client: Any) -> str:
+    """The server's version, or a note when the user may not run INFO (a topology's user of `txdag acl redis`)."""
+    import redis
+
+    try:
+        return str(client.info("server").get("redis_version", "?"))
+    except redis.exceptions.NoPermissionError:
+        return "version hidden: this user may not run INFO"
 
 
 def check_zookeeper(args: argparse.Namespace) -> list[Check]:
