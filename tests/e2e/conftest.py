@@ -141,6 +141,8 @@ def airflow(redis_url: str, zk_hosts: str, airflow_extra_env: dict[str, str]) ->
         AIRFLOW_CONN_ZOOKEEPER_DEFAULT=json.dumps(
             {"conn_type": "zookeeper", "host": zk_host, "port": zk_port, "extra": {"root": zk_root}}
         ),
+        # a viewer too: the transactions page lets them read and refuses their actions (test_ui_page)
+        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="admin:admin,viewer:viewer",
         TXDAG_FAULTS_ALLOWED="1",
         AIRFLOW_VAR_TXDAG_FAULTS=FAULTS,
         TXDAG_FAULTS_FIRED_DIR=str(home / "faults-fired"),  # each planned fault fires once: crash, then recover

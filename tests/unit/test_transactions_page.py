@@ -63,3 +63,13 @@ def test_page_html_carries_the_figures_links_and_escapes_names() -> None:
         assert fragment in html, fragment
     assert "<b>boom" not in html
     assert 'data-action="pause"' not in render_page([view], None, {"tweets": False})  # a viewer gets no buttons
+
+
+def test_a_long_spark_error_shows_txdags_own_line_first() -> None:
+    from txdag.airflow.page_html import error_html
+
+    error = "process failed: spark-submit ... " + "INFO noise " * 100 + "txdag job failed: BatchReadError: key 'k:25'"
+    html = error_html(error)
+    assert html.startswith("txdag job failed: BatchReadError: key &#x27;k:25&#x27;<details>")
+    assert "INFO noise" in html.split("<details>")[1]
+    assert error_html("boom") == "boom"

@@ -103,6 +103,18 @@ def topology_html(v: dict[str, Any], can_act: bool) -> str:
     return f'<section class="topology" data-topology="{escape(name)}">{"".join(parts)}</section>'
 
 
+def error_html(error: str | None, keep: int = 240) -> str:
+    """A failure's gist (from txdag's own "job failed" line when the error carries a Spark log) and, folded
+    away, all of it."""
+    text = error or ""
+    start = text.find("txdag job failed:")
+    gist = text[start:] if start >= 0 else text
+    if len(gist) <= keep and start < 0:
+        return escape(text)
+    return (f"{escape(gist[:keep])}{'…' if len(gist) > keep else ''}<details><summary>full error</summary>"
+            f"{escape(text)}</details>")
+
+
 def run_link(dag: str, run_id: str | None) -> str:
     if not run_id:
         return "-"
@@ -114,7 +126,7 @@ def failed_html(dag: str, failed: list[dict[str, Any]], can_act: bool) -> str:
         return ""
     rows = "".join(
         f'<tr data-failed-txid="{f["txid"]}" data-cascade="{",".join(map(str, f["cascade"]))}"><td>{f["txid"]}</td>'
-        f'<td>{f["attempt"]}</td><td>{run_link(dag, f["run_id"])}</td><td class="error">{escape(f["error"] or "")}'
+        f'<td>{f["attempt"]}</td><td>{run_link(dag, f["run_id"])}</td><td class="error">{error_html(f["error"])}'
         f'</td><td>{", ".join(map(str, f["cascade"])) or "-"}</td><td>'
         + (f'<button data-action="replay" data-topology="{escape(dag)}" data-txid="{f["txid"]}">Replay from '
            f'{f["txid"]}</button>' if can_act else "") + "</td></tr>" for f in failed)
