@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what txdag needs on a Debian 12 machine, and nothing it already has:
-#   - Debian packages: redis-server, redis-tools, zookeeper, postgresql-15, postgresql-client-15 (apt-get update
+#   - Debian packages: redis-server, redis-tools, zookeeper, postgresql-15, postgresql-client-15, and chromium with
+#     chromium-driver for the UI test in headless Chromium (tests/e2e/test_ui_page.py) (apt-get update
 #     only when one is missing; services the packages would start at install time are kept from starting: the
 #     servers run from scripts/services.sh and scripts/postgres.sh, on loopback and ports of their own)
 #   - .venv at the repository root (Python 3.11) with txdag installed editable, with its airflow and dev extras
@@ -13,7 +14,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
 STAMP="$VENV/.txdag-installed"
-APT_PACKAGES=(redis-server redis-tools zookeeper postgresql-15 postgresql-client-15)
+APT_PACKAGES=(redis-server redis-tools zookeeper postgresql-15 postgresql-client-15 chromium chromium-driver)
 
 say() { printf 'setup: %s\n' "$*"; }
 die() {

@@ -8,6 +8,7 @@ the Airflow DAG ``coordinate -> process -> commit`` (``txdag.airflow.render``), 
 from __future__ import annotations
 
 import inspect
+import os
 import runpy
 from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
@@ -148,12 +149,16 @@ class TransactionalTopology:
             )
 
 
-def load_definitions(folder: str | Path) -> tuple[dict[str, TransactionalTopology], dict[str, str]]:
-    """The topologies defined by the DAG files in ``folder``, built without rendering a DAG or looking up
-    connections (the CLI reads them outside Airflow), and the error of each file that failed to load."""
+def load_definitions(folder: str | Path, recursive: bool = False
+                     ) -> tuple[dict[str, TransactionalTopology], dict[str, str]]:
+    """The topologies defined by the DAG files in ``folder`` (and its subfolders, symbolic links followed, when
+    ``recursive``, as Airflow reads a DAG folder), built without rendering a DAG or looking up connections (the
+    CLI and the UI's transactions page read them outside a DAG), and the error of each file that failed."""
     found: dict[str, TransactionalTopology] = {}
     errors: dict[str, str] = {}
-    for path in sorted(Path(folder).glob("*.py")):
+    files = ([Path(d) / f for d, _, names in os.walk(folder, followlinks=True) for f in names if f.endswith(".py")]
+             if recursive else list(Path(folder).glob("*.py")))
+    for path in sorted(files):
         collected: list[TransactionalTopology] = []
         token = _COLLECTED.set(collected)
         try:

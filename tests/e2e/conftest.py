@@ -46,7 +46,7 @@ import redis as redis_py
 from access import PASSWORDS, ZK_AUTH, kazoo_auth
 from e2e_data import FAULTS, Sources, load_sources
 
-from txdag.acl import setuser_args
+from txdag.acl import redis_acl_rules, setuser_args
 from txdag.airflow.api import AirflowAPI
 from txdag.topology import load_definitions
 
@@ -71,6 +71,7 @@ class AirflowInstance:
     api: AirflowAPI = field(repr=False)
     sources: Sources = field(default_factory=Sources, repr=False)  # what was loaded before the start
     secrets: list[str] = field(default_factory=list, repr=False)  # the passwords no log may show
+    redis_user: str = ""  # the user of redis_default, limited to the topologies' keys
 
     def logs_showing_a_password(self) -> list[str]:
         """Every file under AIRFLOW_HOME's logs (task logs and the components') that holds one of the secrets."""
@@ -94,6 +95,11 @@ class AirflowInstance:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(source)
         tmp.replace(path)  # atomic: never parsed half-written
+        found, _ = load_definitions(path.parent)  # plain DAG files (no topology) may fail here: not ours to read
+        if self.redis_user and found:  # redis_default may touch the new topologies' keys too (rules add up)
+            with redis_py.Redis.from_url(self.redis_url) as client:
+                client.execute_command("ACL", "SETUSER", self.redis_user,
+                                       *redis_acl_rules(*found.values(), source_write=True))
         return path
 
     def fired_faults(self) -> set[str]:
@@ -146,6 +152,8 @@ def airflow(redis_url: str, zk_hosts: str, airflow_extra_env: dict[str, str]) ->
         TXDAG_AIRFLOW_FRESH_DB="1",
         TXDAG_DAGS_FOLDER=str(home / "dags"),
         TXDAG_PLUGINS_FOLDER=os.environ.get("TXDAG_E2E_PLUGINS_FOLDER", str(REPO / "plugins")),
+        # a viewer too: the transactions page lets them read and refuses their actions (test_ui_page)
+        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="admin:admin,viewer:viewer",
         TXDAG_FAULTS_ALLOWED="1",
         AIRFLOW_VAR_TXDAG_FAULTS=FAULTS,
         TXDAG_FAULTS_FIRED_DIR=str(home / "faults-fired"),  # each planned fault fires once: crash, then recover
@@ -206,6 +214,7 @@ def airflow(redis_url: str, zk_hosts: str, airflow_extra_env: dict[str, str]) ->
             env={**env, "PATH": f"{REPO / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}"},
             redis_url=admin_url,
             secrets=[user_password, *PASSWORDS],
+            redis_user=user,
             zk_hosts=zk_hosts,
             zk_root=zk_root,
             api=AirflowAPI(base_url, "admin", password),

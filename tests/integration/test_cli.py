@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from urllib.parse import urlsplit
 
 import pytest
@@ -144,12 +145,12 @@ def test_status_lists_txids_in_flight_with_phase_and_attempt(env, zk_hosts, zk_r
     coordinator.mark_processed(second.tx)
     code, out, _ = run(capsys, "status", prefix, "--json")
     assert json.loads(out)["in_flight"] == [
-        {"txid": 1, "attempt": 1, "phase": "emitted", "run_id": "a"},
-        {"txid": 2, "attempt": 1, "phase": "processed", "run_id": "b"},
+        {"txid": 1, "attempt": 1, "phase": "processing", "run_id": "a"},
+        {"txid": 2, "attempt": 1, "phase": "waiting to commit", "run_id": "b"},  # txid 1 is not committed
     ]
     code, out, _ = run(capsys, "status", prefix)
-    assert [line.split() for line in out.splitlines()[3:]] == [
-        ["TXID", "ATTEMPT", "PHASE", "RUN"], ["1", "1", "emitted", "a"], ["2", "1", "processed", "b"]]
+    assert [re.split(r" {2,}", line) for line in out.splitlines()[3:]] == [  # columns are 2+ spaces apart
+        ["TXID", "ATTEMPT", "PHASE", "RUN"], ["1", "1", "processing", "a"], ["2", "1", "waiting to commit", "b"]]
     store.client.stop()
 
 

@@ -233,3 +233,18 @@ def test_large_partition_batch_is_read_in_chunks(parts: list[StreamPartition]) -
     assert metadata["partitions"]["b"] == {"after": "0-0", "last": ids[-1], "count": 23_000}
     batch = spout.emit_batch(TransactionAttempt(1, 1), metadata)
     assert [r.id for r in batch.records] == [f"b:{i}" for i in ids]
+
+
+def test_lag_counts_entries_after_the_last_batch_and_refuses_a_partial_count(
+    parts: list[StreamPartition], server
+) -> None:
+    append_entries(parts[0], [f"a{i}" for i in range(5)])
+    append_entries(parts[1], [f"b{i}" for i in range(3)])
+    spout = OpaquePartitionedStreamSpout(parts, max_per_partition=2)
+    assert spout.lag(None) == 8
+    m1 = spout.initialize_transaction(1, None)
+    assert spout.lag(m1) == 8 - spout.batch_size(m1) == 4
+    assert spout.lag(m1, cap=1) == 2  # at most one per partition
+    server.kill()
+    with pytest.raises(SourceUnavailable, match=r"partition\(s\) 'b' .* the lag is unknown"):
+        spout.lag(m1)

@@ -148,3 +148,18 @@ def test_load_definitions_reads_the_dag_folder_and_reports_a_broken_file(tmp_pat
     assert list(found) == ["good"] and found["good"].dag is None
     assert found["good"].project_dir == str(tmp_path)
     assert errors == {str(tmp_path / "dags" / "bad.py"): "ImportError: no module named x"}
+
+
+def test_load_definitions_recursive_reads_linked_subfolders_as_airflow_does(tmp_path) -> None:
+    (tmp_path / "project" / "dags").mkdir(parents=True)
+    (tmp_path / "project" / "spark_jobs").mkdir()
+    (tmp_path / "project" / "spark_jobs" / "job.py").write_text("")
+    (tmp_path / "project" / "dags" / "good.py").write_text(
+        "from txdag import TransactionalTopology\nfrom txdag.definition import State, TweetsSource\n"
+        "TransactionalTopology('good', source=TweetsSource(), job='spark_jobs/job.py', states=[State('s')])\n")
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "linked").symlink_to(tmp_path / "project" / "dags", target_is_directory=True)
+    assert load_definitions(tmp_path / "home") == ({}, {})
+    found, errors = load_definitions(tmp_path / "home", recursive=True)
+    assert list(found) == ["good"] and errors == {}
+    assert found["good"].project_dir == str(tmp_path / "project")

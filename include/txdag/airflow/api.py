@@ -44,13 +44,19 @@ def iso(value: datetime | str | None) -> str | None:
 
 
 class AirflowAPI:
-    def __init__(self, base_url: str, username: str, password: str, *, timeout: float = 30.0) -> None:
+    def __init__(self, base_url: str, username: str = "", password: str = "", *, timeout: float = 30.0,
+                 token: str | None = None) -> None:
+        """Logs in with the user and password, or uses ``token`` (a user's own JWT: the UI's transactions page
+        acts as the logged-in user, so Airflow's own permission checks apply to what it does)."""
         self.base_url = base_url.rstrip("/")
         self.username = username
         self.password = password
         self.timeout = timeout
         self.session = requests.Session()
-        self.login()
+        if token is None:
+            self.login()
+        else:
+            self.session.headers["Authorization"] = f"Bearer {token}"
 
     # --- plumbing -------------------------------------------------------------------------------------------
 
@@ -72,7 +78,7 @@ class AirflowAPI:
         url = f"{self.base_url}/api/v2{path}"
         kwargs.setdefault("timeout", self.timeout)
         response = self.session.request(method, url, **kwargs)
-        if response.status_code == 401:  # token expired: log in again, once
+        if response.status_code == 401 and self.password:  # token expired: log in again, once
             self.login()
             response = self.session.request(method, url, **kwargs)
         if not (200 <= response.status_code < 300 or response.status_code in set(ok)):

@@ -19,43 +19,9 @@ from txdag.commands.common import (
     zk_topologies,
     zookeeper_for,
 )
-from txdag.zk.records import TxidRecord, TxStatus
+from txdag.report import batch_of, failures, read_snapshot, topology_status, txid_row
 
-
-def batch_of(metadata: dict[str, Any]) -> tuple[str, int | None]:
-    """A batch's range as text and its size, for the two spout metadata layouts (anything else: as JSON)."""
-    if isinstance(metadata.get("from"), int) and isinstance(metadata.get("quantity"), int):
-        start, quantity = metadata["from"], metadata["quantity"]
-        return f"ids {start}..{start + quantity - 1}", quantity
-    parts = metadata.get("partitions")
-    if isinstance(parts, dict):
-        ranges = [f"{name} ({p.get('after')}, {p.get('last')}]" for name, p in sorted(parts.items()) if p.get("count")]
-        return "; ".join(ranges) or "empty", sum(int(p.get("count") or 0) for p in parts.values())
-    return str(metadata), None
-
-
-def failures(records: list[TxidRecord]) -> list[dict[str, Any]]:
-    """Each failed txid that started a cascade, with the later txids its failure failed."""
-    failed = {r.txid: r for r in records if r.status is TxStatus.FAILED}
-    roots = [r for r in failed.values() if r.failed_by in (None, r.txid) or r.failed_by not in failed]
-    return [{"txid": r.txid, "attempt": r.attempt, "run_id": r.run_id, "error": r.error,
-             "cascade": sorted(t for t, c in failed.items() if c.failed_by == r.txid and t != r.txid)}
-            for r in sorted(roots, key=lambda r: r.txid)]
-
-
-def topology_status(store: Any, rejected: int | None) -> dict[str, Any]:
-    topo, _ = store.read_topology()
-    records = [r for _, (r, _) in sorted(store.read_txids(store.list_txids()).items())]
-    return {
-        "topology": store.topology,
-        "last_txid": topo.last_txid,
-        "committed_txid": topo.committed_txid,
-        "in_flight": [{"txid": r.txid, "attempt": r.attempt, "phase": r.status.value, "run_id": r.run_id}
-                      for r in records if r.status not in (TxStatus.COMMITTED, TxStatus.FAILED)],
-        "failed": failures(records),
-        "rejections": rejected,
-        "kept_txids": [r.txid for r in records],
-    }
+__all__ = ["batch_of", "failures", "cmd_show", "cmd_status", "status_text", "show_text"]
 
 
 def rejection_count(args: argparse.Namespace, name: str, definition: Any) -> int | None:
@@ -87,8 +53,8 @@ def cmd_status(args: argparse.Namespace) -> int:
                 report.append({"topology": name, "last_txid": 0, "committed_txid": 0, "in_flight": [],
                                "failed": [], "rejections": None, "kept_txids": [], "never_ran": True})
                 continue
-            report.append(topology_status(store_of(client, root, name),
-                                          rejection_count(args, name, defined.get(name))))
+            topo, records = read_snapshot(store_of(client, root, name))
+            report.append(topology_status(topo, records, name, rejection_count(args, name, defined.get(name))))
     finally:
         client.stop()
         client.close()
@@ -132,14 +98,11 @@ def cmd_show(args: argparse.Namespace) -> int:
                      "no txid is kept")
             raise CliError(f"topology {args.topology!r} has no record of txid {args.txid}: {where}")
         record = found[0]
+        committed = store.read_topology()[0].committed_txid
     finally:
         client.stop()
         client.close()
-    batch, size = batch_of(record.metadata)
-    data = {"topology": args.topology, "txid": record.txid, "attempt": record.attempt, "phase": record.status.value,
-            "run_id": record.run_id, "batch": batch, "batch_size": size, "metadata": record.metadata,
-            "updated_at": record.updated_at, "failed_by": record.failed_by, "error": record.error,
-            "commit_begun": record.commit_begun,
+    data = {"topology": args.topology, **txid_row(record, committed), "commit_begun": record.commit_begun,
             "history": [{"attempt": h.attempt, "status": h.status.value, "at": h.at, "error": h.error}
                         for h in record.history]}
     emit(args, data, show_text)

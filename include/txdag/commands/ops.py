@@ -19,6 +19,7 @@ from txdag.commands.common import (
     topologies,
     zookeeper_for,
 )
+from txdag.report import replay_targets
 
 SAMPLES = {  # shipped topology -> (sample kind, key prefix or streams)
     "tweets_analytics": ("tweets", ""),
@@ -52,22 +53,15 @@ def cmd_replay(args: argparse.Namespace) -> int:
     definition = topologies(args).get(args.topology)
     client, root = zookeeper_for(conn_id(args, "zookeeper", definition))
     try:
-        store = store_of(client, root, args.topology)
-        topo, _ = store.read_topology()
-        if not 1 <= args.from_txid <= topo.last_txid:
-            raise CliError(f"topology {args.topology!r} has txids 1..{topo.last_txid}; nothing at {args.from_txid}")
-        records = store.read_txids(range(args.from_txid, topo.last_txid + 1))
+        records = replay_targets(store_of(client, root, args.topology), args.from_txid)
     finally:
         client.stop()
         client.close()
-    missing = [t for t in range(args.from_txid, topo.last_txid + 1) if t not in records]
-    if missing:
-        raise CliError(f"topology {args.topology!r}: txids {missing} were rotated out of ZooKeeper (keep_txids); "
-                       "their runs are unknown: clear them from the Airflow UI instead")
     api = None if args.dry_run else airflow_api()
     progress = Progress(len(records), sys.stderr if args.json else sys.stdout)
     cleared = []
-    for txid, (record, _) in sorted(records.items()):
+    for record in records:
+        txid = record.txid
         if api is not None:
             api.clear_run(args.topology, record.run_id)
         verb = "would clear" if args.dry_run else "clearing"

@@ -254,6 +254,17 @@ class _StreamSpout:
     def is_ready(self, prev_metadata: Metadata | None) -> bool:
         return any(part["count"] for part in self._plan(prev_metadata, 1).values())
 
+    def lag(self, prev_metadata: Metadata | None, cap: int = 100_000) -> int:
+        """Entries no batch up to ``prev_metadata`` covers (for the operator's UI), counted up to ``cap`` per
+        partition (a count walks the entries). Any unreachable partition raises: a partial lag would mislead."""
+        total = 0
+        for group in self._groups(list(self.partitions)):
+            try:
+                total += sum(part["count"] for part in self._scan_group(group, prev_metadata, cap).values())
+            except CONNECTION_ERRORS as exc:
+                raise self._unreachable(group, exc, "the lag is unknown until it is back") from exc
+        return total
+
     def initialize_transaction(self, txid: int, prev_metadata: Metadata | None) -> Metadata:
         return {"v": FORMAT_VERSION, "partitions": self._plan(prev_metadata, self.max_per_partition)}
 

@@ -1,0 +1,122 @@
+"""The transactions page: a FastAPI app the txdag plugin mounts in Airflow's API server at ``/txdag``.
+
+Airflow does not authenticate a plugin's app, so every route here does: the UI's JWT (cookie ``_token``, or an
+``Authorization: Bearer`` header) is validated by Airflow's own ``resolve_user_from_token``, reads need the
+user to be allowed to read the topology's DAG, actions to edit its runs (replay) or the DAG (pause). Actions are
+POSTs that must carry the ``X-Txdag-Csrf`` header, which a cross-site form cannot send.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Body, FastAPI, HTTPException, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+
+from txdag.airflow import transactions
+from txdag.airflow.page_html import render_page
+from txdag.errors import TxdagError
+
+CSRF_HEADER = "X-Txdag-Csrf"
+app = FastAPI(title="txdag transactions", description="Per topology: txids committed, in flight, failed; replay, pause")
+
+
+async def authenticated(request: Request) -> tuple[Any, str]:
+    """(user, token) of the request, or 401 (no token, expired) / 403 (a token Airflow did not sign)."""
+    from airflow.api_fastapi.auth.managers.base_auth_manager import COOKIE_NAME_JWT_TOKEN
+
+    header = request.headers.get("authorization", "")
+    token = header[7:] if header.lower().startswith("bearer ") else request.cookies.get(COOKIE_NAME_JWT_TOKEN)
+    if not token:
+        raise HTTPException(401, "not logged in to Airflow: log in to the Airflow UI (or send a bearer token from "
+                                 "POST /auth/token), then open the transactions page again")
+    from airflow.api_fastapi.core_api.security import resolve_user_from_token
+
+    return await resolve_user_from_token(token), token
+
+
+def allowed(user: Any, dag_id: str, method: str, runs: bool = False) -> bool:
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
+
+    return get_auth_manager().is_authorized_dag(method=method, user=user, details=DagDetails(id=dag_id),
+                                                access_entity=DagAccessEntity.RUN if runs else None)
+
+
+def require(user: Any, dag_id: str, method: str, what: str, runs: bool = False) -> None:
+    if not allowed(user, dag_id, method, runs):
+        raise HTTPException(403, f"user {getattr(user, 'get_name', lambda: '?')()!r} may not {what} of topology "
+                                 f"{dag_id!r}: ask an Airflow admin for edit permission on DAG {dag_id!r}")
+
+
+def readable_views(user: Any) -> tuple[list[dict[str, Any]], str | None]:
+    """The views of every topology the user may read, and an error that kept them from being listed."""
+    try:
+        names = transactions.topology_names()
+    except Exception as exc:  # ZooKeeper down, a connection missing: say so on the page
+        return [], f"cannot list the topologies: {type(exc).__name__}: {exc}"
+    return [transactions.view(n) for n in names if allowed(user, n, "GET")], None
+
+
+@app.get("/", response_class=HTMLResponse)
+async def page(request: Request) -> Response:
+    try:
+        user, _ = await authenticated(request)
+    except HTTPException as exc:
+        if exc.status_code != 401:
+            raise
+        from airflow.api_fastapi.app import get_auth_manager
+
+        return RedirectResponse(get_auth_manager().get_url_login(next_url=str(request.url)), status_code=302)
+    views, error = await run_in_threadpool(readable_views, user)
+    return HTMLResponse(render_page(views, error, {v["topology"]: allowed(user, v["topology"], "PUT", True)
+                                                   for v in views}))
+
+
+@app.get("/api/topologies")
+async def list_views(request: Request) -> dict[str, Any]:
+    user, _ = await authenticated(request)
+    views, error = await run_in_threadpool(readable_views, user)
+    return {"topologies": views, "error": error}
+
+
+@app.get("/api/topologies/{dag_id}")
+async def one_view(dag_id: str, request: Request) -> dict[str, Any]:
+    user, _ = await authenticated(request)
+    require(user, dag_id, "GET", "read the transactions")
+    return await run_in_threadpool(transactions.view, dag_id)
+
+
+def check_csrf(request: Request) -> None:
+    if request.headers.get(CSRF_HEADER) != "1":
+        raise HTTPException(403, f"actions need the header {CSRF_HEADER}: 1 (the page's buttons send it)")
+
+
+@app.post("/api/topologies/{dag_id}/replay")
+async def replay(dag_id: str, request: Request, from_txid: int = Body(..., embed=True)) -> Response:
+    check_csrf(request)
+    user, token = await authenticated(request)
+    require(user, dag_id, "PUT", "clear the runs", runs=True)
+    return await act(lambda: {"topology": dag_id, "from_txid": from_txid,
+                              "cleared": transactions.replay(dag_id, from_txid, token)})
+
+
+@app.post("/api/topologies/{dag_id}/pause")
+async def pause(dag_id: str, request: Request, paused: bool = Body(..., embed=True)) -> Response:
+    check_csrf(request)
+    user, token = await authenticated(request)
+    require(user, dag_id, "PUT", "pause or unpause the DAG")
+    return await act(lambda: {"topology": dag_id, "paused": transactions.set_paused(dag_id, paused, token)})
+
+
+async def act(action: Any) -> Response:
+    """Run an action in a thread (it calls this server's REST API); a refusal is a 409 that says what to do."""
+    from txdag.airflow.api import AirflowAPIError
+
+    try:
+        return JSONResponse(await run_in_threadpool(action))
+    except AirflowAPIError as exc:
+        return JSONResponse({"detail": f"Airflow refused: {exc}"}, status_code=exc.status if exc.status >= 400 else 502)
+    except TxdagError as exc:
+        return JSONResponse({"detail": str(exc)}, status_code=409)

@@ -1,0 +1,161 @@
+"""The transactions page's HTML: rendered on the server from the views of txdag.airflow.transactions, plain HTML
+with a little CSS and JavaScript (no build step). Figures carry ``data-*`` attributes so tests read them
+without parsing text. Links are relative to ``/txdag/`` and open in the top window (the page runs in the UI's
+iframe)."""
+
+from __future__ import annotations
+
+import json
+from html import escape
+from typing import Any
+from urllib.parse import quote
+
+STYLE = """
+body{font:14px/1.4 system-ui,sans-serif;margin:16px;color:#1a202c;background:#fff}
+h1{font-size:20px;margin:0 0 12px}h2{font-size:17px;margin:0}h3{font-size:14px;margin:14px 0 4px}
+section.topology{border:1px solid #cbd5e0;border-radius:6px;padding:12px 16px;margin:0 0 16px}
+header{display:flex;gap:12px;align-items:center;flex-wrap:wrap}
+dl{display:flex;gap:24px;margin:10px 0;flex-wrap:wrap}
+dt{font-size:12px;color:#4a5568}dd{margin:0;font-size:20px;font-weight:600}
+table{border-collapse:collapse;width:100%;margin:4px 0}
+th,td{text-align:left;padding:3px 8px;border-bottom:1px solid #edf2f7;vertical-align:top}
+th{font-size:12px;color:#4a5568}td.meta{font-family:monospace;font-size:12px;max-width:420px;overflow-wrap:anywhere}
+.phase,.state{border-radius:4px;padding:0 6px;font-size:12px;background:#edf2f7}.failed{background:#fed7d7}
+.paused{background:#feebc8;border-radius:4px;padding:2px 8px}.error{color:#c53030}.empty{color:#718096}
+button{font:inherit;padding:2px 10px;cursor:pointer}#message{min-height:20px;margin:0 0 8px}
+"""
+
+SCRIPT = """
+async function act(topology, action, body, confirmText) {
+  if (!confirm(confirmText)) return;
+  const msg = document.getElementById('message');
+  msg.textContent = action + ' ' + topology + '…'; msg.className = '';
+  const r = await fetch('api/topologies/' + encodeURIComponent(topology) + '/' + action, {method: 'POST',
+    credentials: 'same-origin', headers: {'Content-Type': 'application/json', 'X-Txdag-Csrf': '1'},
+    body: JSON.stringify(body)});
+  const data = await r.json().catch(() => ({detail: r.statusText}));
+  msg.textContent = r.ok ? action + ' ' + topology + ': done ' + JSON.stringify(data) : 'HTTP ' + r.status + ': ' +
+    (data.detail || JSON.stringify(data));
+  msg.className = r.ok ? 'done' : 'error';
+  msg.dataset.status = r.status;
+  if (r.ok) setTimeout(() => location.reload(), 1500);
+}
+document.addEventListener('click', (e) => {
+  const b = e.target.closest('button[data-action]'); if (!b) return;
+  const t = b.dataset.topology;
+  if (b.dataset.action === 'pause') {
+    const paused = b.dataset.paused !== 'true';
+    act(t, 'pause', {paused}, (paused ? 'Pause' : 'Unpause') + ' topology ' + t + '?');
+  } else {
+    const n = parseInt(b.dataset.txid || document.getElementById('replay-' + t).value, 10);
+    act(t, 'replay', {from_txid: n}, 'Replay topology ' + t + ' from txid ' + n +
+      ': clear the run of txid ' + n + ' and of every later txid?');
+  }
+});
+setInterval(() => { if (!document.getElementById('message').textContent) location.reload(); }, 15000);
+"""
+
+
+def render_page(views: list[dict[str, Any]], error: str | None, can_act: dict[str, bool]) -> str:
+    body = "".join(topology_html(v, can_act.get(v["topology"], False)) for v in views)
+    if error:
+        body = f'<p class="error" data-error>{escape(error)}</p>' + body
+    if not views and not error:
+        body = '<p class="empty">No topologies in the DAG folder or in ZooKeeper yet.</p>'
+    return (f'<!doctype html><html><head><meta charset="utf-8"><title>txdag transactions</title>'
+            f"<style>{STYLE}</style></head><body><h1>Transactions</h1><p id=\"message\"></p>{body}"
+            f"<script>{SCRIPT}</script></body></html>")
+
+
+def topology_html(v: dict[str, Any], can_act: bool) -> str:
+    name = v["topology"]
+    head = f'<header><h2><a target="_top" href="../dags/{quote(name)}">{escape(name)}</a></h2>'
+    if v.get("paused"):
+        head += '<span class="paused" data-paused="true">paused</span>'
+    if can_act and not v.get("error"):
+        label = "Unpause" if v.get("paused") else "Pause"
+        head += (f'<button data-action="pause" data-topology="{escape(name)}" '
+                 f'data-paused="{str(bool(v.get("paused"))).lower()}">{label}</button>')
+        if v.get("last_txid"):
+            head += (f'<span>replay from txid <input id="replay-{escape(name)}" type="number" min="1" '
+                     f'max="{v["last_txid"]}" value="{(v["failed"][0]["txid"] if v["failed"] else v["last_txid"])}" '
+                     f'style="width:6em"> <button data-action="replay" data-topology="{escape(name)}">Replay'
+                     f"</button></span>")
+    head += "</header>"
+    if v.get("error"):
+        return f'<section class="topology" data-topology="{escape(name)}">{head}' \
+               f'<p class="error" data-error>{escape(v["error"])}</p></section>'
+    lag = v["lag"] if v["lag"] is not None else "?"
+    figures = [("committed txid", "committed", v["committed_txid"]), ("last txid", "last", v["last_txid"]),
+               ("in flight", "in-flight", len(v["in_flight"])),
+               ("failed", "failed", sum(1 + len(f["cascade"]) for f in v["failed"])),
+               ("lag (entries not in a batch)", "lag", lag),
+               ("commits / min (10 min)", "rate", v["commits_per_minute"])]
+    dl = "".join(f'<div><dt>{label}</dt><dd data-figure="{key}">{escape(str(value))}</dd></div>'
+                 for label, key, value in figures)
+    parts = [head, f"<dl>{dl}</dl>"]
+    if v.get("never_ran"):
+        parts.append('<p class="empty">No txid yet: the topology has not run.</p>')
+    if v.get("lag_error"):
+        parts.append(f'<p class="error" data-lag-error>lag unknown: {escape(v["lag_error"])}</p>')
+    parts += [failed_html(name, v["failed"], can_act), in_flight_html(name, v["in_flight"]),
+              txids_html(name, v["txids"])]
+    return f'<section class="topology" data-topology="{escape(name)}">{"".join(parts)}</section>'
+
+
+def error_html(error: str | None, keep: int = 240) -> str:
+    """A failure's gist (from txdag's own "job failed" line when the error carries a Spark log) and, folded
+    away, all of it."""
+    text = error or ""
+    start = text.find("txdag job failed:")
+    gist = text[start:] if start >= 0 else text
+    if len(gist) <= keep and start < 0:
+        return escape(text)
+    return (f"{escape(gist[:keep])}{'…' if len(gist) > keep else ''}<details><summary>full error</summary>"
+            f"{escape(text)}</details>")
+
+
+def run_link(dag: str, run_id: str | None) -> str:
+    if not run_id:
+        return "-"
+    return f'<a target="_top" href="../dags/{quote(dag)}/runs/{quote(run_id, safe="")}">{escape(run_id)}</a>'
+
+
+def failed_html(dag: str, failed: list[dict[str, Any]], can_act: bool) -> str:
+    if not failed:
+        return ""
+    rows = "".join(
+        f'<tr data-failed-txid="{f["txid"]}" data-cascade="{",".join(map(str, f["cascade"]))}"><td>{f["txid"]}</td>'
+        f'<td>{f["attempt"]}</td><td>{run_link(dag, f["run_id"])}</td><td class="error">{error_html(f["error"])}'
+        f'</td><td>{", ".join(map(str, f["cascade"])) or "-"}</td><td>'
+        + (f'<button data-action="replay" data-topology="{escape(dag)}" data-txid="{f["txid"]}">Replay from '
+           f'{f["txid"]}</button>' if can_act else "") + "</td></tr>" for f in failed)
+    return ('<h3>Failed (and the later txids waiting on them)</h3><table><tr><th>txid</th><th>attempt</th>'
+            f"<th>run</th><th>error</th><th>failed behind it</th><th></th></tr>{rows}</table>")
+
+
+def in_flight_html(dag: str, rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return '<h3>In flight</h3><p class="empty" data-in-flight-empty>none</p>'
+    body = "".join(
+        f'<tr data-txid="{r["txid"] if r["txid"] is not None else ""}" data-phase="{escape(r["phase"])}">'
+        f'<td>{r["txid"] if r["txid"] is not None else "-"}</td>'
+        f'<td><span class="phase">{escape(r["phase"])}</span></td>'
+        f'<td>{r["attempt"] or "-"}</td><td>{r.get("batch_size", "-")}</td><td>{run_link(dag, r["run_id"])}</td>'
+        f'<td><span class="state">{escape(str(r.get("run_state") or "-"))}</span></td></tr>' for r in rows)
+    return ('<h3>In flight</h3><table data-in-flight><tr><th>txid</th><th>phase</th><th>attempt</th><th>batch size</th>'
+            f"<th>run</th><th>run state</th></tr>{body}</table>")
+
+
+def txids_html(dag: str, rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return ""
+    body = "".join(
+        f'<tr data-row-txid="{r["txid"]}"><td>{r["txid"]}</td><td><span class="phase'
+        f'{" failed" if r["phase"] == "failed" else ""}">{escape(r["phase"])}</span></td><td>{r["attempt"]}</td>'
+        f'<td>{r["batch_size"] if r["batch_size"] is not None else "-"}</td><td>{escape(r["batch"])}</td>'
+        f'<td class="meta">{escape(json.dumps(r["metadata"], sort_keys=True))}</td><td>{run_link(dag, r["run_id"])}'
+        f'</td><td>{escape(r["updated_at"])}</td></tr>' for r in rows)
+    return ('<h3>Kept txids (newest first)</h3><table data-txids><tr><th>txid</th><th>phase</th><th>attempt</th>'
+            '<th>batch size</th><th>batch</th><th>metadata</th><th>run</th><th>updated</th></tr>'
+            f"{body}</table>")

@@ -1,0 +1,151 @@
+"""The transactions page's data, gathered inside Airflow's API server: topologies from the DAG folder, txids from
+ZooKeeper, the lag from each topology's source in Redis, run states and paused flags from Airflow's database.
+Its actions go through Airflow's REST API *as the logged-in user* (their own token), so Airflow's permission
+checks and audit log apply to them exactly as to the UI's own buttons.
+
+Clients are cached per process (the API server is long-lived): one ZooKeeper session per connection id, one
+Redis client per connection id, the DAG folder's definitions re-read every DEFINITIONS_TTL seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from txdag.airflow.api import AirflowAPI
+from txdag.airflow.hooks import ZooKeeperHook, redis_client
+from txdag.errors import TxdagError
+from txdag.report import read_snapshot, replay_targets, transactions_view
+from txdag.topology import TransactionalTopology, load_definitions
+from txdag.zk.store import TransactionStore
+
+DEFINITIONS_TTL = 30.0
+DEFAULT_ZK_CONN = "zookeeper_default"
+_lock = threading.Lock()
+_definitions: tuple[float, dict[str, TransactionalTopology]] = (0.0, {})
+_zk_hooks: dict[str, ZooKeeperHook] = {}
+_redis: dict[str, Any] = {}
+
+
+def dags_folder() -> str:
+    from airflow.configuration import conf
+
+    return os.environ.get("TXDAG_DAGS_FOLDER") or conf.get("core", "dags_folder")
+
+
+def definitions() -> dict[str, TransactionalTopology]:
+    """The topologies of the DAG folder (subfolders too, as Airflow reads it), re-read every DEFINITIONS_TTL s."""
+    global _definitions
+    with _lock:
+        if time.monotonic() - _definitions[0] > DEFINITIONS_TTL:
+            _definitions = (time.monotonic(), load_definitions(dags_folder(), recursive=True)[0])
+        return _definitions[1]
+
+
+def store_for(topology: str, zk_conn_id: str) -> TransactionStore:
+    with _lock:
+        hook = _zk_hooks.get(zk_conn_id)
+        if hook is None:
+            hook = _zk_hooks[zk_conn_id] = ZooKeeperHook(zk_conn_id)
+    client = hook.get_conn()
+    return TransactionStore(client, topology, root=hook.settings()[2])
+
+
+def zk_conn_of(name: str) -> str:
+    definition = definitions().get(name)
+    return definition.zookeeper_conn_id if definition is not None else DEFAULT_ZK_CONN
+
+
+def topology_names() -> list[str]:
+    """Topologies defined in the DAG folder, and those with znodes under the roots their connections use."""
+    defined = definitions()
+    names = set(defined)
+    for conn_id in {DEFAULT_ZK_CONN, *(d.zookeeper_conn_id for d in defined.values())}:
+        store = store_for("x", conn_id)
+        root = store.path.rsplit("/", 1)[0] or "/"
+        store.wait_connected()  # a request made while disconnected would wait for the reconnection
+        if store.client.exists(root):
+            names.update(store.client.get_children(root))
+    return sorted(names)
+
+
+def lag_of(name: str, records: list[Any], last_txid: int) -> tuple[int | None, str | None]:
+    """Source entries not in any batch yet: (lag, None), or (None, why it is unknown)."""
+    definition = definitions().get(name)
+    if definition is None:
+        return None, f"topology {name!r} is not defined in the DAG folder {dags_folder()}: its source is unknown"
+    last = next((r for r in records if r.txid == last_txid), None)
+    if last_txid and last is None:
+        return None, f"txid {last_txid}'s record is not in ZooKeeper: the lag is unknown"
+    try:
+        clients = {c: _redis_client(c) for c in definition.source.conn_ids()}
+        spout = definition.source.build(clients, name)
+        return spout.lag(last.metadata if last else None), None  # type: ignore[attr-defined]
+    except (TxdagError, OSError) as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+def _redis_client(conn_id: str) -> Any:
+    with _lock:
+        if conn_id not in _redis:
+            _redis[conn_id] = redis_client(conn_id)
+        return _redis[conn_id]
+
+
+def airflow_runs(dag_id: str, run_ids: list[str]) -> tuple[dict[str, str], bool | None]:
+    """States of the given runs and of the DAG's active runs, and whether the DAG is paused (None: not parsed)."""
+    from airflow.models.dag import DagModel
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+    from sqlalchemy import or_, select
+
+    with create_session() as session:
+        rows = session.execute(select(DagRun.run_id, DagRun.state).where(
+            DagRun.dag_id == dag_id, or_(DagRun.run_id.in_(run_ids), DagRun.state.in_(["queued", "running"]))))
+        runs = {run_id: str(getattr(state, "value", state)) for run_id, state in rows}
+        paused = session.scalar(select(DagModel.is_paused).where(DagModel.dag_id == dag_id))
+    return runs, paused
+
+
+def view(name: str) -> dict[str, Any]:
+    """One topology's figures; a service that fails is reported in the view (``error``), never as a 500."""
+    try:
+        store = store_for(name, zk_conn_of(name))
+        store.wait_connected()
+        if not store.client.exists(store.path):
+            runs, paused = airflow_runs(name, [])
+            lag, lag_error = lag_of(name, [], 0)
+            return {"topology": name, "never_ran": True, "paused": paused, "committed_txid": 0, "last_txid": 0,
+                    "in_flight": [], "failed": [], "txids": [], "lag": lag, "lag_error": lag_error,
+                    "commits_per_minute": 0.0}
+        topo, records = read_snapshot(store)
+        lag, lag_error = lag_of(name, records, topo.last_txid)
+        runs, paused = airflow_runs(name, [r.run_id for r in records])
+        return transactions_view(name, topo, records, now=datetime.now(UTC), runs=runs, lag=lag,
+                                 lag_error=lag_error, paused=paused)
+    except TxdagError as exc:
+        return {"topology": name, "error": f"{type(exc).__name__}: {exc}"}
+
+
+def api_as(token: str) -> AirflowAPI:
+    """A REST client of this Airflow acting as the user whose token this is."""
+    from airflow.configuration import conf
+
+    return AirflowAPI(conf.get("api", "base_url", fallback="http://127.0.0.1:8080"), token=token)
+
+
+def replay(name: str, from_txid: int, token: str) -> list[dict[str, Any]]:
+    """Clear the run of txid ``from_txid`` and of every later kept txid, in txid order (``txdag replay``)."""
+    records = replay_targets(store_for(name, zk_conn_of(name)), from_txid)
+    api = api_as(token)
+    for record in records:
+        api.clear_run(name, record.run_id)
+    return [{"txid": r.txid, "run_id": r.run_id, "attempt": r.attempt, "was": r.status.value} for r in records]
+
+
+def set_paused(name: str, paused: bool, token: str) -> bool:
+    """Pause or unpause the topology's DAG; returns the DAG's is_paused as Airflow answered it."""
+    return bool(api_as(token).set_paused(name, paused)["is_paused"])

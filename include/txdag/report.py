@@ -1,0 +1,143 @@
+"""What ZooKeeper holds about a topology's txids, as plain data: ``txdag status``/``show`` print it and the UI's
+transactions page shows it, so an operator reads the same figures, phases and cascades in both.
+
+Pure functions of the records (no kazoo, no Airflow) except :func:`read_snapshot` and :func:`replay_targets`,
+which read a :class:`~txdag.zk.store.TransactionStore`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from txdag.errors import TxdagError
+from txdag.zk.records import TopologyRecord, TxidRecord, TxStatus
+
+# Phases of a txid in flight, in the order a txid goes through them. "coordinating" is a run whose coordinate
+# task has not allocated or re-emitted its txid yet: only Airflow knows it (see txdag.airflow.transactions).
+COORDINATING, PROCESSING, PROCESSED, WAITING, COMMITTING = (
+    "coordinating", "processing", "processed", "waiting to commit", "committing")
+RATE_WINDOW = timedelta(minutes=10)
+
+
+class ReplayRefused(TxdagError):
+    """A replay that cannot be done as asked; the message says why and what to do instead."""
+
+
+def read_snapshot(store: Any) -> tuple[TopologyRecord, list[TxidRecord]]:
+    """The topology record and every kept txid record, ascending (two ZooKeeper round trips)."""
+    topo, _ = store.read_topology()
+    return topo, [r for _, (r, _) in sorted(store.read_txids(store.list_txids()).items())]
+
+
+def phase(record: TxidRecord, committed_txid: int) -> str:
+    """A txid's phase for an operator. A processed txid waits to commit while an earlier one is not committed;
+    the next one to commit is just "processed" (its commit task is about to take the pool slot)."""
+    if record.status is TxStatus.EMITTED:
+        return PROCESSING
+    if record.status is TxStatus.PROCESSED:
+        return PROCESSED if record.txid == committed_txid + 1 else WAITING
+    return record.status.value  # committing, committed, failed
+
+
+def batch_of(metadata: dict[str, Any]) -> tuple[str, int | None]:
+    """A batch's range as text and its size, for the two spout metadata layouts (anything else: as JSON)."""
+    if isinstance(metadata.get("from"), int) and isinstance(metadata.get("quantity"), int):
+        start, quantity = metadata["from"], metadata["quantity"]
+        return f"ids {start}..{start + quantity - 1}", quantity
+    parts = metadata.get("partitions")
+    if isinstance(parts, dict):
+        ranges = [f"{name} ({p.get('after')}, {p.get('last')}]" for name, p in sorted(parts.items()) if p.get("count")]
+        return "; ".join(ranges) or "empty", sum(int(p.get("count") or 0) for p in parts.values())
+    return str(metadata), None
+
+
+def failures(records: list[TxidRecord]) -> list[dict[str, Any]]:
+    """Each failed txid that started a cascade, with the later txids its failure failed."""
+    failed = {r.txid: r for r in records if r.status is TxStatus.FAILED}
+    roots = [r for r in failed.values() if r.failed_by in (None, r.txid) or r.failed_by not in failed]
+    return [{"txid": r.txid, "attempt": r.attempt, "run_id": r.run_id, "error": r.error,
+             "cascade": sorted(t for t, c in failed.items() if c.failed_by == r.txid and t != r.txid)}
+            for r in sorted(roots, key=lambda r: r.txid)]
+
+
+def in_flight(records: list[TxidRecord]) -> list[TxidRecord]:
+    """The txids neither committed nor failed."""
+    return [r for r in records if r.status not in (TxStatus.COMMITTED, TxStatus.FAILED)]
+
+
+def topology_status(topo: TopologyRecord, records: list[TxidRecord], name: str,
+                    rejected: int | None) -> dict[str, Any]:
+    """``txdag status TOPOLOGY``'s document."""
+    return {
+        "topology": name,
+        "last_txid": topo.last_txid,
+        "committed_txid": topo.committed_txid,
+        "in_flight": [{"txid": r.txid, "attempt": r.attempt, "phase": phase(r, topo.committed_txid),
+                       "run_id": r.run_id} for r in in_flight(records)],
+        "failed": failures(records),
+        "rejections": rejected,
+        "kept_txids": [r.txid for r in records],
+    }
+
+
+def committed_at(record: TxidRecord) -> datetime | None:
+    """When the txid was first committed (its first COMMITTED history step; replays add later ones)."""
+    for entry in record.history:
+        if entry.status is TxStatus.COMMITTED:
+            return datetime.fromisoformat(entry.at)
+    return None
+
+
+def commits_per_minute(records: list[TxidRecord], now: datetime, window: timedelta = RATE_WINDOW) -> float:
+    """Txids first committed within ``window`` before ``now``, per minute. Only kept txids count (keep_txids):
+    with more commits than that in the window, the rate shown is a lower bound."""
+    since = now - window
+    done = [at for at in map(committed_at, records) if at is not None and since < at <= now]
+    return round(len(done) / (window.total_seconds() / 60), 2)
+
+
+def txid_row(record: TxidRecord, committed_txid: int) -> dict[str, Any]:
+    """One txid as the page and ``txdag show`` list it."""
+    batch, size = batch_of(record.metadata)
+    return {"txid": record.txid, "attempt": record.attempt, "phase": phase(record, committed_txid),
+            "run_id": record.run_id, "batch": batch, "batch_size": size, "metadata": record.metadata,
+            "updated_at": record.updated_at, "failed_by": record.failed_by, "error": record.error}
+
+
+def replay_targets(store: Any, from_txid: int) -> list[TxidRecord]:
+    """The records of txid ``from_txid`` and every later txid, in txid order: the runs a replay clears."""
+    topo, _ = store.read_topology()
+    if not 1 <= from_txid <= topo.last_txid:
+        raise ReplayRefused(f"topology {store.topology!r} has txids 1..{topo.last_txid}; nothing at {from_txid}")
+    records = store.read_txids(range(from_txid, topo.last_txid + 1))
+    missing = [t for t in range(from_txid, topo.last_txid + 1) if t not in records]
+    if missing:
+        raise ReplayRefused(f"topology {store.topology!r}: txids {missing} were rotated out of ZooKeeper "
+                            "(keep_txids); their runs are unknown: clear them from the Airflow UI instead")
+    return [r for _, (r, _) in sorted(records.items())]
+
+
+def transactions_view(name: str, topo: TopologyRecord, records: list[TxidRecord], *, now: datetime,
+                      runs: dict[str, str] | None = None, lag: int | None = None, lag_error: str | None = None,
+                      paused: bool | None = None) -> dict[str, Any]:
+    """One topology as the UI's transactions page shows it. ``runs`` maps run ids to Airflow run states: the
+    kept txids' runs, and the active runs that own no txid yet, which are shown as "coordinating"."""
+    runs = runs or {}
+    committed = topo.committed_txid
+    owned = {r.run_id for r in records}
+    coordinating = [{"txid": None, "attempt": None, "phase": COORDINATING, "run_id": run_id, "run_state": state}
+                    for run_id, state in sorted(runs.items()) if run_id not in owned and state in ("queued", "running")]
+    rows = [{**txid_row(r, committed), "run_state": runs.get(r.run_id)} for r in reversed(records)]
+    return {
+        "topology": name,
+        "paused": paused,
+        "committed_txid": committed,
+        "last_txid": topo.last_txid,
+        "in_flight": coordinating + [row for row in reversed(rows) if row["phase"] not in ("committed", "failed")],
+        "failed": failures(records),
+        "lag": lag,
+        "lag_error": lag_error,
+        "commits_per_minute": commits_per_minute(records, now),
+        "txids": rows,
+    }
