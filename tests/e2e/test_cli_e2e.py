@@ -43,9 +43,9 @@ def api_server(tmp_path_factory):
         deadline = time.monotonic() + 180
         while True:
             try:
-                if requests.get(f"{url}/api/v2/monitor/health", timeout=2).ok:
+                if requests.get(f"{url}/api/v2/monitor/health", timeout=10).ok:
                     break
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):  # not listening yet, or still starting up
                 pass
             if server.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(f"airflow api-server did not start on {url}; see {home / 'api.log'}", pytrace=False)
