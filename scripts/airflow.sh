@@ -28,7 +28,8 @@
 # $AIRFLOW_HOME/simple_auth_manager_passwords.json and survive restarts.
 # Environment of the components: they inherit the caller's environment. The script only fills in what is unset:
 # AIRFLOW_CONN_REDIS_DEFAULT, AIRFLOW_CONN_ZOOKEEPER_DEFAULT, AIRFLOW_CONN_SPARK_DEFAULT (JSON connections to the
-# servers of scripts/services.sh and Spark local[*]) and SPARK_LOCAL_IP=127.0.0.1; .venv/bin goes first on PATH.
+# servers of scripts/services.sh and Spark local[*]), AIRFLOW_CONN_SPARK_CONNECT_DEFAULT (the server of
+# scripts/spark-connect.sh, for spark_mode="connect") and SPARK_LOCAL_IP=127.0.0.1; .venv/bin goes first on PATH.
 # Access control: redis_default logs in as TXDAG_REDIS_USER of .run/credentials.env, which 'start' (re)creates
 # with `txdag acl redis` for the topologies in the DAGs folder; zookeeper_default has the ZooKeeper digest.
 # So to add or override a connection, variable or option, export AIRFLOW_CONN_<ID>, AIRFLOW_VAR_<KEY> or
@@ -267,9 +268,14 @@ component_environment() {
         # shellcheck disable=SC2089,SC2090  # JSON, meant literally
         AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[*]"}'
     fi
+    if [[ -z "${AIRFLOW_CONN_SPARK_CONNECT_DEFAULT:-}" ]]; then  # warm mode: scripts/spark-connect.sh's server
+        AIRFLOW_CONN_SPARK_CONNECT_DEFAULT="$(printf '{"conn_type": "spark_connect", "host": "%s", "port": %s}' \
+            "$HOST" "${TXDAG_SPARK_CONNECT_PORT:-15092}")"
+    fi
     : "${SPARK_LOCAL_IP:=$HOST}"
     # shellcheck disable=SC2090
     export AIRFLOW_CONN_REDIS_DEFAULT AIRFLOW_CONN_ZOOKEEPER_DEFAULT AIRFLOW_CONN_SPARK_DEFAULT SPARK_LOCAL_IP
+    export AIRFLOW_CONN_SPARK_CONNECT_DEFAULT
     export PATH="$VENV/bin:$PATH"
     local name value
     {

@@ -21,6 +21,7 @@ from txdag.definition import DEFAULT_REDIS_CONN_ID, Source, State, StreamsSource
 from txdag.errors import ConfigError
 
 DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)
+SPARK_MODES = ("submit", "connect")
 _COLLECTED: ContextVar[list[TransactionalTopology] | None] = ContextVar("txdag_collected", default=None)
 
 
@@ -33,6 +34,11 @@ class TransactionalTopology:
     folder that holds ``dags/`` and ``spark_jobs/``) unless absolute or a URL (``s3://``, ``local://``...).
     Connections are Airflow connection ids: Redis for the states and staging, ZooKeeper for the txids,
     Spark for ``spark-submit``. ``render=False`` builds the definition without an Airflow DAG (tests, CLI).
+
+    ``spark_mode`` picks how ``process`` runs the job: ``"submit"``, one spark-submit application per txid (cold;
+    what a cluster deployment uses), or ``"connect"``, the job run inside the task against a long-running Spark
+    Connect server (warm: no JVM start per txid), found through ``spark_connect_conn_id``. Same job file, same
+    staging and commit. Unset, it is ``$TXDAG_SPARK_MODE`` of the process that parses the DAG, else "submit".
     """
 
     topology_id: str
@@ -50,6 +56,8 @@ class TransactionalTopology:
     zookeeper_conn_id: str = "zookeeper_default"
     spark_conn_id: str = "spark_default"
     spark_conf: Mapping[str, str] = field(default_factory=dict)
+    spark_mode: str | None = None
+    spark_connect_conn_id: str = "spark_connect_default"
     keep_txids: int = 100
     commit_poke_interval: float = 10.0  # shorter reschedules sometimes race the worker's exit (AIRFLOW-FACTS)
     check_connections: bool = True
@@ -73,7 +81,12 @@ class TransactionalTopology:
                 raise ConfigError(f"topology {self.topology_id!r}: {name} must be an int >= 1, got {value!r}")
         if isinstance(self.retries, bool) or not isinstance(self.retries, int) or self.retries < 0:
             raise ConfigError(f"topology {self.topology_id!r}: retries must be an int >= 0, got {self.retries!r}")
-        for name in ("redis_conn_id", "zookeeper_conn_id", "spark_conn_id"):
+        if self.spark_mode is None:
+            object.__setattr__(self, "spark_mode", os.environ.get("TXDAG_SPARK_MODE") or "submit")
+        if self.spark_mode not in SPARK_MODES:
+            raise ConfigError(f"topology {self.topology_id!r}: spark_mode must be one of {list(SPARK_MODES)}, got "
+                              f"{self.spark_mode!r} (from the topology, or from $TXDAG_SPARK_MODE)")
+        for name in ("redis_conn_id", "zookeeper_conn_id", "spark_conn_id", "spark_connect_conn_id"):
             check_name(f"topology {self.topology_id!r}: {name}", getattr(self, name))
         self._check_values()
         if self.project_dir is None:
@@ -101,7 +114,9 @@ class TransactionalTopology:
 
     def conn_ids(self) -> dict[str, str]:
         """Every connection the topology uses, with what it is for."""
-        used = {self.redis_conn_id: "redis", self.zookeeper_conn_id: "zookeeper", self.spark_conn_id: "spark"}
+        spark = (self.spark_connect_conn_id, "spark_connect") if self.spark_mode == "connect" else (
+            self.spark_conn_id, "spark")
+        used = {self.redis_conn_id: "redis", self.zookeeper_conn_id: "zookeeper", spark[0]: spark[1]}
         used.update({c: "redis" for c in self.source.conn_ids()})
         return used
 

@@ -17,6 +17,8 @@ Environment (all optional):
     TXDAG_E2E_DAGS_FOLDERS   the DAG folders to link (see above)
     TXDAG_E2E_PLUGINS_FOLDER the plugins folder (default: the repository's ``plugins/``)
     TXDAG_E2E_REDIS_DB       the Redis database of the ``redis_default`` connection (default 15)
+    TXDAG_E2E_SPARK_CONNECT_PORT  the session's Spark Connect server (scripts/spark-connect.sh; default 15094),
+                             the ``spark_connect_default`` connection of topologies with spark_mode="connect"
     TXDAG_TEST_REDIS_URL, TXDAG_TEST_ZK_HOSTS   the servers (set by scripts/test.sh)
 
 The components get ``AIRFLOW_CONN_REDIS_DEFAULT`` (the test Redis, database TXDAG_E2E_REDIS_DB, as a user of the
@@ -52,6 +54,7 @@ from txdag.topology import load_definitions
 
 REPO = Path(__file__).resolve().parents[2]
 AIRFLOW_SH = REPO / "scripts" / "airflow.sh"
+SPARK_CONNECT_SH = REPO / "scripts" / "spark-connect.sh"
 START_TIMEOUT = 300  # seconds for scripts/airflow.sh start, PostgreSQL and the database migration included
 
 
@@ -160,6 +163,9 @@ def airflow(redis_url: str, zk_hosts: str, airflow_extra_env: dict[str, str]) ->
         # A task whose worker died (the scheduler-crash test) is failed and retried after 60 s, not 300 s.
         AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT="60",
     )
+    spark_connect_port = os.environ.get("TXDAG_E2E_SPARK_CONNECT_PORT", "15094")
+    env.update(TXDAG_SPARK_CONNECT_PORT=spark_connect_port, AIRFLOW_CONN_SPARK_CONNECT_DEFAULT=json.dumps(
+        {"conn_type": "spark_connect", "host": "127.0.0.1", "port": int(spark_connect_port)}))
     admin_url = urlunparse(redis._replace(path=f"/{redis_db}"))
     with redis_py.Redis.from_url(admin_url) as client:
         sources = load_sources(client)
@@ -194,6 +200,10 @@ def airflow(redis_url: str, zk_hosts: str, airflow_extra_env: dict[str, str]) ->
     started = time.monotonic()
     try:
         with start_log.open("w") as out:
+            result = subprocess.run(["bash", str(SPARK_CONNECT_SH), "start"], env=env, stdout=out,
+                                    stderr=subprocess.STDOUT, timeout=START_TIMEOUT, check=False)
+            if result.returncode != 0:
+                pytest.fail(f"scripts/spark-connect.sh start failed:\n{start_log.read_text()[-4000:]}", pytrace=False)
             result = subprocess.run(
                 ["bash", str(AIRFLOW_SH), "start"], env=env, stdout=out, stderr=subprocess.STDOUT,
                 timeout=START_TIMEOUT, check=False,
@@ -224,6 +234,8 @@ def airflow(redis_url: str, zk_hosts: str, airflow_extra_env: dict[str, str]) ->
         yield instance
     finally:
         subprocess.run(["bash", str(AIRFLOW_SH), "stop"], env=env, capture_output=True, timeout=120, check=False)
+        subprocess.run(["bash", str(SPARK_CONNECT_SH), "stop"], env=env, capture_output=True, timeout=120,
+                       check=False)
         _delete_znode(zk_hosts, zk_root)
         with redis_py.Redis.from_url(admin_url) as client:
             client.execute_command("ACL", "DELUSER", user)

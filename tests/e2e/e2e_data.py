@@ -14,6 +14,7 @@ from txdag.spouts import StreamPartition, append_entries, append_tweets
 
 EDGE_TWEETS = ["", "   ", "@", "#", "##x @a@b", "@ann! #go. #go", "@ann\t#tab @bob #x*y", "#ünï @çé #ünï"]
 STREAMS = ("sentences:0", "sentences:1")
+WARM_FAULT = "process:tweets_warm:2:1"  # warm mode (test_warm_spark): the job dies mid-batch inside the task
 # Every fault point once, each in the first attempt of a txid (the process task's retry runs attempt 2);
 # txids 4 and 5 of tweets_analytics process without a fault, so that their processing overlaps:
 FAULTS = ",".join([
@@ -22,6 +23,7 @@ FAULTS = ",".join([
     "committed:tweets_analytics:5:1",  # the commit task, after the commit record, before the cleanup
     "coordinate:word_count:2:1",  # the coordinate task, metadata written, the topology lock held
     "commit:word_count:3:1",  # the commit task, between the state write and the commit record
+    WARM_FAULT,
 ])
 
 

@@ -86,3 +86,20 @@ def test_a_definition_error_fails_the_dag_file_with_what_to_change(airflow_env, 
     import re
 
     assert re.search(message, error), error
+
+
+def test_a_warm_topology_renders_the_spark_connect_process_task(airflow_env, tmp_path, monkeypatch) -> None:
+    (tmp_path / "dags").mkdir()
+    shutil.copytree(ROOT / "spark_jobs", tmp_path / "spark_jobs")
+    source = (ROOT / "dags" / "tweets_analytics.py").read_text().replace("schedule=", 'spark_mode="connect", schedule=')
+    (tmp_path / "dags" / "tweets_analytics.py").write_text(source)
+    bag = dagbag(tmp_path / "dags")
+    [error] = bag.import_errors.values()  # no spark_connect_default connection: the file says which to add
+    assert "Airflow connection 'spark_connect_default' (spark_connect) is not defined" in error
+    assert "bash scripts/spark-connect.sh start" in error
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_DEFAULT", '{"conn_type": "spark_connect", "host": "127.0.0.1", '
+                       '"port": 15092}')
+    bag = dagbag(tmp_path / "dags")
+    assert bag.import_errors == {}
+    process = next(t for t in bag.dags["tweets_analytics"].tasks if t.task_id == "process")
+    assert type(process).__name__ == "WarmProcessOperator" and process.topology.spark_mode == "connect"

@@ -67,3 +67,16 @@ def test_topology_definition_errors(tmp_path) -> None:
     with pytest.raises(ConfigError, match="source must be a TweetsSource or a StreamsSource"):
         topology(tmp_path, source="redis://x")
     assert topology(tmp_path, job="s3://bucket/job.py").job_path == "s3://bucket/job.py"
+
+
+def test_spark_mode_picks_the_process_operator_and_its_connection(tmp_path, monkeypatch) -> None:
+    monkeypatch.delenv("TXDAG_SPARK_MODE", raising=False)
+    cold = topology(tmp_path)
+    assert cold.spark_mode == "submit" and cold.conn_ids()["spark_default"] == "spark"
+    warm = topology(tmp_path, spark_mode="connect")
+    assert warm.conn_ids()["spark_connect_default"] == "spark_connect" and "spark_default" not in warm.conn_ids()
+    monkeypatch.setenv("TXDAG_SPARK_MODE", "connect")
+    assert topology(tmp_path).spark_mode == "connect"
+    assert topology(tmp_path, spark_mode="submit").spark_mode == "submit", "the topology's own choice wins"
+    with pytest.raises(ConfigError, match=r"spark_mode must be one of \['submit', 'connect'\], got 'warm'"):
+        topology(tmp_path, spark_mode="warm")

@@ -1,4 +1,4 @@
-"""The three tasks of a txid's DAG run: coordinate, process (a SparkSubmitOperator), commit.
+"""The three tasks of a txid's DAG run: coordinate, process (spark-submit, or warm on Spark Connect), commit.
 
 Waiting never holds a worker or the topology's pool slot: coordinate and commit raise
 AirflowRescheduleException and come back later. Every log line names the topology, the txid and the attempt.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -62,12 +63,42 @@ class CoordinateOperator(BaseOperator):
         raise _later(t.commit_poke_interval)
 
 
-class ProcessOperator(SparkSubmitOperator):
-    """``spark-submit`` of the topology's job for this run's TransactionAttempt; then marks it processed.
-
-    Each try processes an attempt of its own: a retry finds the attempt claimed by the failed try and has
-    the txid re-emitted (attempt + 1, the same batch for a transactional spout) before submitting.
+def process_txid(task: BaseOperator, context: Any, run_job: Callable[[TopologyRuntime, Emission], None]
+                 ) -> dict[str, Any]:
+    """The process task of either mode: claim this try's attempt, ``run_job`` (it stages and seals), mark it
+    processed. Each try processes an attempt of its own: a retry finds the attempt claimed by the failed try
+    and has the txid re-emitted (attempt + 1, the same batch for a transactional spout) before running the job.
     """
+    ti, run_id, t = context["ti"], context["run_id"], task.topology  # type: ignore[attr-defined]
+    emitted = ti.xcom_pull(task_ids="coordinate")
+    tx = tx_from_xcom(emitted, "coordinate")
+    _arm_faults()
+    if emitted["already_committed"]:
+        task.log.info("topology=%s txid=%s attempt=%s: committed already; nothing to process",
+                      t.topology_id, tx.txid, tx.attempt)
+        return emitted
+    with TopologyRuntime(t) as rt:
+        try:
+            emission = claim_attempt(rt.coordinator, rt.staging, run_id,
+                                     Emission(tx, emitted["metadata"], emitted["replay"]),
+                                     owner=f"{run_id} try {ti.try_number}")
+        except ReemitError as exc:
+            raise AirflowFailException(str(exc)) from None
+        tx = emission.tx
+        task.log.info("topology=%s txid=%s attempt=%s: processing %s tuples with %s (%s mode)", t.topology_id,
+                      tx.txid, tx.attempt, emitted["batch_size"], t.job_path, t.spark_mode)
+        run_job(rt, emission)
+        if not rt.coordinator.mark_processed(tx):
+            raise AirflowFailException(
+                f"topology {t.topology_id!r} txid {tx.txid} attempt {tx.attempt}: processed, but the txid "
+                f"moved on meanwhile (re-emitted or failed); this result is dropped: see the coordinate log")
+        crash_if_requested("staged", t.topology_id, tx)
+    task.log.info("topology=%s txid=%s attempt=%s: processed and staged", t.topology_id, tx.txid, tx.attempt)
+    return {**emitted, "txid": tx.txid, "attempt": tx.attempt, "metadata": emission.metadata}
+
+
+class ProcessOperator(SparkSubmitOperator):
+    """Cold mode: ``spark-submit`` of the topology's job for this run's TransactionAttempt (see process_txid)."""
 
     ui_color = "#fdf2e9"
 
@@ -78,39 +109,42 @@ class ProcessOperator(SparkSubmitOperator):
         self.topology = topology
 
     def execute(self, context: Any) -> dict[str, Any]:
-        ti, run_id, t = context["ti"], context["run_id"], self.topology
-        emitted = ti.xcom_pull(task_ids="coordinate")
-        tx = tx_from_xcom(emitted, "coordinate")
-        _arm_faults()
-        if emitted["already_committed"]:
-            self.log.info("topology=%s txid=%s attempt=%s: committed already; nothing to process",
-                          t.topology_id, tx.txid, tx.attempt)
-            return emitted
-        with TopologyRuntime(t) as rt:
-            try:
-                emission = claim_attempt(rt.coordinator, rt.staging, run_id,
-                                         Emission(tx, emitted["metadata"], emitted["replay"]),
-                                         owner=f"{run_id} try {ti.try_number}")
-            except ReemitError as exc:
-                raise AirflowFailException(str(exc)) from None
-            tx = emission.tx
+        def submit(rt: TopologyRuntime, emission: Emission) -> None:
             self.application_args = ["--job", rt.job_spec(emission).to_json()]
             self.env_vars = {**(self.env_vars or {}), **rt.job_env(), **self._local_env(), **_faults()}
-            self.log.info("topology=%s txid=%s attempt=%s: processing %s tuples with %s", t.topology_id, tx.txid,
-                          tx.attempt, emitted["batch_size"], t.job_path)
-            super().execute(context)
-            if not rt.coordinator.mark_processed(tx):
-                raise AirflowFailException(
-                    f"topology {t.topology_id!r} txid {tx.txid} attempt {tx.attempt}: processed, but the txid "
-                    f"moved on meanwhile (re-emitted or failed); this result is dropped: see the coordinate log")
-            crash_if_requested("staged", t.topology_id, tx)
-        self.log.info("topology=%s txid=%s attempt=%s: processed and staged", t.topology_id, tx.txid, tx.attempt)
-        return {**emitted, "txid": tx.txid, "attempt": tx.attempt, "metadata": emission.metadata}
+            super(ProcessOperator, self).execute(context)
+
+        return process_txid(self, context, submit)
 
     def _local_env(self) -> dict[str, str]:
         """In local mode the job's driver and workers use the Python that runs Airflow (it has txdag)."""
         master = str(self._get_hook()._connection.get("master", ""))
         return {"PYSPARK_PYTHON": sys.executable} if master.startswith("local") else {}
+
+
+class WarmProcessOperator(BaseOperator):
+    """Warm mode: the job runs in this task against the Spark Connect server of ``spark_connect_conn_id``,
+    which stays up across txids (no JVM start, no cold first job per txid)."""
+
+    ui_color = "#fdebd0"
+
+    def __init__(self, *, topology: TransactionalTopology, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.topology = topology
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        def run_warm(rt: TopologyRuntime, emission: Emission) -> None:
+            from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+
+            from txdag.spark.connect import run_connected
+
+            spec = rt.job_spec(emission)
+            clients = {c: rt.redis(c) for c in {spec.redis_conn_id, *spec.source.conn_ids()}}
+            url = SparkConnectHook(self.topology.spark_connect_conn_id).get_connection_url()
+            result = run_connected(spec, self.topology.job_path, clients, url)
+            self.log.info("%s", result.summary())
+
+        return process_txid(self, context, run_warm)
 
 
 def _faults() -> dict[str, str]:

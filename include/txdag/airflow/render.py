@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from airflow.sdk import DAG, BaseHook
 
-from txdag.airflow.operators import CommitOperator, CoordinateOperator, ProcessOperator, fail_txid
+from txdag.airflow.operators import (
+    CommitOperator,
+    CoordinateOperator,
+    ProcessOperator,
+    WarmProcessOperator,
+    fail_txid,
+)
 from txdag.errors import ConfigError
 from txdag.topology import TransactionalTopology
 
@@ -12,6 +18,7 @@ HOW_TO_ADD = {
     "redis": "redis://HOST:PORT (extra {\"db\": N} for another database)",
     "zookeeper": "zookeeper://HOST:PORT (extra {\"root\": \"/txdag\"})",
     "spark": "spark://local[*], or your master (spark://host:7077, yarn, k8s://...)",
+    "spark_connect": "sc://127.0.0.1:15092 (`bash scripts/spark-connect.sh start` runs one there)",
 }
 
 
@@ -34,7 +41,8 @@ def build_dag(topology: TransactionalTopology) -> DAG:
     t = topology
     doc = (
         f"txdag topology **{t.topology_id}**: each run is one transaction (txid). `coordinate` allocates or "
-        f"re-emits the txid, `process` runs `{t.job}` on Spark for its batch, `commit` applies the batch to "
+        f"re-emits the txid, `process` runs `{t.job}` on Spark ({t.spark_mode} mode) for its batch, `commit` "
+        f"applies the batch to "
         f"{', '.join(s.name for s in t.states)} in txid order (pool `{t.pool}`, 1 slot). Clear a run to replay "
         f"its txid; clear with *Future* to replay it and every later one."
     )
@@ -50,7 +58,8 @@ def build_dag(topology: TransactionalTopology) -> DAG:
         doc_md=doc,
     ) as dag:
         coordinate = CoordinateOperator(task_id="coordinate", topology=t, pool=t.pool)
-        process = ProcessOperator(task_id="process", topology=t, on_failure_callback=fail_txid)
+        process_operator = WarmProcessOperator if t.spark_mode == "connect" else ProcessOperator
+        process = process_operator(task_id="process", topology=t, on_failure_callback=fail_txid)
         # commit is idempotent: retrying it is always safe, and only its final failure fails the txid
         commit = CommitOperator(task_id="commit", topology=t, pool=t.pool, retries=max(t.retries, 2),
                                 on_failure_callback=fail_txid)

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# A Spark Connect server on loopback: the warm Spark of topologies with spark_mode="connect" (one JVM for every
+# txid, instead of a spark-submit application per txid). It is the pip-installed PySpark's own server class.
+#
+#   bash scripts/spark-connect.sh start     start it (or reuse the one answering on the port); waits until it listens
+#   bash scripts/spark-connect.sh stop      stop the one this script started, and wait
+#   bash scripts/spark-connect.sh status    exit 0 when it listens
+#   bash scripts/spark-connect.sh url       the sc:// URL (an Airflow spark_connect connection's host and port)
+#
+# Environment: TXDAG_SPARK_CONNECT_PORT (default 15092, clear of Spark's 15002), TXDAG_SPARK_CONNECT_MASTER
+# (default local[2]), TXDAG_SPARK_CONNECT_MEMORY (driver memory, default 1g).
+# State (log, pid file) lives in .run/spark-connect-<port>/ at the repository root.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+HOST=127.0.0.1
+PORT="${TXDAG_SPARK_CONNECT_PORT:-15092}"
+MASTER="${TXDAG_SPARK_CONNECT_MASTER:-local[2]}"
+MEMORY="${TXDAG_SPARK_CONNECT_MEMORY:-1g}"
+DIR="$ROOT/.run/spark-connect-$PORT"
+PID_FILE="$DIR/server.pid"
+LOG="$DIR/server.log"
+WAIT_SECONDS=90
+SERVER_CLASS=org.apache.spark.sql.connect.service.SparkConnectServer
+
+say() { printf 'spark-connect: %s\n' "$*"; }
+die() {
+    printf 'spark-connect: error: %s\n' "$*" >&2
+    exit 1
+}
+
+[[ "$PORT" =~ ^[0-9]+$ ]] && ((PORT >= 1 && PORT <= 65535)) || die "not a port number: '$PORT'"
+
+listening() {
+    # shellcheck disable=SC2016  # $0 and $1 are expanded by the inner bash
+    timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$HOST" "$PORT" 2>/dev/null
+}
+
+server_pid() {
+    local pid
+    [[ -f "$PID_FILE" ]] || return 1
+    pid="$(tr -dc '0-9' <"$PID_FILE")"
+    [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || return 1
+    printf '%s\n' "$pid"
+}
+
+start() {
+    if listening; then
+        say "a server already listens on $HOST:$PORT; reusing it"
+        return 0
+    fi
+    local submit="$ROOT/.venv/bin/spark-submit"
+    [[ -x "$submit" ]] || submit="$(command -v spark-submit)" ||
+        die "spark-submit not found: run 'bash scripts/setup.sh' (it installs PySpark into .venv)"
+    command -v java >/dev/null || die "java not found: install a JDK 17 (Debian: apt-get install openjdk-17-jre-headless)"
+    mkdir -p "$DIR"
+    # Its own session (setsid), so that 'stop' ends the JVM and nothing else; loopback only.
+    # spark-submit finds PySpark's jars through the `python` first on PATH: the project's.
+    PATH="$ROOT/.venv/bin:$PATH" SPARK_LOCAL_IP=$HOST setsid "$submit" --class "$SERVER_CLASS" --master "$MASTER" --name txdag-spark-connect \
+        --driver-memory "$MEMORY" \
+        --conf spark.connect.grpc.binding.address=$HOST --conf spark.connect.grpc.binding.port="$PORT" \
+        --conf spark.ui.enabled=false --conf spark.driver.bindAddress=$HOST --conf spark.driver.host=$HOST \
+        --conf spark.sql.shuffle.partitions=4 spark-internal >"$LOG" 2>&1 </dev/null &
+    echo $! >"$PID_FILE"
+    local i
+    for ((i = 0; i < WAIT_SECONDS * 4; i++)); do
+        listening && {
+            say "listening on $HOST:$PORT (pid $(cat "$PID_FILE"), log $LOG)"
+            return 0
+        }
+        server_pid >/dev/null || die "the server exited while starting; see $LOG"
+        sleep 0.25
+    done
+    die "no answer on $HOST:$PORT after ${WAIT_SECONDS}s; see $LOG"
+}
+
+stop() {
+    local pid i
+    if ! pid="$(server_pid)"; then
+        say "not running (nothing this script started on port $PORT)"
+        rm -f "$PID_FILE"
+        return 0
+    fi
+    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < 120; i++)); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.25
+    done
+    kill -KILL -- "-$pid" 2>/dev/null || true
+    rm -f "$PID_FILE"
+    say "stopped (pid $pid)"
+}
+
+case "${1:-}" in
+start) start ;;
+stop) stop ;;
+status)
+    if listening; then
+        say "listening on $HOST:$PORT"
+    else
+        say "nothing listens on $HOST:$PORT (start it: bash scripts/spark-connect.sh start)"
+        exit 1
+    fi
+    ;;
+url) printf 'sc://%s:%s\n' "$HOST" "$PORT" ;;
+*) die "usage: bash scripts/spark-connect.sh start|stop|status|url" ;;
+esac
