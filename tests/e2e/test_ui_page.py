@@ -23,6 +23,7 @@ from urllib.parse import quote
 import pytest
 import redis
 import requests
+from access import ZK_AUTH
 from conftest import REPO, AirflowInstance
 
 from txdag.spouts import append_tweets
@@ -88,7 +89,7 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def store(airflow: AirflowInstance) -> Iterator[TransactionStore]:
-    client = connect_zk(airflow.zk_hosts)
+    client = connect_zk(airflow.zk_hosts, auth=ZK_AUTH)
     yield TransactionStore(client, TOPOLOGY, root=airflow.zk_root)
     close_zk(client)
 
