@@ -1,0 +1,24 @@
+# The image of every Airflow component of docker-compose.yaml, and of the Spark master, workers and Spark Connect
+# server: Airflow 3.3 on Python 3.11, a Java runtime (spark-submit in client mode runs the driver in the Celery
+# worker), and txdag with the Spark, Redis and Postgres providers and pyspark/pyspark-client 4.2.0 as pinned in
+# pyproject.toml. The Spark services use it too, so driver, executors and the Connect server run the same Spark
+# (4.2.0, the jars of the pip PySpark) and the same Python (3.11), as PySpark requires.
+ARG AIRFLOW_VERSION=3.3.2
+FROM apache/airflow:${AIRFLOW_VERSION}-python3.11
+ARG AIRFLOW_VERSION
+
+USER root
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends default-jre-headless procps \
+    && apt-get clean && rm -rf /var/lib/apt/lists/* \
+    && mkdir -p /opt/txdag && chown airflow:0 /opt/txdag
+ENV JAVA_HOME=/usr/lib/jvm/default-java
+
+USER airflow
+COPY --chown=airflow:0 pyproject.toml README.md /opt/txdag/
+COPY --chown=airflow:0 include /opt/txdag/include
+# Editable: docker-compose.yaml mounts ./include over /opt/txdag/include, so a change needs no rebuild.
+RUN pip install --no-cache-dir "apache-airflow==${AIRFLOW_VERSION}" -e "/opt/txdag[airflow]"
+ENV PYTHONPATH=/opt/txdag/include \
+    PYSPARK_PYTHON=python3 \
+    PYSPARK_DRIVER_PYTHON=python3

@@ -1,0 +1,252 @@
+"""docker-compose.yaml, checked statically (Docker does not run on the development machines).
+
+It parses; every service has an image or a build and a health check; the ZooKeeper ensemble's nodes list each
+other; a Spark master and two workers; the Airflow components with the project's folders mounted; the
+connections it sets are the ones the DAGs use, with the types they expect; the ports the README promises are
+published; every path it mounts or builds from exists.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from txdag.topology import load_definitions
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = ROOT / "docker-compose.yaml"
+README = ROOT / "README.md"
+README_SECTION = "## Running it with docker compose"
+AIRFLOW_COMMANDS = {"api-server": "airflow-apiserver", "scheduler": "airflow-scheduler",
+                    "dag-processor": "airflow-dag-processor", "triggerer": "airflow-triggerer",
+                    "celery worker": "airflow-worker"}
+MOUNTED_FOLDERS = ("dags", "plugins", "include", "spark_jobs")
+ZK_SERVICES = ("zk1", "zk2", "zk3")
+_VAR = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::?-(?P<default>[^}]*))?\}|\$(?P<bare>[A-Za-z_]\w*)")
+
+
+def interpolate(value: str) -> str:
+    """Compose's interpolation with nothing set: ``${VAR:-default}`` -> default, ``${VAR}`` -> "", ``$$`` -> $."""
+    parts = value.split("$$")
+    return "$".join(_VAR.sub(lambda m: m.group("default") or "", part) for part in parts)
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    assert COMPOSE.is_file(), f"{COMPOSE} is missing"
+    data = yaml.safe_load(COMPOSE.read_text())
+    assert isinstance(data, dict) and isinstance(data.get("services"), dict), "no services: mapping"
+    return data
+
+
+@pytest.fixture(scope="module")
+def services(compose) -> dict[str, dict]:
+    return compose["services"]
+
+
+def env_of(service: dict) -> dict[str, str]:
+    env = service.get("environment") or {}
+    if isinstance(env, list):
+        env = dict(item.split("=", 1) for item in env)
+    return {k: interpolate(str(v)) for k, v in env.items()}
+
+
+def command_of(service: dict) -> str:
+    command = service.get("command") or ""
+    return interpolate(" ".join(command) if isinstance(command, list) else str(command))
+
+
+def bind_mounts(service: dict) -> dict[str, str]:
+    """Target -> host path of the service's bind mounts (short syntax ``./x:/y[:ro]`` or long syntax)."""
+    mounts = {}
+    for volume in service.get("volumes") or []:
+        if isinstance(volume, dict):
+            if volume.get("type") == "bind":
+                mounts[volume["target"]] = volume["source"]
+            continue
+        source, target = volume.split(":")[:2]
+        if source.startswith((".", "/")):
+            mounts[target] = source
+    return mounts
+
+
+def published(service: dict) -> list[tuple[str, int, int]]:
+    """(host ip or "", host port, container port) of each published port."""
+    out = []
+    for port in service.get("ports") or []:
+        if isinstance(port, dict):
+            out.append((port.get("host_ip", ""), int(interpolate(str(port["published"]))), int(port["target"])))
+            continue
+        parts = interpolate(str(port)).split(":")
+        host_ip = parts[0] if len(parts) == 3 else ""
+        out.append((host_ip, int(parts[-2]), int(parts[-1].split("/")[0])))
+    return out
+
+
+def airflow_services(services: dict) -> dict[str, dict]:
+    """The services that run an Airflow component (their command is one)."""
+    return {name: s for name, s in services.items()
+            if any(command_of(s) == c for c in AIRFLOW_COMMANDS)}
+
+
+def test_the_compose_file_parses_into_the_whole_system(services):
+    expected = {"redis", *ZK_SERVICES, "spark-master", "postgres", *AIRFLOW_COMMANDS.values()}
+    missing = expected - set(services)
+    assert not missing, f"services missing from docker-compose.yaml: {sorted(missing)}"
+
+
+def test_every_service_has_an_image_or_a_build_and_a_health_check(services):
+    for name, service in services.items():
+        assert service.get("image") or service.get("build"), f"service {name} has neither image nor build"
+        check = service.get("healthcheck") or {}
+        assert check.get("test") and not check.get("disable"), f"service {name} has no health check"
+
+
+def test_the_images_built_have_their_dockerfile_and_context(services):
+    builds = [(name, s["build"]) for name, s in services.items() if s.get("build")]
+    assert builds, "no service builds the txdag image"
+    for name, build in builds:
+        build = {"context": build} if isinstance(build, str) else build
+        context = ROOT / build.get("context", ".")
+        dockerfile = context / build.get("dockerfile", "Dockerfile")
+        assert context.is_dir(), f"service {name}: build context {context} does not exist"
+        assert dockerfile.is_file(), f"service {name}: Dockerfile {dockerfile} does not exist"
+        text = dockerfile.read_text()
+        assert re.search(r"^FROM apache/airflow:\$\{AIRFLOW_VERSION\}-python3\.11", text, re.M), dockerfile
+        assert "pyspark==" not in text, "pin pyspark in pyproject.toml, not the image"
+        assert "/opt/txdag" in text and "pip install" in text, f"{dockerfile} does not install txdag"
+
+
+def test_the_zookeeper_nodes_form_one_ensemble_listing_each_other(services):
+    ids = {}
+    for name in ZK_SERVICES:
+        service = services[name]
+        assert str(service.get("image", "")).startswith("zookeeper:3.9"), f"{name}: image {service.get('image')}"
+        env = env_of(service)
+        ids[name] = env.get("ZOO_MY_ID")
+        servers = dict(re.findall(r"server\.(\d+)=([\w.-]+):2888:3888", env.get("ZOO_SERVERS", "")))
+        assert servers == {"1": "zk1", "2": "zk2", "3": "zk3"}, f"{name}: ZOO_SERVERS lists {servers}"
+    assert sorted(ids.values()) == ["1", "2", "3"], f"ZOO_MY_ID of the nodes: {ids}"
+    for name in ZK_SERVICES:
+        assert ids[name] == name[-1], f"{name} has ZOO_MY_ID {ids[name]}, but ZOO_SERVERS gives it {name[-1]}"
+
+
+def test_a_spark_master_and_two_workers(services):
+    master = services["spark-master"]
+    assert "org.apache.spark.deploy.master.Master" in command_of(master)
+    assert any(container == 7077 for _, _, container in published(master)) or "7077" in command_of(master)
+    workers = [name for name, s in services.items()
+               if "org.apache.spark.deploy.worker.Worker" in command_of(s)]
+    assert len(workers) == 2, f"Spark workers: {workers}"
+    for name in workers:
+        assert "spark://spark-master:7077" in command_of(services[name]), f"{name} does not join spark-master"
+        assert bind_mounts(services[name]).get("/opt/txdag/include") == "./include", \
+            f"{name}: the executors need txdag: mount ./include at /opt/txdag/include"
+        assert env_of(services[name]).get("PYTHONPATH") == "/opt/txdag/include", f"{name}: PYTHONPATH"
+
+
+def test_the_airflow_components_run_with_celery_and_the_project_mounted(services):
+    running = {command_of(s): name for name, s in airflow_services(services).items()}
+    assert set(running) == set(AIRFLOW_COMMANDS), f"Airflow components: {running}"
+    for name, service in airflow_services(services).items():
+        env = env_of(service)
+        assert env.get("AIRFLOW__CORE__EXECUTOR") == "CeleryExecutor", f"{name}: executor"
+        broker = env.get("AIRFLOW__CELERY__BROKER_URL", "")
+        assert re.match(r"redis://[^@]*@([\w-]+):\d+/\d+$", broker), f"{name}: broker {broker!r}"
+        assert re.match(r"redis://[^@]*@([\w-]+)", broker).group(1) in services, f"{name}: no broker service"
+        backend = env.get("AIRFLOW__CELERY__RESULT_BACKEND", "")
+        assert backend.startswith("db+postgresql://") and "@postgres:" in backend, f"{name}: backend {backend!r}"
+        assert "@postgres:" in env.get("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", ""), f"{name}: metadata database"
+        mounts = bind_mounts(service)
+        dags_folder = env.get("AIRFLOW__CORE__DAGS_FOLDER", "/opt/airflow/dags")
+        for folder in MOUNTED_FOLDERS:
+            assert f"./{folder}" in mounts.values(), f"{name} does not mount ./{folder}"
+        assert mounts.get(dags_folder) == "./dags", f"{name}: ./dags is not at the DAG folder {dags_folder}"
+        # a job path is relative to the folder above dags/ (TransactionalTopology.job_path)
+        assert mounts.get(str(Path(dags_folder).parent / "spark_jobs")) == "./spark_jobs", f"{name}: spark_jobs"
+        assert mounts.get(env.get("AIRFLOW__CORE__PLUGINS_FOLDER", "/opt/airflow/plugins")) == "./plugins"
+
+
+def test_the_commit_pools_are_created_once_the_api_server_is_healthy(services):
+    init = [name for name, s in services.items()
+            if "txdag-init.sh" in command_of(s) or "pools sync" in command_of(s)]
+    assert init, "no service runs txdag pools sync"
+    for name in init:
+        assert services[name]["depends_on"]["airflow-apiserver"]["condition"] == "service_healthy"
+        script = ROOT / "docker" / "txdag-init.sh"
+        assert script.is_file() and "txdag pools sync" in script.read_text()
+
+
+def test_the_connections_are_the_ones_the_dags_use_with_their_types(services):
+    from airflow.models.connection import Connection
+
+    topologies, errors = load_definitions(ROOT / "dags")
+    assert topologies and not errors, errors
+    needed: dict[str, str] = {}
+    for topology in topologies.values():
+        needed.update(topology.conn_ids())
+        needed[topology.spark_connect_conn_id] = "spark_connect"  # TXDAG_SPARK_MODE=connect switches to it
+        needed[topology.spark_conn_id] = "spark"
+    for name, service in airflow_services(services).items():
+        env = env_of(service)
+        for conn_id, kind in needed.items():
+            value = env.get(f"AIRFLOW_CONN_{conn_id.upper()}")
+            assert value, f"{name}: AIRFLOW_CONN_{conn_id.upper()} is not set ({kind}, used by the DAGs)"
+            conn = Connection.from_json(value, conn_id=conn_id) if value.startswith("{") else \
+                Connection(conn_id=conn_id, uri=value)
+            assert conn.conn_type == kind, f"{name}: {conn_id} has type {conn.conn_type!r}, the DAGs need {kind!r}"
+            hosts = [h.split(":")[0] for h in (conn.host or "").replace("spark://", "").split(",")]
+            for host in hosts:
+                assert host in services, f"{name}: {conn_id} points at {host!r}, which no service is"
+            if kind == "zookeeper":
+                assert sorted(hosts) == list(ZK_SERVICES) and conn.extra_dejson.get("root") == "/txdag"
+                assert conn.login and conn.password, f"{conn_id}: digest login/password"
+            if kind == "redis":
+                assert conn.login and conn.password, f"{conn_id}: the Redis ACL user and password"
+            if kind == "spark":
+                assert conn.host == "spark://spark-master:7077", f"{conn_id}: {conn.host}"
+
+
+def test_the_ports_the_readme_promises_are_published(services):
+    text = README.read_text()
+    assert README_SECTION in text, f"README has no section {README_SECTION!r}"
+    section = text.split(README_SECTION, 1)[1].split("\n## ", 1)[0]
+    rows = [r for r in section.splitlines() if r.startswith("|") and "`" in r]
+    promised = []
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        names = re.findall(r"`([\w-]+)`", cells[1])
+        addresses = re.findall(r"`(?:\w+://)?([\w.]+):(\d+)", cells[2])
+        if len(names) == 1:
+            names = names * len(addresses)
+        assert len(names) == len(addresses) and names, f"README row {row!r}: services and addresses do not pair"
+        promised += [(name, host, int(port)) for name, (host, port) in zip(names, addresses)]
+    assert len(promised) >= 6, f"README promises only {promised}"
+    for name, host, port in promised:
+        assert name in services, f"README names service {name}, which docker-compose.yaml does not have"
+        ports = published(services[name])
+        match = [p for p in ports if p[1] == port]
+        assert match, f"README promises {host}:{port} for {name}; it publishes {ports}"
+        if host == "127.0.0.1":
+            assert match[0][0] == "127.0.0.1", f"{name}: {port} is published on every interface, not loopback"
+
+
+def test_every_mounted_path_exists_in_the_repository(services):
+    for name, service in services.items():
+        for target, source in bind_mounts(service).items():
+            assert (ROOT / source).exists(), f"service {name} mounts {source} (at {target}), which does not exist"
+
+
+def test_the_passwords_are_placeholders_to_change(compose):
+    text = COMPOSE.read_text()
+    secrets = re.findall(r"\$\{(\w*(?:PASSWORD|SECRET|KEY)\w*)(?::-([^}]*))?\}", text)
+    assert secrets, "no password variables"
+    for name, default in secrets:
+        assert default == "" or default.startswith("changeme"), f"${{{name}}} defaults to {default!r}: a placeholder"
+
+
+def test_interpolation_as_compose_does_it():
+    assert interpolate("a${X:-b}c${Y}d$$HOME") == "abcd$HOME"
