@@ -9,20 +9,26 @@ saves the JVM start and the first job's warm-up (seconds per txid; see ../shared
 from __future__ import annotations
 
 import importlib.util
+import os
 import socket
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import cast
 from urllib.parse import urlsplit
 
 import redis
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
+from pyspark.sql.connect.session import SparkSession as ConnectSession
 
 from txdag.definition import JobSpec
 from txdag.errors import ConfigError, ServiceUnavailable
 from txdag.spark.runner import JobResult, Process, run_job
 
+# pyspark.sql.functions build Connect columns only while this is set (pyspark's is_remote()); pyspark sets it for
+# good on a Connect session, so it is set around the job and put back after.
+CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
 HOW_TO_START = ("start it with `bash scripts/spark-connect.sh start`, or fix the host/port of the spark_connect "
                 "connection")
 
@@ -55,19 +61,27 @@ def connect_session(url: str) -> SparkSession:
         raise ServiceUnavailable(f"Spark Connect server at {address} does not answer ({exc}); {HOW_TO_START}, "
                                  "then retry the task") from None
     try:
-        spark = SparkSession.builder.remote(url).getOrCreate()
+        spark = ConnectSession.builder.remote(url).create()  # a session of its own, ended by run_connected
         spark.range(1).collect()  # the client connects lazily: fail here, clearly, not mid-job
     except PySparkException as exc:
         raise ServiceUnavailable(f"Spark Connect server at {address} does not answer ({type(exc).__name__}); "
                                  f"{HOW_TO_START}, then retry the task") from None
-    return spark
+    return cast(SparkSession, spark)
 
 
 def run_connected(spec: JobSpec, job_path: str, clients: Mapping[str, redis.Redis], url: str) -> JobResult:
     """Run the job for ``spec`` on the Spark Connect server at ``url``; the client session ends with it."""
     process = load_process(job_path)
-    spark = connect_session(url)
+    previous = os.environ.get(CONNECT_MODE)
+    os.environ[CONNECT_MODE] = "1"
     try:
-        return run_job(spec, process, clients, spark)
-    finally:
-        spark.stop()
+        spark = connect_session(url)
+        try:
+            return run_job(spec, process, clients, spark)
+        finally:
+            spark.stop()
+    finally:  # later classic sessions, and spark-submit children, of this process stay classic
+        if previous is None:
+            os.environ.pop(CONNECT_MODE, None)
+        else:
+            os.environ[CONNECT_MODE] = previous

@@ -49,6 +49,7 @@ def test_tweets_analytics_on_spark_connect_stages_the_reference(connect_url, red
     expected = {s.name: expected_fields(s, reference[s.name]) for s in TWEET_STATES}
     assert Staging(redis_client, spec.topology).read(spec.tx) == expected
     assert (result.batch_size, result.rejected) == (len(tweets), 0)
+    assert "SPARK_CONNECT_MODE_ENABLED" not in os.environ, "a warm job must not turn the process into a Connect one"
 
 
 def test_word_count_on_spark_connect(connect_url, redis_client, prefix):
