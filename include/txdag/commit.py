@@ -2,7 +2,8 @@
 
 Order of writes, and why each crash point is safe:
 1. ZooKeeper: status COMMITTING (freezes the batch: any replay re-emits the same metadata).
-2. Redis: the partials, one script call per chunk, per-key txid rules, marker last (idempotent).
+2. Redis: the outputs of each state with the state's txid rules per key (idempotent): combiner partials through
+   the map state, then numeric partials one script call per chunk, with the marker written last.
 3. ZooKeeper: COMMITTED and committed_txid = txid, in one transaction.
 4. Redis: the staging of every attempt of txid is deleted; ZooKeeper: txids older than the kept window.
 A crash after 1 or 2 leaves a txid that re-runs 2 with the same partials (no change where already applied);
@@ -12,8 +13,10 @@ a crash after 3 leaves garbage that the next commit's cleanup, or a re-run, remo
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
 
 import redis
 
@@ -21,7 +24,11 @@ from txdag.attempt import TransactionAttempt
 from txdag.coordinator import AlreadyCommitted, Coordinator, Wait
 from txdag.errors import ConfigError
 from txdag.faults import crash_if_requested
+from txdag.outputs import COMBINE, SUM, OutputSpec
+from txdag.redisio import redis_errors
+from txdag.refs import resolve_ref
 from txdag.staging import Staging
+from txdag.state.combine_apply import apply_combined
 from txdag.state.map_state import MapStateBase
 from txdag.state.redis_backing import RedisBackingMap
 from txdag.state.redis_commit import EncodedPartials, apply_encoded
@@ -48,8 +55,10 @@ def commit_transaction(
     *,
     marker_key: str | None = None,
     extra: Mapping[str, str] | None = None,
+    load_job: Callable[[], ModuleType] | None = None,
 ) -> CommitOutcome:
-    """Commit ``tx`` if it is next; raises CascadeError/StaleAttemptError when it must not commit at all."""
+    """Commit ``tx`` if it is next; raises CascadeError/StaleAttemptError when it must not commit at all.
+    ``load_job`` imports the topology's job file, for outputs whose aggregator the job defines."""
     topology = coordinator.name
     decision = coordinator.begin_commit(tx)
     if isinstance(decision, Wait):
@@ -57,17 +66,20 @@ def commit_transaction(
     if isinstance(decision, AlreadyCommitted):
         staging.delete(tx.txid, range(1, tx.attempt + 1), states)
         return CommitOutcome(tx, "already committed", reason=decision.reason)
-    partials = staging.read(tx)
-    unknown = sorted(set(partials) - set(states))
+    outputs = staging.read_outputs(tx)
+    unknown = sorted(set(outputs) - set(states))
     if unknown:
         raise ConfigError(
             f"topology {topology!r} {tx}: staged partials for unknown states {unknown}; the job and "
             f"the topology's states ({sorted(states)}) disagree"
         )
-    encoded = [
-        EncodedPartials(_namespace(states[name]), states[name].kind, deltas) for name, deltas in partials.items()
-    ]
-    result = apply_encoded(client, tx.txid, encoded, marker_key=marker_key, extra=extra, topology=topology)
+    applied = skipped = 0
+    if not _marker_at(client, marker_key, tx.txid, topology):  # a marker >= txid: every output is in already
+        applied += _apply_combined(topology, tx, states, outputs, load_job)
+        sums = [EncodedPartials(_namespace(states[name]), states[name].kind, values)
+                for name, (spec, values) in outputs.items() if spec.kind == SUM]
+        result = apply_encoded(client, tx.txid, sums, marker_key=marker_key, extra=extra, topology=topology)
+        applied, skipped = applied + result.applied, result.skipped
     crash_if_requested("commit", topology, tx)  # the states hold txid, ZooKeeper does not know yet
     coordinator.record_commit(tx)
     crash_if_requested("committed", topology, tx)  # recorded; the staging is still there
@@ -77,11 +89,47 @@ def commit_transaction(
         topology,
         tx.txid,
         tx.attempt,
-        result.applied,
-        result.skipped,
-        sorted(partials),
+        applied,
+        skipped,
+        sorted(outputs),
     )
-    return CommitOutcome(tx, "committed", applied=result.applied, skipped=result.skipped)
+    return CommitOutcome(tx, "committed", applied=applied, skipped=skipped)
+
+
+def _marker_at(client: redis.Redis, marker_key: str | None, txid: int, topology: str) -> bool:
+    """True when the marker shows ``txid`` (or a later one) committed already."""
+    if marker_key is None:
+        return False
+    with redis_errors(client, f"reading the marker of txid {txid}", topology=topology, keys=[marker_key]):
+        value = client.get(marker_key)
+    if value is None:
+        return False
+    if not value.isdigit():
+        raise ConfigError(f"topology {topology!r} txid {txid}: marker key {marker_key!r} holds {value[:40]!r}, not a "
+                          f"txid; another writer uses the key: give the topology a marker_key of its own")
+    return int(value) >= txid
+
+
+def _apply_combined(topology: str, tx: TransactionAttempt, states: Mapping[str, MapStateBase],
+                    outputs: Mapping[str, tuple[OutputSpec, dict[str, Any]]],
+                    load_job: Callable[[], ModuleType] | None) -> int:
+    """Merge the ``combine`` outputs with their aggregators' ``combine`` (Trident's persistentAggregate)."""
+    applied = 0
+    for name, (spec, values) in outputs.items():
+        if spec.kind != COMBINE:
+            continue
+        from txdag.trident.aggregators import CombinerAggregator  # pyspark-free contracts
+
+        if load_job is None and (spec.ref or {}).get("module") == "job":
+            raise ConfigError(f"topology {topology!r} {tx}: state {name!r} was staged with an aggregator of the job "
+                              f"file, and this commit has no job file to load it from")
+        aggregator = resolve_ref(spec.ref, load_job or _no_job, CombinerAggregator)
+        applied += apply_combined(states[name], tx.txid, values, aggregator.combine)
+    return applied
+
+
+def _no_job() -> ModuleType:
+    raise ConfigError("no job file to load aggregators from")
 
 
 def _namespace(state: MapStateBase) -> str:

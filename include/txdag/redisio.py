@@ -74,3 +74,25 @@ def redis_errors(
             f"Redis at {describe(client)} is unreachable while {doing} ({type(exc).__name__}: {exc}); "
             f"{HOW_TO_START_REDIS}"
         ) from exc
+
+
+PORTABLE_KEYS = ("host", "port", "db", "username", "password", "socket_timeout", "socket_connect_timeout", "path")
+
+
+def portable(client: redis.Redis) -> dict[str, object]:
+    """What it takes to open the same connection elsewhere (a Spark executor): plain values, picklable."""
+    kwargs = client.connection_pool.connection_kwargs
+    spec: dict[str, object] = {k: kwargs[k] for k in PORTABLE_KEYS if kwargs.get(k) is not None}
+    if issubclass(client.connection_pool.connection_class, redis.SSLConnection):
+        spec["ssl"] = True
+    return spec
+
+
+def from_portable(spec: dict[str, object]) -> redis.Redis:
+    """A client of what ``portable`` described."""
+    kwargs = dict(spec)
+    if "path" in kwargs:
+        kwargs.pop("host", None)
+        kwargs.pop("port", None)
+        return redis.Redis(unix_socket_path=kwargs.pop("path"), **kwargs)  # type: ignore[arg-type]
+    return redis.Redis(**kwargs)  # type: ignore[arg-type]

@@ -2,8 +2,8 @@
 
 Key layout (``{topology}`` is a Redis Cluster hash tag, so a topology's staging shares one slot):
 
-    txdag:stage:{topology}:<txid>:<attempt>:<state>   hash  field -> partial (a number)
-    txdag:stage:{topology}:<txid>:<attempt>           hash  the seal: state -> number of fields, v -> 1
+    txdag:stage:{topology}:<txid>:<attempt>:<state>   hash  field -> partial (a number, or JSON: txdag.outputs)
+    txdag:stage:{topology}:<txid>:<attempt>           hash  the seal: v, and per state its output (txdag.outputs)
     txdag:claim:{topology}:<txid>:<attempt>           string  which processing try owns the attempt
 
 Partials are written with HSET, not HINCRBY: the processing step aggregates per key first, so every key is
@@ -15,14 +15,17 @@ being committed as zero. Keying by attempt keeps a stale attempt's partials from
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from numbers import Number
+from typing import Any
 
 import redis
 
 from txdag.attempt import TransactionAttempt
 from txdag.errors import BatchReadError
 from txdag.faults import crash_if_requested
+from txdag.outputs import SUM, OutputSpec, decode_seal, encode_seal
 from txdag.redisio import redis_errors
 
 WRITE_CHUNK = 5000
@@ -75,11 +78,13 @@ class Staging:
         batch.clear()
         return n
 
-    def seal(self, tx: TransactionAttempt, counts: Mapping[str, int]) -> None:
-        """Record that the attempt's staging is complete, with the number of fields per state."""
+    def seal(self, tx: TransactionAttempt, outputs: Mapping[str, int | OutputSpec]) -> None:
+        """Record that the attempt's staging is complete: per state its output (a bare number is a ``sum``
+        output of that many fields)."""
         key = stage_key(self.topology, tx)
+        specs = {s: o if isinstance(o, OutputSpec) else OutputSpec(SUM, o) for s, o in outputs.items()}
         with redis_errors(self.client, f"sealing the staging of {tx}", topology=self.topology, keys=[key]):
-            self.client.hset(key, mapping={"v": 1, **{s: n for s, n in counts.items()}})
+            self.client.hset(key, mapping=encode_seal(specs))
 
     def stage(self, tx: TransactionAttempt, partials: Mapping[str, Mapping[str, Number]]) -> None:
         """Write every state's encoded partials, then seal; the ``process`` fault point is after the first state."""
@@ -89,29 +94,36 @@ class Staging:
                 crash_if_requested("process", self.topology, tx)
         self.seal(tx, {state: len(fields) for state, fields in partials.items()})
 
-    def read(self, tx: TransactionAttempt) -> dict[str, dict[str, int | float]]:
-        """The sealed partials per state; BatchReadError when the seal is missing or a state lost fields."""
+    def read(self, tx: TransactionAttempt) -> dict[str, dict[str, Any]]:
+        """The sealed values per state (see read_outputs)."""
+        return {state: values for state, (_, values) in self.read_outputs(tx).items()}
+
+    def read_outputs(self, tx: TransactionAttempt) -> dict[str, tuple[OutputSpec, dict[str, Any]]]:
+        """Per state its sealed output and values (numbers for ``sum``, decoded JSON otherwise); BatchReadError
+        when the seal is missing or a state lost fields."""
         where = f"{tx} of topology {self.topology!r}"
-        with redis_errors(self.client, f"reading the staging of {tx}", topology=self.topology,
-                          keys=[stage_key(self.topology, tx)]):
-            seal = {k.decode(): int(v) for k, v in self.client.hgetall(stage_key(self.topology, tx)).items()}
-            if seal.pop("v", None) != 1:
+        seal_key = stage_key(self.topology, tx)
+        with redis_errors(self.client, f"reading the staging of {tx}", topology=self.topology, keys=[seal_key]):
+            raw = {k.decode(): v.decode() for k, v in self.client.hgetall(seal_key).items()}
+            seal = decode_seal(raw, where)
+            if seal is None:
                 raise BatchReadError(
-                    f"no sealed staging for {where} in Redis (key {stage_key(self.topology, tx)}): the processing "
+                    f"no sealed staging for {where} in Redis (key {seal_key}): the processing "
                     f"step did not finish, or Redis lost it; replay txid {tx.txid} to process it again"
                 )
-            result = {state: self._read_state(tx, state) for state in seal}
-        for state, expected in seal.items():
-            if len(result[state]) != expected:
+            result = {state: (spec, self._read_state(tx, state, spec.kind)) for state, spec in seal.items()}
+        for state, (spec, values) in result.items():
+            if len(values) != spec.count:
                 raise BatchReadError(
-                    f"staging of {where} for state {state!r} holds {len(result[state])} of {expected} partials "
+                    f"staging of {where} for state {state!r} holds {len(values)} of {spec.count} partials "
                     f"(Redis lost some); replay txid {tx.txid} to process it again"
                 )
         return result
 
-    def _read_state(self, tx: TransactionAttempt, state: str) -> dict[str, int | float]:
+    def _read_state(self, tx: TransactionAttempt, state: str, kind: str = SUM) -> dict[str, Any]:
         key = stage_key(self.topology, tx, state)
-        return {f.decode(): _number(v) for f, v in self.client.hscan_iter(key, count=WRITE_CHUNK)}
+        decode = _number if kind == SUM else _json
+        return {f.decode(): decode(v) for f, v in self.client.hscan_iter(key, count=WRITE_CHUNK)}
 
     def delete(self, txid: int, attempts: Iterable[int], states: Iterable[str]) -> int:
         """Delete the staging of ``txid``'s attempts (sealed or not) in one DEL; keys already gone are fine."""
@@ -133,3 +145,7 @@ def _number(raw: bytes) -> int | float:
         return int(text)
     except ValueError:
         return float(text)
+
+
+def _json(raw: bytes) -> Any:
+    return json.loads(raw)

@@ -8,12 +8,9 @@ saves the JVM start and the first job's warm-up (seconds per txid; see ../shared
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import socket
-import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import cast
 from urllib.parse import urlsplit
 
@@ -24,6 +21,7 @@ from pyspark.sql.connect.session import SparkSession as ConnectSession
 
 from txdag.definition import JobSpec
 from txdag.errors import ConfigError, ServiceUnavailable
+from txdag.jobfile import load_job_module
 from txdag.spark.runner import JobResult, Process, run_job
 
 # pyspark.sql.functions build Connect columns only while this is set (pyspark's is_remote()); pyspark sets it for
@@ -35,17 +33,7 @@ HOW_TO_START = ("start it with `bash scripts/spark-connect.sh start`, or fix the
 
 def load_process(job_path: str) -> Process:
     """The ``process`` function of a job file, imported under a name of its own (so its main block stays off)."""
-    path = Path(job_path)
-    if not path.is_file():
-        raise ConfigError(f"Spark job {job_path} is not a local file: warm mode (spark_mode='connect') imports the "
-                          f"job into the process task, so it must be readable there")
-    name = f"txdag_job_{path.stem}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    process = getattr(module, "process", None)
+    process = getattr(load_job_module(job_path), "process", None)
     if not callable(process):
         raise ConfigError(f"Spark job {job_path} defines no process(batch) function")
     return process  # type: ignore[no-any-return]

@@ -29,8 +29,10 @@ def under_spark_submit(environ: Mapping[str, str] | None = None) -> bool:
 def local_session(
     app_name: str = "txdag", master: str = LOCAL_MASTER, conf: Mapping[str, str] | None = None
 ) -> SparkSession:
-    """A local-mode session on loopback (SPARK_LOCAL_IP defaults to 127.0.0.1; workers use this Python)."""
+    """A local-mode session on loopback (SPARK_LOCAL_IP defaults to 127.0.0.1; workers use this Python, which has
+    txdag and pyarrow: staging is written from the workers)."""
     os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in {**LOCAL_CONF, "spark.pyspark.python": sys.executable, **(conf or {})}.items():
         builder = builder.config(key, value)

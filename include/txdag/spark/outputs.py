@@ -1,0 +1,165 @@
+"""What a job's ``process`` returns per state, and how each is staged from the executors.
+
+- a DataFrame (key columns, then one numeric column): numeric partials, summed per key (``sum`` output, added in
+  Redis at commit time);
+- a ``CombinedOutput``: a combiner aggregator's partial per key (``combine`` output, merged at commit time with
+  the aggregator's ``combine``); txdag.trident's persistent_aggregate builds it.
+
+Each stage writes one hash per state under (txid, attempt) and returns the OutputSpec the seal records.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from decimal import Decimal
+from functools import reduce
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import NumericType, StringType
+
+from txdag.attempt import TransactionAttempt
+from txdag.definition import State
+from txdag.errors import ConfigError
+from txdag.outputs import COMBINE, SUM, OutputSpec
+from txdag.refs import ref_of
+from txdag.spark.stage import write_fields
+from txdag.staging import stage_key
+from txdag.state.keys import JoinedKeyCodec
+from txdag.state.snapshottable_map import GLOBAL_KEY
+
+
+@dataclass(frozen=True)
+class StageContext:
+    """Where one state's output goes: the txid attempt, the state, the Redis of the staging (portable)."""
+
+    topology: str
+    tx: TransactionAttempt
+    state: State
+    client_spec: dict[str, Any]
+
+    @property
+    def where(self) -> str:
+        return f"topology {self.topology!r} txid {self.tx.txid} attempt {self.tx.attempt}"
+
+    @property
+    def state_where(self) -> str:
+        return f"{self.where} state {self.state.name!r}"
+
+    @property
+    def key(self) -> str:
+        return stage_key(self.topology, self.tx, self.state.name)
+
+
+def key_columns(ctx: StageContext, frame: DataFrame, what: str) -> list[str]:
+    """``key_fields`` key columns then one value column, renamed k0.., v; a clear error otherwise."""
+    n = ctx.state.key_fields
+    if len(frame.columns) != n + 1:
+        raise ConfigError(
+            f"{ctx.where}: state {ctx.state.name!r} has key_fields={n}, so its {what} needs {n + 1} column(s) ({n} "
+            f"key column(s), then the value), got {len(frame.columns)}: {frame.columns}; select the key columns and "
+            f"put the value last, or change the State's key_fields"
+        )
+    return [f"k{i}" for i in range(n)]
+
+
+def field_column(ctx: StageContext, frame: DataFrame, keys: list[str]) -> Column:
+    """The state's hash field of each row (null when a key part is null): Spark expressions for the common
+    shapes (joined strings, one string), the state's own key codec on the executors otherwise, so the field is
+    exactly what ``KeyCodec.encode`` gives everywhere else."""
+    codec = ctx.state.codec()
+    if not keys:
+        return F.lit(GLOBAL_KEY[0])
+    types = {f.name: f.dataType for f in frame.schema.fields}
+    any_null = reduce(lambda a, b: a | b, [F.col(k).isNull() for k in keys])
+    if isinstance(codec, JoinedKeyCodec):
+        if not all(isinstance(types[k], StringType) for k in keys):
+            raise ConfigError(f"{ctx.where}: state {ctx.state.name!r} joins its keys with {ctx.state.separator!r}, "
+                              f"so they must be strings; cast the key columns to string in process")
+        return F.when(any_null, F.lit(None)).otherwise(F.concat_ws(codec.sep, *keys))
+    where = ctx.state_where
+
+    def encode(*parts: Any) -> str | None:
+        if any(part is None for part in parts):
+            return None
+        try:
+            return codec.encode(tuple(parts))
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"{where}: cannot store key {parts!r}: {exc}") from None
+
+    encoded = F.udf(encode, "string", useArrow=True)
+    if len(keys) == 1 and isinstance(types[keys[0]], StringType):  # kept as is unless it starts with "["
+        key = F.col(keys[0])
+        return F.when(key.isNull(), F.lit(None)).when(key.startswith("["), encoded(key)).otherwise(key)
+    return encoded(*[F.col(k) for k in keys])
+
+
+def check_sum(ctx: StageContext, frame: DataFrame) -> list[str]:
+    """Key columns then a numeric partial; the key column names k0.."""
+    keys = key_columns(ctx, frame, "DataFrame")
+    value = frame.schema.fields[-1]
+    if not isinstance(value.dataType, NumericType):
+        raise ConfigError(f"{ctx.where}: the last column {value.name!r} of state {ctx.state.name!r} is "
+                          f"{value.dataType.simpleString()}, not a number; put the partial (a count, a sum) last")
+    return keys
+
+
+def stage_sum(ctx: StageContext, frame: DataFrame) -> OutputSpec:
+    """A DataFrame of key columns and a numeric partial: summed per field, staged from the executors."""
+    keys = check_sum(ctx, frame)
+    named = frame.toDF(*keys, "v")
+    rows = (named.select(field_column(ctx, named, keys).alias("field"), "v").groupBy("field")
+            .agg(F.sum("v").alias("v")).where(F.col("v").isNotNull()))
+    return OutputSpec(SUM, write_fields(rows, ctx.client_spec, ctx.key, ctx.topology, ctx.state_where, encode_number))
+
+
+@dataclass(frozen=True)
+class CombinedOutput:
+    """A batch's partial aggregate per key (key columns, then the partial), merged into the state at commit time
+    with ``aggregator.combine`` (Trident's persistentAggregate). The partials must already be combined per key."""
+
+    frame: DataFrame
+    aggregator: Any
+
+    def check(self, ctx: StageContext) -> None:
+        key_columns(ctx, self.frame, "persistent aggregate")
+        ref_of(self.aggregator)
+
+    def stage(self, ctx: StageContext) -> OutputSpec:
+        ref = ref_of(self.aggregator)
+        keys = key_columns(ctx, self.frame, "persistent aggregate")
+        named = self.frame.toDF(*keys, "v")
+        rows = named.select(field_column(ctx, named, keys).alias("field"), "v")
+        written = write_fields(rows, ctx.client_spec, ctx.key, ctx.topology, ctx.state_where, encode_json)
+        return OutputSpec(COMBINE, written, ref)
+
+
+def check_output(ctx: StageContext, output: Any) -> None:
+    """The output fits its state (columns, types): checked for every state before any is staged."""
+    if isinstance(output, DataFrame):
+        check_sum(ctx, output)
+    elif callable(getattr(output, "stage", None)) and callable(getattr(output, "check", None)):
+        output.check(ctx)
+    else:
+        raise ConfigError(f"{ctx.where}: process returned a {type(output).__name__} for state {ctx.state.name!r}; "
+                          f"return a DataFrame (numeric partials) or a txdag.trident persistent aggregate")
+
+
+def stage_output(ctx: StageContext, output: Any) -> OutputSpec:
+    if isinstance(output, DataFrame):
+        return stage_sum(ctx, output)
+    return output.stage(ctx)  # type: ignore[no-any-return]
+
+
+def encode_number(value: Any) -> str:
+    if isinstance(value, Decimal):
+        value = int(value) if value == value.to_integral_value() else float(value)
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def encode_json(value: Any) -> str:
+    if hasattr(value, "asDict"):
+        value = value.asDict(recursive=True)
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
