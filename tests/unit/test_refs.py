@@ -66,3 +66,23 @@ def test_a_class_the_commit_could_not_rebuild_is_refused_when_staged():
     Odd.__qualname__ = "Odd"
     with pytest.raises(ConfigError, match="not JSON values"):
         ref_of(Odd(object()))
+
+
+class Field(Base):
+    def __init__(self, field: str, name: str | None = None) -> None:
+        self.field = field
+        self.name = name or "field"
+
+
+class Forgets(Base):
+    def __init__(self, size: int) -> None:
+        self.n = size
+
+
+def test_constructor_parameters_kept_as_attributes_are_the_params():
+    ref = ref_of(Field("score"))
+    assert ref["params"] == {"field": "score", "name": "field"}
+    rebuilt = resolve_ref(ref, lambda: job_module(Field=Field), Base)
+    assert (rebuilt.field, rebuilt.name) == ("score", "field")
+    with pytest.raises(ConfigError, match=r"Forgets\(size=...\) keeps no attribute 'size'"):
+        ref_of(Forgets(3))
