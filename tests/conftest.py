@@ -213,6 +213,9 @@ class KVProvider:
     config: dict[str, Any]
     client: Any
 
+    def __repr__(self) -> str:  # pytest prints fixtures on failure: never the password
+        return f"KVProvider({self.name!r}, {self.config.get('nodes') or self.config.get('port')})"
+
 
 def redis_config_of(url: str) -> dict[str, Any]:
     parts = urlsplit(url)

@@ -10,15 +10,7 @@ split): a processing step stages one attempt's writes (:func:`stage_writes` from
                         drop :prepared and every staging of txid or older
     rollback            drop :prepared and meta.prepared_*
 
-Why scripts (the races they close):
-- prepare: commit task A prepares txid 5 attempt 1 and stalls; its retry A' prepares attempt 2 and commits;
-  A wakes and prepares attempt 1 again. Checked with the copy in one step, A's late prepare finds 5 committed
-  and does nothing (or, before the commit, finds attempt 2 prepared and is refused as stale).
-- commit: A and its retry A' both commit 5; without the txid check in the same step as the apply, a reader
-  between A's writes and A's txid record, or A' re-applying after A recorded, could see half a transaction or
-  lose a later txid's write. In one script the second commit finds 5 committed and changes nothing.
-- rollback: recovery decides to roll back 5, then a commit task commits 5 and prepares 6 before the rollback
-  runs; the rollback names txid 5, so it leaves 6 alone.
+Each step's docstring gives the race its script closes.
 """
 
 from __future__ import annotations
@@ -180,7 +172,14 @@ def clear_stage(client: redis.Redis, spec: KVNamespace, tx: TransactionAttempt) 
 
 def prepare(client: redis.Redis, spec: KVNamespace, tx: TransactionAttempt, *,
             hooks: StateHooks | None = None) -> StepResult:
-    """Copy attempt ``tx``'s sealed staging into the prepared area, recording txid and attempt (idempotent)."""
+    """Copy attempt ``tx``'s sealed staging into the prepared area, recording txid and attempt (idempotent).
+
+    The race the script closes (checks and copy in one step):
+        commit task A   prepares txid 5 attempt 1, stalls
+        retry A'        prepares txid 5 attempt 2, commits 5
+        A wakes         prepares attempt 1 again -> finds 5 committed: no-op (before the commit: refused, stale)
+    Checked in Python first, A could copy attempt 1 over attempt 2, or leave a prepared 5 behind a committed 5
+    for recovery to apply a second time."""
     if hooks is not None:
         hooks.pre_prepare(tx.txid)
     with kv_errors(client, f"preparing {tx}", spec):
@@ -193,7 +192,13 @@ def prepare(client: redis.Redis, spec: KVNamespace, tx: TransactionAttempt, *,
 
 
 def commit(client: redis.Redis, spec: KVNamespace, txid: int, *, hooks: StateHooks | None = None) -> StepResult:
-    """Apply prepared ``txid`` to the committed values and record it (a txid <= the committed one: no-op)."""
+    """Apply prepared ``txid`` to the committed values and record it (a txid <= the committed one: no-op).
+
+    The race the script closes (txid check, apply and record in one step):
+        commit task A   applies half of txid 5's writes
+        reader          sees half a transaction
+        retry A'        applies 5 again after A recorded it, undoing a write txid 6 made meanwhile
+    In one script no reader sees half of 5, and the second commit finds 5 committed and changes nothing."""
     if hooks is not None:
         hooks.pre_commit(txid)
     with kv_errors(client, f"committing txid {txid}", spec):
@@ -206,7 +211,12 @@ def commit(client: redis.Redis, spec: KVNamespace, txid: int, *, hooks: StateHoo
 
 def rollback(client: redis.Redis, spec: KVNamespace, txid: int | None = None, *,
              hooks: StateHooks | None = None) -> StepResult:
-    """Discard the prepared, uncommitted txid (only ``txid`` if given; another one is left alone)."""
+    """Discard the prepared, uncommitted txid (only ``txid`` if given; another one is left alone).
+
+    The race the script closes (read and drop in one step, naming the txid):
+        recovery        reads "5 prepared, not everywhere", decides to roll back 5
+        commit task     prepares 5 everywhere, commits 5, prepares 6
+        recovery        drops the prepared area -> would discard 6; naming txid 5, it leaves 6 alone"""
     if hooks is not None:
         hooks.pre_rollback()
     with kv_errors(client, "rolling back", spec):
