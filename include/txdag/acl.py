@@ -12,7 +12,8 @@ the spouts):
 
 The source is read-only unless ``source_write`` (a user that also seeds the source). A read-only key can
 still be read by a script sent with EVAL_RO/EVALSHA_RO (the stream spouts' planning does so), not with EVAL.
-The commands are what the code sends, nothing else: no KEYS, SCAN, FLUSHALL, CONFIG, ACL, MULTI.
+The commands are what the code sends, nothing else: no KEYS, SCAN, FLUSHALL, CONFIG, ACL, MULTI (plus CLUSTER
+SLOTS and COMMAND, which redis-py's cluster client sends to learn the slots and the commands' keys).
 ``txdag acl redis [TOPOLOGY...]`` prints the ``ACL SETUSER`` line, which an admin runs (``| redis-cli ...``).
 """
 
@@ -33,6 +34,7 @@ from txdag.state.redis_backing import state_keys
 
 COMMANDS = (
     "ping", "select", "hello",                                                      # connection
+    "cluster|slots", "command",                              # a Redis Cluster client's discovery (read-only)
     "get", "mget", "exists", "type", "hget", "hmget", "hgetall", "hlen", "hscan", "hkeys", "xrange",  # reads
     "set", "del", "hset", "hsetnx", "hdel", "hincrby", "hincrbyfloat", "xadd",      # writes
     "copy", "rename",                                                               # KeyValueState scripts

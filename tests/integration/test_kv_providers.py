@@ -11,6 +11,7 @@ import redis
 from access import PASSWORDS, redis_user
 from conftest import redis_config_of
 
+from txdag.acl import setuser_args
 from txdag.attempt import TransactionAttempt as Tx
 from txdag.definition import State, TweetsSource
 from txdag.errors import AccessDenied, ServiceUnavailable
@@ -128,3 +129,31 @@ def test_a_topologys_user_runs_its_key_value_states_and_nothing_else(redis_clien
         with pytest.raises(AccessDenied):
             load_state("redis", {"host": kwargs["host"], "port": kwargs["port"], "username": f"{prefix}-user",
                                  "password": password}, other.namespace)
+
+
+def test_a_topologys_user_on_the_cluster_runs_its_key_value_states(redis_cluster, prefix):
+    """The same ACL line on every node: the cluster client's discovery (CLUSTER SLOTS, COMMAND) is granted too;
+    a user without it gets an AccessDenied naming the missing command, not 'unreachable'."""
+    topology = TransactionalTopology(prefix, source=TweetsSource(prefix=f"{prefix}src:"), states=[State("users")],
+                                     job="spark_jobs/tweets_analytics.py", render=False, project_dir=str(ROOT))
+    user, password = f"{prefix}-user", f"pw-{uuid.uuid4().hex}"
+    config = {"nodes": redis_cluster.nodes, "username": user, "password": password}
+    admins = [redis_cluster.node_client(port) for port in redis_cluster.ports]
+    try:
+        for admin in admins:
+            admin.execute_command("ACL", "SETUSER", *setuser_args(user, [topology], password=password))
+        state = load_state("redis_cluster", config, kv_namespace(prefix, "counter"))
+        state.put("a", 1)
+        state.prepare_commit(1)
+        assert state.commit(1).outcome == "committed" and dict(state.items()) == {"a": 1}
+        with pytest.raises(AccessDenied, match=rf"refused user '{user}'"):
+            load_state("redis_cluster", config, kv_namespace(f"{prefix}x", "counter"))
+        for admin in admins:
+            admin.execute_command("ACL", "SETUSER", user, "-command")
+        with pytest.raises(AccessDenied, match="no permissions to run the 'command' command.*on every node") as e:
+            load_state("redis_cluster", config, kv_namespace(prefix, "counter"))
+        assert password not in str(e.value)
+    finally:
+        for admin in admins:
+            admin.execute_command("ACL", "DELUSER", user)
+            admin.close()

@@ -71,7 +71,7 @@ def test_only_txdags_commands_after_minus_all() -> None:
     assert rules.index("-@all") < min(i for i, r in enumerate(rules) if r.startswith("+"))
     assert not [r for r in rules if r.startswith(DANGEROUS)]
     for needed in ("+evalsha", "+eval_ro", "+script|load", "+hincrby", "+xrange", "+select", "+copy", "+rename",
-                   "+hkeys", "+hsetnx"):
+                   "+hkeys", "+hsetnx", "+cluster|slots", "+command"):
         assert needed in rules
 
 

@@ -38,23 +38,32 @@ def make_client(config: ProviderConfig) -> Any:
         client = RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in config.nodes], socket_timeout=seconds,
                               socket_connect_timeout=seconds, **auth)
     except (redis.exceptions.RedisClusterException, redis.RedisError) as exc:
-        if _refused(exc):
+        refusal = _refusal(exc)
+        if refusal is not None:
             raise AccessDenied(f"Redis Cluster at {config.address} refused user {config.username or 'default'!r}: "
-                               f"{exc}; check \"username\" and \"password\" in the provider config") from None
+                               f"{refusal}; {_fix(refusal, config)}") from None
         raise ServiceUnavailable(f"Redis Cluster at {config.address} is unreachable ({type(exc).__name__}: "
                                  f"{exc}); {HOW_TO_START_CLUSTER}") from None
     client.RedisClusterRequestTTL = config.max_redirections + 1
     return client
 
 
-def _refused(exc: BaseException) -> bool:
-    """A wrong login; redis-py's cluster client wraps the node's AuthenticationError in RedisClusterException."""
+def _refusal(exc: BaseException) -> BaseException | None:
+    """The login or ACL refusal behind a failed cluster connection (redis-py wraps it in RedisClusterException)."""
     chain: BaseException | None = exc
     while chain is not None:
-        if isinstance(chain, redis.AuthenticationError):
-            return True
+        if isinstance(chain, redis.AuthenticationError | redis.exceptions.NoPermissionError):
+            return chain
         chain = chain.__cause__ or chain.__context__
-    return any(s in str(exc) for s in REFUSALS)
+    return exc if any(s in str(exc) for s in REFUSALS) else None
+
+
+def _fix(refusal: BaseException, config: ProviderConfig) -> str:
+    if isinstance(refusal, redis.exceptions.NoPermissionError):
+        return (f"the cluster client needs CLUSTER SLOTS and COMMAND besides the topology's keys: give user "
+                f"{config.username or 'default'!r} the ACL SETUSER line `txdag acl redis TOPOLOGY` prints, on every "
+                f"node")
+    return "check \"username\" and \"password\" in the provider config"
 
 
 def namespace_of(config: ProviderConfig, namespace: str) -> KVNamespace:
