@@ -14,7 +14,10 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import pytest
 import redis
@@ -188,3 +191,54 @@ def second_redis(tmp_path: Path) -> Iterator[RedisServer]:
     if server.process is not None:
         server.freeze(False)
     server.kill()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real 3-master Redis Cluster on free loopback ports (txdag.testing.cluster), once per session, with an
+    admin user and the default user off."""
+    from txdag.testing.cluster import RedisClusterServers
+
+    cluster = RedisClusterServers(tmp_path_factory.mktemp("redis-cluster"))
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
+@dataclass
+class KVProvider:
+    """A KeyValueState provider under test: its name, its JSON config and a client built from them."""
+
+    name: str
+    config: dict[str, Any]
+    client: Any
+
+    def __repr__(self) -> str:  # pytest prints fixtures on failure: never the password
+        return f"KVProvider({self.name!r}, {self.config.get('nodes') or self.config.get('port')})"
+
+
+def redis_config_of(url: str) -> dict[str, Any]:
+    parts = urlsplit(url)
+    config: dict[str, Any] = {"host": parts.hostname, "port": parts.port, "database": int(parts.path.strip("/") or 0)}
+    if parts.username:
+        config["username"] = unquote(parts.username)
+    if parts.password:
+        config["password"] = unquote(parts.password)
+    return config
+
+
+@pytest.fixture(params=["redis", "redis_cluster"])
+def kv_provider(request: pytest.FixtureRequest, redis_url: str, prefix: str) -> Iterator[KVProvider]:
+    """Each KeyValueState provider in turn (one contract suite, every backend); keys naming the test's prefix
+    are deleted afterwards, on every node of the cluster."""
+    from txdag.state.kv import make_client, parse_provider_config
+
+    if request.param == "redis":
+        config = redis_config_of(redis_url)
+    else:
+        config = request.getfixturevalue("redis_cluster").config()
+    client = make_client(parse_provider_config(request.param, config))
+    yield KVProvider(request.param, config, client)
+    for key in list(client.scan_iter(match=f"*{prefix}*", count=1000)):
+        client.delete(key)
+    client.close()

@@ -6,12 +6,14 @@ the spouts):
     <ns>  {<ns>}:txid  {<ns>}:prev  {<ns>}:meta     each state's namespace          read-write
     <marker_key>                                      the last committed txid         read-write
     txdag:stage:{<topology>}:*  txdag:claim:{<topology>}:*  txdag:rejected:{<topology>}  read-write
+    txdag:kv:{<topology>:*                            KeyValueStates (default namespaces)  read-write
     <prefix>[0-9]*  <prefix>NEXT_WRITE  <prefix>NEXT_READ   a tweets source           read-only (%R~)
     <stream> ...                                      a streams source                read-only (%R~)
 
 The source is read-only unless ``source_write`` (a user that also seeds the source). A read-only key can
 still be read by a script sent with EVAL_RO/EVALSHA_RO (the stream spouts' planning does so), not with EVAL.
-The commands are what the code sends, nothing else: no KEYS, SCAN, FLUSHALL, CONFIG, ACL, MULTI.
+The commands are what the code sends, nothing else: no KEYS, SCAN, FLUSHALL, CONFIG, ACL, MULTI (plus CLUSTER
+SLOTS and COMMAND, which redis-py's cluster client sends to learn the slots and the commands' keys).
 ``txdag acl redis [TOPOLOGY...]`` prints the ``ACL SETUSER`` line, which an admin runs (``| redis-cli ...``).
 """
 
@@ -27,12 +29,15 @@ from typing import Any
 
 from txdag.errors import ConfigError
 from txdag.rejections import rejections_key
+from txdag.state.kv.layout import KEY_PREFIX
 from txdag.state.redis_backing import state_keys
 
 COMMANDS = (
     "ping", "select", "hello",                                                      # connection
-    "get", "mget", "exists", "type", "hget", "hmget", "hgetall", "hlen", "hscan", "xrange",  # reads
-    "set", "del", "hset", "hdel", "hincrby", "hincrbyfloat", "xadd",                # writes
+    "cluster|slots", "command",                              # a Redis Cluster client's discovery (read-only)
+    "get", "mget", "exists", "type", "hget", "hmget", "hgetall", "hlen", "hscan", "hkeys", "xrange",  # reads
+    "set", "del", "hset", "hsetnx", "hdel", "hincrby", "hincrbyfloat", "xadd",      # writes
+    "copy", "rename",                                                               # KeyValueState scripts
     "eval", "evalsha", "eval_ro", "evalsha_ro", "script|load", "script|exists",    # the Lua scripts
 )  # fmt: skip
 GLOB_SPECIAL = re.compile(r"([*?\[\]\\])")
@@ -50,6 +55,7 @@ def key_patterns(topology: Any, *, source_write: bool = False) -> list[str]:
     own += [topology.marker_key] if topology.marker_key else []
     own += [rejections_key(topology.topology_id)]
     rules = [f"~{glob_escape(k)}" for k in own] + [f"~txdag:stage:{{{t}}}:*", f"~txdag:claim:{{{t}}}:*"]
+    rules.append(f"~{KEY_PREFIX}{{{t}:*")  # the KeyValueStates of its steps: txdag.state.kv.kv_namespace
     source = topology.source
     if source.type == "tweets":
         p = glob_escape(source.prefix)

@@ -34,7 +34,7 @@ def _options() -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from txdag.commands import doctor, inspect, ops, state
+    from txdag.commands import doctor, inspect, kvstate, ops, state
 
     common = [_options()]
     parser = argparse.ArgumentParser(prog="txdag", description=DESCRIPTION)
@@ -55,8 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="list the runs without clearing them")
     p.set_defaults(func=ops.cmd_replay)
 
-    p = sub.add_parser("state", help="read committed state values")
-    state_sub = p.add_subparsers(dest="state_command", required=True, metavar="get|top")
+    p = sub.add_parser("state", help="read committed state values; dump or migrate a KeyValueState")
+    state_sub = p.add_subparsers(dest="state_command", required=True, metavar="get|top|dump|migrate")
     g = state_sub.add_parser("get", parents=common, help="values of keys (hash fields as stored, e.g. @bob:#tag)")
     g.add_argument("topology")
     g.add_argument("state", help="the state's name (or its Redis namespace)")
@@ -67,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("state")
     t.add_argument("-n", type=int, default=10, help="how many (default 10)")
     t.set_defaults(func=state.cmd_top)
+    kvstate.add_cli(state_sub, common)
 
     p = sub.add_parser("seed", parents=common, help="append demo data for a shipped topology")
     p.add_argument("topology", choices=[*ops.ALIASES, *ops.SAMPLES],

@@ -17,9 +17,20 @@ SCRIPT_REFUSED = "The user executing the script can't"  # Redis 7's ACL refusal 
 SHOWN_KEYS = 4
 
 
+def _kwargs(client: redis.Redis) -> dict:
+    """The connection keyword arguments of a client (a Redis Cluster client keeps them in its nodes manager)."""
+    pool = getattr(client, "connection_pool", None)
+    if pool is not None:
+        return pool.connection_kwargs
+    return getattr(getattr(client, "nodes_manager", None), "connection_kwargs", {})
+
+
 def describe(client: redis.Redis) -> str:
-    """host:port/db of a client, without its password."""
-    kwargs = client.connection_pool.connection_kwargs
+    """host:port/db of a client (``cluster host:port,...`` for a Redis Cluster), without its password."""
+    manager = getattr(client, "nodes_manager", None)
+    if manager is not None:
+        return "cluster " + ",".join(sorted(manager.startup_nodes))
+    kwargs = _kwargs(client)
     if "path" in kwargs:
         return f"unix:{kwargs['path']}"
     return f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
@@ -27,7 +38,7 @@ def describe(client: redis.Redis) -> str:
 
 def user_of(client: redis.Redis) -> str:
     """The ACL user a client logs in as (``default`` without a username); never its password."""
-    return client.connection_pool.connection_kwargs.get("username") or "default"
+    return _kwargs(client).get("username") or "default"
 
 
 def is_refusal(exc: BaseException) -> bool:

@@ -19,6 +19,7 @@ from txdag.masking import mask, register_secret
 from txdag.redisio import access_denied
 from txdag.rejections import rejections_key
 from txdag.staging import claim_key, stage_key
+from txdag.state.kv import KVNamespace, kv_namespace
 from txdag.state.redis_backing import state_keys
 from txdag.topology import TransactionalTopology
 
@@ -41,11 +42,17 @@ def test_every_key_the_code_writes_is_granted_read_write() -> None:
     t = topology()
     rules = key_patterns(t)
     tx = TransactionAttempt(12, 3)
+    kv = KVNamespace(kv_namespace("tw", "counter"))
+    kv_keys = [kv.committed, kv.meta, kv.prepared, kv.stages, kv.stage(tx), f"{kv.committed}:migrating",
+               f"{kv.stage(tx)}:migrating"]
     written = [*state_keys("users"), *state_keys("pairs"), "LAST", stage_key("tw", tx), stage_key("tw", tx, "users"),
-               claim_key("tw", tx), rejections_key("tw")]
+               claim_key("tw", tx), rejections_key("tw"), *kv_keys]
     assert [k for k in written if not matches(rules, k)] == []
     assert not matches(rules, stage_key("other", tx)) and not matches(rules, "users2")
     assert not matches(rules, claim_key("tw2", tx)) and not matches(rules, state_keys("pairsx")[1])
+    others = [KVNamespace(kv_namespace("tw2", "counter")).committed, KVNamespace("twx:c").meta,
+              KVNamespace("tw").committed, "txdag:kv:{tw}:meta"]
+    assert [k for k in others if matches(rules, k)] == []
 
 
 def test_the_source_is_read_only_unless_asked() -> None:
@@ -63,7 +70,8 @@ def test_only_txdags_commands_after_minus_all() -> None:
     rules = redis_acl_rules(topology())
     assert rules.index("-@all") < min(i for i, r in enumerate(rules) if r.startswith("+"))
     assert not [r for r in rules if r.startswith(DANGEROUS)]
-    for needed in ("+evalsha", "+eval_ro", "+script|load", "+hincrby", "+xrange", "+select"):
+    for needed in ("+evalsha", "+eval_ro", "+script|load", "+hincrby", "+xrange", "+select", "+copy", "+rename",
+                   "+hkeys", "+hsetnx", "+cluster|slots", "+command"):
         assert needed in rules
 
 

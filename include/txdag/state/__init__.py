@@ -3,6 +3,7 @@
 from txdag.state.base import BackingMap, Key, StateKind, ValueUpdater, combine_sum
 from txdag.state.cached_map import CachedMap
 from txdag.state.keys import DefaultKeyCodec, JoinedKeyCodec, KeyCodec
+from txdag.state.kv import KeyValueState
 from txdag.state.memory import MemoryBackingMap
 from txdag.state.non_transactional_map import NonTransactionalMap
 from txdag.state.opaque_map import OpaqueMap
@@ -24,6 +25,7 @@ __all__ = [
     "JoinedKeyCodec",
     "Key",
     "KeyCodec",
+    "KeyValueState",
     "MemoryBackingMap",
     "NonTransactionalMap",
     "OpaqueMap",

@@ -1,0 +1,121 @@
+"""Where a KeyValueState lives in Redis, and how a staged write (a put or a delete) is stored.
+
+A namespace ``ns`` (default ``<topology>:<step>``, see :func:`kv_namespace`) owns these keys; ``{ns}`` is a Redis
+Cluster hash tag, so every key of a namespace is in one slot and one Lua script may touch them all:
+
+    txdag:kv:{ns}                          hash  key bytes -> value bytes     the committed values
+    txdag:kv:{ns}:meta                     hash  v, key_serializer, value_serializer, committed_txid,
+                                                 prepared_txid, prepared_attempt (and migrating, moved while a
+                                                 migration runs)
+    txdag:kv:{ns}:prepared                 hash  key bytes -> tagged write    the prepared txid's writes
+    txdag:kv:{ns}:stage:<txid>:<attempt>   hash  key bytes -> tagged write    one attempt's staged writes
+    txdag:kv:{ns}:stages                   hash  "<txid>:<attempt>" -> "open" or the sealed number of keys
+    txdag:kv:{ns}:migrating, <stage key>:migrating   the converted half of a hash during ``txdag state migrate``
+
+A tagged write is ``b"="`` + the encoded value for a put and ``b"-"`` alone for a delete: every put is at least
+one byte longer than the tombstone and starts with another byte, so no value can pass for a delete.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from txdag.attempt import TransactionAttempt
+from txdag.errors import ConfigError
+from txdag.state.kv.serializers import DEFAULT_SERIALIZER, Serializer, get_serializer
+
+FORMAT_VERSION = "1"
+PUT_TAG = b"="
+TOMBSTONE = b"-"
+KEY_PREFIX = "txdag:kv:"
+
+
+class _Delete:
+    """The write that deletes a key (``stage_writes`` takes ``(key, DELETE)``)."""
+
+    def __repr__(self) -> str:
+        return "DELETE"
+
+
+DELETE = _Delete()
+
+
+def check_namespace(namespace: str) -> str:
+    if not isinstance(namespace, str) or not namespace or any(c.isspace() or c in "{}" for c in namespace):
+        raise ConfigError(f"a KeyValueState namespace must be a non-empty string without spaces or braces, got "
+                          f"{namespace!r}")
+    return namespace
+
+
+def kv_namespace(topology: str, step: str) -> str:
+    """The default namespace of a step's state: ``<topology>:<step>`` (txdag.acl grants a topology's user
+    ``txdag:kv:{<topology>:*``, so a namespace outside that prefix needs its own grant)."""
+    return check_namespace(f"{check_namespace(topology)}:{check_namespace(step)}")
+
+
+@dataclass(frozen=True)
+class KVNamespace:
+    """A namespace and the serializers (by name) that write it: small and picklable, so a Spark executor can
+    get it in a closure and stage writes with a plain client."""
+
+    namespace: str
+    key_serializer: str = DEFAULT_SERIALIZER
+    value_serializer: str = DEFAULT_SERIALIZER
+
+    def __post_init__(self) -> None:
+        check_namespace(self.namespace)
+        get_serializer(self.key_serializer, for_keys=True)
+        get_serializer(self.value_serializer)
+
+    @property
+    def keys_codec(self) -> Serializer:
+        return get_serializer(self.key_serializer, for_keys=True)
+
+    @property
+    def values_codec(self) -> Serializer:
+        return get_serializer(self.value_serializer)
+
+    @property
+    def base(self) -> str:
+        return f"{KEY_PREFIX}{{{self.namespace}}}"
+
+    @property
+    def committed(self) -> str:
+        return self.base
+
+    @property
+    def meta(self) -> str:
+        return f"{self.base}:meta"
+
+    @property
+    def prepared(self) -> str:
+        return f"{self.base}:prepared"
+
+    @property
+    def stages(self) -> str:
+        return f"{self.base}:stages"
+
+    def stage(self, tx: TransactionAttempt) -> str:
+        return f"{self.base}:stage:{tx.txid}:{tx.attempt}"
+
+    def encode_write(self, value: object) -> bytes:
+        """The tagged form of a put of ``value`` (or of a delete, for DELETE)."""
+        return TOMBSTONE if value is DELETE else PUT_TAG + self.values_codec.encode(value)
+
+    def decode_write(self, tagged: bytes) -> object:
+        """A tagged write back to a value, or DELETE."""
+        if tagged == TOMBSTONE:
+            return DELETE
+        if not tagged.startswith(PUT_TAG):
+            raise ConfigError(f"namespace {self.namespace!r}: staged write {tagged[:40]!r} has no put/delete tag")
+        return self.values_codec.decode(tagged[1:])
+
+
+def attempt_id(tx: TransactionAttempt) -> str:
+    """The field of ``stages`` naming an attempt."""
+    return f"{tx.txid}:{tx.attempt}"
+
+
+def parse_attempt_id(text: str) -> TransactionAttempt:
+    txid, attempt = text.split(":")
+    return TransactionAttempt(int(txid), int(attempt))
