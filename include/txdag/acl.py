@@ -7,6 +7,7 @@ the spouts):
     <marker_key>                                      the last committed txid         read-write
     txdag:stage:{<topology>}:*  txdag:claim:{<topology>}:*  txdag:rejected:{<topology>}  read-write
     txdag:kv:{<topology>:*                            KeyValueStates (default namespaces)  read-write
+    txdag:window:{<topology>}:*  txdag:values:{<topology>}:*   window stores, new values streams   read-write
     <prefix>[0-9]*  <prefix>NEXT_WRITE  <prefix>NEXT_READ   a tweets source           read-only (%R~)
     <stream> ...                                      a streams source                read-only (%R~)
 
@@ -36,10 +37,12 @@ COMMANDS = (
     "ping", "select", "hello",                                                      # connection
     "cluster|slots", "command",                              # a Redis Cluster client's discovery (read-only)
     "get", "mget", "exists", "type", "hget", "hmget", "hgetall", "hlen", "hscan", "hkeys", "xrange",  # reads
+    "xrevrange",
     "set", "del", "hset", "hsetnx", "hdel", "hincrby", "hincrbyfloat", "xadd",      # writes
     "copy", "rename",                                                               # KeyValueState scripts
     "eval", "evalsha", "eval_ro", "evalsha_ro", "script|load", "script|exists",    # the Lua scripts
 )  # fmt: skip
+OWN_AREAS = ("stage", "claim", "window", "values")  # txdag:<area>:{<topology>}:* (staging.py, window_store, newvalues)
 GLOB_SPECIAL = re.compile(r"([*?\[\]\\])")
 
 
@@ -54,7 +57,7 @@ def key_patterns(topology: Any, *, source_write: bool = False) -> list[str]:
     own = [k for s in topology.states for k in state_keys(s.redis_key)]
     own += [topology.marker_key] if topology.marker_key else []
     own += [rejections_key(topology.topology_id)]
-    rules = [f"~{glob_escape(k)}" for k in own] + [f"~txdag:stage:{{{t}}}:*", f"~txdag:claim:{{{t}}}:*"]
+    rules = [f"~{glob_escape(k)}" for k in own] + [f"~txdag:{area}:{{{t}}}:*" for area in OWN_AREAS]
     rules.append(f"~{KEY_PREFIX}{{{t}:*")  # the KeyValueStates of its steps: txdag.state.kv.kv_namespace
     source = topology.source
     if source.type == "tweets":

@@ -2,8 +2,8 @@
 
 Order of writes, and why each crash point is safe:
 1. ZooKeeper: status COMMITTING (freezes the batch: any replay re-emits the same metadata).
-2. Redis: the outputs of each state with the state's txid rules per key (idempotent): combiner partials through
-   the map state, then numeric partials one script call per chunk, with the marker written last.
+2. Redis: the outputs of each state, each idempotent for the txid (txdag.apply: combiner partials, windows,
+   state updaters), then the numeric partials, one script call per chunk, with the marker written last.
 3. ZooKeeper: COMMITTED and committed_txid = txid, in one transaction.
 4. Redis: the staging of every attempt of txid is deleted; ZooKeeper: txids older than the kept window.
 A crash after 1 or 2 leaves a txid that re-runs 2 with the same partials (no change where already applied);
@@ -16,19 +16,17 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
 
 import redis
 
+from txdag.apply import APPLIERS, CommitContext
 from txdag.attempt import TransactionAttempt
 from txdag.coordinator import AlreadyCommitted, Coordinator, Wait
 from txdag.errors import ConfigError
 from txdag.faults import crash_if_requested
-from txdag.outputs import COMBINE, SUM, OutputSpec
+from txdag.outputs import SUM
 from txdag.redisio import redis_errors
-from txdag.refs import resolve_ref
 from txdag.staging import Staging
-from txdag.state.combine_apply import apply_combined
 from txdag.state.map_state import MapStateBase
 from txdag.state.redis_backing import RedisBackingMap
 from txdag.state.redis_commit import EncodedPartials, apply_encoded
@@ -75,7 +73,10 @@ def commit_transaction(
         )
     applied = skipped = 0
     if not _marker_at(client, marker_key, tx.txid, topology):  # a marker >= txid: every output is in already
-        applied += _apply_combined(topology, tx, states, outputs, load_job)
+        ctx = CommitContext(topology, tx, client, states, load_job)
+        for name, (spec, values) in outputs.items():
+            if spec.kind != SUM:
+                applied += APPLIERS[spec.kind](ctx, name, spec, values)
         sums = [EncodedPartials(_namespace(states[name]), states[name].kind, values)
                 for name, (spec, values) in outputs.items() if spec.kind == SUM]
         result = apply_encoded(client, tx.txid, sums, marker_key=marker_key, extra=extra, topology=topology)
@@ -108,28 +109,6 @@ def _marker_at(client: redis.Redis, marker_key: str | None, txid: int, topology:
         raise ConfigError(f"topology {topology!r} txid {txid}: marker key {marker_key!r} holds {value[:40]!r}, not a "
                           f"txid; another writer uses the key: give the topology a marker_key of its own")
     return int(value) >= txid
-
-
-def _apply_combined(topology: str, tx: TransactionAttempt, states: Mapping[str, MapStateBase],
-                    outputs: Mapping[str, tuple[OutputSpec, dict[str, Any]]],
-                    load_job: Callable[[], ModuleType] | None) -> int:
-    """Merge the ``combine`` outputs with their aggregators' ``combine`` (Trident's persistentAggregate)."""
-    applied = 0
-    for name, (spec, values) in outputs.items():
-        if spec.kind != COMBINE:
-            continue
-        from txdag.trident.aggregators import CombinerAggregator  # pyspark-free contracts
-
-        if load_job is None and (spec.ref or {}).get("module") == "job":
-            raise ConfigError(f"topology {topology!r} {tx}: state {name!r} was staged with an aggregator of the job "
-                              f"file, and this commit has no job file to load it from")
-        aggregator = resolve_ref(spec.ref, load_job or _no_job, CombinerAggregator)
-        applied += apply_combined(states[name], tx.txid, values, aggregator.combine)
-    return applied
-
-
-def _no_job() -> ModuleType:
-    raise ConfigError("no job file to load aggregators from")
 
 
 def _namespace(state: MapStateBase) -> str:

@@ -7,6 +7,10 @@ Kinds of output:
 - ``combine``: a combiner aggregator's partial value per hash field (JSON), merged into the stored value by the
   aggregator's ``combine`` at commit time, through the map state's ``multi_update`` (Trident's persistentAggregate
   with a CombinerAggregator). ``ref`` names the aggregator so that the commit task can rebuild it.
+- ``window``: the txid's window rows (JSON ``[ts, field, ...]`` per staged sequence number), appended to the
+  window store at commit time, in txid order; the windows they close are aggregated with ``ref``'s aggregator
+  (``options``: the window spec, the field names, how many are group keys, top N, new values).
+- ``persist``: rows handed to a StateUpdater (``ref``) at commit time (Trident's partitionPersist).
 
 The seal of an attempt holding only ``sum`` outputs keeps format version 1 (``state -> number of fields``), which
 every txdag reads; any other output makes it version 2, where each state's entry is a JSON object.
@@ -22,7 +26,9 @@ from txdag.errors import FormatVersionError
 
 SUM = "sum"
 COMBINE = "combine"
-KINDS = (SUM, COMBINE)
+WINDOW = "window"
+PERSIST = "persist"
+KINDS = (SUM, COMBINE, WINDOW, PERSIST)
 
 
 @dataclass(frozen=True)
@@ -31,7 +37,8 @@ class OutputSpec:
 
     kind: str = SUM
     count: int = 0
-    ref: dict[str, Any] | None = field(default=None, compare=True)
+    ref: dict[str, Any] | None = None
+    options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -40,8 +47,8 @@ class OutputSpec:
     def seal_value(self, version: int) -> str:
         if version == 1:
             return str(self.count)
-        return json.dumps({"kind": self.kind, "count": self.count, "ref": self.ref}, separators=(",", ":"),
-                          sort_keys=True)
+        return json.dumps({"kind": self.kind, "count": self.count, "ref": self.ref, "options": self.options},
+                          separators=(",", ":"), sort_keys=True)
 
 
 def seal_version(outputs: dict[str, OutputSpec]) -> int:
@@ -69,7 +76,8 @@ def decode_seal(raw: dict[str, str], where: str) -> dict[str, OutputSpec] | None
     for name, value in fields.items():
         try:
             entry = json.loads(value)
-            outputs[name] = OutputSpec(entry["kind"], _count(entry["count"], name, where), entry.get("ref"))
+            outputs[name] = OutputSpec(entry["kind"], _count(entry["count"], name, where), entry.get("ref"),
+                                       entry.get("options") or {})
         except (ValueError, KeyError, TypeError) as exc:
             raise FormatVersionError(f"staging seal of {where}: entry {name!r} is malformed ({exc}): replay the "
                                      f"txid to process it again") from None

@@ -253,3 +253,29 @@ def test_contract_spark_partitions_stage_with_their_own_clients(kv_provider, pre
     assert commit(kv_provider.client, spec, 1).keys == 2600
     values = committed(kv_provider, spec.namespace)
     assert len(values) == 2600 and values["w2599"] == 2599
+
+
+def test_contract_processing_reads_as_of_the_txid_before_even_after_its_own_commit(kv_provider, prefix):
+    from txdag.state.kv import read_as_of
+
+    client, spec = kv_provider.client, KVNamespace(f"{prefix}:asof")
+    stage(client, spec, Tx(1, 1), {"a": 1, "b": 2})
+    prepare(client, spec, Tx(1, 1))
+    commit(client, spec, 1)
+    assert read_as_of(client, spec, ["a", "b", "c"], 2) == {"a": 1, "b": 2}
+    stage(client, spec, Tx(2, 1), {"a": 5, "b": DELETE, "c": 7})
+    prepare(client, spec, Tx(2, 1))
+    commit(client, spec, 2)
+    # txid 2's state is committed, and txid 2 is processed again (its commit failed after the state's): it still
+    # reads the state as of txid 1, from what txid 2 overwrote
+    assert read_as_of(client, spec, ["a", "b", "c"], 2) == {"a": 1, "b": 2}
+    assert read_as_of(client, spec, ["a", "b", "c"], 3) == {"a": 5, "c": 7}
+    with pytest.raises(KVStateError, match="txid 5 is processed before txid 4 was committed"):
+        read_as_of(client, spec, ["a"], 5)
+    with pytest.raises(KVStateError, match="holds txid 2 already, so txid 1 cannot be read as of txid 0"):
+        read_as_of(client, spec, ["a"], 1)
+    stage(client, spec, Tx(3, 1), {"a": 6})  # the next commit replaces the undo record
+    prepare(client, spec, Tx(3, 1))
+    commit(client, spec, 3)
+    assert read_as_of(client, spec, ["a", "b", "c"], 3) == {"a": 5, "c": 7}
+    assert read_as_of(client, spec, [], 4) == {}

@@ -46,7 +46,8 @@ def test_every_key_the_code_writes_is_granted_read_write() -> None:
     kv_keys = [kv.committed, kv.meta, kv.prepared, kv.stages, kv.stage(tx), f"{kv.committed}:migrating",
                f"{kv.stage(tx)}:migrating"]
     written = [*state_keys("users"), *state_keys("pairs"), "LAST", stage_key("tw", tx), stage_key("tw", tx, "users"),
-               claim_key("tw", tx), rejections_key("tw"), *kv_keys]
+               claim_key("tw", tx), rejections_key("tw"), *kv_keys, "txdag:window:{tw}:trending:rows:3",
+               "txdag:values:{tw}:trending"]
     assert [k for k in written if not matches(rules, k)] == []
     assert not matches(rules, stage_key("other", tx)) and not matches(rules, "users2")
     assert not matches(rules, claim_key("tw2", tx)) and not matches(rules, state_keys("pairsx")[1])

@@ -18,7 +18,8 @@ def test_a_combine_output_makes_version_2_with_its_aggregator_reference():
     ref = {"module": "job", "name": "Longest", "params": {}}
     outputs = {"users": OutputSpec(SUM, 3), "longest": OutputSpec(COMBINE, 2, ref)}
     seal = encode_seal(outputs)
-    assert seal["v"] == "2" and json.loads(seal["longest"]) == {"kind": "combine", "count": 2, "ref": ref}
+    assert seal["v"] == "2"
+    assert json.loads(seal["longest"]) == {"kind": "combine", "count": 2, "ref": ref, "options": {}}
     assert decode_seal(seal, "here") == outputs
 
 

@@ -18,6 +18,7 @@ from txdag.state.kv.protocol import (
     StepResult,
     commit,
     prepare,
+    read_as_of,
     rollback,
     seal_stage,
     stage_writes,
@@ -32,6 +33,6 @@ __all__ = [
     "DELETE", "KVNamespace", "KVStateError", "KeyValueState", "MigrationResult", "NamespaceStatus",
     "ProviderConfig", "RecoveryPlan", "SerializationError", "Serializer", "StagedAttempt", "StateHooks",
     "StepResult", "Txids", "commit", "get_serializer", "kv_namespace", "load_state", "make_client", "migrate",
-    "namespace_of", "parse_provider_config", "plan_recovery", "prepare", "recover", "register_serializer",
+    "namespace_of", "parse_provider_config", "plan_recovery", "prepare", "read_as_of", "recover", "register_serializer",
     "rollback", "seal_stage", "stage_writes", "status",
 ]

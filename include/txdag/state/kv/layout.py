@@ -8,6 +8,8 @@ Cluster hash tag, so every key of a namespace is in one slot and one Lua script 
                                                  prepared_txid, prepared_attempt (and migrating, moved while a
                                                  migration runs)
     txdag:kv:{ns}:prepared                 hash  key bytes -> tagged write    the prepared txid's writes
+    txdag:kv:{ns}:undo                     hash  key bytes -> tagged write    what the last committed txid
+                                                 overwrote (``undo_txid`` in meta): the state as of the txid before
     txdag:kv:{ns}:stage:<txid>:<attempt>   hash  key bytes -> tagged write    one attempt's staged writes
     txdag:kv:{ns}:stages                   hash  "<txid>:<attempt>" -> "open" or the sealed number of keys
     txdag:kv:{ns}:migrating, <stage key>:migrating   the converted half of a hash during ``txdag state migrate``
@@ -90,6 +92,10 @@ class KVNamespace:
     @property
     def prepared(self) -> str:
         return f"{self.base}:prepared"
+
+    @property
+    def undo(self) -> str:
+        return f"{self.base}:undo"
 
     @property
     def stages(self) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -27,8 +27,8 @@ from txdag.attempt import TransactionAttempt
 from txdag.errors import ServiceUnavailable
 from txdag.redisio import HOW_TO_START_REDIS, describe, redis_errors
 from txdag.state.kv import scripts
-from txdag.state.kv.errors import raise_kv_error
-from txdag.state.kv.layout import KVNamespace, attempt_id, parse_attempt_id
+from txdag.state.kv.errors import KVStateError, raise_kv_error
+from txdag.state.kv.layout import PUT_TAG, TOMBSTONE, KVNamespace, attempt_id, parse_attempt_id
 
 HOW_TO_START_CLUSTER = ("start its nodes (the tests start one with txdag.testing.cluster.RedisClusterServers), or "
                         "fix the provider config's \"nodes\"")
@@ -202,7 +202,7 @@ def commit(client: redis.Redis, spec: KVNamespace, txid: int, *, hooks: StateHoo
     if hooks is not None:
         hooks.pre_commit(txid)
     with kv_errors(client, f"committing txid {txid}", spec):
-        reply = run_script(client, "COMMIT_SCRIPT", [spec.meta, spec.committed, spec.prepared, spec.stages],
+        reply = run_script(client, "COMMIT_SCRIPT", [spec.meta, spec.committed, spec.prepared, spec.stages, spec.undo],
                            [spec.namespace, spec.key_serializer, spec.value_serializer, txid, f"{spec.base}:stage:"])
     if _text(reply[0]) == "already committed":
         return StepResult(spec.namespace, "commit", "already committed", int(reply[1]))
@@ -248,3 +248,34 @@ def status(client: redis.Redis, spec: KVNamespace) -> NamespaceStatus:
         int(m["prepared_txid"]) if m["prepared_txid"] else None,
         int(m["prepared_attempt"]) if m["prepared_attempt"] else None, int(committed_keys), int(prepared_keys),
         staged, m["migrating"], int(m["moved"] or 0))
+
+
+def read_as_of(client: redis.Redis, spec: KVNamespace, keys: Sequence[Any], txid: int) -> dict[Any, Any]:
+    """The committed values of ``keys`` (absent ones left out) as the processing of ``txid`` must see them: as of
+    txid - 1, in one round trip. When txid itself is committed already (its commit stopped after the state's, and
+    it is processed again), the values it overwrote are read back from the undo record."""
+    fields = [spec.keys_codec.encode(key) for key in keys]
+    with kv_errors(client, f"reading as of txid {txid - 1}", spec):
+        pipe = client.pipeline(transaction=False)
+        pipe.hmget(spec.meta, ["committed_txid", "undo_txid"])
+        if fields:
+            pipe.hmget(spec.committed, fields)
+            pipe.hmget(spec.undo, fields)
+        replies = pipe.execute()
+    committed, undo_txid = (int(_text(x) or 0) for x in replies[0])
+    if committed < txid - 1:
+        raise KVStateError(f"KeyValueState {spec.namespace!r}: txid {txid} is processed before txid {txid - 1} was "
+                           f"committed (the state holds txid {committed}); its processing must wait for it")
+    if committed > txid or (committed == txid and undo_txid != txid):
+        raise KVStateError(f"KeyValueState {spec.namespace!r} holds txid {committed} already, so txid {txid} cannot "
+                           f"be read as of txid {txid - 1}; replay from txid {committed + 1} instead")
+    if not fields:
+        return {}
+    values, undone = replies[1], replies[2] if committed == txid else [None] * len(fields)
+    result = {}
+    for key, value, before in zip(keys, values, undone):
+        if before is not None:
+            value = None if before == TOMBSTONE else before[len(PUT_TAG):]
+        if value is not None:
+            result[key] = spec.values_codec.decode(value)
+    return result

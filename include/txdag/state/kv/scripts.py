@@ -72,10 +72,12 @@ return {'prepared', n}
 """
 
 COMMIT_SCRIPT = _CHECK_META + """
--- KEYS: meta, committed, prepared, stages.
+-- KEYS: meta, committed, prepared, stages, undo.
 -- ARGV: namespace, key serializer, value serializer, txid, the prefix of the namespace's staging hashes.
 -- Returns {'committed', puts, deletes} or {'already committed', committed txid}.
-local meta, committed, prepared, stages = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+-- The values the txid overwrites go to undo (tagged like a write: '=' value, '-' absent), so that a re-run of
+-- the txid's processing can still read the state as of the txid before it (read_as_of).
+local meta, committed, prepared, stages, undo = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local ns, txid = ARGV[1], tonumber(ARGV[4])
 check_meta(meta, ns, ARGV[2], ARGV[3])
 local st = redis.call('HMGET', meta, 'committed_txid', 'prepared_txid')
@@ -84,11 +86,22 @@ if txid <= done then return {'already committed', done} end
 if tonumber(st[2]) ~= txid then
   error({err = 'TXDAG_KV_NOT_PREPARED ' .. ns .. ' ' .. txid .. ' ' .. (st[2] or 'none')})
 end
+redis.call('DEL', undo)
 local cursor, nput, ndel = '0', 0, 0
 repeat
   local reply = redis.call('HSCAN', prepared, cursor, 'COUNT', 1000)
   cursor = reply[1]
-  local puts, dels, page = {}, {}, reply[2]
+  local puts, dels, page, fields = {}, {}, reply[2], {}
+  for i = 1, #page, 2 do fields[#fields + 1] = page[i] end
+  if #fields > 0 then
+    local old, before = redis.call('HMGET', committed, unpack(fields)), {}
+    for j, f in ipairs(fields) do
+      if redis.call('HEXISTS', undo, f) == 0 then  -- HSCAN may return a field twice: keep the first image
+        before[#before + 1] = f; before[#before + 1] = old[j] and ('=' .. old[j]) or '-'
+      end
+    end
+    in_slices('HSET', undo, before)
+  end
   for i = 1, #page, 2 do
     if page[i + 1] == '-' then
       dels[#dels + 1] = page[i]
@@ -101,7 +114,7 @@ repeat
   nput, ndel = nput + #puts / 2, ndel + #dels
 until cursor == '0'
 redis.call('DEL', prepared)
-redis.call('HSET', meta, 'committed_txid', txid)
+redis.call('HSET', meta, 'committed_txid', txid, 'undo_txid', txid)
 redis.call('HDEL', meta, 'prepared_txid', 'prepared_attempt')
 for _, id in ipairs(redis.call('HKEYS', stages)) do   -- staging of txid or older can never be prepared again
   local t = tonumber(string.match(id, '^(%d+):'))
@@ -195,6 +208,7 @@ for i = 3, #KEYS, 2 do
 end
 local k, v = string.match(target, '^([^,]+),([^,]+)$')
 redis.call('HSET', meta, 'key_serializer', k, 'value_serializer', v)
-redis.call('HDEL', meta, 'migrating', 'moved')
+redis.call('HDEL', meta, 'migrating', 'moved', 'undo_txid')
+redis.call('DEL', string.sub(meta, 1, -6) .. ':undo')  -- old-format images of the last txid: dropped
 return swapped
 """
