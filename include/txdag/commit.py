@@ -3,7 +3,8 @@
 Order of writes, and why each crash point is safe:
 1. ZooKeeper: status COMMITTING (freezes the batch: any replay re-emits the same metadata).
 2. Redis: the outputs of each state, each idempotent for the txid (txdag.apply: combiner partials, windows,
-   state updaters), then the numeric partials, one script call per chunk, with the marker written last.
+   state updaters; txdag.kvcommit: key-value states, prepared then committed), then the numeric partials, one
+   script call per chunk, with the marker written last.
 3. ZooKeeper: COMMITTED and committed_txid = txid, in one transaction.
 4. Redis: the staging of every attempt of txid is deleted; ZooKeeper: txids older than the kept window.
 A crash after 1 or 2 leaves a txid that re-runs 2 with the same partials (no change where already applied);
@@ -24,6 +25,7 @@ from txdag.attempt import TransactionAttempt
 from txdag.coordinator import AlreadyCommitted, Coordinator, Wait
 from txdag.errors import ConfigError
 from txdag.faults import crash_if_requested
+from txdag.kvcommit import KVTarget, commit_key_values
 from txdag.outputs import SUM
 from txdag.redisio import redis_errors
 from txdag.staging import Staging
@@ -54,9 +56,11 @@ def commit_transaction(
     marker_key: str | None = None,
     extra: Mapping[str, str] | None = None,
     load_job: Callable[[], ModuleType] | None = None,
+    key_values: Mapping[str, KVTarget] | None = None,
 ) -> CommitOutcome:
     """Commit ``tx`` if it is next; raises CascadeError/StaleAttemptError when it must not commit at all.
-    ``load_job`` imports the topology's job file, for outputs whose aggregator the job defines."""
+    ``load_job`` imports the topology's job file, for outputs whose aggregator the job defines; ``key_values``
+    are the topology's key-value states, every one prepared and committed at each txid."""
     topology = coordinator.name
     decision = coordinator.begin_commit(tx)
     if isinstance(decision, Wait):
@@ -65,7 +69,7 @@ def commit_transaction(
         staging.delete(tx.txid, range(1, tx.attempt + 1), states)
         return CommitOutcome(tx, "already committed", reason=decision.reason)
     outputs = staging.read_outputs(tx)
-    unknown = sorted(set(outputs) - set(states))
+    unknown = sorted(set(outputs) - set(states) - set(key_values or {}))
     if unknown:
         raise ConfigError(
             f"topology {topology!r} {tx}: staged partials for unknown states {unknown}; the job and "
@@ -75,8 +79,9 @@ def commit_transaction(
     if not _marker_at(client, marker_key, tx.txid, topology):  # a marker >= txid: every output is in already
         ctx = CommitContext(topology, tx, client, states, load_job)
         for name, (spec, values) in outputs.items():
-            if spec.kind != SUM:
+            if spec.kind in APPLIERS:
                 applied += APPLIERS[spec.kind](ctx, name, spec, values)
+        applied += commit_key_values(ctx, outputs, key_values or {})
         sums = [EncodedPartials(_namespace(states[name]), states[name].kind, values)
                 for name, (spec, values) in outputs.items() if spec.kind == SUM]
         result = apply_encoded(client, tx.txid, sums, marker_key=marker_key, extra=extra, topology=topology)

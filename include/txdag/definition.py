@@ -186,6 +186,52 @@ class StreamsSource:
                 "redis_conn_id": self.redis_conn_id, "stream_conn_ids": dict(self.stream_conn_ids)}
 
 
+@dataclass(frozen=True)
+class KeyValue:
+    """A processing step's KeyValueState (seed 002): written by ``txdag.trident.stateful`` in the job, prepared
+    and committed by the commit. ``provider`` and ``config`` are seed 002's provider name and JSON config
+    (``redis``: host, port, timeout, database, username, password; ``redis_cluster``: nodes, timeout,
+    max_redirections); without a config the state lives in the topology's Redis connection, which keeps
+    passwords in Airflow. The namespace defaults to ``<topology>:<name>``."""
+
+    name: str
+    provider: str = "redis"
+    config: Mapping[str, Any] | str | None = None
+    namespace: str | None = None
+    key_serializer: str = "json"
+    value_serializer: str = "json"
+
+    def __post_init__(self) -> None:
+        from txdag.state.kv import parse_provider_config
+        from txdag.state.kv.layout import check_namespace
+        from txdag.state.kv.serializers import get_serializer
+
+        check_name("a key-value state name", self.name)
+        if self.config is not None:
+            parse_provider_config(self.provider, self.config)  # every mistake now, at parse time
+        elif self.provider != "redis":
+            raise ConfigError(f"key-value state {self.name!r}: provider {self.provider!r} needs a config (its nodes); "
+                              f"without one the state uses the topology's Redis connection")
+        if self.namespace is not None:
+            check_namespace(self.namespace)
+        get_serializer(self.key_serializer, for_keys=True)
+        get_serializer(self.value_serializer)
+
+    def namespace_of(self, topology: str) -> str:
+        from txdag.state.kv import kv_namespace
+
+        return self.namespace or kv_namespace(topology, self.name)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Without the config: it may hold a password, and the job spec travels on a command line."""
+        return {"name": self.name, "provider": self.provider, "namespace": self.namespace,
+                "key_serializer": self.key_serializer, "value_serializer": self.value_serializer}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> KeyValue:
+        return cls(**data)
+
+
 Source = TweetsSource | StreamsSource
 SOURCES: dict[str, type] = {"tweets": TweetsSource, "streams": StreamsSource}
 
@@ -217,12 +263,14 @@ class JobSpec:
     source: Source
     states: tuple[State, ...]
     redis_conn_id: str = DEFAULT_REDIS_CONN_ID  # where the states, the staging and the rejections live
+    key_values: tuple[KeyValue, ...] = ()
 
     def to_json(self) -> str:
         return json.dumps({
             "v": FORMAT_VERSION, "topology": self.topology, "txid": self.tx.txid, "attempt": self.tx.attempt,
             "metadata": self.metadata, "source": self.source.to_dict(),
             "states": [s.to_dict() for s in self.states], "redis_conn_id": self.redis_conn_id,
+            "key_values": [k.to_dict() for k in self.key_values],
         }, separators=(",", ":"), sort_keys=True)
 
     @classmethod
@@ -240,4 +288,5 @@ class JobSpec:
             topology=data["topology"], tx=TransactionAttempt(data["txid"], data["attempt"]),
             metadata=data["metadata"], source=source_from_dict(data["source"]),
             states=tuple(State.from_dict(s) for s in data["states"]), redis_conn_id=data["redis_conn_id"],
+            key_values=tuple(KeyValue.from_dict(k) for k in data.get("key_values", ())),
         )

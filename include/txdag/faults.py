@@ -13,6 +13,8 @@ production environment cannot kill jobs. The points, in the order a txid passes 
     coordinate  the coordinator wrote the txid's metadata to ZooKeeper and still holds the topology lock
     process     the Spark job staged its first state, not the others, and did not seal (mid-batch)
     staged      the process task sealed the staging and marked the txid PROCESSED; commit has not started
+    prepared    the commit prepared every key-value state of the txid and committed none (seed 002's restart
+                between prepare and commit)
     commit      the commit wrote the states (with the txid) but did not record the commit in ZooKeeper
     committed   the commit is recorded in ZooKeeper; the staging is not cleaned up yet
 
@@ -37,7 +39,7 @@ FAULTS_VAR = "TXDAG_FAULTS"
 ALLOWED_VAR = "TXDAG_FAULTS_ALLOWED"
 FIRED_DIR_VAR = "TXDAG_FAULTS_FIRED_DIR"
 
-POINTS = ("coordinate", "process", "staged", "commit", "committed")
+POINTS = ("coordinate", "process", "staged", "prepared", "commit", "committed")
 
 log = logging.getLogger(__name__)
 _warned = False

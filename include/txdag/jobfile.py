@@ -39,4 +39,15 @@ def load_job_module(job_path: str) -> ModuleType:
     except BaseException:
         sys.modules.pop(name, None)
         raise
+    _pickle_by_value(module)
     return module
+
+
+def _pickle_by_value(module: ModuleType) -> None:
+    """Classes and functions of the job (a step, an aggregator) then travel to the Spark workers by value: the
+    workers cannot import the job file by its module name, as spark-submit's ``__main__`` they never could."""
+    try:
+        from pyspark import cloudpickle
+    except ImportError:  # a commit task without pyspark needs no pickling
+        return
+    cloudpickle.register_pickle_by_value(module)

@@ -11,6 +11,8 @@ Kinds of output:
   window store at commit time, in txid order; the windows they close are aggregated with ``ref``'s aggregator
   (``options``: the window spec, the field names, how many are group keys, top N, new values).
 - ``persist``: rows handed to a StateUpdater (``ref``) at commit time (Trident's partitionPersist).
+- ``kv``: a stateful step's writes to a KeyValueState, staged in the state's own namespace (txdag.state.kv), so
+  the seal only counts them; prepared and committed by txdag.kvcommit (``ref``: the step, for its hooks).
 
 The seal of an attempt holding only ``sum`` outputs keeps format version 1 (``state -> number of fields``), which
 every txdag reads; any other output makes it version 2, where each state's entry is a JSON object.
@@ -28,7 +30,9 @@ SUM = "sum"
 COMBINE = "combine"
 WINDOW = "window"
 PERSIST = "persist"
-KINDS = (SUM, COMBINE, WINDOW, PERSIST)
+KV = "kv"
+KINDS = (SUM, COMBINE, WINDOW, PERSIST, KV)
+STAGED_ELSEWHERE = (KV,)  # kinds whose values are not in txdag's staging hash
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ import redis
 from txdag.attempt import TransactionAttempt
 from txdag.errors import BatchReadError
 from txdag.faults import crash_if_requested
-from txdag.outputs import SUM, OutputSpec, decode_seal, encode_seal
+from txdag.outputs import STAGED_ELSEWHERE, SUM, OutputSpec, decode_seal, encode_seal
 from txdag.redisio import redis_errors
 
 WRITE_CHUNK = 5000
@@ -111,9 +111,10 @@ class Staging:
                     f"no sealed staging for {where} in Redis (key {seal_key}): the processing "
                     f"step did not finish, or Redis lost it; replay txid {tx.txid} to process it again"
                 )
-            result = {state: (spec, self._read_state(tx, state, spec.kind)) for state, spec in seal.items()}
+            result = {state: (spec, {} if spec.kind in STAGED_ELSEWHERE else self._read_state(tx, state, spec.kind))
+                      for state, spec in seal.items()}
         for state, (spec, values) in result.items():
-            if len(values) != spec.count:
+            if spec.kind not in STAGED_ELSEWHERE and len(values) != spec.count:
                 raise BatchReadError(
                     f"staging of {where} for state {state!r} holds {len(values)} of {spec.count} partials "
                     f"(Redis lost some); replay txid {tx.txid} to process it again"

@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from txdag.definition import DEFAULT_REDIS_CONN_ID, Source, State, StreamsSource, TweetsSource, check_name
+from txdag.definition import DEFAULT_REDIS_CONN_ID, KeyValue, Source, State, StreamsSource, TweetsSource, check_name
 from txdag.errors import ConfigError
 
 DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -39,12 +39,17 @@ class TransactionalTopology:
     what a cluster deployment uses), or ``"connect"``, the job run inside the task against a long-running Spark
     Connect server (warm: no JVM start per txid), found through ``spark_connect_conn_id``. Same job file, same
     staging and commit. Unset, it is ``$TXDAG_SPARK_MODE`` of the process that parses the DAG, else "submit".
+
+    ``key_values`` are the KeyValueStates (seed 002) of the job's stateful steps. A step reads its state as of
+    the txid before, so a topology with key-value states processes txid N once txid N - 1 is committed (its
+    runs still overlap coordination and commits).
     """
 
     topology_id: str
     source: Source
     job: str
     states: Sequence[State]
+    key_values: Sequence[KeyValue] = ()
     marker_key: str | None = None
     max_active_transactions: int = 1
     schedule: Any = None
@@ -74,6 +79,7 @@ class TransactionalTopology:
                 f"(txdag.definition), got {self.source!r}"
             )
         object.__setattr__(self, "states", tuple(self.states))
+        object.__setattr__(self, "key_values", tuple(self.key_values))
         self._check_states()
         for name in ("max_active_transactions", "keep_txids"):
             value = getattr(self, name)
@@ -125,10 +131,14 @@ class TransactionalTopology:
 
     def _check_states(self) -> None:
         where = f"topology {self.topology_id!r}"
-        if not self.states or not all(isinstance(s, State) for s in self.states):
-            raise ConfigError(f"{where}: states must be a non-empty list of txdag.definition.State")
-        for what, values in (("state name", [s.name for s in self.states]),
-                             ("Redis namespace", [s.redis_key for s in self.states])):
+        if not all(isinstance(s, State) for s in self.states) or not (self.states or self.key_values):
+            raise ConfigError(f"{where}: states must be a list of txdag.definition.State (at least one state, or a "
+                              f"key-value state)")
+        if not all(isinstance(k, KeyValue) for k in self.key_values):
+            raise ConfigError(f"{where}: key_values must be a list of txdag.definition.KeyValue")
+        names = [s.name for s in self.states] + [k.name for k in self.key_values]
+        for what, values in (("state name", names), ("Redis namespace", [s.redis_key for s in self.states]),
+                             ("key-value namespace", [k.namespace_of(self.topology_id) for k in self.key_values])):
             dupes = sorted({v for v in values if values.count(v) > 1})
             if dupes:
                 raise ConfigError(f"{where}: duplicate {what}(s) {dupes}: give each state its own")

@@ -78,6 +78,13 @@ def process_txid(task: BaseOperator, context: Any, run_job: Callable[[TopologyRu
                       t.topology_id, tx.txid, tx.attempt)
         return emitted
     with TopologyRuntime(t) as rt:
+        if t.key_values:  # a stateful step reads its state as of txid - 1: that txid must be committed
+            committed = rt.coordinator.store.read_topology()[0].committed_txid
+            if committed < tx.txid - 1:
+                task.log.info("topology=%s txid=%s attempt=%s: its key-value states are read as of txid %s, which "
+                              "is not committed yet (committed: %s); checking again in %ss", t.topology_id, tx.txid,
+                              tx.attempt, tx.txid - 1, committed, t.commit_poke_interval)
+                raise _later(t.commit_poke_interval)
         try:
             emission = claim_attempt(rt.coordinator, rt.staging, run_id,
                                      Emission(tx, emitted["metadata"], emitted["replay"]),
@@ -141,7 +148,7 @@ class WarmProcessOperator(BaseOperator):
             spec = rt.job_spec(emission)
             clients = {c: rt.redis(c) for c in {spec.redis_conn_id, *spec.source.conn_ids()}}
             url = SparkConnectHook(self.topology.spark_connect_conn_id).get_connection_url()
-            result = run_connected(spec, self.topology.job_path, clients, url)
+            result = run_connected(spec, self.topology.job_path, clients, url, rt.kv_configs)
             self.log.info("%s", result.summary())
 
         return process_txid(self, context, run_warm)
@@ -176,7 +183,8 @@ class CommitOperator(BaseOperator):
         with TopologyRuntime(t) as rt:
             try:
                 outcome = commit_transaction(rt.coordinator, rt.staging, rt.client, tx, rt.states,
-                                             marker_key=t.marker_key)
+                                             marker_key=t.marker_key, load_job=rt.load_job,
+                                             key_values=rt.kv_targets)
             except (CascadeError, StaleAttemptError) as exc:
                 raise AirflowFailException(str(exc)) from None
         if outcome.status == "waiting":

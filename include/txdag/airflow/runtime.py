@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 from functools import cached_property
+from types import ModuleType
 from typing import Any
 
 import redis
@@ -17,7 +18,11 @@ from txdag.airflow.hooks import ZooKeeperHook, redis_client, redis_url
 from txdag.attempt import TransactionAttempt
 from txdag.coordinator import Coordinator, Emission
 from txdag.definition import JobSpec
+from txdag.jobfile import load_job_module
+from txdag.kvcommit import KVTarget
+from txdag.kvstates import configs_to_env, namespace, provider_config
 from txdag.staging import Staging
+from txdag.state.kv import ProviderConfig
 from txdag.state.map_state import MapStateBase
 from txdag.topology import TransactionalTopology
 from txdag.zk.store import TransactionStore
@@ -81,13 +86,33 @@ class TopologyRuntime:
 
     def job_spec(self, emission: Emission) -> JobSpec:
         t = self.topology
-        return JobSpec(t.topology_id, emission.tx, emission.metadata, t.source, t.states, t.redis_conn_id)
+        return JobSpec(t.topology_id, emission.tx, emission.metadata, t.source, t.states, t.redis_conn_id,
+                       t.key_values)
 
     def job_env(self) -> dict[str, str]:
-        """The Spark job's Redis URLs, by connection id (passwords travel in the environment only)."""
+        """The Spark job's Redis URLs, by connection id, and its key-value states' provider configs (passwords
+        travel in the environment only)."""
         t = self.topology
         conn_ids = sorted({t.redis_conn_id, *t.source.conn_ids()})
-        return {"TXDAG_REDIS_URLS": json.dumps({c: redis_url(c) for c in conn_ids})}
+        return {"TXDAG_REDIS_URLS": json.dumps({c: redis_url(c) for c in conn_ids}),
+                **configs_to_env(self.kv_configs)}
+
+    @cached_property
+    def kv_configs(self) -> dict[str, ProviderConfig]:
+        """Where each key-value state lives: its own config, else the topology's Redis connection."""
+        t = self.topology
+        url = redis_url(t.redis_conn_id) if any(k.config is None for k in t.key_values) else None
+        return {k.name: provider_config(k, url) for k in t.key_values}
+
+    @cached_property
+    def kv_targets(self) -> dict[str, KVTarget]:
+        t = self.topology
+        return {k.name: KVTarget(namespace(k, t.topology_id, self.kv_configs[k.name]), self.kv_configs[k.name])
+                for k in t.key_values}
+
+    def load_job(self) -> ModuleType:
+        """The topology's job file as a module: the commit rebuilds the job's aggregators, updaters and steps."""
+        return load_job_module(self.topology.job_path)
 
     def close(self) -> None:
         self._zk_hook.close()

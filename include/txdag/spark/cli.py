@@ -18,6 +18,7 @@ from pyspark.sql import SparkSession
 
 from txdag.definition import JobSpec
 from txdag.errors import TxdagError
+from txdag.kvstates import configs_from_env
 from txdag.spark.env import redis_clients_from_env
 from txdag.spark.runner import Process, run_job
 from txdag.spark.session import spark_session
@@ -45,8 +46,9 @@ def run_main(process: Process, argv: Sequence[str] | None = None, environ: Mappi
     try:
         spec = JobSpec.from_json(parse_args(argv).job)
         clients = redis_clients_from_env({spec.redis_conn_id, *spec.source.conn_ids()}, environ)
+        kv_configs = configs_from_env([k.name for k in spec.key_values], environ)
         spark = spark_session(f"txdag-{spec.topology}-{spec.tx.txid}-{spec.tx.attempt}")
-        result = run_job(spec, process, clients, spark)
+        result = run_job(spec, process, clients, spark, kv_configs)
     except Exception as exc:
         if not isinstance(exc, TxdagError):  # ours say what to do; anything else needs its traceback
             log.exception("unexpected error")

@@ -23,6 +23,7 @@ from txdag.definition import JobSpec
 from txdag.errors import ConfigError, ServiceUnavailable
 from txdag.jobfile import load_job_module
 from txdag.spark.runner import JobResult, Process, run_job
+from txdag.state.kv import ProviderConfig
 
 # pyspark.sql.functions build Connect columns only while this is set (pyspark's is_remote()); pyspark sets it for
 # good on a Connect session, so it is set around the job and put back after.
@@ -57,7 +58,8 @@ def connect_session(url: str) -> SparkSession:
     return cast(SparkSession, spark)
 
 
-def run_connected(spec: JobSpec, job_path: str, clients: Mapping[str, redis.Redis], url: str) -> JobResult:
+def run_connected(spec: JobSpec, job_path: str, clients: Mapping[str, redis.Redis], url: str,
+                  kv_configs: Mapping[str, ProviderConfig] | None = None) -> JobResult:
     """Run the job for ``spec`` on the Spark Connect server at ``url``; the client session ends with it."""
     process = load_process(job_path)
     previous = os.environ.get(CONNECT_MODE)
@@ -65,7 +67,7 @@ def run_connected(spec: JobSpec, job_path: str, clients: Mapping[str, redis.Redi
     try:
         spark = connect_session(url)
         try:
-            return run_job(spec, process, clients, spark)
+            return run_job(spec, process, clients, spark, kv_configs)
         finally:
             spark.stop()
     finally:  # later classic sessions, and spark-submit children, of this process stay classic

@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import NumericType, StringType
 
 from txdag.attempt import TransactionAttempt
-from txdag.definition import State
+from txdag.definition import KeyValue, State
 from txdag.errors import ConfigError
 from txdag.outputs import COMBINE, SUM, OutputSpec
 from txdag.refs import ref_of
@@ -37,7 +37,7 @@ class StageContext:
 
     topology: str
     tx: TransactionAttempt
-    state: State
+    state: State | KeyValue
     client_spec: dict[str, Any]
 
     @property
@@ -53,9 +53,16 @@ class StageContext:
         return stage_key(self.topology, self.tx, self.state.name)
 
 
+def map_state(ctx: StageContext, what: str) -> State:
+    if not isinstance(ctx.state, State):
+        raise ConfigError(f"{ctx.where}: {ctx.state.name!r} is a key-value state; a {what} goes to a map state "
+                          f"(txdag.definition.State); write key-value states with txdag.trident.stateful")
+    return ctx.state
+
+
 def key_columns(ctx: StageContext, frame: DataFrame, what: str) -> list[str]:
     """``key_fields`` key columns then one value column, renamed k0.., v; a clear error otherwise."""
-    n = ctx.state.key_fields
+    n = map_state(ctx, what).key_fields
     if len(frame.columns) != n + 1:
         raise ConfigError(
             f"{ctx.where}: state {ctx.state.name!r} has key_fields={n}, so its {what} needs {n + 1} column(s) ({n} "
@@ -69,14 +76,14 @@ def field_column(ctx: StageContext, frame: DataFrame, keys: list[str]) -> Column
     """The state's hash field of each row (null when a key part is null): Spark expressions for the common
     shapes (joined strings, one string), the state's own key codec on the executors otherwise, so the field is
     exactly what ``KeyCodec.encode`` gives everywhere else."""
-    codec = ctx.state.codec()
+    codec = map_state(ctx, "keyed output").codec()
     if not keys:
         return F.lit(GLOBAL_KEY[0])
     types = {f.name: f.dataType for f in frame.schema.fields}
     any_null = reduce(lambda a, b: a | b, [F.col(k).isNull() for k in keys])
     if isinstance(codec, JoinedKeyCodec):
         if not all(isinstance(types[k], StringType) for k in keys):
-            raise ConfigError(f"{ctx.where}: state {ctx.state.name!r} joins its keys with {ctx.state.separator!r}, "
+            raise ConfigError(f"{ctx.where}: state {ctx.state.name!r} joins its keys with {codec.sep!r}, "
                               f"so they must be strings; cast the key columns to string in process")
         return F.when(any_null, F.lit(None)).otherwise(F.concat_ws(codec.sep, *keys))
     where = ctx.state_where

@@ -18,14 +18,16 @@ import redis
 from pyspark.sql import DataFrame, SparkSession
 
 from txdag.attempt import TransactionAttempt
-from txdag.definition import JobSpec
+from txdag.definition import JobSpec, KeyValue, State
 from txdag.errors import ConfigError
 from txdag.faults import crash_if_requested
 from txdag.outputs import OutputSpec
 from txdag.redisio import portable
 from txdag.spark.batch import batch_frame, client_for, read_batch
+from txdag.spark.context import JobContext, running
 from txdag.spark.outputs import StageContext, check_output, stage_output
 from txdag.staging import Staging
+from txdag.state.kv import ProviderConfig
 
 Process = Callable[[DataFrame], Mapping[str, Any]]
 
@@ -57,7 +59,7 @@ def check_outputs(spec: JobSpec, outputs: Any, client_spec: dict[str, Any]) -> l
     if not isinstance(outputs, Mapping):
         raise ConfigError(f"{_where(spec)}: process must return a dict of state name -> DataFrame, "
                           f"got {type(outputs).__name__}")
-    states = {s.name: s for s in spec.states}
+    states: dict[str, State | KeyValue] = {s.name: s for s in (*spec.states, *spec.key_values)}
     for name in outputs:
         if name not in states:
             raise ConfigError(f"{_where(spec)}: process returned state {name!r}, which the topology does not "
@@ -72,15 +74,20 @@ def check_outputs(spec: JobSpec, outputs: Any, client_spec: dict[str, Any]) -> l
 
 
 def run_job(
-    spec: JobSpec, process: Process, clients: Mapping[str, redis.Redis], spark: SparkSession
+    spec: JobSpec, process: Process, clients: Mapping[str, redis.Redis], spark: SparkSession,
+    kv_configs: Mapping[str, ProviderConfig] | None = None,
 ) -> JobResult:
-    """Read the batch, run ``process``, check its outputs, stage each state from the executors, seal."""
+    """Read the batch, run ``process``, check its outputs, stage each state from the executors, seal.
+    ``kv_configs`` are the key-value states' provider configs, by name (txdag.kvstates)."""
     state_client = client_for(clients, spec.redis_conn_id, spec)
     batch, rejected = read_batch(spec, clients)
     frame = batch_frame(spark, batch).cache()  # every state's query reads the batch again
     staged: dict[str, OutputSpec] = {}
+    job = JobContext(spec, portable(state_client), kv_configs or {})
     try:
-        outputs = check_outputs(spec, process(frame), portable(state_client))
+        with running(job):
+            returned = process(frame)
+        outputs = check_outputs(spec, returned, job.client_spec)
         for ctx, output in outputs:
             staged[ctx.state.name] = stage_output(ctx, output)
             if len(staged) == 1:  # one state staged, the batch not sealed: a crash here must not commit

@@ -28,10 +28,12 @@ from txdag.state.kv.providers import load_state, make_client, namespace_of
 from txdag.state.kv.recovery import RecoveryPlan, Txids, plan_recovery, recover
 from txdag.state.kv.serializers import SerializationError, Serializer, get_serializer, register_serializer
 from txdag.state.kv.state import KeyValueState
+from txdag.state.kv.step import StatefulStep, StepState
 
 __all__ = [
     "DELETE", "KVNamespace", "KVStateError", "KeyValueState", "MigrationResult", "NamespaceStatus",
     "ProviderConfig", "RecoveryPlan", "SerializationError", "Serializer", "StagedAttempt", "StateHooks",
+    "StatefulStep", "StepState",
     "StepResult", "Txids", "commit", "get_serializer", "kv_namespace", "load_state", "make_client", "migrate",
     "namespace_of", "parse_provider_config", "plan_recovery", "prepare", "read_as_of", "recover", "register_serializer",
     "rollback", "seal_stage", "stage_writes", "status",

@@ -263,7 +263,8 @@ def read_as_of(client: redis.Redis, spec: KVNamespace, keys: Sequence[Any], txid
             pipe.hmget(spec.undo, fields)
         replies = pipe.execute()
     committed, undo_txid = (int(_text(x) or 0) for x in replies[0])
-    if committed < txid - 1:
+    fresh = replies[0][0] is None  # never committed: a state added to a running topology starts empty
+    if committed < txid - 1 and not fresh:
         raise KVStateError(f"KeyValueState {spec.namespace!r}: txid {txid} is processed before txid {txid - 1} was "
                            f"committed (the state holds txid {committed}); its processing must wait for it")
     if committed > txid or (committed == txid and undo_txid != txid):
