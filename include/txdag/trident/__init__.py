@@ -30,8 +30,8 @@ _EXPORTS = {
     "aggregate": "txdag.trident.operations",
     "group_by": "txdag.trident.operations",
     "partition_aggregate": "txdag.trident.operations",
-    "job_redis_url": "txdag.trident.state_query",
-    "state_query": "txdag.trident.state_query",
+    "job_redis_url": "txdag.trident.query",
+    "state_query": "txdag.trident.query",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -20,6 +20,7 @@ from pyspark.sql.types import StructType
 from txdag.errors import ConfigError
 from txdag.trident.contracts import (
     Aggregator,
+    AggregatorError,
     CombinerAggregator,
     ReducerAggregator,
     describe,
@@ -70,7 +71,11 @@ def check_output(agg: Any, schema: StructType, batch_id: Any = None) -> None:
         what = "zero()" if isinstance(agg, CombinerAggregator) else "init()"
         check_rows(agg, schema, [(value,)], what, round_trip=True)
     elif isinstance(agg, Aggregator):
-        check_rows(agg, schema, run_aggregator(agg, [], batch_id), "complete() of an empty input")
+        try:
+            emitted = run_aggregator(agg, [], batch_id)
+        except AggregatorError:  # it may assume rows (a group never is empty): checked on the executors then
+            return
+        check_rows(agg, schema, emitted, "complete() of an empty input")
 
 
 def check_rows(who: Any, schema: StructType, rows: Sequence[tuple[Any, ...]], what: str,
