@@ -19,6 +19,7 @@ from txdag.trident import (
     Min,
     ReducerAggregator,
     Sum,
+    column_value,
     combiner_updater,
 )
 from txdag.trident.contracts import apply, check_aggregator, fold_reduce, fold_rows, fold_values, run_aggregator
@@ -186,6 +187,17 @@ def test_combiner_updater_merges_a_batch_partial_into_a_map_state_without_spark(
     got = dict(zip(users, state.multi_get([(u,) for u in users])))
     want = {u: fold_rows(Mean(), [r for r in ROWS if (r["user"] or "?") == u]) for u in users}
     assert got == want
+
+
+def test_column_value_turns_a_collected_struct_row_into_the_dict_combine_takes():
+    from pyspark.sql import Row
+
+    collected = Row(total=3.0, n=2)
+    assert column_value(collected) == {"total": 3.0, "n": 2}
+    assert column_value([Row(a=Row(b=1))]) == [{"a": {"b": 1}}]
+    assert column_value({"k": Row(x=None)}) == {"k": {"x": None}}
+    assert column_value((1, 2)) == (1, 2) and column_value("s") == "s"
+    assert Mean().combine(Mean().zero(), column_value(collected)) == {"total": 3.0, "n": 2}
 
 
 def test_the_contracts_and_builtins_import_no_pyspark():

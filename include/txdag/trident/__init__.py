@@ -21,6 +21,7 @@ _EXPORTS = {
     "MapGet": "txdag.trident.contracts",
     "QueryFunction": "txdag.trident.contracts",
     "ReducerAggregator": "txdag.trident.contracts",
+    "column_value": "txdag.trident.contracts",
     "combiner_updater": "txdag.trident.contracts",
     "Count": "txdag.trident.aggregators",
     "Max": "txdag.trident.aggregators",

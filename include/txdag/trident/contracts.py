@@ -192,6 +192,18 @@ def apply(agg: AnyAggregator, rows: Iterable[Any], batch_id: Any = None) -> list
     return run_aggregator(check_aggregator(agg), rows, batch_id)
 
 
+def column_value(value: Any) -> Any:
+    """A value collected from a result DataFrame in its column's Python form: ``collect()`` gives a struct as a
+    ``pyspark.sql.Row``, the executors (and ``combine``) see it as a dict. Duck-typed: imports no pyspark."""
+    if isinstance(value, tuple) and hasattr(value, "asDict"):
+        return {k: column_value(v) for k, v in value.asDict().items()}
+    if isinstance(value, list):
+        return [column_value(v) for v in value]
+    if isinstance(value, dict):
+        return {k: column_value(v) for k, v in value.items()}
+    return value
+
+
 def combiner_updater(agg: CombinerAggregator, partial: Any) -> Callable[[Any], Any]:
     """Trident's CombinerValueUpdater: a map state's updater adding a batch's ``partial`` to the stored value
     (``partial`` itself where nothing is stored). For ``MapState.multi_update`` at commit time; no Spark."""
