@@ -111,6 +111,15 @@ def test_builtins_skip_nulls_and_give_zero_for_nothing():
     assert fold_rows(Sum("x"), [{"x": Decimal("1.25")}, {"x": Decimal("2.5")}]) == Decimal("3.75")
 
 
+def test_min_and_max_order_nan_as_spark_does():
+    nan = float("nan")
+    for values in ([1.5, nan, -2.0], [nan, 1.5, -2.0], [-2.0, 1.5, nan]):
+        rows = [{"x": v} for v in values]
+        assert fold_rows(Min("x"), rows) == -2.0
+        assert str(fold_rows(Max("x"), rows)) == "nan"
+    assert str(fold_rows(Min("x"), [{"x": nan}, {"x": None}])) == "nan"
+
+
 def test_custom_combiners_on_a_list():
     assert fold_rows(Distinct(), ROWS) == ["u0", "u1", "u2", "u3"]
     mean = fold_rows(Mean(), ROWS)

@@ -8,6 +8,7 @@ that also knows the Spark expression computing the same thing natively: the oper
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from txdag.errors import ConfigError
@@ -103,6 +104,11 @@ class Sum(_OfField):
         return F.coalesce(F.sum(self.field), F.lit(0).cast(out))
 
 
+def _spark_order(value: Any) -> tuple[int, Any]:
+    """Spark's ordering of floats: NaN above every other value (Python's min/max would depend on the order)."""
+    return (1, 0) if isinstance(value, float) and math.isnan(value) else (0, value)
+
+
 class _Extreme(_OfField):
     """Min or Max of a column, nulls skipped; None for nothing. The output has the column's type."""
 
@@ -117,7 +123,7 @@ class _Extreme(_OfField):
     def combine(self, a: Any, b: Any) -> Any:
         if a is None:
             return b
-        return a if b is None else type(self).pick(a, b)
+        return a if b is None else type(self).pick(a, b, key=_spark_order)
 
     def zero(self) -> Any:
         return None

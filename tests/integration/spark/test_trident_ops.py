@@ -151,3 +151,11 @@ def test_results_are_typed_dataframes(batches):
     assert means.schema.simpleString() == "struct<user:string,mean:struct<total:double,n:bigint>>"
     assert means.where("mean.n > 0").select(F.sum("mean.n")).first()[0] == len(ROWS)
     assert plain(aggregate(frame, UserCounts()).first().counts) == user_counter(ROWS)
+
+
+def test_min_and_max_of_nan_agree_with_spark(spark):
+    frame = spark.createDataFrame([(1.5,), (float("nan"),), (-2.0,), (None,)], "x double").repartition(3)
+    got = {(repr(agg), native): str(rows_of(aggregate(frame, agg, native=native)))
+           for agg in (Min("x"), Max("x")) for native in (True, False)}
+    assert got == {("Min('x')", True): "[(-2.0,)]", ("Min('x')", False): "[(-2.0,)]",
+                   ("Max('x')", True): "[(nan,)]", ("Max('x')", False): "[(nan,)]"}
