@@ -32,6 +32,8 @@ def local_session(
     """A local-mode session on loopback (SPARK_LOCAL_IP defaults to 127.0.0.1; workers use this Python, which has
     txdag and pyarrow: staging is written from the workers)."""
     os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
+    # A Python worker (mapInArrow, applyInArrow) starts PYSPARK_PYTHON, else `python3` on PATH, which may lack
+    # pyarrow and txdag; spark.pyspark.python below only reaches workers through spark-submit.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in {**LOCAL_CONF, "spark.pyspark.python": sys.executable, **(conf or {})}.items():

@@ -45,3 +45,12 @@ class OpaqueValue:
     def update(self, txid: int, value: Any) -> OpaqueValue:
         """The value after batch ``txid`` produced ``value`` on top of ``self.get(txid)``."""
         return OpaqueValue(txid, value, self.get(txid))
+
+
+def committed_value(stored: Any) -> Any:
+    """What a reader of the state sees: a stored value without its txid bookkeeping (None when absent)."""
+    if isinstance(stored, TransactionalValue):
+        return stored.value
+    if isinstance(stored, OpaqueValue):
+        return stored.curr
+    return stored

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 from collections.abc import Callable, Iterator, Sequence
 from types import ModuleType
 
 import pytest
 import redis
-from spark_support import JOB_NAMES, TWEET_STATES, load_job
+from spark_support import JOB_NAMES, ROOT, TWEET_STATES, load_job
 
 from txdag import TransactionAttempt
 from txdag.definition import JobSpec, State, TweetsSource
 from txdag.spouts.tweets import append_tweets
+from txdag.testing.servers import free_port
 
 
 @pytest.fixture(scope="session")
@@ -29,6 +31,19 @@ def spark() -> Iterator:
     # py4j logs at INFO from __del__ at interpreter exit, after pytest closed the streams a logging
     # handler (Airflow's, when its tests ran in the same session) may still point at.
     logging.getLogger("py4j").setLevel(logging.WARNING)
+
+
+@pytest.fixture(scope="session")
+def connect_url() -> Iterator[str]:
+    """A Spark Connect server of the run's own (test_spark_connect, test_trident_connect), started and stopped by the
+    project's script on a free port."""
+    script = ["bash", str(ROOT / "scripts" / "spark-connect.sh")]
+    env = {**os.environ, "TXDAG_SPARK_CONNECT_PORT": str(free_port())}
+    started = subprocess.run([*script, "start"], env=env, capture_output=True, text=True, timeout=180)
+    assert started.returncode == 0, started.stdout + started.stderr
+    url = subprocess.run([*script, "url"], env=env, capture_output=True, text=True, check=True).stdout.strip()
+    yield url
+    subprocess.run([*script, "stop"], env=env, capture_output=True, timeout=60)
 
 
 @pytest.fixture(scope="session")

@@ -4,11 +4,10 @@ what the Python reference (and the spark-submit path of test_spark_jobs.py) stag
 from __future__ import annotations
 
 import os
-import subprocess
 from collections import Counter
 
 import pytest
-from spark_support import JOBS_DIR, ROOT, TWEET_STATES, WORD_STATES, expected_fields
+from spark_support import JOBS_DIR, TWEET_STATES, WORD_STATES, expected_fields
 
 from txdag import TransactionAttempt
 from txdag.analytics.tweets import tweet_partials
@@ -21,19 +20,6 @@ from txdag.staging import Staging
 from txdag.testing.servers import free_port
 
 pytestmark = pytest.mark.integration
-SCRIPT = ["bash", str(ROOT / "scripts" / "spark-connect.sh")]
-
-
-@pytest.fixture(scope="module")
-def connect_url():
-    """A Spark Connect server of this module's own, started and stopped by the project's script."""
-    env = {**os.environ, "TXDAG_SPARK_CONNECT_PORT": str(free_port())}
-    started = subprocess.run([*SCRIPT, "start"], env=env, capture_output=True, text=True, timeout=180)
-    assert started.returncode == 0, started.stdout + started.stderr
-    url = subprocess.run([*SCRIPT, "url"], env=env, capture_output=True, text=True, check=True).stdout.strip()
-    yield url
-    subprocess.run([*SCRIPT, "stop"], env=env, capture_output=True, timeout=60)
-
 
 def clients(redis_client):
     return {"redis_default": redis_client}
