@@ -24,7 +24,7 @@ from txdag.outputs import COMBINE, PERSIST, WINDOW, OutputSpec
 from txdag.refs import resolve_ref
 from txdag.rejections import record_rejections
 from txdag.spouts.base import Rejection
-from txdag.state.combine_apply import apply_combined
+from txdag.state.combine_apply import apply_combined, apply_updaters
 from txdag.state.map_state import MapStateBase
 from txdag.state.snapshottable_map import GLOBAL_KEY
 from txdag.window_store import Evaluate, Fired, Row, WindowStore
@@ -57,7 +57,10 @@ def apply_combine(ctx: CommitContext, name: str, spec: OutputSpec, values: dict[
     from txdag.trident.contracts import CombinerAggregator
 
     aggregator = ctx.rebuild(name, spec, CombinerAggregator)
-    return apply_combined(ctx.states[name], ctx.tx.txid, values, aggregator.combine)
+    new = apply_combined(ctx.states[name], ctx.tx.txid, values, aggregator.combine)
+    if spec.options.get("new_values"):
+        emit_values(ctx.client, ctx.topology, name, ctx.tx.txid, [[*key, value] for key, value in new])
+    return len(new)
 
 
 def apply_window(ctx: CommitContext, name: str, spec: OutputSpec, values: dict[str, Any]) -> int:
@@ -104,18 +107,30 @@ def window_evaluator(aggregator: Any, fields: list[str], group_by: int, top: int
 
 
 def apply_persist(ctx: CommitContext, name: str, spec: OutputSpec, values: dict[str, Any]) -> int:
-    """Trident's partitionPersist: the updater gets the state and the txid's rows, its emits become new values."""
+    """Trident's partitionPersist: the updater gets the state and the txid's rows, its emits become new values;
+    or a ReducerAggregator's persistent aggregate: each key's rows folded into its stored value."""
     from pyspark.sql.types import Row as SparkRow
 
-    from txdag.trident.contracts import Collector, StateUpdater
+    from txdag.trident.contracts import Collector, ReducerAggregator, StateUpdater, reducer_updater
 
-    updater = ctx.rebuild(name, spec, StateUpdater)
-    fields = spec.options["fields"]
+    fields, key_fields = spec.options["fields"], spec.options.get("key_fields")
     rows = [SparkRow(**dict(zip(fields, values[seq]))) for seq in sorted(values, key=int)]
     state, collector = ctx.states[name], Collector()
-    state.begin_commit(ctx.tx.txid)
-    updater.update_state(state, rows, collector)
-    state.commit(ctx.tx.txid)
+    if key_fields is not None:
+        reducer = ctx.rebuild(name, spec, ReducerAggregator)
+        groups: dict[str, tuple[tuple[Any, ...], list[Any]]] = {}
+        for row in rows:
+            key = tuple(row[:key_fields]) or GLOBAL_KEY
+            groups.setdefault(json.dumps(key, default=str), (key, []))[1].append(row)
+        codec = state.backing.key_codec  # type: ignore[attr-defined]
+        new = apply_updaters(state, ctx.tx.txid, [(codec.encode(k), reducer_updater(reducer, members))
+                                                  for k, members in groups.values()])
+        collector.rows.extend((*key, value) for key, value in new)
+    else:
+        updater = ctx.rebuild(name, spec, StateUpdater)
+        state.begin_commit(ctx.tx.txid)
+        updater.update_state(state, rows, collector)
+        state.commit(ctx.tx.txid)
     if spec.options.get("new_values"):
         emit_values(ctx.client, ctx.topology, name, ctx.tx.txid, [list(r) for r in collector.rows])
     return len(rows)

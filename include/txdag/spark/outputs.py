@@ -10,6 +10,7 @@ Each stage writes one hash per state under (txid, attempt) and returns the Outpu
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from dataclasses import dataclass
 from decimal import Decimal
@@ -129,6 +130,7 @@ class CombinedOutput:
 
     frame: DataFrame
     aggregator: Any
+    new_values: bool = False
 
     def check(self, ctx: StageContext) -> None:
         key_columns(ctx, self.frame, "persistent aggregate")
@@ -140,7 +142,7 @@ class CombinedOutput:
         named = self.frame.toDF(*keys, "v")
         rows = named.select(field_column(ctx, named, keys).alias("field"), "v")
         written = write_fields(rows, ctx.client_spec, ctx.key, ctx.topology, ctx.state_where, encode_json)
-        return OutputSpec(COMBINE, written, ref)
+        return OutputSpec(COMBINE, written, ref, {"new_values": self.new_values})
 
 
 def check_output(ctx: StageContext, output: Any) -> None:
@@ -166,7 +168,16 @@ def encode_number(value: Any) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
+def json_value(value: Any) -> Any:
+    """What json.dumps cannot encode by itself: Spark's decimals, dates and timestamps."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dt.datetime | dt.date):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not a JSON value")
+
+
 def encode_json(value: Any) -> str:
     if hasattr(value, "asDict"):
         value = value.asDict(recursive=True)
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=json_value)

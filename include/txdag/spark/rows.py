@@ -7,10 +7,8 @@ order; the commit appends them to the window store or passes them to the updater
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
@@ -21,21 +19,13 @@ from txdag.definition import State
 from txdag.errors import ConfigError
 from txdag.outputs import PERSIST, WINDOW, OutputSpec
 from txdag.refs import ref_of
-from txdag.spark.outputs import StageContext, map_state
+from txdag.spark.outputs import StageContext, json_value, map_state
 from txdag.spark.stage import write_fields
 from txdag.windows import WindowSpec, spec_to_dict
 
 
-def _json_value(value: Any) -> Any:
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, dt.datetime | dt.date):
-        return value.isoformat()
-    raise TypeError(f"{type(value).__name__} is not a JSON value")
-
-
 def encode_row(value: dict[str, Any]) -> str:
-    return json.dumps(list(value.values()), default=_json_value, separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(list(value.values()), default=json_value, separators=(",", ":"), ensure_ascii=False)
 
 
 def stage_rows(ctx: StageContext, frame: DataFrame) -> int:
@@ -111,22 +101,31 @@ class WindowOutput:
 
 @dataclass(frozen=True)
 class PersistOutput:
-    """The batch's rows handed to ``updater.update_state(state, rows, collector)`` at the commit."""
+    """The batch's rows for the commit: handed to a StateUpdater's ``update_state(state, rows, collector)``, or,
+    for a ReducerAggregator's persistent aggregate (``key_fields`` grouping columns first), folded per key into
+    the stored value with ``reduce``."""
 
     frame: DataFrame
     updater: Any
     new_values: bool = False
+    key_fields: int | None = None  # set for a reducer's persistent aggregate
 
     def check(self, ctx: StageContext) -> None:
-        from txdag.trident.contracts import StateUpdater
+        from txdag.trident.contracts import ReducerAggregator, StateUpdater
 
-        map_state(ctx, "partition_persist")
-        if not isinstance(self.updater, StateUpdater):
+        state = map_state(ctx, "partition_persist")
+        if self.key_fields is not None:
+            if not isinstance(self.updater, ReducerAggregator):
+                raise ConfigError(f"{ctx.where}: {self.updater!r} is not a ReducerAggregator")
+            if self.key_fields != state.key_fields:
+                raise ConfigError(f"{ctx.where}: state {state.name!r} has key_fields={state.key_fields}, but the "
+                                  f"persistent aggregate is grouped by {self.key_fields} field(s)")
+        elif not isinstance(self.updater, StateUpdater):
             raise ConfigError(f"{ctx.where}: partition_persist into {ctx.state.name!r} needs a "
                               f"txdag.trident.StateUpdater, got {self.updater!r}")
         ref_of(self.updater)
 
     def stage(self, ctx: StageContext) -> OutputSpec:
         count = stage_rows(ctx, self.frame)
-        return OutputSpec(PERSIST, count, ref_of(self.updater), {"fields": list(self.frame.columns),
-                                                                 "new_values": self.new_values})
+        options = {"fields": list(self.frame.columns), "new_values": self.new_values, "key_fields": self.key_fields}
+        return OutputSpec(PERSIST, count, ref_of(self.updater), options)

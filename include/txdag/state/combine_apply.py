@@ -11,23 +11,29 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from txdag.state.base import ValueUpdater
+from txdag.state.base import Key, ValueUpdater
 from txdag.state.map_state import MapStateBase
 
 DEFAULT_CHUNK = 5000
 
 
 def apply_combined(state: MapStateBase, txid: int, partials: Mapping[str, Any],
-                   combine: Callable[[Any, Any], Any], chunk_size: int = DEFAULT_CHUNK) -> int:
-    """Merge ``partials`` (hash field -> partial) for batch ``txid``; returns how many keys were given."""
+                   combine: Callable[[Any, Any], Any], chunk_size: int = DEFAULT_CHUNK) -> list[tuple[Key, Any]]:
+    """Merge ``partials`` (hash field -> partial) for batch ``txid``; returns each key with its new value."""
+    return apply_updaters(state, txid, [(f, _merge(combine, p)) for f, p in partials.items()], chunk_size)
+
+
+def apply_updaters(state: MapStateBase, txid: int, updates: list[tuple[str, ValueUpdater]],
+                   chunk_size: int = DEFAULT_CHUNK) -> list[tuple[Key, Any]]:
+    """``multi_update`` of (hash field, updater) pairs for batch ``txid``, a chunk at a time; the new values."""
     codec = state.backing.key_codec  # type: ignore[attr-defined]
-    items = list(partials.items())
+    new: list[tuple[Key, Any]] = []
     state.begin_commit(txid)
-    for first in range(0, len(items), chunk_size):
-        chunk = items[first : first + chunk_size]
-        state.multi_update([codec.decode(f) for f, _ in chunk], [_merge(combine, p) for _, p in chunk])
+    for first in range(0, len(updates), chunk_size):
+        keys = [codec.decode(f) for f, _ in updates[first : first + chunk_size]]
+        new += zip(keys, state.multi_update(keys, [u for _, u in updates[first : first + chunk_size]]))
     state.commit(txid)
-    return len(items)
+    return new
 
 
 def _merge(combine: Callable[[Any, Any], Any], partial: Any) -> ValueUpdater:

@@ -4,7 +4,9 @@ Plain PySpark already does most of Trident (``each`` is ``select``/``withColumn`
 ``partitionBy`` is ``repartition``, ``groupBy`` + a built-in aggregate is ``groupBy().agg``); this package adds
 what Spark lacks: Trident's aggregator contracts (CombinerAggregator, ReducerAggregator, Aggregator) run with
 Trident's meaning by ``partition_aggregate``, ``aggregate`` and ``group_by(...).aggregate``, and
-``state_query`` over a txdag State. Names load lazily: the contracts and the built-ins import no pyspark, so
+``state_query`` over a txdag State; and what a job returns per state when the commit needs more than sums:
+``persistent_aggregate``, ``partition_persist``, ``window`` (windows over batches) and ``stateful`` (seed 002's
+stateful steps). Names load lazily: the contracts and the built-ins import no pyspark, so
 plain Python (a commit merging a partial with ``combine``) can use them without Spark.
 """
 
@@ -21,8 +23,22 @@ _EXPORTS = {
     "MapGet": "txdag.trident.contracts",
     "QueryFunction": "txdag.trident.contracts",
     "ReducerAggregator": "txdag.trident.contracts",
+    "StateUpdater": "txdag.trident.contracts",
     "column_value": "txdag.trident.contracts",
     "combiner_updater": "txdag.trident.contracts",
+    "reducer_updater": "txdag.trident.contracts",
+    "persistent_aggregate": "txdag.trident.persist",
+    "partition_persist": "txdag.trident.persist",
+    "window": "txdag.trident.persist",
+    "stateful": "txdag.spark.stateful",
+    "StatefulStep": "txdag.state.kv.step",
+    "SlidingCountWindow": "txdag.windows",
+    "TumblingCountWindow": "txdag.windows",
+    "SlidingDurationWindow": "txdag.windows",
+    "TumblingDurationWindow": "txdag.windows",
+    "SlidingBatchWindow": "txdag.windows",
+    "TumblingBatchWindow": "txdag.windows",
+    "values_key": "txdag.newvalues",
     "Count": "txdag.trident.aggregators",
     "Max": "txdag.trident.aggregators",
     "Min": "txdag.trident.aggregators",

@@ -105,6 +105,18 @@ class QueryFunction(_Declared):
         collector.emit(value)
 
 
+class StateUpdater:
+    """Trident's StateUpdater (seed 004's LocationUpdater), for ``partition_persist``: ``update_state(state, rows,
+    collector)`` updates ``state`` (the map state, its txid already open) with the batch's rows, at the commit, in
+    txid order; what it emits goes to the state's new values stream."""
+
+    def update_state(self, state: Any, rows: list[Any], collector: Collector) -> None:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return type(self).__name__
+
+
 class MapGet(QueryFunction):
     """Trident's MapGet: appends the committed value of each row's key (None when the key has none)."""
 
@@ -190,6 +202,18 @@ def apply(agg: AnyAggregator, rows: Iterable[Any], batch_id: Any = None) -> list
     if isinstance(agg, ReducerAggregator):
         return [(fold_reduce(agg, rows),)]
     return run_aggregator(check_aggregator(agg), rows, batch_id)
+
+
+def reducer_updater(agg: ReducerAggregator, rows: list[Any]) -> Callable[[Any], Any]:
+    """Trident's ReducerValueUpdater: folds a batch's rows of one key into the stored value (``init()`` where
+    nothing is stored). For ``MapState.multi_update`` at commit time; no Spark."""
+    def update(old: Any) -> Any:
+        acc = call(agg, "init", agg.init) if old is None else old
+        for row in rows:
+            acc = call(agg, "reduce", agg.reduce, acc, row, row=row)
+        return acc
+
+    return update
 
 
 def column_value(value: Any) -> Any:

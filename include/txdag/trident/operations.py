@@ -165,3 +165,10 @@ class GroupedFrame:
             return partials.groupBy(*hidden).applyInArrow(ex.combine_group(p.agg, len(keys), out), out)
         run = ex.apply_group(p.agg, len(keys), p.names, out, batch_id)
         return keyed.groupBy(*hidden).applyInArrow(run, out)
+
+    def persistent_aggregate(self, aggregator: AnyAggregator, input_fields: Sequence[str] | str | None = None, *,
+                             new_values: bool = False) -> Any:
+        """Trident's persistentAggregate into the map state this is returned for (txdag.trident.persist)."""
+        from txdag.trident.persist import persistent_aggregate
+
+        return persistent_aggregate(self, aggregator, input_fields, new_values=new_values)

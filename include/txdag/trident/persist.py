@@ -1,0 +1,69 @@
+"""What a job returns for a state when the commit must do more than add numbers (seed 004's state updates).
+
+``process(batch)`` returns ``{state name: output}``; besides a plain DataFrame of numeric partials:
+
+- ``group_by(df, "word").persistent_aggregate(Count())`` / ``persistent_aggregate(df, agg)`` (global): Trident's
+  persistentAggregate. Count and Sum are staged as numeric partials (added in Redis); another CombinerAggregator
+  stages its per-key partial, merged with ``combine`` at the commit; a ReducerAggregator stages the rows, folded
+  into the stored value with ``reduce`` at the commit. ``new_values=True`` also appends the updated values to the
+  state's new values stream (txdag.newvalues).
+- ``partition_persist(df, updater)``: Trident's partitionPersist; the StateUpdater gets the batch's rows at the
+  commit, and what it emits goes to the new values stream.
+- ``window(df, spec, aggregator, group_by=..., top=...)``: windows over batches (seed 001); the windows each
+  committed batch closes are aggregated at the commit, and the last one is the state's value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pyspark.sql import DataFrame
+
+from txdag.errors import ConfigError
+from txdag.spark.outputs import CombinedOutput
+from txdag.spark.rows import PersistOutput, WindowOutput
+from txdag.trident.aggregators import Count, Sum
+from txdag.trident.contracts import Aggregator, CombinerAggregator, ReducerAggregator, StateUpdater
+from txdag.trident.operations import GroupedFrame, aggregate, col, field_names
+from txdag.windows import WindowSpec
+
+ADDITIVE = (Count, Sum)  # combine is +: their partials are added inside Redis
+
+
+def persistent_aggregate(df: DataFrame | GroupedFrame, aggregator: Any, input_fields: Sequence[str] | str | None = None,
+                         *, new_values: bool = False) -> Any:
+    """Trident's persistentAggregate of a grouped frame (a map state keyed by the grouping fields) or of a whole
+    batch (a global value: a state with key_fields=0, Trident's SnapshottableMap)."""
+    grouped = isinstance(df, GroupedFrame)
+    frame, keys = (df.df, df.keys) if grouped else (df, ())
+    if isinstance(aggregator, CombinerAggregator):
+        partials = df.aggregate(aggregator, input_fields) if grouped else aggregate(frame, aggregator, input_fields)
+        if isinstance(aggregator, ADDITIVE) and not new_values:
+            return partials
+        return CombinedOutput(partials, aggregator, new_values)
+    if isinstance(aggregator, ReducerAggregator):
+        names = field_names(frame, input_fields, [c for c in frame.columns if c not in keys], aggregator,
+                            "input fields")
+        rows = frame.select(*[col(k) for k in keys], *[col(n) for n in names])
+        return PersistOutput(rows, aggregator, new_values, key_fields=len(keys))
+    if isinstance(aggregator, Aggregator):
+        raise ConfigError(f"{aggregator!r} is a general Aggregator: persistent_aggregate takes a CombinerAggregator or "
+                          f"a ReducerAggregator (as Trident's does); aggregate first, then persist the result")
+    raise ConfigError(f"{aggregator!r} is not an aggregator: subclass txdag.trident.CombinerAggregator or "
+                      f"ReducerAggregator")
+
+
+def partition_persist(df: DataFrame, updater: StateUpdater, *, new_values: bool = False) -> PersistOutput:
+    """Trident's partitionPersist: ``updater.update_state(state, rows, collector)`` at the commit, with the
+    batch's rows (all of them, as one partition: the commit runs in one task)."""
+    if not isinstance(updater, StateUpdater):
+        raise ConfigError(f"{updater!r} is not a txdag.trident.StateUpdater: subclass it and define update_state")
+    return PersistOutput(df, updater, new_values)
+
+
+def window(df: DataFrame, spec: WindowSpec, aggregator: Any, *, group_by: Sequence[str] = (),
+           timestamp: str | None = None, top: int | None = None, new_values: bool = False) -> WindowOutput:
+    """The batch's rows into a window over batches (seed 001); each window a commit closes is aggregated per
+    ``group_by`` group, cut to the ``top`` largest by its last column, and becomes the state's value."""
+    return WindowOutput(df, spec, aggregator, tuple(group_by), timestamp, top, new_values)

@@ -1,0 +1,173 @@
+"""Trident's state updates through the real pipeline (Spark job, Redis staging, ZooKeeper txids, the commit):
+persistentAggregate with every aggregator kind into transactional, opaque and global states, partitionPersist
+with its new values stream, exact through a retried attempt and a commit that dies half way."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter, defaultdict
+
+import pytest
+from pyspark import cloudpickle
+from pyspark.sql import functions as F
+
+from txdag import trident as td
+from txdag.commit import commit_transaction
+from txdag.coordinator import Coordinator
+from txdag.definition import JobSpec, State, TweetsSource
+from txdag.newvalues import values_key
+from txdag.spark.runner import run_job
+from txdag.spouts.tweets import TweetsTransactionalSpout, append_tweets
+from txdag.staging import Staging
+from txdag.state import OpaqueValue, RedisBackingMap, TransactionalValue
+from txdag.zk import TransactionStore
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import this test module
+BATCHES = [["storm spark", "airflow storm"], ["redis zookeeper storm", "spark"], ["sparkling airflow", "st"]]
+
+
+class MeanLength(td.CombinerAggregator):
+    """(total, n) of word lengths: a struct partial, merged by the commit with combine."""
+
+    schema = "mean struct<total: bigint, n: bigint>"
+
+    def init(self, row):
+        return {"total": len(row["word"]), "n": 1}
+
+    def combine(self, a, b):
+        return {"total": a["total"] + b["total"], "n": a["n"] + b["n"]}
+
+    def zero(self):
+        return {"total": 0, "n": 0}
+
+
+class LongestWord(td.ReducerAggregator):
+    """The longest word per first letter (ties: the smaller word): folded row by row, also at the commit."""
+
+    schema = "longest string"
+
+    def init(self):
+        return ""
+
+    def reduce(self, current, row):
+        return max(current, row["word"], key=lambda w: (len(w), [-ord(c) for c in w]))
+
+
+class LastSeen(td.StateUpdater):
+    """Seed 004's LocationUpdater: puts each word's last tweet id, emits the word and the id."""
+
+    def update_state(self, state, rows, collector):
+        latest = {}
+        for row in rows:
+            latest[row["word"]] = max(latest.get(row["word"], 0), int(row["id"]))
+        state.multi_put([(w,) for w in latest], list(latest.values()))
+        for word, tweet in sorted(latest.items()):
+            collector.emit(word, tweet)
+
+
+def process(batch):
+    words = batch.select("id", F.explode(F.split("value", " ")).alias("word"))
+    letters = words.select(F.substring("word", 1, 1).alias("letter"), "word")
+    return {
+        "counts": td.group_by(words, "word").persistent_aggregate(td.Count()),
+        "longest_len": td.group_by(letters.select("letter", F.length("word").alias("n")), "letter")
+        .persistent_aggregate(td.Max("n"), new_values=True),
+        "mean_length": td.group_by(words, "word").persistent_aggregate(MeanLength(), "word"),
+        "longest": td.group_by(letters, "letter").persistent_aggregate(LongestWord(), "word"),
+        "total": td.persistent_aggregate(words, td.Count()),
+        "last_seen": td.partition_persist(words, LastSeen(), new_values=True),
+    }
+
+
+STATES = {"counts": {}, "longest_len": {"kind": "opaque"}, "mean_length": {}, "longest": {"kind": "opaque"},
+          "total": {"key_fields": 0}, "last_seen": {}}
+
+
+@pytest.fixture
+def topology(redis_client, zk_client, zk_root, prefix):
+    append_tweets(redis_client, [t for batch in BATCHES for t in batch], prefix=f"{prefix}:")
+    source = TweetsSource(max_transaction_size=2, prefix=f"{prefix}:")
+    states = tuple(State(name, namespace=f"{prefix}:{name}", **opts) for name, opts in STATES.items())
+    spout = TweetsTransactionalSpout(redis_client, prefix=f"{prefix}:", max_transaction_size=2, topology=prefix)
+    coordinator = Coordinator(TransactionStore(zk_client, prefix, root=zk_root), spout, max_active_transactions=2)
+    return source, states, coordinator
+
+
+def process_txid(spark, redis_client, topology, prefix, emission):
+    source, states, coordinator = topology
+    spec = JobSpec(prefix, emission.tx, emission.metadata, source, states)
+    run_job(spec, process, {"redis_default": redis_client}, spark)
+    assert coordinator.mark_processed(emission.tx)
+
+
+def commit(redis_client, topology, tx):
+    _, states, coordinator = topology
+    built = {s.name: s.build(redis_client) for s in states}
+    return commit_transaction(coordinator, Staging(redis_client, coordinator.name), redis_client, tx, built,
+                              load_job=lambda: sys.modules[__name__])
+
+
+def stored(redis_client, prefix, state):
+    backing = RedisBackingMap(redis_client, f"{prefix}:{state}")
+    fields = [f.decode() for f in redis_client.hkeys(f"{prefix}:{state}")]
+    values = backing.multi_get([backing.key_codec.decode(f) for f in fields])
+    unwrap = {OpaqueValue: lambda v: v.curr, TransactionalValue: lambda v: v.value}
+    return {f: unwrap[type(v)](v) for f, v in zip(fields, values)}
+
+
+def truth():
+    words = [(i, w) for i, t in enumerate([t for b in BATCHES for t in b], start=1) for w in t.split()]
+    by_letter = defaultdict(list)
+    for _, w in words:
+        by_letter[w[0]].append(w)
+    lengths = defaultdict(list)
+    for _, w in words:
+        lengths[w].append(len(w))
+    return {
+        "counts": dict(Counter(w for _, w in words)),
+        "longest_len": {k: max(len(w) for w in v) for k, v in by_letter.items()},
+        "mean_length": {w: {"total": sum(v), "n": len(v)} for w, v in lengths.items()},
+        "longest": {k: max(v, key=lambda w: (len(w), [-ord(c) for c in w])) for k, v in by_letter.items()},
+        "total": {"$GLOBAL$": len(words)},
+        "last_seen": {w: max(i for i, x in words if x == w) for _, w in words},
+    }
+
+
+def test_every_update_kind_is_exact_through_a_retried_attempt_and_a_commit_dying_half_way(
+        spark, redis_client, topology, prefix, monkeypatch):
+    *_, coordinator = topology
+    one, two = coordinator.coordinate("r1"), coordinator.coordinate("r2")
+    process_txid(spark, redis_client, topology, prefix, two)  # processed out of order: only commits are ordered
+    process_txid(spark, redis_client, topology, prefix, one)
+    assert commit(redis_client, topology, one.tx).status == "committed"
+    coordinator.fail(two.tx, "process task lost")  # txid 2 is processed again (attempt 2, the same batch)
+    two = coordinator.coordinate("r2")
+    assert two.tx.attempt == 2
+    process_txid(spark, redis_client, topology, prefix, two)
+
+    def die(point, topology_id, tx):
+        if point == "commit":
+            raise SystemExit("killed after the states were written")
+
+    monkeypatch.setattr("txdag.commit.crash_if_requested", die)
+    with pytest.raises(SystemExit):
+        commit(redis_client, topology, two.tx)
+    monkeypatch.undo()
+    assert commit(redis_client, topology, two.tx).status == "committed"  # the rerun changes nothing twice
+    three = coordinator.coordinate("r3")
+    process_txid(spark, redis_client, topology, prefix, three)
+    commit(redis_client, topology, three.tx)
+
+    expected = truth()
+    for state in STATES:
+        assert stored(redis_client, prefix, state) == {str(k): v for k, v in expected[state].items()}, state
+    entries = redis_client.xrange(values_key(prefix, "last_seen"))
+    assert [e[0].decode().split("-")[0] for e in entries] == ["1", "1", "1", "2", "2", "2", "2", "3", "3", "3"]
+    assert json.loads(entries[-1][1][b"value"]) == ["st", 6]
+    by_txid = defaultdict(list)
+    for entry_id, fields in redis_client.xrange(values_key(prefix, "longest_len")):
+        by_txid[int(entry_id.decode().split("-")[0])].append(json.loads(fields[b"value"]))
+    # the updated keys of each txid with their new values; txid 2's once, although its commit ran twice
+    assert {t: sorted(v) for t, v in by_txid.items()} == {
+        1: [["a", 7], ["s", 5]], 2: [["r", 5], ["s", 5], ["z", 9]], 3: [["a", 7], ["s", 9]]}
