@@ -98,7 +98,10 @@ def window_evaluator(aggregator: Any, fields: list[str], group_by: int, top: int
             groups.setdefault(json.dumps(key), (key, []))[1].append(SparkRow(**dict(zip(fields, row[1:]))))
         result = [[*key, *out] for key, members in groups.values() for out in apply(aggregator, members)]
         if top is not None:
-            result.sort(key=lambda r: json.dumps(r[:group_by]))
+            try:
+                result.sort(key=lambda r: tuple(r[:group_by]))
+            except TypeError:  # keys of several types: ordered by their JSON text
+                result.sort(key=lambda r: json.dumps(r[:group_by], ensure_ascii=False, default=str))
             result.sort(key=lambda r: r[-1], reverse=True)
             result = result[:top]
         return result

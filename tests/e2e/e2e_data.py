@@ -23,6 +23,8 @@ FAULTS = ",".join([
     "committed:tweets_analytics:5:1",  # the commit task, after the commit record, before the cleanup
     "coordinate:word_count:2:1",  # the coordinate task, metadata written, the topology lock held
     "commit:word_count:3:1",  # the commit task, between the state write and the commit record
+    "process:trending_hashtags:2:1",  # a window's batch: the Spark job dies mid-batch
+    "commit:trending_hashtags:4:1",  # the commit task, after the window append, before the commit record
     WARM_FAULT,
 ])
 
@@ -35,6 +37,13 @@ class Sources:
 
     def tweets_truth(self) -> dict[str, Counter]:
         return tweet_partials(self.tweets)
+
+    def trending_truth(self, batch: int, last: int, top: int) -> list[list]:
+        """The ``top`` hashtags (once per tweet) of the ``last`` batches of ``batch`` tweets, by count then name."""
+        batches = -(-len(self.tweets) // batch)
+        window = self.tweets[max(0, batches - last) * batch:]
+        counts = Counter(h for tweet in window for h in {t for t in tweet.split(" ") if t.startswith("#")})
+        return sorted(([h, n] for h, n in counts.items()), key=lambda r: (-r[1], r[0]))[:top]
 
     def words_truth(self) -> Counter:
         return Counter(w for lines in self.sentences.values() for line in lines for w in line.split(" ") if w)

@@ -77,9 +77,9 @@ def test_pools_sync_creates_missing_pools_and_resets_resized_ones(cli_env, capsy
     assert main(["pools", "sync", "--json"]) == 0
     out, err = capsys.readouterr()
     actions = {row["pool"]: (row["action"], row["slots_before"]) for row in json.loads(out)["pools"]}
-    assert actions == {"txdag_global_count": ("created", None), "txdag_tweets_analytics": ("created", None),
-                       "txdag_word_count": ("updated", 4)}
-    assert "[3/3] pool txdag_word_count: updated" in err
+    assert actions == {"txdag_global_count": ("created", None), "txdag_trending_hashtags": ("created", None),
+                       "txdag_tweets_analytics": ("created", None), "txdag_word_count": ("updated", 4)}
+    assert "[4/4] pool txdag_word_count: updated" in err
     for name in actions:
         pool = api.pool(name)
         assert (pool["slots"], pool["include_deferred"]) == (1, False), pool

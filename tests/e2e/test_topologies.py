@@ -7,6 +7,7 @@ The tweets topology also survives txid 3's Spark job dying mid-batch (the fault 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -21,6 +22,7 @@ from access import ZK_AUTH
 from conftest import REPO, AirflowInstance
 
 from txdag.airflow.api import unique_run_id
+from txdag.newvalues import values_key
 from txdag.sample import sample_tweets
 from txdag.spouts import append_tweets
 from txdag.state.keys import JoinedKeyCodec
@@ -288,3 +290,38 @@ def test_no_log_shows_a_password(airflow) -> None:
     task_logs = [p for p in (airflow.home / "logs").rglob("*") if p.is_file() and "task_id=process" in str(p)]
     assert task_logs, "no process task log: run this test with a topology test (e.g. -k 'global_count or password')"
     assert airflow.secrets and airflow.logs_showing_a_password() == []
+
+
+def test_trending_hashtags_window_is_exact_through_replays_in_the_middle(airflow, store_of, state_redis) -> None:
+    """Seed 001's windows through Airflow: each commit closes the window of the last 3 batches; txid 2's Spark
+    job dies mid-batch, txid 4's commit dies after the window append; then txids 3..5 are replayed."""
+    dag = "trending_hashtags"
+    airflow.api.wait_dag_parsed(dag, timeout=120)
+    settle(airflow, dag)
+    trigger_until_drained(airflow, dag, at_once=2)
+    store = store_of(dag)
+    records = check_commits(store, 5)
+    assert {"process-trending_hashtags-2-1", "commit-trending_hashtags-4-1"} <= airflow.fired_faults()
+    assert records[2].attempt == 2 and records[4].attempt == 1
+    run4 = run_of_txid(records, 4)
+    assert airflow.api.task_instance(dag, run4, "commit")["try_number"] == 2
+
+    truth = airflow.sources.tweets_truth()
+    assert hash_counts(state_redis, "trending_hashtags:counts") == {k[0]: n for k, n in truth["hashtags"].items()}
+    trending = json.loads(state_redis.hget("trending_hashtags:top", "$GLOBAL$"))
+    assert (trending["id"], trending["start"], trending["end"], trending["txid"]) == (5, 3, 5, 5)
+    assert trending["rows"] == airflow.sources.trending_truth(batch=100, last=3, top=10)
+    windows = state_redis.xrange(values_key(dag, "trending"))
+    assert [entry_id for entry_id, _ in windows] == ["1-1", "2-1", "3-1", "4-1", "5-1"], "one window per txid"
+
+    before = (hash_counts(state_redis, "trending_hashtags:counts"), state_redis.hget("trending_hashtags:top",
+                                                                                     "$GLOBAL$"))
+    env = {**airflow.env, "TXDAG_AIRFLOW_URL": airflow.base_url, "TXDAG_AIRFLOW_PASSWORD": airflow.password}
+    replay = subprocess.run([str(REPO / ".venv" / "bin" / "txdag"), "replay", dag, "--from", "3"], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert replay.returncode == 0, replay.stderr
+    wait_runs(airflow, dag, [run_of_txid(records, t) for t in (3, 4, 5)])
+    assert (hash_counts(state_redis, "trending_hashtags:counts"), state_redis.hget("trending_hashtags:top",
+                                                                                   "$GLOBAL$")) == before
+    assert len(state_redis.xrange(values_key(dag, "trending"))) == 5
+    check_commits(store, 5)

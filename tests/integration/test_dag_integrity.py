@@ -17,7 +17,7 @@ CONNECTIONS = {
     "AIRFLOW_CONN_ZOOKEEPER_DEFAULT": '{"conn_type": "zookeeper", "host": "127.0.0.1", "port": 2191}',
     "AIRFLOW_CONN_SPARK_DEFAULT": '{"conn_type": "spark", "host": "local[*]"}',
 }
-EXPECTED = {"tweets_analytics", "global_count", "word_count"}
+EXPECTED = {"tweets_analytics", "global_count", "word_count", "trending_hashtags"}
 
 
 @pytest.fixture(scope="module")

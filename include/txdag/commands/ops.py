@@ -23,6 +23,7 @@ from txdag.report import replay_targets
 
 SAMPLES = {  # shipped topology -> (sample kind, key prefix or streams)
     "tweets_analytics": ("tweets", ""),
+    "trending_hashtags": ("tweets", ""),  # the same tweets as tweets_analytics
     "global_count": ("sentences", "global_count:"),
     "word_count": ("streams", ("sentences:0", "sentences:1")),
 }
