@@ -23,6 +23,8 @@ from redis.connection import parse_url
 from txdag.definition import DEFAULT_REDIS_CONN_ID, State
 from txdag.errors import ConfigError
 from txdag.masking import register_secret
+from txdag.redisio import from_portable
+from txdag.spark.context import current_job
 from txdag.spark.env import URLS_VAR, parse_redis_urls
 from txdag.state import RedisBackingMap
 from txdag.state.values import committed_value
@@ -52,10 +54,11 @@ def check_url(url: Any) -> str:
 
 
 def state_query(df: DataFrame, state: State, query: QueryFunction, *, key_fields: Sequence[str] | str = (),
-                redis_url: str, input_fields: Sequence[str] | str | None = None) -> DataFrame:
+                redis_url: str | None = None, input_fields: Sequence[str] | str | None = None) -> DataFrame:
     """Trident's stateQuery: ``df``'s columns, then the columns ``query`` emits for each row (zero or more rows
     per input row). ``key_fields`` are the columns whose values make the state's key (none for a global state);
-    ``input_fields`` are the columns the query's rows carry (all by default)."""
+    ``input_fields`` are the columns the query's rows carry (all by default). Without ``redis_url``, the state is
+    read where the job's states are (inside a txdag job: spark-submit or warm mode alike)."""
     if not isinstance(query, QueryFunction):
         raise ConfigError(f"{query!r} is not a QueryFunction: subclass txdag.trident.QueryFunction (or use MapGet)")
     if not isinstance(state, State):
@@ -68,7 +71,7 @@ def state_query(df: DataFrame, state: State, query: QueryFunction, *, key_fields
     names = field_names(df, input_fields, columns, query, "input fields")
     schema = resolve(query, df.select(*names).schema, parse_ddl(df))
     check_clash(query, schema, columns, "DataFrame's columns")
-    url = check_url(redis_url)
+    url: str | dict[str, Any] = check_url(redis_url) if redis_url is not None else current_job().client_spec
     ship(query)
     out = StructType([*df.schema.fields, *schema.fields])
     at = {name: i for i, name in enumerate(columns)}
@@ -76,7 +79,8 @@ def state_query(df: DataFrame, state: State, query: QueryFunction, *, key_fields
     return df.mapInArrow(run, out)
 
 
-def query_partition(state: State, query: QueryFunction, url: str, key_at: list[int], input_at: list[int],
+def query_partition(state: State, query: QueryFunction, url: str | dict[str, Any], key_at: list[int],
+                    input_at: list[int],
                     names: list[str], schema: StructType) -> Any:
     """The executor side: one read per non-empty partition, then batch_retrieve and execute per row."""
 
@@ -125,12 +129,12 @@ def key_of(state: State, codec: Any, parts: tuple[Any, ...]) -> tuple[Any, ...] 
     return key
 
 
-def read_committed(state: State, url: str, keys: list[tuple[Any, ...] | None]) -> list[Any]:
+def read_committed(state: State, url: str | dict[str, Any], keys: list[tuple[Any, ...] | None]) -> list[Any]:
     """The committed value at each key (None for a missing key or a None key): one pipeline for all of them."""
     distinct = {freeze(k): k for k in keys if k is not None}
     stored: dict[Any, Any] = {}
     if distinct:
-        client = redis.Redis.from_url(url)
+        client = redis.Redis.from_url(url) if isinstance(url, str) else from_portable(url)
         try:
             backing = RedisBackingMap(client, state.redis_key, key_codec=state.codec())
             stored = dict(zip(distinct, backing.multi_get(list(distinct.values()))))

@@ -171,3 +171,24 @@ def test_every_update_kind_is_exact_through_a_retried_attempt_and_a_commit_dying
     # the updated keys of each txid with their new values; txid 2's once, although its commit ran twice
     assert {t: sorted(v) for t, v in by_txid.items()} == {
         1: [["a", 7], ["s", 5]], 2: [["r", 5], ["s", 5], ["z", 9]], 3: [["a", 7], ["s", 9]]}
+
+
+def test_state_query_inside_a_job_reads_where_the_jobs_states_are(spark, redis_client, topology, prefix):
+    """No redis_url: inside a txdag job (spark-submit or warm mode alike) the query reads the job's Redis."""
+    source, states, coordinator = topology
+    counts = State("counts", namespace=f"{prefix}:counts")
+    known = counts.build(redis_client)
+    known.begin_commit(1)
+    known.multi_put([("storm",), ("spark",)], [7, 2])
+    known.commit(1)
+    seen = State("seen", key_fields=0, namespace=f"{prefix}:seen")
+
+    def lookup(batch):
+        words = batch.select(F.explode(F.split("value", " ")).alias("word"))
+        found = td.state_query(words, counts, td.MapGet("known bigint"), key_fields=["word"])
+        return {"seen": found.where(F.col("known").isNotNull()).groupBy().agg(F.sum("known"))}
+
+    emission = coordinator.coordinate("r1")  # tweets 1-2: "storm spark", "airflow storm"
+    spec = JobSpec(prefix, emission.tx, emission.metadata, source, (seen,))
+    run_job(spec, lookup, {"redis_default": redis_client}, spark)
+    assert Staging(redis_client, prefix).read(emission.tx) == {"seen": {"$GLOBAL$": 7 + 2 + 7}}
