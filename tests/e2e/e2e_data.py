@@ -25,6 +25,7 @@ FAULTS = ",".join([
     "commit:word_count:3:1",  # the commit task, between the state write and the commit record
     "process:trending_hashtags:2:1",  # a window's batch: the Spark job dies mid-batch
     "commit:trending_hashtags:4:1",  # the commit task, after the window append, before the commit record
+    "prepared:e2e_stateful:2:1",  # the commit task, key-value states prepared, none committed
     WARM_FAULT,
 ])
 
@@ -34,6 +35,7 @@ class Sources:
     tweets: list[str] = field(default_factory=list)
     sentences: dict[str, list[str]] = field(default_factory=dict)
     counted: list[str] = field(default_factory=list)  # global_count's tuples
+    stateful: list[str] = field(default_factory=list)  # e2e_stateful's tweets (words)
 
     def tweets_truth(self) -> dict[str, Counter]:
         return tweet_partials(self.tweets)
@@ -51,7 +53,7 @@ class Sources:
 
 def load_sources(client: redis.Redis) -> Sources:
     """Flush the e2e database and load: 460 tweets (5 txids of <= 100), 2 x 100 sentences (3 txids of <= 40 per
-    stream), 150 tuples for global_count (3 txids of <= 50)."""
+    stream), 150 tuples for global_count (3 txids of <= 50), 120 sentences for e2e_stateful (3 txids of <= 40)."""
     client.flushdb()
     sources = Sources(tweets=sample_tweets(452, seed=11) + EDGE_TWEETS)
     append_tweets(client, sources.tweets)
@@ -60,4 +62,6 @@ def load_sources(client: redis.Redis) -> Sources:
         append_entries(StreamPartition(stream, client, stream), sources.sentences[stream])
     sources.counted = sample_sentences(150, seed=30)
     append_tweets(client, sources.counted, prefix="global_count:")
+    sources.stateful = sample_sentences(120, seed=40)  # 3 txids of <= 40
+    append_tweets(client, sources.stateful, prefix="stateful:")
     return sources

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import time
+from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -325,3 +326,31 @@ def test_trending_hashtags_window_is_exact_through_replays_in_the_middle(airflow
                                                                                    "$GLOBAL$")) == before
     assert len(state_redis.xrange(values_key(dag, "trending"))) == 5
     check_commits(store, 5)
+
+
+def test_a_stateful_step_survives_a_restart_between_prepare_and_commit(airflow, store_of, state_redis) -> None:
+    """Seed 002 through Airflow: txid 2's commit task is killed with its key-value state prepared and not
+    committed; its retry recovers (commits the prepared txid) and the running counts stay exact. Two runs at a
+    time: a txid's processing waits for the previous commit, so each step reads the state as of txid - 1."""
+    from txdag.state.kv import KeyValueState
+
+    dag = "e2e_stateful"
+    airflow.api.wait_dag_parsed(dag, timeout=120)
+    trigger_until_drained(airflow, dag, at_once=2)
+    records = check_commits(store_of(dag), 3)
+    assert "prepared-e2e_stateful-2-1" in airflow.fired_faults()
+    run2 = run_of_txid(records, 2)
+    assert airflow.api.task_instance(dag, run2, "commit")["try_number"] == 2
+    assert "key-value recovery: committed txid 2" in airflow.api.task_log(dag, run2, "commit", 2)
+
+    sentences = airflow.sources.stateful
+    words_of = [[w for w in s.split(" ") if w] for s in sentences]
+    truth: Counter = Counter(w for words in words_of for w in words)
+    with redis.Redis.from_url(airflow.redis_url) as admin:
+        assert dict(KeyValueState(admin, "e2e_stateful:counts").items()) == dict(truth)
+    running, expected_sum = Counter(), 0
+    for first in range(0, len(sentences), 40):  # each txid adds the running count after it of each of its words
+        batch = {w for words in words_of[first:first + 40] for w in words}
+        running.update(w for words in words_of[first:first + 40] for w in words)
+        expected_sum += sum(running[w] for w in batch)
+    assert state_redis.hget("e2e_stateful:running_sum", "$GLOBAL$") == str(expected_sum)
