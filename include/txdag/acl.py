@@ -36,7 +36,7 @@ from txdag.state.redis_backing import state_keys
 COMMANDS = (
     "ping", "select", "hello",                                                      # connection
     "cluster|slots", "command",                              # a Redis Cluster client's discovery (read-only)
-    "get", "mget", "exists", "type", "hget", "hmget", "hgetall", "hlen", "hscan", "hkeys", "xrange",  # reads
+    "get", "mget", "exists", "type", "hget", "hmget", "hgetall", "hlen", "hscan", "hkeys", "hexists", "xrange",  # reads
     "xrevrange",
     "set", "del", "hset", "hsetnx", "hdel", "hincrby", "hincrbyfloat", "xadd",      # writes
     "copy", "rename",                                                               # KeyValueState scripts

@@ -3,8 +3,8 @@
 Order of writes, and why each crash point is safe:
 1. ZooKeeper: status COMMITTING (freezes the batch: any replay re-emits the same metadata).
 2. Redis: the outputs of each state, each idempotent for the txid (txdag.apply: combiner partials, windows,
-   state updaters; txdag.kvcommit: key-value states, prepared then committed), then the numeric partials, one
-   script call per chunk, with the marker written last.
+   state updaters; txdag.kvcommit: key-value states, prepared then committed), then the numeric partials, read
+   from the staging and added inside Redis, one script call per page of fields, with the marker written last.
 3. ZooKeeper: COMMITTED and committed_txid = txid, in one transaction.
 4. Redis: the staging of every attempt of txid is deleted; ZooKeeper: txids older than the kept window.
 A crash after 1 or 2 leaves a txid that re-runs 2 with the same partials (no change where already applied);
@@ -28,10 +28,10 @@ from txdag.faults import crash_if_requested
 from txdag.kvcommit import KVTarget, commit_key_values
 from txdag.outputs import SUM
 from txdag.redisio import redis_errors
-from txdag.staging import Staging
+from txdag.staging import Staging, stage_key
 from txdag.state.map_state import MapStateBase
 from txdag.state.redis_backing import RedisBackingMap
-from txdag.state.redis_commit import EncodedPartials, apply_encoded
+from txdag.state.redis_commit import StagedPartials, apply_staged
 
 log = logging.getLogger("txdag.commit")
 
@@ -68,7 +68,7 @@ def commit_transaction(
     if isinstance(decision, AlreadyCommitted):
         staging.delete(tx.txid, range(1, tx.attempt + 1), states)
         return CommitOutcome(tx, "already committed", reason=decision.reason)
-    outputs = staging.read_outputs(tx)
+    outputs = staging.read_outputs(tx, sums=False)
     unknown = sorted(set(outputs) - set(states) - set(key_values or {}))
     if unknown:
         raise ConfigError(
@@ -82,9 +82,9 @@ def commit_transaction(
             if spec.kind in APPLIERS:
                 applied += APPLIERS[spec.kind](ctx, name, spec, values)
         applied += commit_key_values(ctx, outputs, key_values or {})
-        sums = [EncodedPartials(_namespace(states[name]), states[name].kind, values)
-                for name, (spec, values) in outputs.items() if spec.kind == SUM]
-        result = apply_encoded(client, tx.txid, sums, marker_key=marker_key, extra=extra, topology=topology)
+        sums = [StagedPartials(_namespace(states[name]), states[name].kind, stage_key(topology, tx, name))
+                for name, (spec, _) in outputs.items() if spec.kind == SUM]
+        result = apply_staged(client, tx.txid, sums, marker_key=marker_key, extra=extra, topology=topology)
         applied, skipped = applied + result.applied, result.skipped
     crash_if_requested("commit", topology, tx)  # the states hold txid, ZooKeeper does not know yet
     coordinator.record_commit(tx)

@@ -98,9 +98,10 @@ class Staging:
         """The sealed values per state (see read_outputs)."""
         return {state: values for state, (_, values) in self.read_outputs(tx).items()}
 
-    def read_outputs(self, tx: TransactionAttempt) -> dict[str, tuple[OutputSpec, dict[str, Any]]]:
-        """Per state its sealed output and values (numbers for ``sum``, decoded JSON otherwise); BatchReadError
-        when the seal is missing or a state lost fields."""
+    def read_outputs(self, tx: TransactionAttempt, *, sums: bool = True) -> dict[str, tuple[OutputSpec, Any]]:
+        """Per state its sealed output and values (numbers for ``sum``, decoded JSON otherwise; with
+        ``sums=False`` the numeric partials stay in Redis, where the commit adds them, and only their number is
+        checked); BatchReadError when the seal is missing or a state lost fields."""
         where = f"{tx} of topology {self.topology!r}"
         seal_key = stage_key(self.topology, tx)
         with redis_errors(self.client, f"reading the staging of {tx}", topology=self.topology, keys=[seal_key]):
@@ -111,12 +112,22 @@ class Staging:
                     f"no sealed staging for {where} in Redis (key {seal_key}): the processing "
                     f"step did not finish, or Redis lost it; replay txid {tx.txid} to process it again"
                 )
-            result = {state: (spec, {} if spec.kind in STAGED_ELSEWHERE else self._read_state(tx, state, spec.kind))
-                      for state, spec in seal.items()}
-        for state, (spec, values) in result.items():
-            if spec.kind not in STAGED_ELSEWHERE and len(values) != spec.count:
+            result: dict[str, tuple[OutputSpec, Any]] = {}
+            counted: dict[str, int] = {}
+            for state, spec in seal.items():
+                if spec.kind in STAGED_ELSEWHERE:
+                    result[state] = (spec, {})
+                elif spec.kind == SUM and not sums:
+                    result[state] = (spec, None)
+                    counted[state] = int(self.client.hlen(stage_key(self.topology, tx, state)))
+                else:
+                    result[state] = (spec, self._read_state(tx, state, spec.kind))
+                    counted[state] = len(result[state][1])
+        for state, found in counted.items():
+            expected = result[state][0].count
+            if found != expected:
                 raise BatchReadError(
-                    f"staging of {where} for state {state!r} holds {len(values)} of {spec.count} partials "
+                    f"staging of {where} for state {state!r} holds {found} of {expected} partials "
                     f"(Redis lost some); replay txid {tx.txid} to process it again"
                 )
         return result

@@ -273,8 +273,8 @@ def test_redis_restarted_between_emit_and_seal(second_redis, shared_zk, zk_root,
     [("down", TransactionalMap), ("down", OpaqueMap), ("bounce", TransactionalMap), ("after_apply", OpaqueMap)],
 )
 def test_redis_restarted_during_a_commit(second_redis, shared_zk, zk_root, prefix, mode, state):
-    """txid 2 holds ~10,000 keys, so its commit is several server-side script calls (DEFAULT_CHUNK keys each).
-    ``down``: Redis dies after the first chunk; the commit fails naming Redis; the txid is re-emitted and its
+    """txid 2 holds ~10,000 keys, so its commit is several server-side script calls (a page of a state's staged
+    partials each). ``down``: Redis dies after the first page; the commit fails naming Redis; the txid is re-emitted and its
     re-commit applies the remaining keys while the keys of the first chunk (already at txid 2) are not added twice.
     ``bounce``: Redis restarts between two chunks (its script cache empty); the commit carries on.
     ``after_apply``: Redis dies after the last chunk, before ZooKeeper records the commit; the record lands, the
@@ -290,7 +290,7 @@ def test_redis_restarted_during_a_commit(second_redis, shared_zk, zk_root, prefi
     assert topology.commit(e1.tx).status == "committed"
     assert sum(len(p) for p in topology.staging.read(e2.tx).values()) > 2 * DEFAULT_CHUNK
 
-    calls = []
+    calls, applied = [], []
     register = client.register_script
 
     def register_with_fault(script_text):
@@ -299,6 +299,7 @@ def test_redis_restarted_during_a_commit(second_redis, shared_zk, zk_root, prefi
         def call(keys, args):
             result = script(keys=keys, args=args)
             calls.append(args[0])
+            applied.append(result)
             if args[0] == "2" and calls.count("2") == 1:  # after txid 2's first chunk
                 second_redis.kill()
                 if mode == "bounce":
@@ -332,7 +333,8 @@ def test_redis_restarted_during_a_commit(second_redis, shared_zk, zk_root, prefi
             outcome = topology.commit(e2.tx)
             assert outcome.status == "committed"
             if state is TransactionalMap:
-                assert outcome.skipped == DEFAULT_CHUNK, "the first chunk's keys held txid 2 already"
+                first_page = applied[calls.index("2")][-2]  # {cursor, applied, skipped} of txid 2's first call
+                assert first_page > 0 and outcome.skipped == first_page, "the first page's keys held txid 2 already"
         else:
             assert "cleaning the staging of txid 2" in str(failed.value) and commits == [1, 2]
             assert topology.commit(e2.tx).status == "already committed"  # the commit task's retry

@@ -8,7 +8,14 @@ from txdag.state.memory import MemoryBackingMap
 from txdag.state.non_transactional_map import NonTransactionalMap
 from txdag.state.opaque_map import OpaqueMap
 from txdag.state.redis_backing import RedisBackingMap
-from txdag.state.redis_commit import ApplyResult, EncodedPartials, apply_encoded, apply_partials
+from txdag.state.redis_commit import (
+    ApplyResult,
+    EncodedPartials,
+    StagedPartials,
+    apply_encoded,
+    apply_partials,
+    apply_staged,
+)
 from txdag.state.snapshottable_map import SnapshottableMap
 from txdag.state.transactional_map import TransactionalMap
 from txdag.state.values import OpaqueValue, TransactionalValue
@@ -32,11 +39,13 @@ __all__ = [
     "OpaqueValue",
     "RedisBackingMap",
     "SnapshottableMap",
+    "StagedPartials",
     "StateKind",
     "TransactionalMap",
     "TransactionalValue",
     "ValueUpdater",
     "apply_encoded",
     "apply_partials",
+    "apply_staged",
     "combine_sum",
 ]

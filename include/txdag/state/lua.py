@@ -41,24 +41,7 @@ return #ARGV / 4
 """
 )
 
-APPLY_SCRIPT = (
-    _CHECK_META
-    + """
--- Adds partial results (numbers) of batch txid to one or more map states, with each state's txid rule
--- checked per key, and optionally records the commit in a marker key plus extra string keys.
--- KEYS: 4 per state (values, txid, prev, meta), then the marker key and the extra keys if any
--- ARGV[1]: txid, ARGV[2]: number of states, ARGV[4]: number of extra keys,
--- ARGV[3]: marker mode: '0' no marker, '1' check it (skip all when it is >= txid), '2' check it and write txid
---   then per state: kind, n, field_1, delta_1, ..., field_n, delta_n; then one value per extra key
--- Returns {applied, skipped}, or {-1, marker} when the marker shows this txid (or a later one) committed.
-local txid = tonumber(ARGV[1])
-local nstates, marker_mode, nextra = tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
-local marker_index = 4 * nstates + 1
-if marker_mode ~= '0' then
-  local m = redis.call('GET', KEYS[marker_index])
-  if m and tonumber(m) >= txid then return {-1, tonumber(m)} end
-end
-
+_APPLY_FUNCTIONS = """
 local function add(h, f, d, ns)
   local r = redis.pcall('HINCRBY', h, f, d)
   if type(r) == 'table' and r.err then r = redis.pcall('HINCRBYFLOAT', h, f, d) end
@@ -100,6 +83,29 @@ local function apply_slice(kind, vals, txids, prevs, fields, deltas)
   return applied, skipped
 end
 
+"""
+
+APPLY_SCRIPT = (
+    _CHECK_META
+    + """
+-- Adds partial results (numbers) of batch txid to one or more map states, with each state's txid rule
+-- checked per key, and optionally records the commit in a marker key plus extra string keys.
+-- KEYS: 4 per state (values, txid, prev, meta), then the marker key and the extra keys if any
+-- ARGV[1]: txid, ARGV[2]: number of states, ARGV[4]: number of extra keys,
+-- ARGV[3]: marker mode: '0' no marker, '1' check it (skip all when it is >= txid), '2' check it and write txid
+--   then per state: kind, n, field_1, delta_1, ..., field_n, delta_n; then one value per extra key
+-- Returns {applied, skipped}, or {-1, marker} when the marker shows this txid (or a later one) committed.
+local txid = tonumber(ARGV[1])
+local nstates, marker_mode, nextra = tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
+local marker_index = 4 * nstates + 1
+if marker_mode ~= '0' then
+  local m = redis.call('GET', KEYS[marker_index])
+  if m and tonumber(m) >= txid then return {-1, tonumber(m)} end
+end
+
+"""
+    + _APPLY_FUNCTIONS
+    + """
 local SLICE = 1000  -- keeps unpack() under Lua's C stack limit
 local applied, skipped, a = 0, 0, 5
 for s = 0, nstates - 1 do
@@ -125,6 +131,42 @@ if marker_mode == '2' then redis.call('SET', KEYS[marker_index], txid) end
 local extra_base = marker_mode == '0' and marker_index - 1 or marker_index
 for e = 1, nextra do redis.call('SET', KEYS[extra_base + e], ARGV[a + e - 1]) end
 return {applied, skipped}
+"""
+)
+
+
+APPLY_STAGED_SCRIPT = (
+    _CHECK_META
+    + """
+-- Adds one page of a staging hash's numeric partials to one map state, with the state's txid rule per key: the
+-- commit of txid done inside Redis, so the partials never travel through the client.
+-- KEYS: values, txid, prev, meta of the state; the staging hash (sealed: nothing writes it meanwhile, so HSCAN
+--   returns each field once)
+-- ARGV[1]: txid, ARGV[2]: kind, ARGV[3]: HSCAN cursor, ARGV[4]: page size
+-- Returns {next cursor ('0' after the last page), applied, skipped}.
+local txid, kind = tonumber(ARGV[1]), ARGV[2]
+local vals, txids, prevs = KEYS[1], KEYS[2], KEYS[3]
+check_meta(KEYS[4], kind, vals)
+"""
+    + _APPLY_FUNCTIONS
+    + """
+local page = redis.call('HSCAN', KEYS[5], ARGV[3], 'COUNT', tonumber(ARGV[4]))
+local items, applied, skipped = page[2], 0, 0
+local SLICE = 1000  -- keeps unpack() under Lua's C stack limit
+for first = 1, #items, 2 * SLICE do
+  local fields, deltas = {}, {}
+  for i = first, math.min(first + 2 * SLICE - 1, #items), 2 do
+    fields[#fields + 1] = items[i]; deltas[#deltas + 1] = items[i + 1]
+  end
+  if kind == 'non_transactional' then
+    for j = 1, #fields do add(vals, fields[j], deltas[j], vals) end
+    applied = applied + #fields
+  else
+    local ap, sk = apply_slice(kind, vals, txids, prevs, fields, deltas)
+    applied, skipped = applied + ap, skipped + sk
+  end
+end
+return {page[1], applied, skipped}
 """
 )
 

@@ -25,11 +25,12 @@ import redis
 from txdag.errors import ConfigError
 from txdag.redisio import redis_errors
 from txdag.state.base import Key, StateKind
-from txdag.state.lua import APPLY_SCRIPT, raise_script_error
+from txdag.state.lua import APPLY_SCRIPT, APPLY_STAGED_SCRIPT, raise_script_error
 from txdag.state.map_state import MapStateBase
 from txdag.state.redis_backing import RedisBackingMap, state_keys
 
 DEFAULT_CHUNK = 5000
+STAGED_PAGE = 5000  # fields per script call when the partials are read inside Redis
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,53 @@ def apply_encoded(
                 return ApplyResult(applied, skipped, True, n + 1)
             applied, skipped = applied + a, skipped + s
     return ApplyResult(applied, skipped, False, len(chunks))
+
+
+@dataclass(frozen=True)
+class StagedPartials:
+    """A state's numeric partials as the processing step staged them: a hash of field -> number in Redis."""
+
+    namespace: str
+    kind: StateKind
+    stage_key: str
+
+
+def apply_staged(
+    client: redis.Redis,
+    txid: int,
+    partials: Sequence[StagedPartials],
+    *,
+    marker_key: str | None = None,
+    extra: Mapping[str, str] | None = None,
+    page: int = STAGED_PAGE,
+    topology: str | None = None,
+) -> ApplyResult:
+    """Add staged partials of batch ``txid``, read and applied inside Redis a page of ``page`` fields per script
+    call (the partials never go through the client); then ``extra`` and the marker, last. The caller checks the
+    marker first: a marker >= txid means every state already holds the txid."""
+    script = client.register_script(APPLY_STAGED_SCRIPT)
+    applied = skipped = calls = 0
+    touched = [k for p in partials for k in (*state_keys(p.namespace), p.stage_key)]
+    with redis_errors(client, f"committing txid {txid}", topology=topology, keys=touched + [marker_key or ""]):
+        for p in partials:
+            cursor = "0"
+            while True:
+                try:
+                    cursor, a, s = script(keys=[*state_keys(p.namespace), p.stage_key],
+                                          args=[str(txid), p.kind.value, cursor, str(page)])
+                except redis.ResponseError as exc:
+                    raise_script_error(exc, f"txid {txid}")
+                applied, skipped, calls = applied + a, skipped + s, calls + 1
+                cursor = cursor.decode() if isinstance(cursor, bytes) else str(cursor)
+                if cursor == "0":
+                    break
+        pipe = client.pipeline(transaction=False)
+        for key, value in (extra or {}).items():
+            pipe.set(key, value)
+        if marker_key is not None:
+            pipe.set(marker_key, txid)  # last: a marker >= txid means the whole batch is in
+        pipe.execute()
+    return ApplyResult(applied, skipped, False, calls)
 
 
 def _call(
