@@ -20,6 +20,8 @@ MB = 1024 * 1024
 def group_of(root: str, proc: psutil.Process, is_root: bool) -> str:
     """The group of one process found under ``root``."""
     try:
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return ""
         name, cmdline = proc.name(), " ".join(proc.cmdline())
     except psutil.Error:
         return ""
@@ -31,6 +33,8 @@ def group_of(root: str, proc: psutil.Process, is_root: bool) -> str:
         return "Spark peer Python workers" if root == "peer" else "Spark Python workers"
     if root == "peer":
         return "Spark peer driver (Python)"
+    if root == "spark-connect":
+        return "Spark Connect server JVM"  # its launcher shell, when the JVM is not the root
     if root == "airflow scheduler" and not is_root:
         return "Airflow task processes (executor workers, tasks)"
     return root
@@ -54,7 +58,8 @@ class RssSampler:
 
     def stop(self) -> dict[str, dict[str, float]]:
         self._stop.set()
-        self._thread.join(timeout=30)
+        if self._thread.ident is not None:  # started
+            self._thread.join(timeout=30)
         return {g: {"peak_mb": round(self.peak_sum[g] / MB, 1), "peak_process_mb": round(self.peak_one[g] / MB, 1),
                     "processes": len(self.seen[g])} for g in sorted(self.peak_sum)}
 

@@ -110,3 +110,21 @@ def test_the_table_has_every_figure_and_the_chart_is_a_png(tmp_path, capsys):
     assert json.loads(report.write_json(results, tmp_path).read_text())["p1"]["ratios"]["txdag/peer"] == 0.5
     chart = report.write_chart(results, tmp_path)
     assert chart is not None and chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_sampler_files_a_process_and_its_children_under_their_groups():
+    import subprocess as sp
+
+    from tput import memory
+
+    child = sp.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        sampler = memory.RssSampler({"airflow scheduler": __import__("os").getpid()})
+        sampler.sample()
+        peaks = sampler.stop()
+    finally:
+        child.kill()
+        child.wait()
+    assert peaks["airflow scheduler"]["processes"] == 1 and peaks["airflow scheduler"]["peak_mb"] > 1
+    task = peaks["Airflow task processes (executor workers, tasks)"]
+    assert task["processes"] >= 1 and task["peak_process_mb"] <= task["peak_mb"]
