@@ -10,12 +10,14 @@ in the same run, and the ratios. A figure, not a test: nothing here asserts a ti
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import statistics
 import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 
 import redis
 
@@ -80,29 +82,30 @@ def redis_benchmark(client: redis.Redis, keys: int) -> tuple[float, float]:
     if exe is None:
         sys.exit("redis-benchmark not found: install Debian's redis-tools (bash scripts/setup.sh does)")
     kw = client.connection_pool.connection_kwargs
-    base = [
-        exe,
-        "-h",
-        str(kw["host"]),
-        "-p",
-        str(kw["port"]),
-        "-n",
-        str(keys),
-        "-r",
-        str(keys),
-        "-P",
-        "16",
-        "-q",
-        "--csv",
-    ]
-    if kw.get("password"):
-        base += ["-a", kw["password"], "--no-auth-warning"]
-    hset = subprocess.run([*base, "-t", "hset"], capture_output=True, text=True, check=True).stdout
-    hincr = subprocess.run(
-        [*base, "hincrby", "bench:rb", "user:__rand_int__", "1"], capture_output=True, text=True, check=True
-    ).stdout
+    base = [exe, "-h", str(kw["host"]), "-p", str(kw["port"]), "--dbnum", str(kw.get("db", 0)),
+            "-n", str(keys), "-r", str(keys), "-P", "16", "-q", "--csv"]
+    with _benchmark_login(client) as login:
+        hset = subprocess.run([*base, *login, "-t", "hset"], capture_output=True, text=True, check=True).stdout
+        hincr = subprocess.run([*base, *login, "hincrby", "bench:rb", "user:__rand_int__", "1"],
+                               capture_output=True, text=True, check=True).stdout
     client.delete("myhash", "bench:rb")
     return _csv_rps(hset), _csv_rps(hincr)
+
+
+@contextlib.contextmanager
+def _benchmark_login(client: redis.Redis) -> Iterator[list[str]]:
+    """redis-benchmark takes its password on the command line only (``-a``), where ``ps`` shows it: with access
+    control on, it logs in as a throwaway user that may only touch its two hashes, deleted afterwards."""
+    if not client.connection_pool.connection_kwargs.get("password"):
+        yield []
+        return
+    user, password = f"bench-rb-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    client.execute_command("ACL", "SETUSER", user, "on", f">{password}", "resetkeys", "~myhash", "~bench:rb",
+                           "-@all", "+hset", "+hincrby", "+ping", "+select")
+    try:
+        yield ["--user", user, "-a", password]
+    finally:
+        client.execute_command("ACL", "DELUSER", user)
 
 
 def _csv_rps(csv: str) -> float:
@@ -115,6 +118,25 @@ def cleanup(client: redis.Redis, namespaces: list[str]) -> None:
         client.delete(ns, *(f"{{{ns}}}:{suffix}" for suffix in ("txid", "prev", "meta")))
 
 
+def measure(client: redis.Redis, keys: int, repeat: int) -> list[tuple[str, float]]:
+    """keys/s of each path, best of ``repeat``; the last two rows are redis-benchmark's HSET and HINCRBY."""
+    rb_hset, rb_hincrby = redis_benchmark(client, keys)
+    return [
+        ("txdag commit, transactional, new txid", txdag_commit(client, StateKind.TRANSACTIONAL, keys, repeat, False)),
+        ("txdag commit, transactional, replay", txdag_commit(client, StateKind.TRANSACTIONAL, keys, repeat, True)),
+        ("txdag commit, opaque, new txid", txdag_commit(client, StateKind.OPAQUE, keys, repeat, False)),
+        ("Python pipelined HINCRBY, no txid", pipelined_hincrby(client, keys, repeat)),
+        ("redis-benchmark -t hset -P 16", rb_hset),
+        ("redis-benchmark hincrby -P 16", rb_hincrby),
+    ]
+
+
+def where(client: redis.Redis) -> str:
+    """host:port/db of the client, never its password."""
+    kw = client.connection_pool.connection_kwargs
+    return f"{kw['host']}:{kw['port']}/{kw.get('db', 0)}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keys", type=int, default=100_000)
@@ -123,23 +145,10 @@ def main() -> None:
     args = parser.parse_args()
     client = redis.Redis.from_url(args.redis_url)
     client.ping()
-    rb_hset, rb_hincrby = redis_benchmark(client, args.keys)
-    rows = [
-        (
-            "txdag commit, transactional, new txid",
-            txdag_commit(client, StateKind.TRANSACTIONAL, args.keys, args.repeat, False),
-        ),
-        (
-            "txdag commit, transactional, replay",
-            txdag_commit(client, StateKind.TRANSACTIONAL, args.keys, args.repeat, True),
-        ),
-        ("txdag commit, opaque, new txid", txdag_commit(client, StateKind.OPAQUE, args.keys, args.repeat, False)),
-        ("Python pipelined HINCRBY, no txid", pipelined_hincrby(client, args.keys, args.repeat)),
-        ("redis-benchmark -t hset -P 16", rb_hset),
-        ("redis-benchmark hincrby -P 16", rb_hincrby),
-    ]
+    rows = measure(client, args.keys, args.repeat)
+    rb_hset = rows[-2][1]
     print(
-        f"{args.keys} distinct keys, best of {args.repeat}, Redis {client.info()['redis_version']} at {args.redis_url}"
+        f"{args.keys} distinct keys, best of {args.repeat}, Redis {client.info()['redis_version']} at {where(client)}"
     )
     print(f"{'path':42} {'keys/s':>12} {'vs redis-benchmark hset':>24}")
     for name, rate in rows:

@@ -4,7 +4,8 @@
 #     chromium-driver for the UI test in headless Chromium (tests/e2e/test_ui_page.py) (apt-get update
 #     only when one is missing; services the packages would start at install time are kept from starting: the
 #     servers run from scripts/services.sh and scripts/postgres.sh, on loopback and ports of their own)
-#   - .venv at the repository root (Python 3.11) with txdag installed editable, with its airflow and dev extras
+#   - .venv at the repository root (Python 3.11) with txdag installed editable, with its airflow, dev and bench
+#     extras (bench: matplotlib for bench/throughput.py's chart, py-spy for its --profile)
 # Safe to run again: a rerun with nothing to do takes about a second.
 #
 # Environment:
@@ -122,8 +123,8 @@ if [[ -f "$STAMP" && "$STAMP" -nt "$ROOT/pyproject.toml" ]]; then
 else
     say "upgrading pip in .venv"
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-    say "installing txdag (editable) with its airflow and dev extras into .venv"
-    (cd "$ROOT" && "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[airflow,dev]')
+    say "installing txdag (editable) with its airflow, dev and bench extras into .venv"
+    (cd "$ROOT" && "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[airflow,dev,bench]')
     touch "$STAMP"
 fi
 say "ready ($("$VENV/bin/python" -V 2>&1) in .venv)"

@@ -1,0 +1,105 @@
+"""txdag's throughput benchmark (issue 5): one command, a table, results.json and chart.png.
+
+    .venv/bin/python bench/throughput.py                      # everything, 1,000,000 tweets (~30-40 min on 2 cores)
+    .venv/bin/python bench/throughput.py --quick              # 20,000 tweets, 3 latency samples (a few minutes)
+    .venv/bin/python bench/throughput.py --tweets 200000 --batch 10000 --only P1,P3 --out /tmp/b
+
+P1  drain N generated tweets (seed 000's layout) through copies of the tweets_analytics topology on a real Airflow
+    (scheduler, LocalExecutor, PostgreSQL) with warm Spark (Spark Connect), checked exactly against the ground
+    truth: tweets/s from the first trigger to the last commit; beside it a single-process Python baseline and a
+    Spark Structured Streaming peer (bench/streaming_peer.py) over the same tweets, both checked too; the ratios.
+P2  trigger -> committed latency of 1-tweet txids: median, min, max, split into scheduler wait and the three tasks.
+P3  commit keys/s for 100k distinct keys (bench/commit_throughput.py) beside redis-benchmark, same Redis.
+P4  tweets/s with max_active_transactions 1, 2 and 4 on one backlog size.
+Peak RSS of the Spark and Airflow processes during P1 (and of the peer). --cold adds cold spark-submit to P1/P2.
+
+It starts Redis, ZooKeeper, PostgreSQL, Airflow and a Spark Connect server through scripts/ on the TXDAG_*_PORT
+ports (or reuses a server already answering), and stops what it started. Nothing here asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+PHASES = ("P1", "P2", "P3", "P4")
+DEFAULT_BATCH = 20_000
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="\n".join(__doc__.splitlines()[1:]),
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--tweets", type=int, default=1_000_000, help="P1's backlog (default 1,000,000)")
+    p.add_argument("--batch", type=int, default=DEFAULT_BATCH,
+                   help=f"tweets per txid (TweetsSource max_transaction_size; also the peer's micro-batch), "
+                        f"default {DEFAULT_BATCH:,}")
+    p.add_argument("--mat", type=int, default=None, help="max_active_transactions of P1 (default: the shipped one's)")
+    p.add_argument("--commit-poke-interval", type=float, default=None,
+                   help="seconds between a waiting commit's checks (default: the shipped topology's)")
+    p.add_argument("--only", default=",".join(PHASES), help="comma-separated phases to run (default all: P1,P2,P3,P4)")
+    p.add_argument("--quick", action="store_true", help="20,000 tweets, 3 latency samples, small P3/P4 (development)")
+    p.add_argument("--cold", action="store_true", help="also cold spark-submit mode in P1 and P2")
+    p.add_argument("--cold-tweets", type=int, default=100_000, help="P1's backlog in cold mode (default 100,000)")
+    p.add_argument("--p4-tweets", type=int, default=None, help="P4's backlog (default min(--tweets, 10 batches))")
+    p.add_argument("--latency-samples", type=int, default=5, help="1-tweet txids timed in P2 (default 5)")
+    p.add_argument("--keys", type=int, default=100_000, help="P3's distinct keys (default 100,000)")
+    p.add_argument("--repeat", type=int, default=3, help="P3's repeats, best taken (default 3)")
+    p.add_argument("--profile", action="store_true", help="py-spy over Airflow's task processes during a short "
+                   "extra drain (after the figures; needs py-spy: pip install -e '.[bench]')")
+    p.add_argument("--airflow-env", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra environment of the Airflow components, e.g. AIRFLOW__SCHEDULER__...=...")
+    p.add_argument("--redis-db", type=int, default=4, help="first of the 9 Redis databases used (default 4..12)")
+    p.add_argument("--flush", action="store_true", help="empty those databases first if they hold keys")
+    p.add_argument("--keep-data", action="store_true", help="leave the Redis databases as the run left them")
+    p.add_argument("--timeout", type=float, default=3600, help="give up a drain after this many seconds")
+    p.add_argument("--out", default=None, help="output folder (default bench/results/<timestamp>/)")
+    for name in ("redis", "zk", "pg", "airflow", "spark-connect"):
+        p.add_argument(f"--{name}-port", type=int, default=None, help=f"default $TXDAG_{name.upper().replace('-', '_')}"
+                       "_PORT or the scripts' default")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.tweets = 20_000 if "--tweets" not in (argv or sys.argv) else args.tweets
+        args.batch = 2_000 if "--batch" not in (argv or sys.argv) else args.batch
+        args.latency_samples, args.keys, args.repeat = 3, 20_000, 1
+        args.cold_tweets = min(args.cold_tweets, args.tweets)
+    args.p4_tweets = args.p4_tweets or min(args.tweets, 10 * args.batch)
+    args.phases = [x.strip().upper() for x in args.only.split(",") if x.strip()]
+    unknown = set(args.phases) - set(PHASES)
+    if unknown:
+        p.error(f"unknown phase(s) {sorted(unknown)} in --only; use {','.join(PHASES)}")
+    started = datetime.now(UTC)
+    args.started = started.strftime("%Y-%m-%dT%H:%M:%SZ")
+    args.out = args.out or str(Path(__file__).resolve().parent / "results" / started.strftime("%Y%m%d-%H%M%S"))
+    return args
+
+
+def settings(args: argparse.Namespace, roles: dict) -> dict:
+    """What the figures depend on, for the JSON, the chart and the README."""
+    warm = roles["p1_warm"]
+    return {"command": " ".join(sys.argv), "tweets": args.tweets, "batch": args.batch, "mat": warm.mat,
+            "commit_poke_interval": warm.commit_poke_interval, "p4_tweets": args.p4_tweets,
+            "cold_tweets": args.cold_tweets if args.cold else None, "latency_samples": args.latency_samples,
+            "p3_keys": args.keys, "spark_connect": "local[2] (scripts/spark-connect.sh), shuffle partitions 4",
+            "peer": "local[2], shuffle partitions 4, 2 read partitions per micro-batch",
+            "airflow": "scripts/airflow.sh: LocalExecutor, parallelism 8, PostgreSQL",
+            "airflow_env": args.airflow_env, "phases": args.phases}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from tput.runner import run
+
+    out = Path(args.out)
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    code = run(args, out, settings)
+    print(f"bench: {time.monotonic() - started:.0f} s in all; results in {out}")
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

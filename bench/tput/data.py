@@ -1,0 +1,75 @@
+"""The backlog and its ground truth: generated tweets (txdag.sample) in seed 000's layout, the exact counts
+(txdag.analytics.tweets, the reference), and the check that a run's committed counts equal them exactly."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import redis
+
+from txdag.analytics.tweets import STATES, tweet_partials
+from txdag.sample import sample_tweets
+from txdag.spouts import append_tweets
+
+Expected = dict[str, dict[str, int]]
+
+
+class Backlog:
+    """The first ``n`` generated tweets of seed 0 for any ``n`` up to the largest asked (one generation)."""
+
+    def __init__(self, largest: int) -> None:
+        self.tweets = sample_tweets(largest)
+        self._truth: dict[int, Expected] = {}
+
+    def first(self, n: int) -> list[str]:
+        return self.tweets[:n]
+
+    def truth(self, n: int) -> Expected:
+        if n not in self._truth:
+            self._truth[n] = expected_counts(self.tweets[:n])
+        return self._truth[n]
+
+
+def expected_counts(tweets: Sequence[str]) -> Expected:
+    """Per state, the hash fields the topology writes (``user:hashtag`` for pairs) and their exact counts."""
+    partials = tweet_partials(tweets)
+    expected: Expected = {}
+    for state in STATES:
+        fields: Counter = Counter()
+        for key, n in partials[state].items():
+            fields[":".join(key)] += n  # joined keys that collide add up, as the topology's commit does
+        expected[state] = dict(fields)
+    return expected
+
+
+def load(client: redis.Redis, tweets: Sequence[str]) -> None:
+    """Loads the tweets at ids 1..n of an empty database, with NEXT_WRITE, the way `txdag seed` does."""
+    if client.dbsize():
+        raise RuntimeError(f"Redis database {client.connection_pool.connection_kwargs.get('db', 0)} is not empty")
+    append_tweets(client, tweets)
+
+
+def committed_counts(client: redis.Redis, prefix: str = "") -> Expected:
+    """The counts as stored: hash ``<prefix><state>``, field -> integer."""
+    return {state: {k.decode(): int(v) for k, v in client.hgetall(f"{prefix}{state}").items()} for state in STATES}
+
+
+def check_exact(client: redis.Redis, expected: Expected, who: str, prefix: str = "") -> None:
+    """Raises with the first differences unless every state's hash equals the ground truth exactly."""
+    got = committed_counts(client, prefix)
+    problems = []
+    for state in STATES:
+        want, have = expected[state], got[state]
+        wrong = sorted(k for k in want.keys() | have.keys() if want.get(k) != have.get(k))
+        if wrong:
+            sample = ", ".join(f"{k}: expected {want.get(k)}, got {have.get(k)}" for k in wrong[:5])
+            problems.append(f"{prefix}{state}: {len(wrong)} of {len(want)} keys differ ({sample})")
+    if problems:
+        db = client.connection_pool.connection_kwargs.get("db", 0)
+        raise CountMismatch(f"{who}: the committed counts in Redis database {db} are NOT the ground truth: "
+                            + "; ".join(problems))
+
+
+class CountMismatch(RuntimeError):
+    """A run's counts differ from the ground truth: the benchmark's figures are void."""

@@ -1,0 +1,180 @@
+"""The measurements, one method each: P1 (drain beside the baseline and the Spark peer), P2 (1-tweet latency),
+P3 (commit keys/s beside redis-benchmark), P4 (max_active_transactions 1, 2, 4), and a py-spy profile."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from argparse import Namespace
+from pathlib import Path
+from typing import Any
+
+from commit_throughput import measure
+
+from tput import data, drain
+from tput.baseline import PREFIX as BASELINE_PREFIX
+from tput.baseline import python_baseline
+from tput.dags import Variant
+from tput.memory import RssSampler, listener_pid
+from tput.services import REPO, BenchError, Stack
+from txdag.airflow.api import AirflowAPI
+from txdag.sample import sample_tweets
+
+COMPONENTS = ("api-server", "dag-processor", "scheduler", "triggerer")
+PEER_PREFIX = "peer:"
+
+
+class Bench:
+    def __init__(self, args: Namespace, stack: Stack, roles: dict[str, Variant], backlog: data.Backlog,
+                 results: dict[str, Any]) -> None:
+        self.args, self.stack, self.roles, self.backlog, self.results = args, stack, roles, backlog, results
+        self.api: AirflowAPI | None = None
+        self.p2_tweets = sample_tweets(args.latency_samples * 2 + 1, seed=2)  # warm-up + warm + cold samples
+        self.p2_used: dict[str, int] = {}
+
+    # --- helpers ---------------------------------------------------------------------------------------------
+
+    def airflow(self) -> AirflowAPI:
+        if self.api is None:
+            passwords = json.loads((self.stack.airflow_home / "simple_auth_manager_passwords.json").read_text())
+            self.api = AirflowAPI(f"http://127.0.0.1:{self.stack.ports.airflow}", "admin", passwords["admin"])
+        return self.api
+
+    def roots(self) -> dict[str, int]:
+        """The processes to sample: the Airflow components and the Spark Connect server."""
+        roots = {}
+        for name in COMPONENTS:
+            pid_file = self.stack.airflow_home / f"{name}.pid"
+            if pid_file.is_file():
+                roots[f"airflow {name}"] = int(pid_file.read_text().split()[0])
+        connect = listener_pid(self.stack.ports.spark_connect)
+        if connect is not None:
+            roots["spark-connect"] = connect
+        return roots
+
+    def drain(self, role: str, tweets: int) -> dict[str, Any]:
+        v = self.roles[role]
+        print(f"bench: draining {tweets:,} tweets through {v.topology_id} (batch {v.batch:,}, "
+              f"{v.mat} in flight, {v.mode} mode)", flush=True)
+        with self.stack.admin(v.db) as client:
+            d = drain.drain(self.airflow(), client, v, tweets, self.args.timeout)
+            data.check_exact(client, self.backlog.truth(tweets), f"{v.topology_id} ({tweets:,} tweets)")
+        print(f"bench: {v.topology_id}: {d.rate:,.0f} tweets/s ({d.txids} txids in {d.seconds:.1f} s), counts exact",
+              flush=True)
+        return {"tweets": tweets, "txids": d.txids, "batch": v.batch, "mat": v.mat, "mode": v.mode,
+                "seconds": d.seconds, "rate": d.rate, "median_per_txid": d.profile(),
+                "per_txid": [{k: r[k] for k in r if k != "spans"} for r in d.timings]}
+
+    def append_p2(self, role: str):  # type: ignore[no-untyped-def]
+        def append(client) -> None:  # type: ignore[no-untyped-def]
+            n = sum(self.p2_used.values())
+            data.append_tweets(client, [self.p2_tweets[n]])
+            self.p2_used[role] = self.p2_used.get(role, 0) + 1
+        return append
+
+    def warm_up(self) -> None:
+        """One 1-tweet txid before anything is timed: executor workers and the Connect server's first query."""
+        v = self.roles["p2_warm"]
+        with self.stack.admin(v.db) as client:
+            self.airflow().wait_dag_parsed(v.topology_id, timeout=180)
+            self.airflow().unpause(v.topology_id)
+            first = drain.one_tweet_latency(self.airflow(), client, v, self.append_p2("p2_warm"))
+        print(f"bench: warm-up txid committed {first.total:.1f} s after its trigger", flush=True)
+
+    # --- P1 --------------------------------------------------------------------------------------------------
+
+    def p1(self) -> None:
+        n, p1 = self.args.tweets, {}
+        self.results["p1"] = p1
+        sampler = RssSampler(self.roots()).start()
+        try:
+            p1["txdag_warm"] = self.drain("p1_warm", n)
+        finally:
+            self.results["memory"] = sampler.stop()
+        if self.args.cold:
+            sampler = RssSampler(self.roots()).start()
+            try:
+                p1["txdag_cold"] = self.drain("p1_cold", self.args.cold_tweets)
+            finally:
+                self.results["memory_cold"] = sampler.stop()
+        with self.stack.admin(self.roles["p1_warm"].db) as client:
+            seconds = python_baseline(client, n)
+            data.check_exact(client, self.backlog.truth(n), "Python baseline", BASELINE_PREFIX)
+        p1["baseline"] = {"tweets": n, "seconds": seconds, "rate": n / seconds}
+        print(f"bench: Python baseline: {n / seconds:,.0f} tweets/s, counts exact", flush=True)
+        p1["peer"] = self.peer(n)
+        warm = p1["txdag_warm"]["rate"]
+        p1["ratios"] = {"txdag/baseline": warm / p1["baseline"]["rate"], "txdag/peer": warm / p1["peer"]["rate"]}
+
+    def peer(self, n: int) -> dict[str, Any]:
+        db = self.roles["p1_warm"].db
+        out = Path(self.args.out)
+        result = out / "peer.json"
+        env = {**os.environ, "TXDAG_BENCH_REDIS_URL": self.stack.admin_url(db), "PYSPARK_PYTHON": sys.executable,
+               "SPARK_LOCAL_IP": "127.0.0.1"}
+        cmd = [sys.executable, str(REPO / "bench" / "streaming_peer.py"), "--tweets", str(n), "--batch",
+               str(self.args.batch), "--checkpoint", str(out / "peer-checkpoint"), "--result", str(result)]
+        print(f"bench: Spark Structured Streaming peer over the same {n:,} tweets", flush=True)
+        with (out / "logs" / "streaming_peer.log").open("w") as log:
+            proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+            sampler = RssSampler({"peer": proc.pid}).start()
+            try:
+                code = proc.wait(timeout=self.args.timeout)
+            finally:
+                self.results.setdefault("memory", {}).update(sampler.stop())
+        if code != 0:
+            tail = "\n".join((out / "logs" / "streaming_peer.log").read_text(errors="replace").splitlines()[-20:])
+            raise BenchError(f"the streaming peer exited {code}; log {out / 'logs' / 'streaming_peer.log'}:\n{tail}")
+        peer = json.loads(result.read_text())
+        with self.stack.admin(db) as client:
+            data.check_exact(client, self.backlog.truth(n), "Spark Structured Streaming peer", PEER_PREFIX)
+        print(f"bench: streaming peer: {n / peer['seconds']:,.0f} tweets/s, counts exact", flush=True)
+        return {**peer, "rate": n / peer["seconds"]}
+
+    # --- P2 --------------------------------------------------------------------------------------------------
+
+    def p2(self) -> None:
+        self.results["p2"] = {}
+        for mode in ("warm", "cold") if self.args.cold else ("warm",):
+            role = f"p2_{mode}"
+            v = self.roles[role]
+            api = self.airflow()
+            api.wait_dag_parsed(v.topology_id, timeout=180)
+            api.unpause(v.topology_id)
+            samples = []
+            with self.stack.admin(v.db) as client:
+                for i in range(self.args.latency_samples):
+                    samples.append(drain.one_tweet_latency(api, client, v, self.append_p2(role)))
+                    print(f"bench: P2 {mode} sample {i + 1}: {samples[-1].total:.2f} s", flush=True)
+            self.results["p2"][mode] = {"samples": [vars(s) for s in samples], "summary": drain.summarize(samples)}
+        self.check_p2()
+
+    def check_p2(self) -> None:
+        """The 1-tweet txids' counts are exact too (each role's database got its own slice of p2_tweets)."""
+        start = 0
+        for role in self.p2_used:
+            count = self.p2_used[role]
+            with self.stack.admin(self.roles[role].db) as client:
+                data.check_exact(client, data.expected_counts(self.p2_tweets[start:start + count]),
+                                 self.roles[role].topology_id)
+            start += count
+
+    # --- P3, P4 ----------------------------------------------------------------------------------------------
+
+    def p3(self, db: int) -> None:
+        print(f"bench: P3 commit of {self.args.keys:,} distinct keys beside redis-benchmark", flush=True)
+        with self.stack.admin(db) as client:
+            table = measure(client, self.args.keys, self.args.repeat)
+        by = dict(table)
+        hset, hincr = by["redis-benchmark -t hset -P 16"], by["redis-benchmark hincrby -P 16"]
+        new = by["txdag commit, transactional, new txid"]
+        self.results["p3"] = {"keys": self.args.keys, "repeat": self.args.repeat, "rows": table, "ratios": {
+            "txdag commit / redis-benchmark HSET": new / hset,
+            "txdag commit / redis-benchmark HINCRBY": new / hincr}}
+
+    def p4(self) -> None:
+        n = self.args.p4_tweets
+        drains = {str(m): self.drain(f"p4_{m}", n) for m in (1, 2, 4)}
+        self.results["p4"] = {"tweets": n, "drains": drains, "ratio_4_1": drains["4"]["rate"] / drains["1"]["rate"]}

@@ -1,0 +1,150 @@
+"""The benchmark's outputs: one table on stdout, results.json with every figure, and chart.png (matplotlib)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+
+def _fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit in ("tweets/s", "keys/s"):
+        return f"{value:,.0f} {unit}"
+    if unit == "x":
+        return f"{value:.3g}x"
+    if unit == "s":
+        return f"{value:.2f} s"
+    if unit == "MB":
+        return f"{value:,.0f} MB"
+    return f"{value} {unit}"
+
+
+def rows(results: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(figure, value, note) rows for the table, in the order of issue 5's list."""
+    out: list[tuple[str, str, str]] = []
+    s = results["settings"]
+    p1 = results.get("p1")
+    if p1:
+        for key, label in (("txdag_warm", "P1 txdag, warm Spark (connect)"),
+                           ("txdag_cold", "P1 txdag, cold spark-submit"),
+                           ("baseline", "P1 Python baseline (no fault tolerance)"),
+                           ("peer", "P1 Spark Structured Streaming peer")):
+            if key in p1:
+                f = p1[key]
+                note = f"{f['tweets']:,} tweets in {f['seconds']:.1f} s"
+                if "txids" in f:
+                    note += f", {f['txids']} txids of {f['batch']:,}, {f['mat']} in flight"
+                if "micro_batches" in f:
+                    note += f", {f['micro_batches']} micro-batches of <= {s['batch']:,}"
+                out.append((label, _fmt(f["rate"], "tweets/s"), note))
+        med = p1.get("txdag_warm", {}).get("median_per_txid")
+        if med:
+            out.append(("P1 warm, per txid: coordinate / process / commit", " / ".join(
+                f"{med[k]:.2f}" for k in ("coordinate", "process", "commit")) + " s",
+                f"medians; scheduler gaps c>p {med['gap c>p']:.2f} s, p>c {med['gap p>c']:.2f} s (incl. commit waits)"))
+        for name, value in p1.get("ratios", {}).items():
+            out.append((f"P1 ratio {name}", _fmt(value, "x"), "same backlog, same run"))
+    for mode, p2 in results.get("p2", {}).items():
+        med = {k: v["median"] for k, v in p2["summary"].items()}
+        out.append((f"P2 1-tweet txid, {mode}: trigger -> committed", _fmt(med["total"], "s"),
+                    f"median of {len(p2['samples'])} (min {p2['summary']['total']['min']:.2f}, "
+                    f"max {p2['summary']['total']['max']:.2f})"))
+        out.append((f"P2 {mode}: scheduler wait / coordinate / process / commit",
+                    " / ".join(f"{med[k]:.2f}" for k in ("wait", "coordinate", "process", "commit")) + " s",
+                    "medians; wait = trigger -> coordinate start + gaps between tasks"))
+    p3 = results.get("p3")
+    if p3:
+        for name, rate in p3["rows"]:
+            out.append((f"P3 {name}", _fmt(rate, "keys/s"), f"{p3['keys']:,} distinct keys, best of {p3['repeat']}"))
+        for name, value in p3["ratios"].items():
+            out.append((f"P3 ratio {name}", _fmt(value, "x"), "same Redis, same run"))
+    p4 = results.get("p4")
+    if p4:
+        for mat, f in p4["drains"].items():
+            out.append((f"P4 max_active_transactions = {mat}", _fmt(f["rate"], "tweets/s"),
+                        f"{f['tweets']:,} tweets, {f['txids']} txids of {f['batch']:,}, {f['seconds']:.1f} s"))
+        if p4.get("ratio_4_1") is not None:
+            out.append(("P4 ratio mat=4 / mat=1", _fmt(p4["ratio_4_1"], "x"), "same backlog size"))
+    for group, m in results.get("memory", {}).items():
+        out.append((f"peak RSS: {group}", _fmt(m["peak_mb"], "MB"),
+                    f"{m['processes']} process(es), largest {m['peak_process_mb']:,.0f} MB"))
+    return out
+
+
+def print_table(results: dict[str, Any]) -> str:
+    table = rows(results)
+    width = max((len(r[0]) for r in table), default=10)
+    vwidth = max((len(r[1]) for r in table), default=10)
+    lines = [f"{'figure':<{width}}  {'value':>{vwidth}}  note", "-" * (width + vwidth + 40)]
+    lines += [f"{a:<{width}}  {b:>{vwidth}}  {c}" for a, b, c in table]
+    text = "\n".join(lines)
+    print(text)
+    return text
+
+
+def write_json(results: dict[str, Any], out: Path) -> Path:
+    path = out / "results.json"
+    path.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    return path
+
+
+def write_chart(results: dict[str, Any], out: Path) -> Path | None:
+    """chart.png: P1 rates, P2's latency split, P3 keys/s, P4 rates, peak memory. None without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("no chart: matplotlib is not installed (pip install -e '.[bench]'; scripts/setup.sh installs it)")
+        return None
+    fig, axes = plt.subplots(2, 3, figsize=(17, 9))
+    _bars(axes[0][0], "P1: tweets/s committed (log)", {
+        k: v["rate"] for k, v in results.get("p1", {}).items() if isinstance(v, dict) and "rate" in v}, log=True)
+    _latency(axes[0][1], results.get("p2", {}))
+    _bars(axes[0][2], "P3: keys/s", {n: r for n, r in results.get("p3", {}).get("rows", [])}, log=True)
+    _bars(axes[1][0], "P4: tweets/s by max_active_transactions",
+          {f"mat={m}": f["rate"] for m, f in results.get("p4", {}).get("drains", {}).items()})
+    _bars(axes[1][1], "peak RSS (MB)", {g: m["peak_mb"] for g, m in results.get("memory", {}).items()})
+    axes[1][2].axis("off")
+    s = results["settings"]
+    text = "\n".join(textwrap.fill(f"{k}: {v}", 60, subsequent_indent="  ") for k, v in s.items() if k != "command")
+    axes[1][2].text(0, 1, text, va="top", family="monospace", fontsize=7)
+    fig.suptitle(f"txdag benchmark {results['started']} ({s.get('tweets', 0):,} tweets, batch {s.get('batch')})")
+    fig.tight_layout()
+    path = out / "chart.png"
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def _bars(ax, title: str, values: dict[str, float], log: bool = False) -> None:  # type: ignore[no-untyped-def]
+    ax.set_title(title, fontsize=10)
+    if not values:
+        ax.text(0.5, 0.5, "not measured", ha="center", transform=ax.transAxes)
+        return
+    names = list(values)
+    ax.barh(names, [values[n] for n in names], color="#4c72b0")
+    if log:
+        ax.set_xscale("log")
+    for i, n in enumerate(names):
+        ax.text(values[n], i, f" {values[n]:,.0f}", va="center", fontsize=8)
+    ax.tick_params(axis="y", labelsize=8)
+    ax.invert_yaxis()
+
+
+def _latency(ax, p2: dict) -> None:  # type: ignore[no-untyped-def]
+    ax.set_title("P2: 1-tweet txid, trigger -> committed (s, medians)", fontsize=10)
+    if not p2:
+        ax.text(0.5, 0.5, "not measured", ha="center", transform=ax.transAxes)
+        return
+    left = {mode: 0.0 for mode in p2}
+    for part, color in (("wait", "#c44e52"), ("coordinate", "#8172b2"), ("process", "#dd8452"), ("commit", "#55a868")):
+        widths = [p2[m]["summary"][part]["median"] for m in p2]
+        ax.barh(list(p2), widths, left=[left[m] for m in p2], color=color, label=part)
+        for m, w in zip(p2, widths):
+            left[m] += w
+    ax.legend(fontsize=8)

@@ -1,0 +1,128 @@
+"""One benchmark run: start the services, load the backlogs, run the phases asked for, always stop what was
+started, then print the table and write results.json and chart.png (also after a failure, with what was measured)."""
+
+from __future__ import annotations
+
+import shutil
+import traceback
+from argparse import Namespace
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tput import dags, data, report
+from tput.memory import machine_load
+from tput.phases import Bench
+from tput.profile import profile_drain
+from tput.services import BenchError, Ports, Stack
+
+
+def airflow_needed(args: Namespace) -> bool:
+    return bool({"P1", "P2", "P4"} & set(args.phases)) or args.profile
+
+
+def backlogs(args: Namespace, roles: dict[str, dags.Variant]) -> dict[str, int]:
+    """Tweets to load per role before Airflow starts."""
+    sizes = {}
+    if "P1" in args.phases:
+        sizes["p1_warm"] = args.tweets
+        if args.cold:
+            sizes["p1_cold"] = args.cold_tweets
+    if "P4" in args.phases:
+        sizes.update({f"p4_{m}": args.p4_tweets for m in (1, 2, 4)})
+    if args.profile:
+        sizes["profile"] = min(args.tweets, 10 * args.batch)
+    return sizes
+
+
+def chosen_roles(args: Namespace, sizes: dict[str, int]) -> list[str]:
+    chosen = ["p2_warm", *sizes]  # p2_warm: the warm-up txid, and P2
+    if args.cold and "P2" in args.phases:
+        chosen.append("p2_cold")
+    return chosen
+
+
+def ports(args: Namespace) -> Ports:
+    env = Ports.from_env()
+    return Ports(args.redis_port or env.redis, args.zk_port or env.zk, args.pg_port or env.pg,
+                 args.airflow_port or env.airflow, args.spark_connect_port or env.spark_connect)
+
+
+def prepare_dbs(stack: Stack, dbs: list[int], flush: bool) -> None:
+    for db in dbs:
+        with stack.admin(db) as client:
+            size = client.dbsize()
+            if size and not flush:
+                raise BenchError(f"Redis 127.0.0.1:{stack.ports.redis} database {db} holds {size} keys: the benchmark "
+                                 f"needs empty databases {dbs[0]}..{dbs[-1]} (pass --flush to empty them, or "
+                                 f"--redis-db N for others)")
+            client.flushdb()
+
+
+def run(args: Namespace, out: Path, settings: Callable[[Namespace, dict], dict]) -> int:
+    roles = dags.variants(args.batch, args.mat or dags.shipped().max_active_transactions, args.commit_poke_interval,
+                          args.redis_db)
+    p3_db = args.redis_db + 8
+    extra = dict(kv.split("=", 1) for kv in args.airflow_env)
+    stack = Stack(ports(args), out / "logs", extra)
+    results: dict[str, Any] = {"started": args.started, "settings": settings(args, roles), "load_start": machine_load()}
+    sizes = backlogs(args, roles)
+    code = 0
+    try:
+        stack.start_redis_zk()
+        dbs = [*(v.db for v in roles.values()), p3_db]
+        prepare_dbs(stack, sorted(set(dbs)), args.flush)
+        print(f"bench: generating {max(sizes.values(), default=0):,} tweets and their exact counts", flush=True)
+        backlog = data.Backlog(max(sizes.values(), default=0))
+        bench = Bench(args, stack, roles, backlog, results)
+        if airflow_needed(args):
+            start_airflow(stack, roles, chosen_roles(args, sizes), sizes, backlog)
+            bench.warm_up()
+        for phase in args.phases:
+            print(f"bench: --- {phase} ---", flush=True)
+            if phase == "P3":
+                bench.p3(p3_db)
+            else:
+                getattr(bench, phase.lower())()
+        if args.profile:
+            results["profile"] = profile_drain(bench, sizes["profile"], out)
+    except Exception as exc:  # noqa: BLE001 - report what was measured, stop the services, exit 1
+        code = 1
+        results["error"] = f"{type(exc).__name__}: {exc}"
+        (out / "logs" / "error.txt").write_text(traceback.format_exc())
+        print(f"bench: FAILED: {results['error']}", flush=True)
+    finally:
+        results["load_end"] = machine_load()
+        try:
+            stack.clean_up(sorted({v.db for v in roles.values()} | {p3_db}), args.keep_data)
+        except Exception as exc:  # noqa: BLE001
+            print(f"bench: clean-up: {exc}")
+        for problem in stack.stop():
+            print(f"bench: could not stop {problem}")
+        shutil.rmtree(out / "peer-checkpoint", ignore_errors=True)
+    print()
+    results["table"] = report.print_table(results)
+    report.write_json(results, out)
+    report.write_chart(results, out)
+    return code
+
+
+def start_airflow(stack: Stack, roles: dict[str, dags.Variant], chosen: list[str], sizes: dict[str, int],
+                  backlog: data.Backlog) -> None:
+    """Loads each role's backlog, writes the DAG folder, creates the Redis user, starts Spark Connect and Airflow."""
+    for role, n in sizes.items():
+        with stack.admin(roles[role].db) as client:
+            data.load(client, backlog.first(n))
+    shutil.rmtree(stack.airflow_home, ignore_errors=True)
+    folder = stack.airflow_home / "dags"
+    variants = [roles[r] for r in chosen]
+    dags.write_folder(folder, variants)
+    from txdag.topology import load_definitions
+
+    stack.create_redis_user(list(load_definitions(folder)[0].values()))
+    connections = {v.conn_id: stack.redis_connection(v.db) for v in variants}
+    connections.update(redis_default=stack.redis_connection(0), zookeeper_default=stack.zookeeper_connection(),
+                       spark_connect_default=stack.spark_connect_connection())
+    print("bench: starting Spark Connect and Airflow (scripts/spark-connect.sh, scripts/airflow.sh)", flush=True)
+    stack.start_spark_connect()
+    stack.start_airflow(folder, connections)

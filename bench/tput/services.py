@@ -1,0 +1,184 @@
+"""What the benchmark runs on, started through the project's own scripts on loopback ports it is given, and
+stopped afterwards only where the benchmark started it (a server that already answered is reused and left up).
+
+Redis and ZooKeeper: scripts/services.sh. PostgreSQL and the four Airflow components: scripts/airflow.sh, with an
+AIRFLOW_HOME and a metadata database of the benchmark's own. Spark Connect: scripts/spark-connect.sh.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote
+
+import redis
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPTS = REPO / "scripts"
+
+
+class BenchError(RuntimeError):
+    """The benchmark cannot go on (a service did not start, a run failed, counts differ): says what and where."""
+
+
+@dataclass(frozen=True)
+class Ports:
+    redis: int
+    zk: int
+    pg: int
+    airflow: int
+    spark_connect: int
+
+    @classmethod
+    def from_env(cls) -> Ports:
+        env = os.environ.get
+        return cls(int(env("TXDAG_REDIS_PORT", "6391")), int(env("TXDAG_ZK_PORT", "2191")),
+                   int(env("TXDAG_PG_PORT", "5491")), int(env("TXDAG_AIRFLOW_PORT", "8791")),
+                   int(env("TXDAG_SPARK_CONNECT_PORT", "15092")))
+
+    def env(self) -> dict[str, str]:
+        return {"TXDAG_REDIS_PORT": str(self.redis), "TXDAG_ZK_PORT": str(self.zk), "TXDAG_PG_PORT": str(self.pg),
+                "TXDAG_AIRFLOW_PORT": str(self.airflow), "TXDAG_SPARK_CONNECT_PORT": str(self.spark_connect)}
+
+
+def listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        return True
+    except OSError:
+        return False
+
+
+def credentials() -> dict[str, str]:
+    """The ``export NAME=value`` lines of .run/credentials.env (scripts/credentials.sh creates it once)."""
+    path = subprocess.run(["bash", str(SCRIPTS / "credentials.sh")], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    lines = (line.removeprefix("export ").strip() for line in Path(path).read_text().splitlines())
+    return dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith("#"))
+
+
+@dataclass
+class Stack:
+    """The services of one benchmark run, and which of them it started (``started``), to stop only those."""
+
+    ports: Ports
+    log_dir: Path
+    extra_airflow_env: dict[str, str] = field(default_factory=dict)
+    started: list[str] = field(default_factory=list)
+    unique: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    airflow_env: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.cred = credentials()
+        self.airflow_home = REPO / ".run" / f"airflow-bench-{self.ports.airflow}"
+        self.zk_root = f"/txdag-bench-{self.unique}"
+        self.redis_user, self.redis_password = f"txdag-bench-{self.unique}", uuid.uuid4().hex
+
+    # --- scripts ---------------------------------------------------------------------------------------------
+
+    def _script(self, name: str, *args: str, env: dict[str, str] | None = None, timeout: float = 600) -> None:
+        log = self.log_dir / f"{name.removesuffix('.sh')}.log"
+        with log.open("a") as out:
+            out.write(f"$ bash scripts/{name} {' '.join(args)}\n")
+            out.flush()
+            done = subprocess.run(["bash", str(SCRIPTS / name), *args], env={**os.environ, **self.ports.env(),
+                                  **(env or {})}, stdout=out, stderr=subprocess.STDOUT, timeout=timeout, check=False)
+        if done.returncode != 0:
+            tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
+            raise BenchError(f"bash scripts/{name} {' '.join(args)} exited {done.returncode}; log {log}:\n{tail}")
+
+    def start_redis_zk(self) -> None:
+        for service, port in (("redis", self.ports.redis), ("zk", self.ports.zk)):
+            if not listening(port):
+                self.started.append(service)
+            self._script("services.sh", "start", service)
+
+    def start_spark_connect(self) -> None:
+        if not listening(self.ports.spark_connect):
+            self.started.append("spark-connect")
+        self._script("spark-connect.sh", "start")
+
+    def start_airflow(self, dags_folder: Path, connections: dict[str, dict]) -> None:
+        """A fresh AIRFLOW_HOME and metadata database; the connections as AIRFLOW_CONN_* of the components."""
+        if not listening(self.ports.pg):
+            self.started.append("postgres")
+        env = {"AIRFLOW_HOME": str(self.airflow_home), "TXDAG_AIRFLOW_DB": f"airflow_bench_{self.ports.airflow}",
+               "TXDAG_AIRFLOW_FRESH_DB": "1", "TXDAG_DAGS_FOLDER": str(dags_folder), **self.extra_airflow_env}
+        env.update({f"AIRFLOW_CONN_{cid.upper()}": json.dumps(conn) for cid, conn in connections.items()})
+        self.airflow_env = env
+        self._script("airflow.sh", "stop", env=env, timeout=120)  # a run killed before its clean-up
+        if listening(self.ports.airflow):
+            raise BenchError(f"port {self.ports.airflow} is taken (another Airflow?): stop it, or give the benchmark "
+                             f"another port with --airflow-port")
+        self.started.append("airflow")
+        self._script("airflow.sh", "start", env=env)
+
+    def stop(self) -> list[str]:
+        """Stops what this run started, in reverse order; returns what could not be stopped (with why)."""
+        problems = []
+        stops = {"airflow": ("airflow.sh", ["stop"], self.airflow_env), "postgres": ("postgres.sh", ["stop"], None),
+                 "spark-connect": ("spark-connect.sh", ["stop"], None),
+                 "redis": ("services.sh", ["stop", "redis"], None), "zk": ("services.sh", ["stop", "zk"], None)}
+        for name in reversed(self.started):
+            script, args, env = stops[name]
+            try:
+                self._script(script, *args, env=env, timeout=180)
+            except (BenchError, subprocess.TimeoutExpired) as exc:
+                problems.append(f"{name}: {exc}")
+        self.started.clear()
+        return problems
+
+    # --- clients and connections -----------------------------------------------------------------------------
+
+    def admin_url(self, db: int) -> str:
+        user, password = self.cred["TXDAG_REDIS_ADMIN_USER"], self.cred["TXDAG_REDIS_ADMIN_PASSWORD"]
+        return f"redis://{quote(user, safe='')}:{quote(password, safe='')}@127.0.0.1:{self.ports.redis}/{db}"
+
+    def admin(self, db: int) -> redis.Redis:
+        return redis.Redis.from_url(self.admin_url(db))
+
+    def redis_connection(self, db: int) -> dict:
+        """An Airflow connection to database ``db`` as the run's restricted user (see create_redis_user)."""
+        return {"conn_type": "redis", "host": "127.0.0.1", "port": self.ports.redis, "login": self.redis_user,
+                "password": self.redis_password, "extra": {"db": db}}
+
+    def zookeeper_connection(self) -> dict:
+        return {"conn_type": "zookeeper", "host": "127.0.0.1", "port": self.ports.zk,
+                "login": self.cred["TXDAG_ZK_USER"], "password": self.cred["TXDAG_ZK_PASSWORD"],
+                "extra": {"root": self.zk_root}}
+
+    def spark_connect_connection(self) -> dict:
+        return {"conn_type": "spark_connect", "host": "127.0.0.1", "port": self.ports.spark_connect}
+
+    def create_redis_user(self, topologies: list) -> None:
+        """The user of the topologies' connections: only their keys, like scripts/airflow.sh's (txdag.acl)."""
+        from txdag.acl import setuser_args
+
+        with self.admin(0) as client:
+            client.execute_command("ACL", "SETUSER", *setuser_args(self.redis_user, topologies,
+                                                                   password=self.redis_password, source_write=True))
+
+    def clean_up(self, dbs: list[int], keep_data: bool) -> None:
+        """Deletes the run's Redis user, its ZooKeeper root and (unless ``keep_data``) its Redis databases."""
+        with self.admin(0) as client:
+            client.execute_command("ACL", "DELUSER", self.redis_user)
+        for db in [] if keep_data else dbs:
+            with self.admin(db) as client:
+                client.flushdb()
+        from kazoo.client import KazooClient
+
+        zk = KazooClient(hosts=f"127.0.0.1:{self.ports.zk}", timeout=5,
+                         auth_data=[("digest", f"{self.cred['TXDAG_ZK_USER']}:{self.cred['TXDAG_ZK_PASSWORD']}")])
+        try:
+            zk.start(timeout=5)
+            zk.delete(self.zk_root, recursive=True)
+        except Exception:  # never created, or ZooKeeper is gone: nothing to clean
+            pass
+        finally:
+            zk.stop()
+            zk.close()

@@ -1,0 +1,130 @@
+"""bench/throughput.py's pure parts: the generated DAG folder, the ground truth, the profile summary, the report.
+
+The measurements themselves need the whole stack and are run by hand (README, Benchmark); these tests check that
+what they are built on says what it should, without any server.
+"""
+
+from __future__ import annotations
+
+import json
+import py_compile
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+sys.path.insert(0, str(BENCH))
+
+from tput import dags, data, profile, report  # noqa: E402
+
+from txdag.topology import load_definitions  # noqa: E402
+
+
+@pytest.mark.parametrize("module", sorted((BENCH / "tput").glob("*.py")), ids=lambda p: p.name)
+def test_every_bench_module_compiles(module, tmp_path):
+    py_compile.compile(str(module), cfile=str(tmp_path / "out.pyc"), doraise=True)
+
+
+def test_the_generated_copies_keep_the_shipped_topology_and_take_the_parameters(tmp_path):
+    roles = dags.variants(batch=1234, mat=3, poke=2.5, db_base=4)
+    chosen = [roles["p1_warm"], roles["p1_cold"], roles["p4_4"]]
+    dags.write_folder(tmp_path, chosen)
+    found, errors = load_definitions(tmp_path)
+    assert errors == {}
+    shipped = dags.shipped()
+    for v in chosen:
+        t = found[v.topology_id]
+        assert (t.source.max_transaction_size, t.max_active_transactions, t.spark_mode) == (v.batch, v.mat, v.mode)
+        assert (t.job, t.states, t.marker_key) == (shipped.job, shipped.states, shipped.marker_key)
+        assert t.schedule is None and t.commit_poke_interval == 2.5
+        assert t.redis_conn_id == t.source.redis_conn_id == v.conn_id
+    assert found["bench_p1_cold"].spark_mode == "submit" and found["bench_p4_mat4"].max_active_transactions == 4
+    assert len({v.db for v in roles.values()}) == len(roles)  # each copy has a Redis database of its own
+    text = (tmp_path / "bench_tweets.py").read_text().lower()
+    assert "airflow" in text and "dag" in text  # else Airflow's safe mode skips the file
+
+
+def test_the_ground_truth_counts_each_user_and_hashtag_once_per_tweet():
+    expected = data.expected_counts(["@a #x #x hi", "@a @b #y", "no tags", "@b:#y"])
+    assert expected["users"] == {"@a": 2, "@b": 1, "@b:#y": 1}
+    assert expected["hashtags"] == {"#x": 1, "#y": 1}
+    assert expected["users_hashtags"] == {"@a:#x": 1, "@a:#y": 1, "@b:#y": 1}
+
+
+def _stack(ti: str, *frames: str, main: bool = True) -> str:
+    head = ['process 1:"airflow scheduler"', f'process 2:"airflow worker -- LocalExecutor: {ti}"']
+    root = ["<module> (airflow:6)"] if main else ["_bootstrap (threading.py:1002)"]
+    return ";".join(head + root + ["_subprocess_main (airflow/sdk/execution_time/supervisor.py:254)", *frames])
+
+
+def test_the_profile_gives_each_stack_to_its_task_and_names_the_calls_out_of_txdag():
+    ti_p, ti_c = "01a207a0-af68-7071-9a04-c404094e6d6f", "01a207a0-b189-7d87-8981-1f7cdf109e88"
+    execute = "_execute_task (airflow/sdk/execution_time/task_runner.py:2234)"
+    lines = [
+        _stack(ti_p, execute, "process_txid (txdag/airflow/operators.py:90)",
+               "collect_partials (txdag/spark/runner.py:99)", "collect (pyspark/sql/connect/dataframe.py:1)") + " 30",
+        _stack(ti_p, execute, "process_txid (txdag/airflow/operators.py:91)") + " 10",
+        _stack(ti_p, "parse (airflow/dag_processing/x.py:1)") + " 20",  # outside execute: start-up
+        _stack(ti_p, execute, "process_txid (txdag/airflow/operators.py:90)", main=False) + " 99",  # a thread
+        _stack(ti_c, execute, "commit_transaction (txdag/commit.py:5)") + " 4",
+        _stack("ffffffff-0000-0000-0000-000000000000", execute) + " 7",  # a task of another DAG
+    ]
+    summary = profile.summarize(lines, {ti_p: "process", ti_c: "commit"})
+    assert set(summary) == {"process", "commit"}
+    process = summary["process"]
+    assert process["seconds"] == 3.0 and process["outside_execute"] == 1.0
+    assert dict(process["txdag"])["process_txid (txdag/airflow/operators.py)"] == 2.0
+    assert process["calls"][0] == ("collect_partials (txdag/spark/runner.py) -> "
+                                   "collect (pyspark/sql/connect/dataframe.py)", 1.5)
+    assert summary["commit"]["seconds"] == 0.2
+    assert "process: 3.0 s (0.30 s per txid)" in profile.format_summary(summary, 10)
+
+
+def _results() -> dict:
+    drain = {"tweets": 1000, "txids": 10, "batch": 100, "mat": 2, "mode": "connect", "seconds": 20.0, "rate": 50.0,
+             "median_per_txid": {"coordinate": 1.0, "process": 2.0, "commit": 0.5, "gap c>p": 1.0, "gap p>c": 1.5,
+                                 "total": 6.0}}
+    part = {"median": 1.0, "min": 0.5, "max": 2.0}
+    return {
+        "started": "2026-11-23T00:00:00Z", "settings": {"tweets": 1000, "batch": 100, "command": "x"},
+        "p1": {"txdag_warm": drain, "baseline": {"tweets": 1000, "seconds": 0.1, "rate": 10000.0},
+               "peer": {"tweets": 1000, "seconds": 10.0, "rate": 100.0, "micro_batches": 10},
+               "ratios": {"txdag/baseline": 0.005, "txdag/peer": 0.5}},
+        "p2": {"warm": {"samples": [{}, {}, {}], "summary": {k: part for k in
+                                                             ("total", "wait", "coordinate", "process", "commit")}}},
+        "p3": {"keys": 100, "repeat": 1, "rows": [["txdag commit", 5.0], ["redis-benchmark -t hset -P 16", 10.0]],
+               "ratios": {"txdag commit / redis-benchmark HSET": 0.5}},
+        "p4": {"tweets": 1000, "drains": {"1": drain, "2": drain, "4": drain}, "ratio_4_1": 1.0},
+        "memory": {"Spark Connect server JVM": {"peak_mb": 800.0, "peak_process_mb": 800.0, "processes": 1}},
+    }
+
+
+def test_the_table_has_every_figure_and_the_chart_is_a_png(tmp_path, capsys):
+    results = _results()
+    text = report.print_table(results)
+    for figure in ("P1 txdag, warm Spark", "P1 ratio txdag/peer", "P2 warm: scheduler wait", "P3 ratio",
+                   "P4 ratio mat=4 / mat=1", "peak RSS: Spark Connect server JVM", "P1 warm, per txid"):
+        assert figure in text
+    assert "50 tweets/s" in text and "0.5x" in text
+    assert json.loads(report.write_json(results, tmp_path).read_text())["p1"]["ratios"]["txdag/peer"] == 0.5
+    chart = report.write_chart(results, tmp_path)
+    assert chart is not None and chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_sampler_files_a_process_and_its_children_under_their_groups():
+    import subprocess as sp
+
+    from tput import memory
+
+    child = sp.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        sampler = memory.RssSampler({"airflow scheduler": __import__("os").getpid()})
+        sampler.sample()
+        peaks = sampler.stop()
+    finally:
+        child.kill()
+        child.wait()
+    assert peaks["airflow scheduler"]["processes"] == 1 and peaks["airflow scheduler"]["peak_mb"] > 1
+    task = peaks["Airflow task processes (executor workers, tasks)"]
+    assert task["processes"] >= 1 and task["peak_process_mb"] <= task["peak_mb"]
