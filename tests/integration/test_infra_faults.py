@@ -274,9 +274,9 @@ def test_redis_restarted_between_emit_and_seal(second_redis, shared_zk, zk_root,
 )
 def test_redis_restarted_during_a_commit(second_redis, shared_zk, zk_root, prefix, mode, state):
     """txid 2 holds ~10,000 keys, so its commit is several server-side script calls (a page of a state's staged
-    partials each). ``down``: Redis dies after the first page; the commit fails naming Redis; the txid is re-emitted and its
-    re-commit applies the remaining keys while the keys of the first chunk (already at txid 2) are not added twice.
-    ``bounce``: Redis restarts between two chunks (its script cache empty); the commit carries on.
+    partials each). ``down``: Redis dies after the first page; the commit fails naming Redis; the txid is
+    re-emitted and its re-commit applies the remaining keys while the keys of the first page (already at txid 2)
+    are not added twice. ``bounce``: Redis restarts between two pages (its script cache empty); the commit carries on.
     ``after_apply``: Redis dies after the last chunk, before ZooKeeper records the commit; the record lands, the
     cleanup fails, and the commit task's retry finds the txid committed and only cleans up."""
     client = fast_redis(second_redis.url)
