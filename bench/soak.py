@@ -114,7 +114,8 @@ class Soak:
         self.tally.phases += 1
         done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
         if "TXDAG FAULT" in done.stderr:
-            self.tally.faults[done.stderr.split("TXDAG FAULT ")[1].split()[0]] += 1
+            point = done.stderr.split("TXDAG FAULT ")[1].split()[0]
+            self.tally.faults[run.fault if run.fault == "process-for-good" and point == "process" else point] += 1
         lines = done.stdout.strip().splitlines()
         return done.returncode, (json.loads(lines[-1]) if lines and lines[-1].startswith("{") else {})
 
