@@ -11,7 +11,8 @@ Without ``TXDAG_FAULTS_ALLOWED=1`` the entries are ignored (with a warning), so 
 production environment cannot kill jobs. The points, in the order a txid passes them (``POINTS``):
 
     coordinate  the coordinator wrote the txid's metadata to ZooKeeper and still holds the topology lock
-    process     the Spark job staged its first state, not the others, and did not seal (mid-batch)
+    process     the Spark job staged its numeric partials (or its first other output), not the rest, and did not
+                seal (mid-batch)
     staged      the process task sealed the staging and marked the txid PROCESSED; commit has not started
     prepared    the commit prepared every key-value state of the txid and committed none (seed 002's restart
                 between prepare and commit)

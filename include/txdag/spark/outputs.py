@@ -19,14 +19,14 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import NumericType, StringType
+from pyspark.sql.types import DecimalType, NumericType, StringType
 
 from txdag.attempt import TransactionAttempt
 from txdag.definition import KeyValue, State
 from txdag.errors import ConfigError
 from txdag.outputs import COMBINE, SUM, OutputSpec
 from txdag.refs import ref_of
-from txdag.spark.stage import write_fields
+from txdag.spark.stage import write_fields, write_rows
 from txdag.staging import stage_key
 from txdag.state.keys import JoinedKeyCodec
 from txdag.state.snapshottable_map import GLOBAL_KEY
@@ -114,13 +114,37 @@ def check_sum(ctx: StageContext, frame: DataFrame) -> list[str]:
     return keys
 
 
-def stage_sum(ctx: StageContext, frame: DataFrame) -> OutputSpec:
-    """A DataFrame of key columns and a numeric partial: summed per field, staged from the executors."""
+def summed(ctx: StageContext, frame: DataFrame) -> DataFrame:
+    """``key, field, value``: the state's partials summed per hash field, the sum as the text Redis adds."""
     keys = check_sum(ctx, frame)
     named = frame.toDF(*keys, "v")
-    rows = (named.select(field_column(ctx, named, keys).alias("field"), "v").groupBy("field")
-            .agg(F.sum("v").alias("v")).where(F.col("v").isNotNull()))
-    return OutputSpec(SUM, write_fields(rows, ctx.client_spec, ctx.key, ctx.topology, ctx.state_where, encode_number))
+    kind = frame.schema.fields[-1].dataType
+    if isinstance(kind, DecimalType):  # a whole decimal is added as an integer, as encode_number does
+        total = F.sum("v").cast("long") if kind.scale == 0 else F.sum("v").cast("double")
+    else:
+        total = F.sum("v")
+    rows = named.select(field_column(ctx, named, keys).alias("field"), "v").groupBy("field").agg(total.alias("v"))
+    return rows.where(F.col("v").isNotNull()).select(F.lit(ctx.key).alias("key"), "field",
+                                                      F.col("v").cast("string").alias("value"))
+
+
+def stage_sums(outputs: list[tuple[StageContext, DataFrame]]) -> dict[str, OutputSpec]:
+    """Every numeric-partials output of the job, staged in one Spark job (one pass of the executors' writers
+    over the union of the states' summed partials), by state name."""
+    if not outputs:
+        return {}
+    frames = [summed(ctx, frame) for ctx, frame in outputs]
+    union = frames[0]
+    for frame in frames[1:]:
+        union = union.unionByName(frame)
+    ctx0 = outputs[0][0]
+    written = write_rows(union, ctx0.client_spec, ctx0.topology, {ctx.key: ctx.state_where for ctx, _ in outputs})
+    return {ctx.state.name: OutputSpec(SUM, written.get(ctx.key, 0)) for ctx, _ in outputs}
+
+
+def stage_sum(ctx: StageContext, frame: DataFrame) -> OutputSpec:
+    """One state's numeric partials (stage_sums of one)."""
+    return stage_sums([(ctx, frame)])[ctx.state.name]
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from txdag.outputs import OutputSpec
 from txdag.redisio import portable
 from txdag.spark.batch import batch_frame, client_for, read_batch
 from txdag.spark.context import JobContext, running
-from txdag.spark.outputs import StageContext, check_output, stage_output
+from txdag.spark.outputs import StageContext, check_output, stage_output, stage_sums
 from txdag.staging import Staging
 from txdag.state.kv import ProviderConfig
 
@@ -88,9 +88,14 @@ def run_job(
         with running(job):
             returned = process(frame)
         outputs = check_outputs(spec, returned, job.client_spec)
+        # the numeric partials of every state in one Spark job, then the other outputs one by one; the fault point
+        # follows the first step that staged something: staged in part, not sealed, a crash must not commit
+        staged.update(stage_sums([(ctx, out) for ctx, out in outputs if isinstance(out, DataFrame)]))
+        if staged:
+            crash_if_requested("process", spec.topology, spec.tx)
         for ctx, output in outputs:
-            staged[ctx.state.name] = stage_output(ctx, output)
-            if len(staged) == 1:  # one state staged, the batch not sealed: a crash here must not commit
+            if not isinstance(output, DataFrame):
+                staged[ctx.state.name] = stage_output(ctx, output)
                 crash_if_requested("process", spec.topology, spec.tx)
     finally:
         frame.unpersist()

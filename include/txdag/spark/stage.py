@@ -23,7 +23,7 @@ from txdag import errors
 from txdag.redisio import from_portable, redis_errors
 
 CHUNK = 5000
-COUNT_SCHEMA = "n long"
+COUNT_SCHEMA = "key string, n long"
 _TXDAG_ERROR = re.compile(r"txdag\.errors\.(\w+): (.*)")
 
 
@@ -32,33 +32,46 @@ def write_fields(frame: DataFrame, client_spec: dict[str, Any], key: str, topolo
     """HSET ``key`` field -> ``encode(value)`` for every row of ``frame`` (columns: field string, value), from the
     executors, one round trip per chunk of fields; returns how many rows were written. A null field is an error
     (``where`` names the topology, txid and state in it)."""
-    doing = f"staging into {key}"
+    keyed = frame.select(F.lit(key).alias("key"), *frame.columns)
+    return write_rows(keyed, client_spec, topology, {key: where}, encode).get(key, 0)
+
+
+def write_rows(frame: DataFrame, client_spec: dict[str, Any], topology: str, where: dict[str, str],
+               encode: Callable[[Any], str] = str) -> dict[str, int]:
+    """HSET each row's ``key``: field -> ``encode(value)`` (columns: key, field, value), from the executors, in one
+    Spark job whatever the number of keys; returns the rows written per key. ``where`` names each key's topology,
+    txid and state for the errors."""
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         client = from_portable(client_spec)
-        written = 0
+        written: dict[str, int] = {}
         try:
-            with redis_errors(client, doing, topology=topology, keys=[key]):
+            with redis_errors(client, "staging", topology=topology, keys=sorted(where)):
                 pipe = client.pipeline(transaction=False)
                 for batch in batches:
-                    fields, values = batch.column(0).to_pylist(), batch.column(1).to_pylist()
-                    if None in fields:
-                        raise errors.ConfigError(f"{where}: a row has a null key; filter out rows with null keys "
-                                                 f"in process")
-                    for first in range(0, len(fields), CHUNK):
-                        part = zip(fields[first:first + CHUNK], values[first:first + CHUNK])
-                        pipe.hset(key, mapping={f: encode(v) for f, v in part})
-                        written += min(CHUNK, len(fields) - first)
+                    keys, fields, values = (batch.column(i).to_pylist() for i in range(3))
+                    by_key: dict[str, dict[str, str]] = {}
+                    for key, field, value in zip(keys, fields, values):
+                        if field is None:
+                            raise errors.ConfigError(f"{where[key]}: a row has a null key; filter out rows with "
+                                                     f"null keys in process")
+                        by_key.setdefault(key, {})[field] = encode(value)
+                    for key, mapping in by_key.items():
+                        items = list(mapping.items())
+                        for first in range(0, len(items), CHUNK):
+                            pipe.hset(key, mapping=dict(items[first:first + CHUNK]))
+                        written[key] = written.get(key, 0) + len(items)
                     pipe.execute()
         finally:
             client.close()
-        yield pa.RecordBatch.from_pydict({"n": [written]}, schema=pa.schema([("n", pa.int64())]))
+        yield pa.RecordBatch.from_pydict({"key": list(written), "n": list(written.values())},
+                                         schema=pa.schema([("key", pa.string()), ("n", pa.int64())]))
 
     try:
-        total = frame.mapInArrow(write, COUNT_SCHEMA).agg(F.sum("n")).collect()[0][0]  # type: ignore[arg-type]
+        counts = frame.mapInArrow(write, COUNT_SCHEMA).groupBy("key").agg(F.sum("n")).collect()  # type: ignore
     except PySparkException as exc:
         raise_executor_error(exc)
-    return int(total or 0)
+    return {row[0]: int(row[1]) for row in counts}
 
 
 def raise_executor_error(exc: PySparkException) -> None:

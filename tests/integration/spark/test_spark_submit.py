@@ -1,7 +1,7 @@
 """The tweets job under a real ``spark-submit`` (local[2], loopback), as the process task runs it.
 
 The slow tests of the suite (~15-20 s each: a JVM per submit). One clean run, one killed between staging its
-first state and the seal: the kill must leave staging the commit refuses. Under spark-submit the Python
+partials and the seal: the kill must leave staging the commit refuses. Under spark-submit the Python
 driver's stderr arrives on spark-submit's stdout (PythonRunner merges the two).
 """
 
@@ -58,7 +58,7 @@ def test_a_fault_between_staging_and_the_seal_kills_the_job_and_leaves_no_seal(r
     # spark-submit's PythonRunner merges the Python driver's stderr into its own stdout
     assert f"TXDAG FAULT process topology={spec.topology} txid=1 attempt=1\n" in done.stdout
     assert "txdag job done" not in done.stdout
-    assert redis_client.hlen(stage_key(spec.topology, spec.tx, "users")) > 0, "killed after the first state"
-    assert not redis_client.exists(stage_key(spec.topology, spec.tx, "users_hashtags"))
+    assert redis_client.hlen(stage_key(spec.topology, spec.tx, "users")) > 0, "killed after staging, before the seal"
+    assert not redis_client.exists(stage_key(spec.topology, spec.tx))
     with pytest.raises(BatchReadError, match="no sealed staging"):
         Staging(redis_client, spec.topology).read(spec.tx)
