@@ -219,10 +219,10 @@ enable_health_check = False
 
 [dag_processor]
 # List the DAG folder every 3 s (a new file shows up within a few seconds) and re-parse a file at most every
-# 10 s (a change shows up within ~10 s).
+# 30 s (a change shows up within ~30 s; every 10 s cost 5-10% of a core on 2 cores, bench/throughput.py).
 refresh_interval = 3
 bundle_refresh_check_interval = 1
-min_file_process_interval = 10
+min_file_process_interval = 30
 parsing_processes = 2
 print_stats_interval = 300
 EOF
