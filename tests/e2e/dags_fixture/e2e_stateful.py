@@ -1,4 +1,5 @@
-"""A topology with a seed 002 stateful step, for the e2e tests: running word counts kept in a KeyValueState."""
+"""Airflow DAG of a topology with a seed 002 stateful step, for the e2e tests: running word counts kept in a
+KeyValueState."""
 
 from txdag import TransactionalTopology
 from txdag.definition import KeyValue, State, TweetsSource
