@@ -27,18 +27,9 @@ from txdag.spark.context import current_job
 from txdag.spark.stage import raise_executor_error
 from txdag.state.kv import make_client, read_as_of, seal_stage, stage_writes
 from txdag.state.kv.step import StatefulStep, StepState
+from txdag.trident.contracts import Collector
 
 KIND, COUNT = "__txdag_kind", "__txdag_staged"
-
-
-class Emitted:
-    """TridentCollector for a step: ``emit(*values)`` adds a row of the step's schema."""
-
-    def __init__(self) -> None:
-        self.rows: list[tuple[Any, ...]] = []
-
-    def emit(self, *values: Any) -> None:
-        self.rows.append(values)
 
 
 class StatefulOutput:
@@ -112,7 +103,7 @@ def _partition_runner(step: StatefulStep, key: str, config: Any, namespace: Any,
             state = StepState(read_as_of(client, namespace, list(keys), tx.txid),
                               lambda k: read_as_of(client, namespace, [k], tx.txid))
             state.prefetched(keys)
-            collector = Emitted()
+            collector = Collector()
             for record in records:
                 try:
                     step.execute(Row(**record), state, collector)

@@ -83,6 +83,26 @@ local function apply_slice(kind, vals, txids, prevs, fields, deltas)
   return applied, skipped
 end
 
+
+-- Applies n (field, delta) pairs laid out flat in list from index at, a slice at a time (keeps unpack() under
+-- Lua's C stack limit). Returns applied, skipped.
+local function apply_pairs(kind, vals, txids, prevs, list, at, n)
+  local applied, skipped = 0, 0
+  for first = 0, n - 1, 1000 do
+    local fields, deltas = {}, {}
+    for i = first, math.min(first + 1000, n) - 1 do
+      fields[#fields + 1] = list[at + 2 * i]; deltas[#deltas + 1] = list[at + 1 + 2 * i]
+    end
+    if kind == 'non_transactional' then
+      for j = 1, #fields do add(vals, fields[j], deltas[j], vals) end
+      applied = applied + #fields
+    else
+      local ap, sk = apply_slice(kind, vals, txids, prevs, fields, deltas)
+      applied, skipped = applied + ap, skipped + sk
+    end
+  end
+  return applied, skipped
+end
 """
 
 APPLY_SCRIPT = (
@@ -106,25 +126,13 @@ end
 """
     + _APPLY_FUNCTIONS
     + """
-local SLICE = 1000  -- keeps unpack() under Lua's C stack limit
 local applied, skipped, a = 0, 0, 5
 for s = 0, nstates - 1 do
   local vals, txids, prevs = KEYS[4 * s + 1], KEYS[4 * s + 2], KEYS[4 * s + 3]
   local kind, n = ARGV[a], tonumber(ARGV[a + 1])
   check_meta(KEYS[4 * s + 4], kind, vals)
-  for first = 0, n - 1, SLICE do
-    local fields, deltas = {}, {}
-    for i = first, math.min(first + SLICE, n) - 1 do
-      fields[#fields + 1] = ARGV[a + 2 + 2 * i]; deltas[#deltas + 1] = ARGV[a + 3 + 2 * i]
-    end
-    if kind == 'non_transactional' then
-      for j = 1, #fields do add(vals, fields[j], deltas[j], vals) end
-      applied = applied + #fields
-    else
-      local ap, sk = apply_slice(kind, vals, txids, prevs, fields, deltas)
-      applied, skipped = applied + ap, skipped + sk
-    end
-  end
+  local ap, sk = apply_pairs(kind, vals, txids, prevs, ARGV, a + 2, n)
+  applied, skipped = applied + ap, skipped + sk
   a = a + 2 + 2 * n
 end
 if marker_mode == '2' then redis.call('SET', KEYS[marker_index], txid) end
@@ -151,21 +159,7 @@ check_meta(KEYS[4], kind, vals)
     + _APPLY_FUNCTIONS
     + """
 local page = redis.call('HSCAN', KEYS[5], ARGV[3], 'COUNT', tonumber(ARGV[4]))
-local items, applied, skipped = page[2], 0, 0
-local SLICE = 1000  -- keeps unpack() under Lua's C stack limit
-for first = 1, #items, 2 * SLICE do
-  local fields, deltas = {}, {}
-  for i = first, math.min(first + 2 * SLICE - 1, #items), 2 do
-    fields[#fields + 1] = items[i]; deltas[#deltas + 1] = items[i + 1]
-  end
-  if kind == 'non_transactional' then
-    for j = 1, #fields do add(vals, fields[j], deltas[j], vals) end
-    applied = applied + #fields
-  else
-    local ap, sk = apply_slice(kind, vals, txids, prevs, fields, deltas)
-    applied, skipped = applied + ap, skipped + sk
-  end
-end
+local applied, skipped = apply_pairs(kind, vals, txids, prevs, page[2], 1, #page[2] / 2)
 return {page[1], applied, skipped}
 """
 )
