@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import redis
 
@@ -77,3 +77,13 @@ def redis_user(admin: redis.Redis, user: str, topologies: Sequence[Any], passwor
     finally:
         client.close()
         admin.execute_command("ACL", "DELUSER", user)
+
+
+def redis_config_of(url: str) -> dict[str, Any]:
+    parts = urlsplit(url)
+    config: dict[str, Any] = {"host": parts.hostname, "port": parts.port, "database": int(parts.path.strip("/") or 0)}
+    if parts.username:
+        config["username"] = unquote(parts.username)
+    if parts.password:
+        config["password"] = unquote(parts.password)
+    return config

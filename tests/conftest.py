@@ -17,11 +17,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import pytest
 import redis
-from access import REDIS_URL, ZK_AUTH, ZK_HOSTS, kazoo_auth, safe_url
+from access import REDIS_URL, ZK_AUTH, ZK_HOSTS, kazoo_auth, redis_config_of, safe_url
 
 HOW_TO_START = "start them with `bash scripts/services.sh start` (or run the README's test command)"
 
@@ -215,16 +214,6 @@ class KVProvider:
 
     def __repr__(self) -> str:  # pytest prints fixtures on failure: never the password
         return f"KVProvider({self.name!r}, {self.config.get('nodes') or self.config.get('port')})"
-
-
-def redis_config_of(url: str) -> dict[str, Any]:
-    parts = urlsplit(url)
-    config: dict[str, Any] = {"host": parts.hostname, "port": parts.port, "database": int(parts.path.strip("/") or 0)}
-    if parts.username:
-        config["username"] = unquote(parts.username)
-    if parts.password:
-        config["password"] = unquote(parts.password)
-    return config
 
 
 @pytest.fixture(params=["redis", "redis_cluster"])

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from access import PASSWORDS, redis_user
-from conftest import redis_config_of
+from access import PASSWORDS, redis_config_of, redis_user
 
 from txdag.acl import setuser_args
 from txdag.attempt import TransactionAttempt as Tx
