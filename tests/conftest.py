@@ -231,3 +231,14 @@ def kv_provider(request: pytest.FixtureRequest, redis_url: str, prefix: str) -> 
     for key in list(client.scan_iter(match=f"*{prefix}*", count=1000)):
         client.delete(key)
     client.close()
+
+
+@pytest.fixture(scope="module")
+def airflow_home(tmp_path_factory):
+    """Airflow reads its home once, at import: a throwaway one, so no airflow.cfg lands in ~/airflow (modules that
+    import Airflow, e.g. the CLI's tests, use it: ``pytestmark = pytest.mark.usefixtures("airflow_home")``)."""
+    saved = os.environ.get("AIRFLOW_HOME")
+    os.environ.setdefault("AIRFLOW_HOME", str(tmp_path_factory.mktemp("airflow-home")))
+    yield
+    if saved is None:
+        os.environ.pop("AIRFLOW_HOME", None)

@@ -7,7 +7,6 @@ test's own); the topology is a DAG file written to a temporary DAG folder.
 from __future__ import annotations
 
 import json
-import os
 import re
 from urllib.parse import urlsplit
 
@@ -25,6 +24,7 @@ from txdag.topology import load_definitions
 from txdag.zk.client import connect_zk
 from txdag.zk.store import TransactionStore
 
+pytestmark = pytest.mark.usefixtures("airflow_home")
 DB = 11
 DAG_FILE = """
 from txdag import TransactionalTopology
@@ -41,16 +41,6 @@ TransactionalTopology(
     ],
 )
 """
-
-
-@pytest.fixture(scope="module", autouse=True)
-def airflow_home(tmp_path_factory):
-    """Airflow reads its home once, at import: a throwaway one, so no airflow.cfg lands in ~/airflow."""
-    saved = os.environ.get("AIRFLOW_HOME")
-    os.environ.setdefault("AIRFLOW_HOME", str(tmp_path_factory.mktemp("airflow-home")))
-    yield
-    if saved is None:
-        os.environ.pop("AIRFLOW_HOME", None)
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from urllib.parse import urlsplit
 
 import pytest
@@ -16,15 +15,7 @@ from txdag.cli import main
 from txdag.state import KeyValueState
 from txdag.state.kv import DELETE, KVNamespace, prepare, seal_stage, stage_writes
 
-
-@pytest.fixture(scope="module", autouse=True)
-def airflow_home(tmp_path_factory):
-    """Airflow reads its home once, at import: a throwaway one, so no airflow.cfg lands in ~/airflow."""
-    saved = os.environ.get("AIRFLOW_HOME")
-    os.environ.setdefault("AIRFLOW_HOME", str(tmp_path_factory.mktemp("airflow-home")))
-    yield
-    if saved is None:
-        os.environ.pop("AIRFLOW_HOME", None)
+pytestmark = pytest.mark.usefixtures("airflow_home")
 
 
 @pytest.fixture
