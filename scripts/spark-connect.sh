@@ -55,13 +55,15 @@ start() {
     command -v java >/dev/null || die "java not found: install a JDK 17 (Debian: apt-get install openjdk-17-jre-headless)"
     mkdir -p "$DIR"
     # Its own session (setsid), so that 'stop' ends the JVM and nothing else; loopback only.
+    # A topology's txids share a session a day (txdag.spark.connect): kept for 25 h of idleness, it outlives its day.
     # spark-submit finds PySpark's jars through the `python` first on PATH: the project's; its Python workers run
     # the project's Python too (they import txdag: staging is written from the executors).
     PATH="$ROOT/.venv/bin:$PATH" PYSPARK_PYTHON="$ROOT/.venv/bin/python" SPARK_LOCAL_IP=$HOST setsid "$submit" --class "$SERVER_CLASS" --master "$MASTER" --name txdag-spark-connect \
         --driver-memory "$MEMORY" \
         --conf spark.connect.grpc.binding.address=$HOST --conf spark.connect.grpc.binding.port="$PORT" \
         --conf spark.ui.enabled=false --conf spark.driver.bindAddress=$HOST --conf spark.driver.host=$HOST \
-        --conf spark.sql.shuffle.partitions=4 spark-internal >"$LOG" 2>&1 </dev/null &
+        --conf spark.sql.shuffle.partitions=4 --conf spark.connect.session.manager.defaultSessionTimeout=25h \
+        spark-internal >"$LOG" 2>&1 </dev/null &
     echo $! >"$PID_FILE"
     local i
     for ((i = 0; i < WAIT_SECONDS * 4; i++)); do

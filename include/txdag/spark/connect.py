@@ -4,13 +4,22 @@ The same job file as under spark-submit (its ``process`` function; its ``if __na
 not run), the same :func:`~txdag.spark.runner.run_job`: read the batch, process, check, stage and seal. Only the
 session differs: a Spark Connect client of a long-running server instead of a new application per txid, which
 saves the JVM start and the first job's warm-up (seconds per txid; see ../shared/AIRFLOW-FACTS.md).
+
+The txids of a topology share one server-side session (a session id derived from the topology and the UTC day),
+and a task leaves it open when it ends. A new session per txid would cost twice: the server starts Python workers
+per session (seconds for each job's first executor-side step), and Spark 4.2 keeps those workers until the
+server stops (SPARK-54055), a few dozen MB per txid.
 """
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import os
 import socket
+import uuid
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import cast
 from urllib.parse import urlsplit
 
@@ -30,6 +39,23 @@ from txdag.state.kv import ProviderConfig
 CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
 HOW_TO_START = ("start it with `bash scripts/spark-connect.sh start`, or fix the host/port of the spark_connect "
                 "connection")
+SHARED_GENERATIONS = 8  # shared sessions a topology may start in a day before its txids fall back to their own
+log = logging.getLogger(__name__)
+
+
+def shared_session_url(url: str, topology: str, day: datetime | None = None, generation: int = 0) -> str:
+    """``url`` with the id of the session the topology's txids share on ``day`` (UTC, default today). ``generation``
+    counts the ones the server closed that day (idle past its timeout: it refuses a closed id for good)."""
+    stamp = (day or datetime.now(UTC)).strftime("%Y-%m-%d")
+    digest = hashlib.sha256(f"txdag:{topology}:{stamp}:{generation}".encode()).digest()[:16]
+    base = url.rstrip("/")
+    params = ";" if "/;" in base else "/;"  # after the connection's own (user_id, token, use_ssl)
+    return f"{base}{params}session_id={uuid.UUID(bytes=digest, version=4)}"
+
+
+def session_closed(exc: BaseException) -> bool:
+    """The server closed (or forgot) the session this error names: a new id is needed, not a new server."""
+    return "SESSION_CLOSED" in str(exc) or "SESSION_NOT_FOUND" in str(exc)
 
 
 def load_process(job_path: str) -> Process:
@@ -49,27 +75,57 @@ def connect_session(url: str) -> SparkSession:
     except OSError as exc:
         raise ServiceUnavailable(f"Spark Connect server at {address} does not answer ({exc}); {HOW_TO_START}, "
                                  "then retry the task") from None
+    spark = None
     try:
-        spark = ConnectSession.builder.remote(url).create()  # a session of its own, ended by run_connected
+        spark = ConnectSession.builder.remote(url).create()
         spark.range(1).collect()  # the client connects lazily: fail here, clearly, not mid-job
     except PySparkException as exc:
+        if spark is not None and session_closed(exc):
+            spark.release_session_on_close = False  # nothing to release
+            spark.stop()
+            raise
         raise ServiceUnavailable(f"Spark Connect server at {address} does not answer ({type(exc).__name__}); "
                                  f"{HOW_TO_START}, then retry the task") from None
     return cast(SparkSession, spark)
 
 
+def shared_session(url: str, topology: str) -> SparkSession:
+    """Today's shared session of ``topology``, left open on the server when the client stops: the lowest generation
+    the server has not closed. A URL that names a session already is used as it is."""
+    if ";session_id=" in url:
+        spark = connect_session(url)
+    else:
+        for generation in range(SHARED_GENERATIONS):
+            try:
+                spark = connect_session(shared_session_url(url, topology, generation=generation))
+                break
+            except PySparkException as exc:
+                if not session_closed(exc):
+                    raise
+        else:
+            log.warning("topology %r: the Spark Connect server closed all %d of today's shared sessions (idle past "
+                        "spark.connect.session.manager.defaultSessionTimeout); this txid runs in a session of its "
+                        "own, whose Python workers stay until the server restarts (SPARK-54055)", topology,
+                        SHARED_GENERATIONS)
+            return connect_session(url)
+    cast(ConnectSession, spark).release_session_on_close = False
+    return spark
+
+
 def run_connected(spec: JobSpec, job_path: str, clients: Mapping[str, redis.Redis], url: str,
                   kv_configs: Mapping[str, ProviderConfig] | None = None) -> JobResult:
-    """Run the job for ``spec`` on the Spark Connect server at ``url``; the client session ends with it."""
+    """Run the job for ``spec`` on the Spark Connect server at ``url``, in the topology's shared session."""
     process = load_process(job_path)
     previous = os.environ.get(CONNECT_MODE)
     os.environ[CONNECT_MODE] = "1"
     try:
-        spark = connect_session(url)
+        spark = shared_session(url, spec.topology)
+        log.info("topology %r %s runs in Spark Connect session %s", spec.topology, spec.tx,
+                 cast(ConnectSession, spark).session_id)
         try:
             return run_job(spec, process, clients, spark, kv_configs)
         finally:
-            spark.stop()
+            spark.stop()  # closes this client; the shared session stays open on the server
     finally:  # later classic sessions, and spark-submit children, of this process stay classic
         if previous is None:
             os.environ.pop(CONNECT_MODE, None)

@@ -4,22 +4,37 @@ what the Python reference (and the spark-submit path of test_spark_jobs.py) stag
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
+from pyspark.errors import PySparkException
 from spark_support import JOBS_DIR, TWEET_STATES, WORD_STATES, expected_fields
 
 from txdag import TransactionAttempt
 from txdag.analytics.tweets import tweet_partials
-from txdag.definition import JobSpec, StreamsSource
+from txdag.definition import JobSpec, StreamsSource, TweetsSource
 from txdag.errors import ConfigError, ServiceUnavailable
 from txdag.sample import sample_sentences, sample_tweets
-from txdag.spark.connect import connect_session, load_process, run_connected
+from txdag.spark.connect import connect_session, load_process, run_connected, shared_session, shared_session_url
+from txdag.spouts import append_tweets
 from txdag.spouts.streams import StreamPartition, append_entries
 from txdag.staging import Staging
 from txdag.testing.servers import free_port
 
 pytestmark = pytest.mark.integration
+
+# One txid's job in a process of its own, as an Airflow task runs it: spec JSON, job path, Redis URL, Connect URL.
+RUN_ONE_TXID = """
+import logging, sys, redis
+from txdag.definition import JobSpec
+from txdag.spark.connect import run_connected
+logging.basicConfig(level=logging.INFO, format="%(name)s %(message)s")
+spec = JobSpec.from_json(sys.argv[1])
+print(run_connected(spec, sys.argv[2], {"redis_default": redis.Redis.from_url(sys.argv[3])}, sys.argv[4]).summary())
+"""
+
 
 def clients(redis_client):
     return {"redis_default": redis_client}
@@ -36,6 +51,64 @@ def test_tweets_analytics_on_spark_connect_stages_the_reference(connect_url, red
     assert Staging(redis_client, spec.topology).read(spec.tx) == expected
     assert (result.batch_size, result.rejected) == (len(tweets), 0)
     assert "SPARK_CONNECT_MODE_ENABLED" not in os.environ, "a warm job must not turn the process into a Connect one"
+
+
+def expected_staging(tweets):
+    reference = tweet_partials(tweets)
+    return {s.name: expected_fields(s, reference[s.name]) for s in TWEET_STATES}
+
+
+def test_the_txids_of_a_topology_share_one_session_that_outlives_each_task(connect_url, prefix, monkeypatch):
+    """What a task leaves in the session (here a temp view) is there for the next txid: the server kept it."""
+    monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")  # set by pyspark on a Connect session; undone after
+    first = shared_session(connect_url, prefix)
+    first.range(5).createOrReplaceTempView("left_by_txid_1")
+    first_id = first.session_id
+    first.stop()
+    second = shared_session(connect_url, prefix)
+    try:
+        assert second.session_id == first_id == shared_session_url(connect_url, prefix).rsplit("=", 1)[1]
+        assert second.table("left_by_txid_1").count() == 5
+    finally:
+        second.stop()
+
+
+def test_a_session_the_server_closed_gives_way_to_the_next_generation(connect_url, redis_client, tweets_spec,
+                                                                      monkeypatch):
+    monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")  # set by pyspark on a Connect session; undone after
+    tweets = sample_tweets(50, seed=31)
+    spec = tweets_spec(tweets)
+    closed = connect_session(shared_session_url(connect_url, spec.topology))
+    closed.stop()  # released: the server refuses this id from now on, as after its idle timeout
+    with pytest.raises(PySparkException, match="SESSION_CLOSED"):
+        connect_session(shared_session_url(connect_url, spec.topology))
+    run_connected(spec, str(JOBS_DIR / "tweets_analytics.py"), clients(redis_client), connect_url)
+    assert Staging(redis_client, spec.topology).read(spec.tx) == expected_staging(tweets)
+    reopened = shared_session(connect_url, spec.topology)
+    try:
+        assert reopened.session_id == shared_session_url(connect_url, spec.topology, generation=1).rsplit("=", 1)[1]
+    finally:
+        reopened.stop()
+
+
+def test_two_txids_processed_at_once_in_the_shared_session(connect_url, redis_url, redis_client, prefix):
+    """max_active_transactions > 1: two tasks (processes) run their jobs in the topology's one session at once."""
+    tweets = {txid: sample_tweets(300, seed=40 + txid) for txid in (1, 2)}
+    ids = {txid: append_tweets(redis_client, batch, prefix=f"{prefix}:") for txid, batch in tweets.items()}
+    source = TweetsSource(max_transaction_size=300, prefix=f"{prefix}:")
+    specs = {txid: JobSpec(prefix, TransactionAttempt(txid, 1), {"v": 1, "from": ids[txid][0], "quantity": 300},
+                           source, TWEET_STATES) for txid in tweets}
+    job = str(JOBS_DIR / "tweets_analytics.py")
+    running = [subprocess.Popen([sys.executable, "-c", RUN_ONE_TXID, spec.to_json(), job, redis_url, connect_url],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+               for spec in specs.values()]
+    outputs = [p.communicate(timeout=300)[0] for p in running]
+    assert [p.returncode for p in running] == [0, 0], "\n".join(outputs)
+    session = shared_session_url(connect_url, prefix).rsplit("=", 1)[1]
+    assert all(f"Spark Connect session {session}" in out for out in outputs), "\n".join(outputs)
+    staging = Staging(redis_client, prefix)
+    for txid, spec in specs.items():
+        assert staging.read(spec.tx) == expected_staging(tweets[txid])
 
 
 def test_word_count_on_spark_connect(connect_url, redis_client, prefix):
