@@ -241,6 +241,17 @@ def airflow(redis_url: str, zk_hosts: str, airflow_extra_env: dict[str, str]) ->
             client.execute_command("ACL", "DELUSER", user)
 
 
+@pytest.fixture
+def store_of(airflow: AirflowInstance) -> Iterator:
+    """``store_of(topology)``: the TransactionStore of a topology of the session's Airflow."""
+    from txdag.zk.client import close_zk, connect_zk
+    from txdag.zk.store import TransactionStore
+
+    client = connect_zk(airflow.zk_hosts, auth=ZK_AUTH)
+    yield lambda topology: TransactionStore(client, topology, root=airflow.zk_root)
+    close_zk(client)
+
+
 def _delete_znode(hosts: str, path: str) -> None:
     from kazoo.client import KazooClient
 

@@ -51,6 +51,18 @@ class Sources:
         return Counter(w for lines in self.sentences.values() for line in lines for w in line.split(" ") if w)
 
 
+def running_sum_truth(sentences: list[str], batch: int) -> tuple[Counter, int]:
+    """running_counts.py's states after every txid of ``batch`` sentences: the word counts, and the sum over txids
+    of each word's running count after its txid (for the words of that txid)."""
+    words_of = [[w for w in s.split(" ") if w] for s in sentences]
+    running: Counter = Counter()
+    total = 0
+    for first in range(0, len(sentences), batch):
+        running.update(w for words in words_of[first:first + batch] for w in words)
+        total += sum(running[w] for w in {w for words in words_of[first:first + batch] for w in words})
+    return running, total
+
+
 def load_sources(client: redis.Redis) -> Sources:
     """Flush the e2e database and load: 460 tweets (5 txids of <= 100), 2 x 100 sentences (3 txids of <= 40 per
     stream), 150 tuples for global_count (3 txids of <= 50), 120 sentences for e2e_stateful (3 txids of <= 40)."""

@@ -12,15 +12,24 @@ import os
 import signal
 import subprocess
 import time
-from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 import redis
-from access import ZK_AUTH
 from conftest import REPO, AirflowInstance
+from e2e_data import running_sum_truth
+from e2e_runs import (
+    RUN_TIMEOUT,
+    check_commits,
+    overlapped,
+    process_intervals,
+    run_of_txid,
+    settle,
+    trigger_until_drained,
+    wait_runs,
+)
 
 from txdag.airflow.api import unique_run_id
 from txdag.newvalues import values_key
@@ -28,22 +37,6 @@ from txdag.sample import sample_tweets
 from txdag.spouts import append_tweets
 from txdag.state.keys import JoinedKeyCodec
 from txdag.state.redis_backing import aux_key
-from txdag.zk.client import close_zk, connect_zk
-from txdag.zk.records import TxStatus
-from txdag.zk.store import TransactionStore
-
-RUN_TIMEOUT = 600
-
-
-def _dt(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
-@pytest.fixture
-def store_of(airflow: AirflowInstance) -> Iterator:
-    client = connect_zk(airflow.zk_hosts, auth=ZK_AUTH)
-    yield lambda topology: TransactionStore(client, topology, root=airflow.zk_root)
-    close_zk(client)
 
 
 @pytest.fixture
@@ -55,64 +48,6 @@ def state_redis(airflow: AirflowInstance) -> Iterator[redis.Redis]:
 
 def hash_counts(client: redis.Redis, key: str) -> dict[str, int]:
     return {field: int(value) for field, value in client.hgetall(key).items()}
-
-
-def wait_runs(airflow: AirflowInstance, dag_id: str, run_ids: list[str]) -> None:
-    states = {run: airflow.api.wait_run(dag_id, run, timeout=RUN_TIMEOUT) for run in run_ids}
-    assert set(states.values()) == {"success"}, states
-
-
-def settle(airflow: AirflowInstance, dag_id: str) -> list[dict]:
-    """Wait until every run of ``dag_id`` has finished; returns them all."""
-    while True:
-        runs = airflow.api.runs(dag_id)
-        busy = [r["dag_run_id"] for r in runs if r["state"] not in ("success", "failed")]
-        if runs and not busy:
-            return runs
-        if busy:
-            airflow.api.wait_run(dag_id, busy[0], timeout=RUN_TIMEOUT)
-        else:
-            time.sleep(1)  # no run yet: the scheduler is about to create the first scheduled one
-
-
-def trigger_until_drained(airflow: AirflowInstance, dag_id: str, at_once: int) -> list[str]:
-    """Trigger ``at_once`` runs at a time (past logical dates growing with each trigger) until one is skipped."""
-    triggered: list[str] = []
-    base = datetime.now(UTC) - timedelta(minutes=5)
-    while True:
-        batch = [airflow.api.trigger(dag_id, logical_date=base + timedelta(seconds=len(triggered) + i),
-                                     run_id=unique_run_id(dag_id)) for i in range(at_once)]
-        triggered += batch
-        wait_runs(airflow, dag_id, batch)
-        coordinates = [airflow.api.task_instance(dag_id, run, "coordinate")["state"] for run in batch]
-        if "skipped" in coordinates or len(triggered) > 20:
-            return triggered
-
-
-def check_commits(store: TransactionStore, expected_last: int) -> dict[int, object]:
-    """Committed up to the last txid, every txid COMMITTED, first commits in strictly increasing txid order."""
-    topo, _ = store.read_topology()
-    assert (topo.last_txid, topo.committed_txid) == (expected_last, expected_last)
-    records = {t: r for t, (r, _) in store.read_txids(range(1, expected_last + 1)).items()}
-    assert sorted(records) == list(range(1, expected_last + 1)), "a txid has no record: a gap"
-    assert all(r.status is TxStatus.COMMITTED for r in records.values())
-    committed_at = [min(h.at for h in records[t].history if h.status is TxStatus.COMMITTED) for t in sorted(records)]
-    assert committed_at == sorted(committed_at) and len(set(committed_at)) == len(committed_at), committed_at
-    return records
-
-
-def process_intervals(airflow: AirflowInstance, dag_id: str, runs: list[str]) -> list[tuple[datetime, datetime]]:
-    tis = [airflow.api.task_instance(dag_id, run, "process") for run in runs]
-    return [(_dt(ti["start_date"]), _dt(ti["end_date"])) for ti in tis if ti["state"] == "success"
-            and ti["start_date"]]
-
-
-def overlapped(intervals: list[tuple[datetime, datetime]]) -> bool:
-    return any(a[0] < b[1] and b[0] < a[1] for i, a in enumerate(intervals) for b in intervals[i + 1:])
-
-
-def run_of_txid(records: dict, txid: int) -> str:
-    return records[txid].run_id
 
 
 def test_tweets_analytics_exactly_once_through_a_crash_and_replays(airflow, store_of, state_redis) -> None:
@@ -346,14 +281,7 @@ def test_a_stateful_step_survives_a_restart_between_prepare_and_commit(airflow, 
     assert airflow.api.task_instance(dag, run2, "commit")["try_number"] == 2
     assert "key-value recovery: committed txid 2" in airflow.api.task_log(dag, run2, "commit", 2)
 
-    sentences = airflow.sources.stateful
-    words_of = [[w for w in s.split(" ") if w] for s in sentences]
-    truth: Counter = Counter(w for words in words_of for w in words)
+    truth, expected_sum = running_sum_truth(airflow.sources.stateful, batch=40)
     with redis.Redis.from_url(airflow.redis_url) as admin:
         assert dict(KeyValueState(admin, "e2e_stateful:counts").items()) == dict(truth)
-    running, expected_sum = Counter(), 0
-    for first in range(0, len(sentences), 40):  # each txid adds the running count after it of each of its words
-        batch = {w for words in words_of[first:first + 40] for w in words}
-        running.update(w for words in words_of[first:first + 40] for w in words)
-        expected_sum += sum(running[w] for w in batch)
     assert state_redis.hget("e2e_stateful:running_sum", "$GLOBAL$") == str(expected_sum)

@@ -1,27 +1,26 @@
-"""Warm mode end to end: the tweets job in spark_mode="connect" through a real scheduler, on the session's Spark
-Connect server (conftest), with the ``process`` fault point firing in txid 2 (the job dies mid-batch inside the
-task: the retry processes attempt 2). The counts equal the ground truth, commits are ordered with no gap, and
-a replay of every txid changes nothing.
+"""Warm mode end to end: topologies in spark_mode="connect" through a real scheduler, on the session's Spark
+Connect server (conftest). The tweets job with the ``process`` fault point firing in txid 2 (the job dies
+mid-batch inside the task: the retry processes attempt 2), then a replay of every txid that changes nothing; seed
+004's opaque word count with two txids processed at once in the topology's one session; a seed 002 stateful step,
+whose rows the server's Python workers process. Counts equal the ground truth, commits are ordered with no gap.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterator
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 
-import pytest
 import redis
-from access import ZK_AUTH
 from conftest import REPO, AirflowInstance
-from e2e_data import WARM_FAULT
+from e2e_data import WARM_FAULT, running_sum_truth
+from e2e_runs import check_commits, overlapped, process_intervals, trigger_until_drained
 
 from txdag.analytics.tweets import tweet_partials
-from txdag.sample import sample_tweets
-from txdag.spouts import append_tweets
-from txdag.zk.client import close_zk, connect_zk
+from txdag.sample import sample_sentences, sample_tweets
+from txdag.spouts import StreamPartition, append_entries, append_tweets
+from txdag.state.kv import KeyValueState
 from txdag.zk.records import TxStatus
-from txdag.zk.store import TransactionStore
 
 TOPOLOGY, PREFIX, BATCH = "tweets_warm", "warm:", 60
 DAG_FILE = f"""# An Airflow DAG (Airflow's safe mode parses only files that say so): the tweets job, warm.
@@ -43,13 +42,6 @@ TransactionalTopology(
 """
 
 
-@pytest.fixture
-def store(airflow: AirflowInstance) -> Iterator[TransactionStore]:
-    client = connect_zk(airflow.zk_hosts, auth=ZK_AUTH)
-    yield TransactionStore(client, TOPOLOGY, root=airflow.zk_root)
-    close_zk(client)
-
-
 def counts(client: redis.Redis, key: str) -> dict[str, int]:
     return {k.decode(): int(v) for k, v in client.hgetall(key).items()}
 
@@ -59,7 +51,8 @@ def seconds(ti: dict) -> float:
     return (end - start).total_seconds()
 
 
-def test_warm_mode_is_exactly_once_through_a_crash_and_a_replay(airflow: AirflowInstance, store) -> None:
+def test_warm_mode_is_exactly_once_through_a_crash_and_a_replay(airflow: AirflowInstance, store_of) -> None:
+    store = store_of(TOPOLOGY)
     tweets = sample_tweets(4 * BATCH - 7, seed=41)
     source = redis.Redis.from_url(airflow.redis_url)
     append_tweets(source, tweets, prefix=PREFIX)
@@ -102,3 +95,66 @@ def test_warm_mode_is_exactly_once_through_a_crash_and_a_replay(airflow: Airflow
     warm = [seconds(airflow.api.task_instance(TOPOLOGY, r, "process")) for r in (runs[0], runs[2], runs[3])]
     print(f"\nwarm process task seconds (txids 1, 3, 4 after the replay): {warm}; median "
           f"{statistics.median(warm):.1f} s")
+
+
+WORDS_DAG = f"""# An Airflow DAG: seed 004's word count (opaque streams into an OpaqueMap), warm.
+from txdag import TransactionalTopology
+from txdag.definition import State, StreamsSource
+
+TransactionalTopology(
+    "word_count_warm",
+    source=StreamsSource(streams=["warm:sentences:0", "warm:sentences:1"], opaque=True, max_per_partition=40),
+    job={str(REPO / "spark_jobs" / "word_count.py")!r},
+    states=[State("words", kind="opaque", namespace="warm_word_count")],
+    spark_mode="connect",
+    max_active_transactions=2,
+)
+"""
+
+STATEFUL_DAG = f"""# An Airflow DAG: a seed 002 stateful step (running counts in a KeyValueState), warm.
+from txdag import TransactionalTopology
+from txdag.definition import KeyValue, State, TweetsSource
+
+TransactionalTopology(
+    "stateful_warm",
+    source=TweetsSource(max_transaction_size=40, prefix="warm_stateful:"),
+    job={str(REPO / "tests" / "e2e" / "jobs" / "running_counts.py")!r},
+    states=[State("running_sum", key_fields=0, namespace="stateful_warm:running_sum")],
+    key_values=[KeyValue("counts")],
+    spark_mode="connect",
+    max_active_transactions=2,
+)
+"""
+
+
+def start_dag(airflow: AirflowInstance, dag_id: str, source: str) -> None:
+    airflow.add_dag_file(f"{dag_id}.py", source)
+    airflow.api.wait_dag_parsed(dag_id, timeout=120)
+    airflow.api.unpause(dag_id)
+
+
+def test_opaque_word_count_warm_two_txids_at_once(airflow: AirflowInstance, store_of) -> None:
+    """Two process tasks at a time, both in the topology's one Connect session; the OpaqueMap counts are exact."""
+    client = redis.Redis.from_url(airflow.redis_url)
+    sentences = {f"warm:sentences:{i}": sample_sentences(100, seed=50 + i) for i in range(2)}
+    for stream, lines in sentences.items():
+        append_entries(StreamPartition(stream, client, stream), lines)
+    start_dag(airflow, "word_count_warm", WORDS_DAG)
+    runs = trigger_until_drained(airflow, "word_count_warm", at_once=2)
+    check_commits(store_of("word_count_warm"), 3)
+    truth = Counter(w for lines in sentences.values() for line in lines for w in line.split(" ") if w)
+    assert counts(client, "warm_word_count") == dict(truth)
+    assert overlapped(process_intervals(airflow, "word_count_warm", runs)), "no two txids processed at once"
+
+
+def test_stateful_step_warm(airflow: AirflowInstance, store_of) -> None:
+    """A stateful step's rows run through the Connect server's Python workers (mapInArrow), state as of txid - 1."""
+    client = redis.Redis.from_url(airflow.redis_url)
+    sentences = sample_sentences(120, seed=60)
+    append_tweets(client, sentences, prefix="warm_stateful:")
+    start_dag(airflow, "stateful_warm", STATEFUL_DAG)
+    trigger_until_drained(airflow, "stateful_warm", at_once=2)
+    check_commits(store_of("stateful_warm"), 3)
+    truth, expected_sum = running_sum_truth(sentences, batch=40)
+    assert dict(KeyValueState(client, "stateful_warm:counts").items()) == dict(truth)
+    assert client.hget("stateful_warm:running_sum", "$GLOBAL$") == str(expected_sum).encode()
