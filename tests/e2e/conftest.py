@@ -6,7 +6,8 @@ the end of the session, also when a test or the start failed. Its AIRFLOW_HOME (
 for a post-mortem and wiped by the next session.
 
 Before the start, the Redis database is flushed and the topologies' source data is loaded (e2e_data), so each
-scheduled topology's first run, created when the scheduler comes up, emits one batch.
+scheduled topology's first run, created when the scheduler comes up, emits one batch. Before each test on this
+Airflow, ``clear_of_scheduled_runs`` waits until no scheduled run is in flight or due within SCHEDULE_MARGIN.
 
 The DAG folder is ``<AIRFLOW_HOME>/dags``: symbolic links to each folder of TXDAG_E2E_DAGS_FOLDERS (os.pathsep
 separated; default: the repository's ``dags/`` and ``tests/e2e/dags_fixture/``) plus ``extra/``, where
@@ -40,6 +41,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlparse, urlunparse
 
@@ -56,6 +58,10 @@ REPO = Path(__file__).resolve().parents[2]
 AIRFLOW_SH = REPO / "scripts" / "airflow.sh"
 SPARK_CONNECT_SH = REPO / "scripts" / "spark-connect.sh"
 START_TIMEOUT = 300  # seconds for scripts/airflow.sh start, PostgreSQL and the database migration included
+# A test counts its txids exactly: it does not start this close to a scheduled run (the hourly DAGs' next hour),
+# which would take a batch of the data it appends; it waits for that run to be created and finished instead.
+SCHEDULE_MARGIN = timedelta(minutes=8)
+SCHEDULE_WAIT_TIMEOUT = 900
 
 
 @dataclass
@@ -239,6 +245,32 @@ def airflow(redis_url: str, zk_hosts: str, airflow_extra_env: dict[str, str]) ->
         _delete_znode(zk_hosts, zk_root)
         with redis_py.Redis.from_url(admin_url) as client:
             client.execute_command("ACL", "DELUSER", user)
+
+
+@pytest.fixture(autouse=True)
+def clear_of_scheduled_runs(request: pytest.FixtureRequest) -> None:
+    """Before each test on the e2e Airflow: no scheduled run due within SCHEDULE_MARGIN or still in flight."""
+    if "airflow" in request.fixturenames:
+        wait_schedule_quiet(request.getfixturevalue("airflow").api, request.node.name)
+
+
+def wait_schedule_quiet(api: AirflowAPI, test: str) -> None:
+    deadline, told = time.monotonic() + SCHEDULE_WAIT_TIMEOUT, False
+    while True:
+        dags = [d for d in api.get("/dags", limit=100)["dags"] if not d["is_paused"] and d["next_dagrun_run_after"]]
+        soon = datetime.now(UTC) + SCHEDULE_MARGIN
+        due = [d["dag_id"] for d in dags if datetime.fromisoformat(d["next_dagrun_run_after"]) <= soon]
+        busy = [f"{d['dag_id']}/{r['dag_run_id']}" for d in dags
+                for r in api.runs(d["dag_id"], run_type="scheduled", state=["queued", "running"])]
+        if not due and not busy:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{test}: scheduled runs still due ({due}) or in flight ({busy}) after "
+                               f"{SCHEDULE_WAIT_TIMEOUT} s")
+        if not told:
+            print(f"\n{test} waits for the scheduled runs due before {soon:%H:%M:%S} UTC: due {due}, in flight {busy}")
+            told = True
+        time.sleep(5)
 
 
 @pytest.fixture

@@ -182,15 +182,18 @@ def test_scheduler_killed_with_runs_in_flight(airflow, store_of, state_redis) ->
     assert all(records[t].run_id in runs for t in (committed + 1, committed + 2))
 
 
-def _spark_drivers(name: str) -> list[int]:
-    """Pids of the spark-submit JVMs (client mode: the driver) of application ``name``."""
+def _spark_drivers(name: str, txid: int) -> list[int]:
+    """Pids of the spark-submit JVMs (client mode: the driver) of application ``name`` processing ``txid``
+    (not a driver left over from an earlier test's killed worker)."""
+    spec = f'"txid":{txid},'.encode()
     pids = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
             args = cmdline.read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"org.apache.spark.deploy.SparkSubmit" in args and name.encode() in args:
+        if (b"org.apache.spark.deploy.SparkSubmit" in args and name.encode() in args
+                and any(spec in a for a in args)):
             pids.append(int(cmdline.parent.name))
     return pids
 
@@ -205,7 +208,7 @@ def test_spark_driver_killed_by_signal(airflow, store_of, state_redis) -> None:
     airflow.sources.tweets += more
     run = airflow.api.trigger(dag, logical_date=datetime.now(UTC) - timedelta(seconds=30), run_id=unique_run_id(dag))
     deadline = time.monotonic() + RUN_TIMEOUT
-    while not (drivers := _spark_drivers(f"txdag-{dag}")):
+    while not (drivers := _spark_drivers(f"txdag-{dag}", committed + 1)):
         assert time.monotonic() < deadline, "the Spark job never started"
         time.sleep(0.5)
     for pid in drivers:
