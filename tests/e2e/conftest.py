@@ -260,8 +260,9 @@ def wait_schedule_quiet(api: AirflowAPI, test: str) -> None:
         dags = [d for d in api.get("/dags", limit=100)["dags"] if not d["is_paused"] and d["next_dagrun_run_after"]]
         soon = datetime.now(UTC) + SCHEDULE_MARGIN
         due = [d["dag_id"] for d in dags if datetime.fromisoformat(d["next_dagrun_run_after"]) <= soon]
-        busy = [f"{d['dag_id']}/{r['dag_run_id']}" for d in dags
-                for r in api.runs(d["dag_id"], run_type="scheduled", state=["queued", "running"])]
+        scheduled = {d["dag_id"] for d in dags}
+        in_flight = api.runs("~", run_type="scheduled", state=["queued", "running"])  # "~": every DAG, one request
+        busy = [f"{r['dag_id']}/{r['dag_run_id']}" for r in in_flight if r["dag_id"] in scheduled]
         if not due and not busy:
             return
         if time.monotonic() > deadline:

@@ -48,7 +48,12 @@ class Sources:
         return sorted(([h, n] for h, n in counts.items()), key=lambda r: (-r[1], r[0]))[:top]
 
     def words_truth(self) -> Counter:
-        return Counter(w for lines in self.sentences.values() for line in lines for w in line.split(" ") if w)
+        return word_counts(self.sentences)
+
+
+def word_counts(lines_by_stream: dict[str, list[str]]) -> Counter:
+    """The words of every stream's sentences, counted (what the word-count job's state holds once drained)."""
+    return Counter(w for lines in lines_by_stream.values() for line in lines for w in line.split(" ") if w)
 
 
 def running_sum_truth(sentences: list[str], batch: int) -> tuple[Counter, int]:

@@ -8,12 +8,11 @@ whose rows the server's Python workers process. Counts equal the ground truth, c
 from __future__ import annotations
 
 import statistics
-from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 import redis
 from conftest import REPO, AirflowInstance
-from e2e_data import WARM_FAULT, running_sum_truth
+from e2e_data import WARM_FAULT, running_sum_truth, word_counts
 from e2e_runs import check_commits, overlapped, process_intervals, trigger_until_drained
 
 from txdag.analytics.tweets import tweet_partials
@@ -42,6 +41,12 @@ TransactionalTopology(
 """
 
 
+def start_dag(airflow: AirflowInstance, dag_id: str, source: str) -> None:
+    airflow.add_dag_file(f"{dag_id}.py", source)
+    airflow.api.wait_dag_parsed(dag_id, timeout=120)
+    airflow.api.unpause(dag_id)
+
+
 def counts(client: redis.Redis, key: str) -> dict[str, int]:
     return {k.decode(): int(v) for k, v in client.hgetall(key).items()}
 
@@ -56,9 +61,7 @@ def test_warm_mode_is_exactly_once_through_a_crash_and_a_replay(airflow: Airflow
     tweets = sample_tweets(4 * BATCH - 7, seed=41)
     source = redis.Redis.from_url(airflow.redis_url)
     append_tweets(source, tweets, prefix=PREFIX)
-    airflow.add_dag_file(f"{TOPOLOGY}.py", DAG_FILE)
-    airflow.api.wait_dag_parsed(TOPOLOGY, timeout=120)
-    airflow.api.unpause(TOPOLOGY)
+    start_dag(airflow, TOPOLOGY, DAG_FILE)
     base = datetime.now(UTC) - timedelta(minutes=10)
     runs = [airflow.api.trigger(TOPOLOGY, logical_date=base + timedelta(seconds=i), run_id=f"{TOPOLOGY}__{i}")
             for i in range(1, 5)]
@@ -127,12 +130,6 @@ TransactionalTopology(
 """
 
 
-def start_dag(airflow: AirflowInstance, dag_id: str, source: str) -> None:
-    airflow.add_dag_file(f"{dag_id}.py", source)
-    airflow.api.wait_dag_parsed(dag_id, timeout=120)
-    airflow.api.unpause(dag_id)
-
-
 def test_opaque_word_count_warm_two_txids_at_once(airflow: AirflowInstance, store_of) -> None:
     """Two process tasks at a time, both in the topology's one Connect session; the OpaqueMap counts are exact."""
     client = redis.Redis.from_url(airflow.redis_url)
@@ -142,8 +139,7 @@ def test_opaque_word_count_warm_two_txids_at_once(airflow: AirflowInstance, stor
     start_dag(airflow, "word_count_warm", WORDS_DAG)
     runs = trigger_until_drained(airflow, "word_count_warm", at_once=2)
     check_commits(store_of("word_count_warm"), 3)
-    truth = Counter(w for lines in sentences.values() for line in lines for w in line.split(" ") if w)
-    assert counts(client, "warm_word_count") == dict(truth)
+    assert counts(client, "warm_word_count") == dict(word_counts(sentences))
     assert overlapped(process_intervals(airflow, "word_count_warm", runs)), "no two txids processed at once"
 
 
