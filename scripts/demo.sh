@@ -1,28 +1,68 @@
 #!/usr/bin/env bash
-# The demo: seed 000's tweets analytics through Airflow 3, Spark (local mode), ZooKeeper and Redis.
+# The demo: seed 000's tweets analytics through Airflow 3, Spark, ZooKeeper and Redis.
 #
-#   bash scripts/demo.sh              the Airflow demo (installs and starts what is missing; everything on loopback)
-#   bash scripts/demo.sh --in-process the same topology run in one Python process, without Airflow or Spark
+#   bash scripts/demo.sh                 through Airflow, with warm Spark: a Spark Connect server that every txid
+#                                        shares (scripts/spark-connect.sh), committed counts within about a minute
+#   bash scripts/demo.sh --spark-submit  through Airflow, one spark-submit application per txid (the design's cold
+#                                        path: about 40 s a txid on 2 cores)
+#   bash scripts/demo.sh --in-process    the same topology run in one Python process, without Airflow or Spark
+#   bash scripts/demo.sh --help          this text
 #
 # It installs what is missing (scripts/setup.sh), starts Redis and ZooKeeper (scripts/services.sh), PostgreSQL
 # and Airflow's api-server, dag-processor, scheduler and triggerer (scripts/airflow.sh), loads 500 sample tweets
-# into Redis database 1 (TXDAG_DEMO_REDIS_DB), runs the tweets_analytics DAG until every tweet is committed, and
-# prints the top users and hashtags and the UI's URL and login. Everything stays up afterwards:
-#   bash scripts/airflow.sh stop; bash scripts/services.sh stop
+# into Redis database 1 (TXDAG_DEMO_REDIS_DB), keeps two runs of the tweets_analytics DAG in flight until every
+# tweet is committed, printing a line per txid as it commits, checks the counts against a recount of the tweets,
+# and prints the top users and hashtags and the UI's URL and login. Other options go to the demo
+# (--tweets N: how many sample tweets to load into an empty source). Everything stays up afterwards:
+#   bash scripts/airflow.sh stop; bash scripts/spark-connect.sh stop; bash scripts/services.sh stop
+# Ports: the environment variables of scripts/services.sh, postgres.sh, airflow.sh and spark-connect.sh.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
+usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'; }
+say() { printf 'demo: %s\n' "$*"; }
+
+mode=connect
+args=()
+for arg in "$@"; do
+    case "$arg" in
+    -h | --help)
+        usage
+        exit 0
+        ;;
+    --spark-submit) mode=submit ;;
+    --in-process) mode=in-process ;;
+    *) args+=("$arg") ;;
+    esac
+done
+
+started=$SECONDS
 bash scripts/setup.sh
 bash scripts/services.sh start
+say "set-up and services ready in $((SECONDS - started)) s"
 
-if [[ "${1:-}" == --in-process ]]; then
-    shift
+if [[ "$mode" == in-process ]]; then
     eval "$(bash scripts/services.sh env)" # the admin user and the ZooKeeper digest of .run/credentials.env
-    exec .venv/bin/python -m txdag.demo "$@"
+    exec .venv/bin/python -m txdag.demo "${args[@]}"
 fi
 
+# The Spark mode is the dag-processor's environment (TXDAG_SPARK_MODE): an Airflow already running in the other
+# mode is restarted.
+export TXDAG_SPARK_MODE="$mode"
+record="${AIRFLOW_HOME:-$ROOT/.run/airflow}/components.env"
+if bash scripts/airflow.sh status >/dev/null 2>&1 && ! grep -qx "export TXDAG_SPARK_MODE='$mode'" "$record"; then
+    say "Airflow runs in another Spark mode: restarting it in $mode mode"
+    bash scripts/airflow.sh stop
+fi
+if [[ "$mode" == connect ]]; then
+    bash scripts/spark-connect.sh start
+fi
 TXDAG_AIRFLOW_REDIS_DB="${TXDAG_DEMO_REDIS_DB:-1}" bash scripts/airflow.sh start
+say "Airflow ready at +$((SECONDS - started)) s"
 eval "$(bash scripts/airflow.sh env)"
-exec .venv/bin/python -m txdag.airflow.demo "$@"
+rc=0
+.venv/bin/python -m txdag.airflow.demo "${args[@]}" || rc=$?
+say "total $((SECONDS - started)) s (Spark mode: $mode)"
+exit "$rc"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, starts Redis and ZooKeeper on loopback, runs the whole pytest
-# suite, and exits with pytest's exit code. Extra arguments go to pytest (e.g. -q, -x, -k expr, a path).
+# suite in tiers (unit, integration, e2e, demo: see below), prints each tier's time and result, and exits non-zero
+# when a tier failed. Extra arguments go to pytest (e.g. -q, -x, -k expr); with a test path, only that runs.
 #
 #   bash scripts/test.sh [pytest args...]
 #
@@ -31,16 +32,52 @@ export TXDAG_TEST_REDIS_URL="redis://$TXDAG_REDIS_ADMIN_USER:$TXDAG_REDIS_ADMIN_
 export TXDAG_TEST_ZK_HOSTS="127.0.0.1:${TXDAG_ZK_PORT:-2191}"
 export TXDAG_TEST_ZK_AUTH="$TXDAG_ZK_USER:$TXDAG_ZK_PASSWORD"
 
-# Run the whole suite unless an argument already names a test path (tests/unit, tests/x.py::test_y, ...).
-paths=(tests)
+# An argument that names a test path (tests/unit, tests/x.py::test_y, ...) runs pytest on just that, once.
 for arg in "$@"; do
     if [[ "$arg" != -* && -e "${arg%%::*}" ]]; then
-        paths=()
-        break
+        echo "test: .venv/bin/python -m pytest $*"
+        exec .venv/bin/python -m pytest "$@"
     fi
 done
 
-echo "test: .venv/bin/python -m pytest ${paths[*]} $*"
+# Else the whole suite, tier by tier (each its own pytest run, all run even when one fails), then each tier's
+# time and result. The integration tier runs on two workers (pytest-xdist): each test has its own key prefix and
+# znode root, each worker its own Spark session. The e2e tier shares one Airflow; the demo tier starts its own.
+TIERS=("unit:tests/unit" "integration:tests/integration -n 2" "e2e:tests/e2e" "demo:tests/demo")
+LOGS="$ROOT/.run/test-logs"
+mkdir -p "$LOGS"
+summary=()
 rc=0
-.venv/bin/python -m pytest "${paths[@]}" "$@" || rc=$?
+passed=0
+failed=0
+for tier in "${TIERS[@]}"; do
+    name="${tier%%:*}"
+    read -r -a targs <<<"${tier#*:}"
+    echo "test: tier $name: .venv/bin/python -m pytest ${targs[*]} $*"
+    started=$SECONDS
+    trc=0
+    .venv/bin/python -m pytest "${targs[@]}" "$@" 2>&1 | tee "$LOGS/$name.log" || trc=${PIPESTATUS[0]}
+    # pytest's closing line, e.g. "3 failed, 800 passed, 1 skipped in 61.2s" (or "no tests ran in 0.1s")
+    result="$(grep -E ' in [0-9.]+s( \([0-9:]+\))? ?=*$' "$LOGS/$name.log" | tail -n 1 | sed -E 's/^=+ //; s/ =+$//')"
+    p="$(grep -oE '[0-9]+ passed' <<<"$result" | grep -oE '[0-9]+' || echo 0)"
+    passed=$((passed + p))
+    for f in $(grep -oE '[0-9]+ (failed|error|errors)' <<<"$result" | grep -oE '^[0-9]+'); do
+        failed=$((failed + f))
+    done
+    if ((trc == 5)); then
+        trc=0 # this tier had no test selected (-k, -m): not a failure by itself
+    fi
+    if ((trc != 0 && rc == 0)); then
+        rc=$trc
+    fi
+    summary+=("$(printf '%-12s %6d s   exit %-3d %s' "$name" "$((SECONDS - started))" "$trc" "$result")")
+done
+echo
+echo "test: time and result by tier (logs in .run/test-logs/):"
+printf '  %s\n' "${summary[@]}"
+if ((passed == 0 && rc == 0)); then
+    echo "test: no test ran in any tier" >&2
+    rc=5
+fi
+echo "tiers: $passed passed, $failed failed"
 exit "$rc"

@@ -28,7 +28,7 @@ HOW_TO_START = "start them with `bash scripts/services.sh start` (or run the REA
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         tier = Path(str(item.fspath)).parent.name
-        if tier in ("unit", "integration", "e2e"):
+        if tier in ("unit", "integration", "e2e", "demo"):
             item.add_marker(getattr(pytest.mark, tier))
 
 

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import redis
-from txid_timings import TASKS, all_timings, run_timings
 
 from tput.dags import Variant
 from tput.services import BenchError
 from txdag.airflow.api import AirflowAPI, unique_run_id
+from txdag.airflow.timings import TASKS, all_timings, run_timings
 
 MARKER = "LAST_COMMITED_TRANSACTION"
 

@@ -2,9 +2,10 @@
 
     bash scripts/demo.sh      (installs and starts everything, then runs this)
 
-Loads 500 sample tweets (if the source is empty), triggers runs of ``tweets_analytics`` two at a time until the
-spout has nothing left (each run is one txid: coordinate -> Spark -> commit in txid order), then prints the top
-users and hashtags from Redis, and the URL and login of the Airflow UI where the runs are.
+Loads 500 sample tweets (if the source is empty), keeps two runs of ``tweets_analytics`` in flight until the spout
+has nothing left (each run is one txid: coordinate -> Spark -> commit in txid order), prints a line per txid as
+it commits, with how long each of its tasks took, then recounts the tweets in Redis and checks the committed
+counts against that recount, prints the top users and hashtags, and the URL and login of the Airflow UI.
 """
 
 from __future__ import annotations
@@ -12,51 +13,140 @@ from __future__ import annotations
 import argparse
 import time
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from txdag.airflow.api import AirflowAPI, api_from_env, unique_run_id
-from txdag.cli import _redis, _store
+from txdag.airflow.timings import run_timings
+from txdag.analytics.tweets import STATES, tweet_partials
+from txdag.commands.common import redis_for, zookeeper_for
+from txdag.sample import sample_tweets
+from txdag.spouts import append_tweets
+from txdag.zk.store import TransactionStore
 
 DAG = "tweets_analytics"
+MARKER = "LAST_COMMITED_TRANSACTION"
+SEPARATOR = {"users_hashtags": ":"}  # the topology's key_fields=2 state joins user and hashtag with ':'
+RUN_TIMEOUT = 900.0
 
 
-def drain(api: AirflowAPI, at_once: int = 2) -> list[str]:
-    """Trigger runs ``at_once`` at a time (logical dates just past, growing) until one finds nothing to read."""
-    runs: list[str] = []
-    while True:
-        base = datetime.now(UTC) - timedelta(seconds=30)
-        batch = [api.trigger(DAG, logical_date=base + timedelta(milliseconds=i), run_id=unique_run_id("demo"))
-                 for i in range(at_once)]
-        states = [api.wait_run(DAG, run, timeout=900) for run in batch]
-        runs += batch
-        coordinate = [api.task_instance(DAG, run, "coordinate")["state"] for run in batch]
-        print(f"demo: runs {', '.join(batch)}: {', '.join(states)} (coordinate: {', '.join(coordinate)})")
-        if "failed" in states:
-            raise SystemExit(f"demo: a run failed; see its task logs in the Airflow UI ({api.base_url})")
-        if "skipped" in coordinate:
-            return runs
+class Demo:
+    """Keeps ``at_once`` runs in flight and reports each txid as it commits."""
+
+    def __init__(self, api: AirflowAPI, store: Any, at_once: int) -> None:
+        self.api, self.store, self.at_once = api, store, at_once
+        self.started = time.monotonic()
+        self.reported = store.read_topology()[0].committed_txid  # txids committed before this demo run
+        self.first_txid = self.reported + 1
+        self.logical_date = datetime.now(UTC) - timedelta(minutes=1)
+
+    def trigger(self) -> str:
+        """A run with a logical date later than every earlier one (Clear with *Future* then replays in order)."""
+        self.logical_date = max(self.logical_date + timedelta(milliseconds=1),
+                                datetime.now(UTC) - timedelta(seconds=30))
+        return self.api.trigger(DAG, logical_date=self.logical_date, run_id=unique_run_id("demo"))
+
+    def drain(self) -> None:
+        """Runs until one finds nothing to read; refuses to go on after a failed run (it names the txid)."""
+        in_flight: dict[str, float] = {}
+        exhausted = False
+        while in_flight or not exhausted:
+            while not exhausted and len(in_flight) < self.at_once:
+                in_flight[self.trigger()] = time.monotonic()
+            time.sleep(0.5)
+            for run_id, since in list(in_flight.items()):
+                state = self.api.run(DAG, run_id)["state"]
+                if state == "failed":
+                    self.fail(run_id)
+                if state == "success":
+                    del in_flight[run_id]
+                    exhausted |= self.api.task_instance(DAG, run_id, "coordinate")["state"] == "skipped"
+                elif time.monotonic() - since > RUN_TIMEOUT:
+                    raise SystemExit(f"demo: run {run_id} is still {state} after {RUN_TIMEOUT:.0f} s: look at its "
+                                     f"tasks in the Airflow UI ({self.api.base_url}) and at `txdag status {DAG}`")
+            self.report()
+        self.report()
+
+    def report(self) -> None:
+        """A line per newly committed txid whose run finished: its batch and its tasks' durations."""
+        committed = self.store.read_topology()[0].committed_txid
+        while self.reported < committed:
+            found = self.store.read_txid(self.reported + 1)
+            if found is None:  # rotated away already (only the last txids keep a record)
+                self.reported += 1
+                continue
+            record, _ = found
+            timings = run_timings(self.api, DAG, {"dag_run_id": record.run_id})
+            if timings is None:  # committed in ZooKeeper, the commit task not finished yet: next time
+                return
+            self.reported += 1
+            batch = record.metadata
+            first, quantity = batch["from"], batch["quantity"]
+            print(f"demo: txid {record.txid} committed at +{time.monotonic() - self.started:.0f} s: "
+                  f"tweets {first}..{first + quantity - 1} (attempt {record.attempt}); "
+                  f"coordinate {timings['coordinate']:.1f} s, process {timings['process']:.1f} s, "
+                  f"commit {timings['commit']:.1f} s", flush=True)
+
+    def fail(self, run_id: str) -> None:
+        txid = self.store.txid_of_run(run_id)
+        which = f"txid {txid}" if txid is not None else "a run that had no txid yet"
+        raise SystemExit(f"demo: run {run_id} ({which}) failed: see its task logs in the Airflow UI "
+                         f"({self.api.base_url}) or `txdag show {DAG} {txid}`; clear the run there to retry it")
+
+
+def recount(client: Any) -> tuple[int, dict[str, dict[str, int]]]:
+    """The tweets in the source (keys 1..NEXT_WRITE-1) and the counts computed straight from them."""
+    last = int(client.get("NEXT_WRITE") or 1) - 1
+    tweets: list[str] = []
+    for start in range(1, last + 1, 1000):
+        keys = [str(i) for i in range(start, min(start + 1000, last + 1))]
+        tweets += [value.decode() for value in client.mget(keys) if value is not None]
+    truth = tweet_partials(tweets)
+    return len(tweets), {state: {SEPARATOR.get(state, "").join(key): count for key, count in truth[state].items()}
+                         for state in STATES}
+
+
+def check(client: Any) -> None:
+    """Compare every committed count with the recount of the source: the exactly-once claim, checked."""
+    tweets, truth = recount(client)
+    for state in STATES:
+        stored = {k.decode(): int(v) for k, v in client.hgetall(state).items()}
+        wrong = {key for key in stored.keys() | truth[state].keys() if stored.get(key) != truth[state].get(key)}
+        if wrong:
+            sample = ", ".join(f"{k}: {stored.get(k)} stored, {truth[state].get(k)} counted" for k in sorted(wrong)[:5])
+            raise SystemExit(f"demo: state {state!r} differs from a recount of the {tweets} tweets in {len(wrong)} "
+                             f"keys ({sample}); run `txdag status {DAG}` and report this")
+    sizes = ", ".join(f"{state} {len(truth[state])} keys" for state in STATES)
+    print(f"demo: check: every count equals a recount of the {tweets} tweets in Redis ({sizes})")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tweets", type=int, default=500, help="sample tweets to load when the source is empty")
+    parser.add_argument("--at-once", type=int, default=2, help="runs kept in flight (default 2, the DAG's "
+                        "max_active_transactions)")
     args = parser.parse_args()
     api = api_from_env()
     api.wait_dag_parsed(DAG, timeout=180)
-    client = _redis("redis_default")
+    client = redis_for("redis_default")
+    zk, root = zookeeper_for("zookeeper_default")
     if not client.exists("NEXT_WRITE"):
-        from txdag.sample import sample_tweets
-        from txdag.spouts import append_tweets
-
         append_tweets(client, sample_tweets(args.tweets))
         db = client.get_connection_kwargs().get("db", 0)
         print(f"demo: loaded {args.tweets} sample tweets at keys 1..{args.tweets} of Redis database {db}")
     api.unpause(DAG)
-    started = time.monotonic()
-    drain(api)
-    store = _store(DAG, "zookeeper_default")
-    topo, _ = store.read_topology()
-    print(f"demo: committed up to txid {topo.committed_txid} in {time.monotonic() - started:.0f} s "
-          f"(LAST_COMMITED_TRANSACTION = {client.get('LAST_COMMITED_TRANSACTION').decode()})")
+    store = TransactionStore(zk, DAG, root=root)
+    store.ensure()
+    demo = Demo(api, store, args.at_once)
+    print(f"demo: running {DAG}, {args.at_once} txids in flight, committed in txid order", flush=True)
+    demo.drain()
+    committed = store.read_topology()[0].committed_txid
+    if committed < demo.first_txid:
+        print(f"demo: nothing new to read: every tweet was committed already, up to txid {committed} "
+              "(add tweets with `txdag seed tweets_analytics`)")
+    else:
+        print(f"demo: txids {demo.first_txid}..{committed} committed in {time.monotonic() - demo.started:.0f} s "
+              f"({MARKER} = {client.get(MARKER).decode()})")
+    check(client)
     for state in ("users", "hashtags"):
         top = sorted(((int(v), k.decode()) for k, v in client.hgetall(state).items()), reverse=True)[:5]
         print(f"top {state}: " + ", ".join(f"{name} {count}" for count, name in top))

@@ -1,0 +1,121 @@
+"""The README's first command, run as a user runs it: ``bash scripts/demo.sh`` from the checkout, on ports of its
+own (its own Redis, ZooKeeper, PostgreSQL, Airflow and Spark Connect server, stopped at the end), then its
+output and the state it left in Redis checked against a recount of the tweets it loaded.
+
+This tier runs after the others (scripts/test.sh): the demo starts a whole Airflow of its own.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from txdag.sample import sample_tweets
+
+
+REPO = Path(__file__).resolve().parents[2]
+PORTS = {"TXDAG_REDIS_PORT": "6396", "TXDAG_ZK_PORT": "2196", "TXDAG_PG_PORT": "5496",
+         "TXDAG_AIRFLOW_PORT": "8796", "TXDAG_SPARK_CONNECT_PORT": "15096"}
+TWEETS = 500
+BATCH = 100  # dags/tweets_analytics.py's max_transaction_size
+DEMO_TIMEOUT = 1200
+
+
+def demo_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "TXDAG_", "SPARK_"))}
+    return {**env, **PORTS, "AIRFLOW_HOME": str(REPO / ".run" / "airflow-demo-test")}
+
+
+def stop_everything(env: dict[str, str]) -> None:
+    for script in ("airflow.sh", "spark-connect.sh", "postgres.sh", "services.sh"):
+        subprocess.run(["bash", str(REPO / "scripts" / script), "stop"], env=env, cwd=REPO, timeout=180,
+                       capture_output=True)
+
+
+def run_demo(env: dict[str, str], *args: str) -> str:
+    started = time.monotonic()
+    done = subprocess.run(["bash", "scripts/demo.sh", *args], env=env, cwd=REPO, timeout=DEMO_TIMEOUT,
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    print(done.stdout)
+    print(f"bash scripts/demo.sh {' '.join(args)}: exit {done.returncode} in {time.monotonic() - started:.0f} s")
+    assert done.returncode == 0, f"the demo failed (exit {done.returncode}):\n{done.stdout[-4000:]}"
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def demo() -> Iterator[tuple[dict[str, str], str]]:
+    env = demo_env()
+    stop_everything(env)  # what an earlier, interrupted run of this test left behind
+    try:
+        yield env, run_demo(env)
+    finally:
+        stop_everything(env)
+
+
+def admin_client(env: dict[str, str]) -> redis.Redis:
+    """The demo's Redis (database 1, the source and the state), as the admin of .run/credentials.env."""
+    creds = dict(line.removeprefix("export ").split("=", 1) for line in
+                 (REPO / ".run" / "credentials.env").read_text().splitlines() if "=" in line)
+    creds = {k: v.strip("'\"") for k, v in creds.items()}
+    return redis.Redis(host="127.0.0.1", port=int(env["TXDAG_REDIS_PORT"]), db=1,
+                       username=creds["TXDAG_REDIS_ADMIN_USER"], password=creds["TXDAG_REDIS_ADMIN_PASSWORD"])
+
+
+def recount(tweets: list[str]) -> dict[str, Counter]:
+    """Seed 000's counts, written here from the seed (not imported from txdag): each user, hashtag and
+    user:hashtag pair once per tweet that has it, tokens split on single spaces."""
+    counts: dict[str, Counter] = {"users": Counter(), "hashtags": Counter(), "users_hashtags": Counter()}
+    for tweet in tweets:
+        words = set(tweet.split(" "))
+        users = {w for w in words if w.startswith("@")}
+        tags = {w for w in words if w.startswith("#")}
+        counts["users"].update(users)
+        counts["hashtags"].update(tags)
+        counts["users_hashtags"].update(f"{u}:{h}" for u in users for h in tags)
+    return counts
+
+
+def test_the_demo_commits_every_tweet_exactly_once(demo: tuple[dict[str, str], str]) -> None:
+    env, out = demo
+    client = admin_client(env)
+    stored_tweets = [v.decode() for v in client.mget([str(i) for i in range(1, TWEETS + 1)])]
+    assert stored_tweets == sample_tweets(TWEETS)
+    assert client.get("NEXT_WRITE") == str(TWEETS + 1).encode()
+    for state, truth in recount(stored_tweets).items():
+        stored = {k.decode(): int(v) for k, v in client.hgetall(state).items()}
+        assert stored == dict(truth), f"state {state} differs from the recount"
+    txids = TWEETS // BATCH
+    assert client.get("LAST_COMMITED_TRANSACTION") == str(txids).encode()
+
+    # What it printed: a line per txid as it committed, in txid order, with each task's time; its own check.
+    committed = re.findall(r"^demo: txid (\d+) committed at \+\d+ s: tweets (\d+)\.\.(\d+) \(attempt 1\); "
+                           r"coordinate [\d.]+ s, process [\d.]+ s, commit [\d.]+ s$", out, re.M)
+    assert [(int(t), int(a), int(b)) for t, a, b in committed] == [
+        (n, (n - 1) * BATCH + 1, n * BATCH) for n in range(1, txids + 1)]
+    assert f"demo: check: every count equals a recount of the {TWEETS} tweets in Redis" in out
+    top_users = re.search(r"^top users: (.*)$", out, re.M)
+    assert top_users is not None
+    best = recount(stored_tweets)["users"].most_common(1)[0]
+    assert top_users.group(1).startswith(f"{best[0]} {best[1]}")
+    assert re.search(rf"^Airflow UI: http://127\.0\.0\.1:{env['TXDAG_AIRFLOW_PORT']} ", out, re.M)
+    assert re.search(r"^demo: total \d+ s \(Spark mode: connect\)$", out, re.M)
+
+
+def test_running_the_demo_again_changes_no_count(demo: tuple[dict[str, str], str]) -> None:
+    env, _ = demo
+    client = admin_client(env)
+    before = {state: client.hgetall(state) for state in ("users", "hashtags", "users_hashtags")}
+    out = run_demo(env)
+    assert "demo: nothing new to read: every tweet was committed already, up to txid 5" in out
+    assert "services: Redis     127.0.0.1:6396 already running" in out  # the first run's services, reused
+    assert "airflow: already running" in out
+    assert {state: client.hgetall(state) for state in before} == before
+    assert client.get("LAST_COMMITED_TRANSACTION") == b"5"
