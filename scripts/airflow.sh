@@ -38,6 +38,10 @@
 # Files: $AIRFLOW_HOME/<component>.log and <component>.pid (the pid is its process group: each component runs
 # in its own session), logs/ (task logs), db-migrate.log.
 set -euo pipefail
+if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then # the comment above, before anything runs or is created
+    sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"
+    exit 0
+fi
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"

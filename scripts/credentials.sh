@@ -11,6 +11,10 @@
 #
 # Delete the file to get new passwords (then: bash scripts/services.sh restart-redis). Never commit it.
 set -euo pipefail
+if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then # the comment above, before anything runs or is created
+    sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"
+    exit 0
+fi
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 FILE="$ROOT/.run/credentials.env"

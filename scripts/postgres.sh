@@ -22,6 +22,10 @@
 # If something else already answers as PostgreSQL on the port it is reused; the commands that log in then need
 # its superuser password in PGPASSWORD (and TXDAG_PG_SUPERUSER if the superuser is not "postgres").
 set -euo pipefail
+if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then # the comment above, before anything runs or is created
+    sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"
+    exit 0
+fi
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 HOST=127.0.0.1

@@ -15,6 +15,10 @@
 # `txdag acl redis` (scripts/airflow.sh does it for the DAGs folder). ZooKeeper needs no server set-up: txdag's
 # clients put digest ACLs on the znodes they create.
 set -euo pipefail
+if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then # the comment above, before anything runs or is created
+    sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"
+    exit 0
+fi
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 HOST=127.0.0.1

@@ -8,9 +8,15 @@
 #     extras (bench: matplotlib for bench/throughput.py's chart, py-spy for its --profile)
 # Safe to run again: a rerun with nothing to do takes about a second.
 #
+#   bash scripts/setup.sh      (scripts/demo.sh and scripts/test.sh run it first)
+#
 # Environment:
 #   TXDAG_PYTHON   the Python 3.11 interpreter to build .venv with (default: python3.11 on PATH, pyenv's, Debian's)
 set -euo pipefail
+if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then # the comment above, before anything runs or is created
+    sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"
+    exit 0
+fi
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"

@@ -11,6 +11,10 @@
 # (default local[2]), TXDAG_SPARK_CONNECT_MEMORY (driver memory, default 1g).
 # State (log, pid file) lives in .run/spark-connect-<port>/ at the repository root.
 set -euo pipefail
+if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then # the comment above, before anything runs or is created
+    sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"
+    exit 0
+fi
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 HOST=127.0.0.1
