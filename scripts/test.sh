@@ -12,6 +12,11 @@
 # are stopped at the end (Redis, ZooKeeper, PostgreSQL, and an Airflow of the default AIRFLOW_HOME).
 set -euo pipefail
 
+if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then # the comment above, before anything runs or is created
+    sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"
+    exit 0
+fi
+
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 

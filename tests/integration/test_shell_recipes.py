@@ -9,7 +9,8 @@ what must differ here: the Redis port (the test server's), a key or user name of
   the test's own), so no Airflow is needed; between the seed and the reads, two txids of tweets_analytics run in
   this process (txdag.local, the Python reference of its Spark job) where the demo's Airflow runs would;
 - the demo's ``source .run/credentials.env; REDISCLI_AUTH=... redis-cli --user txdag-admin ... hgetall``;
-- access control's ``txdag acl redis ... | redis-cli --user txdag-admin --askpass``.
+- access control's ``txdag acl redis ... | redis-cli --user txdag-admin -p 6391`` (REDISCLI_AUTH from the line
+  before it).
 """
 
 from __future__ import annotations
@@ -129,9 +130,9 @@ def test_the_acl_line_piped_to_redis_cli_creates_the_user(redis_url, redis_clien
     user, port = f"{prefix}-user", urlsplit(redis_url).port
     assert " --user txdag " in line and "| redis-cli " in line
     line = (line.replace("TXDAG_PW=...", "TXDAG_PW=acl-line-test-pw").replace(" --user txdag ", f" --user {user} ")
-            .replace("| redis-cli ", f"| redis-cli -p {port} ").replace("txdag acl", ".venv/bin/txdag acl"))
+            .replace(" -p 6391", f" -p {port}").replace("txdag acl", ".venv/bin/txdag acl"))
     try:
-        done = bash(f"source .run/credentials.env\nexport REDISCLI_AUTH=$TXDAG_REDIS_ADMIN_PASSWORD\n{line}")
+        done = bash(f"{readme_line('source .run/credentials.env; export REDISCLI_AUTH')}\n{line}")
         detail = f"$ {line}\n{done.stdout}\n{done.stderr}"
         assert done.returncode == 0 and done.stdout.strip() == "OK", detail  # the README says: prints OK
         assert redis_client.execute_command("ACL", "GETUSER", user) is not None, detail

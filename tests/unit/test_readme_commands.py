@@ -38,6 +38,11 @@ RUN_BY: dict[str, tuple[str, str]] = {
     "source .run/credentials.env; REDISCLI_AUTH=": (
         f"{RECIPES}::test_the_demos_redis_cli_line_logs_in_as_the_admin",
         'readme_line("source .run/credentials.env; REDISCLI_AUTH=")'),
+    "source .run/credentials.env; export REDISCLI_AUTH=": (
+        f"{RECIPES}::test_the_acl_line_piped_to_redis_cli_creates_the_user",
+        "readme_line('source .run/credentials.env; export REDISCLI_AUTH')"),
+    "bash scripts/demo.sh": ("tests/demo/test_demo.py::test_the_demo_commits_every_tweet_exactly_once",
+                             'tests/demo/test_demo.py::["bash", "scripts/demo.sh", *args]'),
     "TXDAG_PW=... txdag acl redis": (f"{RECIPES}::test_the_acl_line_piped_to_redis_cli_creates_the_user",
                                      'readme_line("TXDAG_PW=... txdag acl redis")'),
     "txdag status": (f"{CLI}::test_status_names_the_committed_txid_the_failure_and_its_cascade",
@@ -73,10 +78,6 @@ CANNOT_RUN_HERE: dict[str, str] = {
                                             "tests/unit/test_bench_throughput.py, its --help in test_entry_points",
 }
 NOT_RUN_YET: dict[str, str] = {
-    "bash scripts/demo.sh": "gap: an e2e test running `bash scripts/demo.sh` (and `--in-process`) on the e2e ports "
-                            "(TXDAG_AIRFLOW_PORT, TXDAG_DEMO_REDIS_DB) and checking the printed top users and hashtags "
-                            "against the sample's truth; only its --help (test_entry_points) and the import of "
-                            "txdag.airflow.demo / txdag.demo (test_imports) are checked",
     "TXDAG_SPARK_MODE=connect bash scripts/airflow.sh start": "gap: the e2e Airflow starts with airflow.sh start but "
                                                               "without TXDAG_SPARK_MODE=connect; an e2e test of the "
                                                               "default mode switch",
@@ -169,7 +170,7 @@ def test_the_extraction_finds_the_quick_start_and_a_console_block() -> None:
     found = [c for _, c in COMMANDS]
     assert found[:2] == ["bash scripts/demo.sh", "bash scripts/test.sh"]
     assert "txdag show tweets_analytics 2" in found and not any(c.startswith("TOPOLOGY") for c in found)
-    assert any(c.startswith("TXDAG_PW=... txdag acl redis") and c.endswith("--askpass") for c in found)
+    assert any(c.startswith("TXDAG_PW=... txdag acl redis") and c.endswith("redis-cli --user txdag-admin -p 6391") for c in found)
 
 
 def test_the_gaps(capsys: pytest.CaptureFixture[str]) -> None:
