@@ -20,7 +20,6 @@ import redis
 
 from txdag.sample import sample_tweets
 
-
 REPO = Path(__file__).resolve().parents[2]
 PORTS = {"TXDAG_REDIS_PORT": "6396", "TXDAG_ZK_PORT": "2196", "TXDAG_PG_PORT": "5496",
          "TXDAG_AIRFLOW_PORT": "8796", "TXDAG_SPARK_CONNECT_PORT": "15096"}

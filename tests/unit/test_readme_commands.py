@@ -8,7 +8,6 @@ of the tables below:
 - RUN_BY: prefix -> the test that runs that command, and a text that test's source must contain (``file::text``
   for a fixture's file), so a test that stops running the command, is renamed or deleted fails this check;
 - CANNOT_RUN_HERE: prefix -> why no test on a development or CI machine can run it;
-- NOT_RUN_YET: prefix -> commands a test could run but none does yet (gaps), with the test to write.
 """
 
 from __future__ import annotations
@@ -43,6 +42,12 @@ RUN_BY: dict[str, tuple[str, str]] = {
         "readme_line('source .run/credentials.env; export REDISCLI_AUTH')"),
     "bash scripts/demo.sh": ("tests/demo/test_demo.py::test_the_demo_commits_every_tweet_exactly_once",
                              'tests/demo/test_demo.py::["bash", "scripts/demo.sh", *args]'),
+    "TXDAG_SPARK_MODE=connect bash scripts/airflow.sh start": (
+        "tests/demo/test_demo.py::test_the_demo_commits_every_tweet_exactly_once",
+        'scripts/demo.sh::export TXDAG_SPARK_MODE="$mode"'),  # demo.sh's default mode is connect
+    "txdag state get trending_hashtags": (
+        "tests/e2e/test_topologies.py::test_trending_hashtags_window_is_exact_through_replays_in_the_middle",
+        '"state", "get", dag, "trending"'),
     "TXDAG_PW=... txdag acl redis": (f"{RECIPES}::test_the_acl_line_piped_to_redis_cli_creates_the_user",
                                      'readme_line("TXDAG_PW=... txdag acl redis")'),
     "txdag status": (f"{CLI}::test_status_names_the_committed_txid_the_failure_and_its_cascade",
@@ -77,15 +82,6 @@ CANNOT_RUN_HERE: dict[str, str] = {
                                             "to 1,000,000 tweets); its parts are unit-tested in "
                                             "tests/unit/test_bench_throughput.py, its --help in test_entry_points",
 }
-NOT_RUN_YET: dict[str, str] = {
-    "TXDAG_SPARK_MODE=connect bash scripts/airflow.sh start": "gap: the e2e Airflow starts with airflow.sh start but "
-                                                              "without TXDAG_SPARK_MODE=connect; an e2e test of the "
-                                                              "default mode switch",
-    "txdag state get trending_hashtags": "gap: `state get` of a window state (its JSON value) is not run; an "
-                                         "integration test in test_cli.py with a windowed topology",
-}
-
-
 def commands(path: Path) -> list[tuple[int, str]]:
     """(line number, command) of every shell code block of a Markdown file."""
     found: list[tuple[int, str]] = []
@@ -121,8 +117,7 @@ def commands(path: Path) -> list[tuple[int, str]]:
 
 
 COMMANDS = [(f"{p.relative_to(ROOT)}:{n}", c) for p in DOCS for n, c in commands(p)]
-TABLES = {**{k: "run" for k in RUN_BY}, **{k: "cannot" for k in CANNOT_RUN_HERE},
-          **{k: "gap" for k in NOT_RUN_YET}}
+TABLES = {**{k: "run" for k in RUN_BY}, **{k: "cannot" for k in CANNOT_RUN_HERE}}
 
 
 def entry_of(command: str) -> str | None:
@@ -137,7 +132,7 @@ def test_the_command_is_run_by_a_test_or_listed(where: str, command: str) -> Non
     assert entry_of(command) is not None, (
         f"{where}: `{command}` is neither run by a test nor listed. Write a test that runs it and add its prefix "
         f"to RUN_BY in {Path(__file__).relative_to(ROOT)} (with the test's node id and a text of its source), or "
-        f"add it to CANNOT_RUN_HERE with the reason no test can run it (NOT_RUN_YET only with the test to write)")
+        f"add it to CANNOT_RUN_HERE with the reason no test can run it")
 
 
 @cache
@@ -170,13 +165,5 @@ def test_the_extraction_finds_the_quick_start_and_a_console_block() -> None:
     found = [c for _, c in COMMANDS]
     assert found[:2] == ["bash scripts/demo.sh", "bash scripts/test.sh"]
     assert "txdag show tweets_analytics 2" in found and not any(c.startswith("TOPOLOGY") for c in found)
-    assert any(c.startswith("TXDAG_PW=... txdag acl redis") and c.endswith("redis-cli --user txdag-admin -p 6391") for c in found)
-
-
-def test_the_gaps(capsys: pytest.CaptureFixture[str]) -> None:
-    """Not a check: prints the commands no test runs (run with -s to see them)."""
-    with capsys.disabled():
-        for where, command in COMMANDS:
-            kind = TABLES.get(entry_of(command) or "")
-            if kind != "run":
-                print(f"\n  {kind}: {where} {command}", end="")
+    assert any(c.startswith("TXDAG_PW=... txdag acl redis") and c.endswith("redis-cli --user txdag-admin -p 6391")
+               for c in found)
