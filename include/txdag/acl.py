@@ -15,7 +15,8 @@ The source is read-only unless ``source_write`` (a user that also seeds the sour
 still be read by a script sent with EVAL_RO/EVALSHA_RO (the stream spouts' planning does so), not with EVAL.
 The commands are what the code sends, nothing else: no KEYS, SCAN, FLUSHALL, CONFIG, ACL, MULTI (plus CLUSTER
 SLOTS and COMMAND, which redis-py's cluster client sends to learn the slots and the commands' keys).
-``txdag acl redis [TOPOLOGY...]`` prints the ``ACL SETUSER`` line, which an admin runs (``| redis-cli ...``).
+``txdag acl redis [TOPOLOGY...]`` prints the ``ACL SETUSER`` line, which an admin runs (``| redis-cli ...``);
+with ``--apply redis://HOST:PORT`` it runs the line itself as the admin and saves the server's ACL file.
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ import argparse
 import hashlib
 import os
 import re
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
-from txdag.errors import ConfigError
+from txdag.errors import ConfigError, ServiceUnavailable
 from txdag.rejections import rejections_key
 from txdag.state.kv.layout import KEY_PREFIX
 from txdag.state.redis_backing import state_keys
@@ -128,8 +131,67 @@ def cmd_acl(args: argparse.Namespace) -> int:
     from txdag.commands.common import dags_folder
 
     topologies = load_topologies(args.topology, dags_folder(args))
-    print(setuser_line(setuser_args(args.user, topologies, password=password, source_write=args.source_write)))
+    setuser = setuser_args(args.user, topologies, password=password, source_write=args.source_write)
+    if args.apply:
+        print(apply_setuser(args.apply, setuser))
+    else:
+        print(setuser_line(setuser))
     return 0
+
+
+ADMIN_USER_ENV, ADMIN_PASSWORD_ENV = "TXDAG_REDIS_ADMIN_USER", "TXDAG_REDIS_ADMIN_PASSWORD"
+
+
+def admin_client(url: str, timeout: float = 10.0) -> Any:
+    """A client of the Redis at ``url`` logged in as an admin: the URL's login, else $TXDAG_REDIS_ADMIN_USER and
+    $TXDAG_REDIS_ADMIN_PASSWORD (so that the password need not be on a command line)."""
+    import redis
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("redis", "rediss") or not parts.hostname:
+        raise ConfigError(f"--apply needs a Redis URL redis://HOST:PORT[/DB], got {parts.scheme}://{parts.hostname}")
+    user = unquote(parts.username) if parts.username else os.environ.get(ADMIN_USER_ENV)
+    password = unquote(parts.password) if parts.password else os.environ.get(ADMIN_PASSWORD_ENV)
+    if not user or not password:
+        raise ConfigError(f"--apply needs a Redis admin login: set {ADMIN_USER_ENV} and {ADMIN_PASSWORD_ENV} (an "
+                          f"admin may run ACL SETUSER, ACL SAVE and CONFIG GET)")
+    return redis.Redis.from_url(url, username=user, password=password, socket_connect_timeout=timeout,
+                                socket_timeout=timeout, decode_responses=True)
+
+
+def apply_setuser(url: str, setuser: Sequence[str]) -> str:
+    """Run ``ACL SETUSER`` on the Redis at ``url`` as an admin, then ``ACL SAVE`` when the server has an ACL file,
+    so that a restart keeps the user. Returns what was done; raises ConfigError/ServiceUnavailable saying why not."""
+    import redis
+
+    from txdag.redisio import describe
+
+    client = admin_client(url)
+    user, where, aclfile = setuser[0], describe(client), ""
+    step = f"logging in as the admin user {client.connection_pool.connection_kwargs.get('username')!r}"
+    try:
+        client.ping()
+        step = f"creating user {user!r} (ACL SETUSER)"
+        client.execute_command("ACL", "SETUSER", *setuser)
+        step = "reading the server's ACL file setting (CONFIG GET aclfile)"
+        aclfile = client.config_get("aclfile").get("aclfile", "")
+        if not aclfile:
+            print(f"txdag acl redis: warning: Redis at {where} has no ACL file (redis-server --aclfile): user "
+                  f"{user!r} lasts until Redis restarts", file=sys.stderr)
+            return f"Redis at {where}: user {user!r} set (ACL SETUSER); not saved: the server has no ACL file"
+        step = f"saving the users to {aclfile} (ACL SAVE)"
+        client.execute_command("ACL", "SAVE")
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        if isinstance(exc, redis.AuthenticationError):
+            raise ConfigError(f"Redis at {where} refused the admin login while {step}: {exc}; check "
+                              f"{ADMIN_USER_ENV} and {ADMIN_PASSWORD_ENV}") from None
+        raise ServiceUnavailable(f"Redis at {where} is unreachable while {step} ({type(exc).__name__}: {exc}); "
+                                 f"check the URL given to --apply and that Redis is up") from None
+    except redis.ResponseError as exc:
+        raise ConfigError(f"Redis at {where} refused {step}: {exc}") from None
+    finally:
+        client.close()
+    return f"Redis at {where}: user {user!r} set (ACL SETUSER) and saved to {aclfile} (ACL SAVE)"
 
 
 def add_cli(sub: Any) -> None:
@@ -143,4 +205,7 @@ def add_cli(sub: Any) -> None:
     acl.add_argument("--source-write", action="store_true", help="the source keys read-write (a user that seeds)")
     acl.add_argument("--dags", metavar="DIR", help="the DAG folder holding the topologies (default: "
                      "$TXDAG_DAGS_FOLDER, $AIRFLOW__CORE__DAGS_FOLDER or ./dags)")
+    acl.add_argument("--apply", metavar="URL", help="run the line on the Redis at URL (redis://HOST:PORT[/DB]) as "
+                     f"an admin (the URL's login, else ${ADMIN_USER_ENV} and ${ADMIN_PASSWORD_ENV}), then ACL SAVE "
+                     "when it has an ACL file, instead of printing it")
     acl.set_defaults(func=cmd_acl)

@@ -36,7 +36,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -47,14 +49,17 @@ from urllib.parse import urlparse, urlunparse
 
 import pytest
 import redis as redis_py
+import requests
 from access import PASSWORDS, ZK_AUTH, kazoo_auth
 from e2e_data import FAULTS, Sources, load_sources
 
 from txdag.acl import redis_acl_rules, setuser_args
 from txdag.airflow.api import AirflowAPI
+from txdag.testing.servers import free_port
 from txdag.topology import load_definitions
 
 REPO = Path(__file__).resolve().parents[2]
+AIRFLOW = Path(sys.executable).parent / "airflow"  # the venv running the tests
 AIRFLOW_SH = REPO / "scripts" / "airflow.sh"
 SPARK_CONNECT_SH = REPO / "scripts" / "spark-connect.sh"
 START_TIMEOUT = 300  # seconds for scripts/airflow.sh start, PostgreSQL and the database migration included
@@ -245,6 +250,41 @@ def airflow(redis_url: str, zk_hosts: str, airflow_extra_env: dict[str, str]) ->
         _delete_znode(zk_hosts, zk_root)
         with redis_py.Redis.from_url(admin_url) as client:
             client.execute_command("ACL", "DELUSER", user)
+
+
+@pytest.fixture(scope="module")
+def api_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """An ``airflow api-server`` of the test module's own (no scheduler, no PostgreSQL): SQLite in a temporary
+    AIRFLOW_HOME, a free loopback port, the Simple auth manager's user ``admin``. Yields (base URL, its password);
+    stops the server at the end of the module. Cheap (~20 s): for tests of the REST API and the txdag CLI."""
+    home = tmp_path_factory.mktemp("airflow-api")
+    port = free_port()
+    env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+           "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"), "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+           "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db"}
+    airflow = str(AIRFLOW) if AIRFLOW.exists() else "airflow"
+    subprocess.run([airflow, "db", "migrate"], env=env, check=True, capture_output=True, timeout=300)
+    log = open(home / "api.log", "wb")  # noqa: SIM115 (closed at teardown)
+    server = subprocess.Popen([airflow, "api-server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+                              env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                if requests.get(f"{url}/api/v2/monitor/health", timeout=10).ok:
+                    break
+            except (requests.ConnectionError, requests.Timeout):  # not listening yet, or still starting up
+                pass
+            if server.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"airflow api-server did not start on {url}; see {home / 'api.log'}", pytrace=False)
+            time.sleep(1)
+        password = json.loads((home / "simple_auth_manager_passwords.json.generated").read_text())["admin"]
+        yield url, password
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=60)
+        log.close()
 
 
 @pytest.fixture(autouse=True)

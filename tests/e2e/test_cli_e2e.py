@@ -1,61 +1,21 @@
 """``txdag pools sync`` and ``txdag doctor --check airflow`` against a real Airflow REST API.
 
-Only the API server is needed (no scheduler, no PostgreSQL): this module starts ``airflow api-server`` of its own
-on SQLite in a temporary AIRFLOW_HOME, on a free port, and stops it at the end. ``txdag replay`` is covered by
-test_topologies.py on the full instance.
+Only the API server is needed (no scheduler, no PostgreSQL): the ``api_server`` fixture (conftest.py) starts
+``airflow api-server`` of this module's own on SQLite in a temporary AIRFLOW_HOME, on a free port, and stops it at
+the end. ``txdag replay`` is covered by test_topologies.py on the full instance.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
-import requests
 
 from txdag.airflow.api import AirflowAPI
 from txdag.cli import main
-from txdag.testing.servers import free_port
 
 REPO = Path(__file__).resolve().parents[2]
-AIRFLOW = Path(sys.executable).parent / "airflow"  # the venv running the tests
-
-
-@pytest.fixture(scope="module")
-def api_server(tmp_path_factory):
-    home = tmp_path_factory.mktemp("airflow-api")
-    port = free_port()
-    env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-           "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"), "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
-           "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db"}
-    airflow = str(AIRFLOW) if AIRFLOW.exists() else "airflow"
-    subprocess.run([airflow, "db", "migrate"], env=env, check=True, capture_output=True, timeout=300)
-    log = open(home / "api.log", "wb")  # noqa: SIM115 (closed at teardown)
-    server = subprocess.Popen([airflow, "api-server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-                              env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                if requests.get(f"{url}/api/v2/monitor/health", timeout=10).ok:
-                    break
-            except (requests.ConnectionError, requests.Timeout):  # not listening yet, or still starting up
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"airflow api-server did not start on {url}; see {home / 'api.log'}", pytrace=False)
-            time.sleep(1)
-        password = json.loads((home / "simple_auth_manager_passwords.json.generated").read_text())["admin"]
-        yield url, password
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=60)
-        log.close()
 
 
 @pytest.fixture

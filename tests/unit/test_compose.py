@@ -1,14 +1,20 @@
 """docker-compose.yaml, checked statically (Docker does not run on the development machines).
 
-It parses; every service has an image or a build and a health check; the ZooKeeper ensemble's nodes list each
-other; a Spark master and two workers; the Airflow components with the project's folders mounted; the
+It is valid against the Compose Specification's JSON schema (check-jsonschema's vendored copy); every service has
+an image or a build and a health check; the ZooKeeper ensemble's nodes list each other; a Spark master and two
+workers; the Airflow components with the project's folders mounted and the FAB auth manager; the init scripts it
+runs exist and get the environment they need; Redis keeps its ACL file and append-only file on its volume; the
 connections it sets are the ones the DAGs use, with the types they expect; the ports the README promises are
-published; every path it mounts or builds from exists.
+published; every path it mounts or builds from exists. tests/integration/test_compose_redis.py runs the redis
+service's command, tests/e2e/test_compose_init.py runs docker/txdag-init.sh.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,6 +31,8 @@ AIRFLOW_COMMANDS = {"api-server": "airflow-apiserver", "scheduler": "airflow-sch
                     "celery worker": "airflow-worker"}
 MOUNTED_FOLDERS = ("dags", "plugins", "include", "spark_jobs")
 ZK_SERVICES = ("zk1", "zk2", "zk3")
+FAB_AUTH_MANAGER = "airflow.providers.fab.auth_manager.fab_auth_manager.FabAuthManager"
+DOCKER_DIR_IN_CONTAINERS = "/opt/txdag/docker"
 _VAR = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::?-(?P<default>[^}]*))?\}|\$(?P<bare>[A-Za-z_]\w*)")
 
 
@@ -178,6 +186,96 @@ def test_the_commit_pools_are_created_once_the_api_server_is_healthy(services):
         assert services[name]["depends_on"]["airflow-apiserver"]["condition"] == "service_healthy"
         script = ROOT / "docker" / "txdag-init.sh"
         assert script.is_file() and "txdag pools sync" in script.read_text()
+
+
+def test_the_scripts_the_services_run_are_mounted_where_they_are_run(services):
+    for name, service in services.items():
+        for path in re.findall(rf"{DOCKER_DIR_IN_CONTAINERS}/([\w.-]+)", command_of(service)):
+            assert bind_mounts(service).get(DOCKER_DIR_IN_CONTAINERS) == "./docker", f"{name}: ./docker not mounted"
+            assert (ROOT / "docker" / path).is_file(), f"{name} runs docker/{path}, which does not exist"
+
+
+def test_txdag_init_applies_the_redis_user_itself_and_gets_what_it_needs(services):
+    script = (ROOT / "docker" / "txdag-init.sh").read_text()
+    # no Python heredoc fed by a pipe (its stdin is the heredoc, not the pipe): txdag applies the ACL itself
+    assert "<<" not in script and "python" not in script, "txdag-init.sh pipes into an interpreter"
+    assert re.search(r"txdag acl redis .*--apply", script.replace("\\\n", " ")), "txdag acl redis --apply"
+    assert "set -euo pipefail" in script
+    env = env_of(services["txdag-init"])
+    for var in ("TXDAG_REDIS_ADMIN_USER", "TXDAG_REDIS_ADMIN_PASSWORD", "TXDAG_REDIS_USER", "TXDAG_REDIS_PASSWORD",
+                "TXDAG_AIRFLOW_URL", "TXDAG_AIRFLOW_USER", "TXDAG_AIRFLOW_PASSWORD", "TXDAG_DAGS_FOLDER"):
+        assert env.get(var), f"txdag-init: {var} is not set"
+        assert var in script, f"txdag-init.sh does not read {var}"
+    # the Redis user it creates is the one the tasks log in as
+    redis_conn = env["AIRFLOW_CONN_REDIS_DEFAULT"]
+    assert f'"login": "{env["TXDAG_REDIS_USER"]}"' in redis_conn
+    assert f'"password": "{env["TXDAG_REDIS_PASSWORD"]}"' in redis_conn
+    host = re.search(r"TXDAG_REDIS_HOST:-([\w-]+)", script).group(1)
+    assert host in services and env.get("TXDAG_REDIS_HOST", host) == "redis", f"txdag-init's Redis: {host}"
+    redis_env = env_of(services["redis"])
+    for var in ("TXDAG_REDIS_ADMIN_USER", "TXDAG_REDIS_ADMIN_PASSWORD"):
+        assert env[var] == redis_env[var], f"txdag-init's {var} is not the redis service's"
+
+
+def test_redis_keeps_its_acl_file_and_its_data_on_its_volume(services):
+    redis = services["redis"]
+    command = command_of(redis)
+    volumes = {v.split(":")[1]: v.split(":")[0] for v in redis.get("volumes", []) if isinstance(v, str)}
+    data_dir = re.search(r"--dir (\S+)", command).group(1)
+    acl_file = re.search(r"\bf=(\S+)", command).group(1)
+    assert "--aclfile \"$f\"" in command and "--appendonly yes" in command, command
+    assert data_dir in volumes and not volumes[data_dir].startswith((".", "/")), f"--dir {data_dir}: no volume"
+    assert str(Path(acl_file).parent) == data_dir, f"the ACL file {acl_file} is not on the volume ({data_dir})"
+    assert "docker-entrypoint.sh redis-server" in command, "redis-server runs as root (bypasses the entrypoint)"
+
+
+def test_the_airflow_components_use_the_fab_auth_manager(services):
+    for name, service in services.items():
+        env = env_of(service)
+        if "AIRFLOW__CORE__EXECUTOR" not in env:
+            continue
+        assert env.get("AIRFLOW__CORE__AUTH_MANAGER") == FAB_AUTH_MANAGER, f"{name}: auth manager"
+        assert not [k for k in env if "SIMPLE_AUTH_MANAGER" in k], f"{name}: Simple auth manager settings left"
+        assert env.get("TXDAG_AIRFLOW_PASSWORD") == interpolate("${AIRFLOW_ADMIN_PASSWORD:-changeme}"), name
+    dockerfile = (ROOT / "docker" / "airflow.Dockerfile").read_text()
+    assert re.search(r"pip install .*apache-airflow-providers-fab", dockerfile), "the image lacks the FAB provider"
+    init = services["airflow-init"]
+    assert "airflow-init.sh" in command_of(init)
+    script = (ROOT / "docker" / "airflow-init.sh").read_text()
+    env = env_of(init)
+    assert "airflow db migrate" in script
+    create = re.search(r"airflow users create (.*?)\)\"", script.replace("\\\n", " "), re.S)
+    assert create, "airflow-init.sh creates no FAB user"
+    assert "--role Admin" in create.group(1) and '--password "$TXDAG_AIRFLOW_PASSWORD"' in create.group(1)
+    assert '--username "$LOGIN"' in create.group(1) and 'LOGIN="${TXDAG_AIRFLOW_USER:-admin}"' in script
+    assert env.get("TXDAG_AIRFLOW_USER", "admin") == env_of(services["txdag-init"])["TXDAG_AIRFLOW_USER"]
+    assert "airflow users reset-password" in script, "a changed AIRFLOW_ADMIN_PASSWORD would not be applied"
+
+
+def check_jsonschema() -> str:
+    found = Path(sys.executable).parent / "check-jsonschema"
+    path = str(found) if found.exists() else shutil.which("check-jsonschema")
+    assert path, "check-jsonschema is not installed: pip install -e '.[dev]' (bash scripts/setup.sh)"
+    return path
+
+
+def validate(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([check_jsonschema(), "--builtin-schema", "vendor.compose-spec", str(path)],
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_the_file_is_valid_against_the_compose_specification_schema():
+    done = validate(COMPOSE)
+    assert done.returncode == 0, f"docker-compose.yaml is not valid compose:\n{done.stdout}\n{done.stderr}"
+
+
+def test_the_schema_check_catches_a_broken_file(tmp_path):
+    text = COMPOSE.read_text()
+    broken = tmp_path / "docker-compose.yaml"
+    broken.write_text(text.replace("\n    command: api-server\n", "\n    comand: api-server\n", 1))
+    assert broken.read_text() != text
+    done = validate(broken)
+    assert done.returncode != 0 and "comand" in done.stdout + done.stderr, done.stdout + done.stderr
 
 
 def test_the_connections_are_the_ones_the_dags_use_with_their_types(services):
