@@ -243,14 +243,13 @@ credential() {
 # Creates (or resets) Redis user $1 with password $2, limited to the keys of the topologies in the DAGs folder
 # (`txdag acl redis`; their sources read-write, as the demo seeds them with it), as the Redis admin user.
 create_redis_user() {
-    local line reply
     grep -q -l 'TransactionalTopology(' "$DAGS_FOLDER"/*.py 2>/dev/null || return 0
-    line="$(TXDAG_ACL_PASSWORD="$2" "$VENV/bin/python" -m txdag.cli acl redis --dags "$DAGS_FOLDER" --user "$1" \
-        --password-env TXDAG_ACL_PASSWORD --source-write)" || die "txdag acl redis failed for $DAGS_FOLDER"
-    reply="$(printf '%s\n' "$line" | REDISCLI_AUTH="$(credential TXDAG_REDIS_ADMIN_PASSWORD)" timeout 10 \
-        redis-cli --user "$(credential TXDAG_REDIS_ADMIN_USER)" -h "$HOST" -p "$3" 2>&1)" || true
-    [[ "$reply" == OK ]] || die "could not create Redis user $1 on $HOST:$3: $reply (is Redis up? bash scripts/services.sh start)"
-    say "Redis user $1: only the keys of the topologies in $DAGS_FOLDER (txdag acl redis)"
+    TXDAG_ACL_PASSWORD="$2" TXDAG_REDIS_ADMIN_USER="$(credential TXDAG_REDIS_ADMIN_USER)" \
+        TXDAG_REDIS_ADMIN_PASSWORD="$(credential TXDAG_REDIS_ADMIN_PASSWORD)" "$VENV/bin/python" -m txdag.cli acl \
+        redis --dags "$DAGS_FOLDER" --user "$1" --password-env TXDAG_ACL_PASSWORD --source-write \
+        --apply "redis://$HOST:$3/0" >/dev/null ||
+        die "could not create Redis user $1 on $HOST:$3 (above: why; is Redis up? bash scripts/services.sh start)"
+    say "Redis user $1: only the keys of the topologies in $DAGS_FOLDER (txdag acl redis --apply)"
 }
 
 # Sets the defaults of the components' environment and records it. The default connections log in as the
