@@ -20,5 +20,6 @@ COPY --chown=airflow:0 include /opt/txdag/include
 # Editable: docker-compose.yaml mounts ./include over /opt/txdag/include, so a change needs no rebuild.
 RUN pip install --no-cache-dir "apache-airflow==${AIRFLOW_VERSION}" -e "/opt/txdag[airflow]"
 ENV PYTHONPATH=/opt/txdag/include \
+    TXDAG_DEPLOYMENT=container \
     PYSPARK_PYTHON=python3 \
     PYSPARK_DRIVER_PYTHON=python3
