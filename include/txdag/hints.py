@@ -62,7 +62,7 @@ _START: dict[Kind, dict[str, str]] = {
         "zookeeper": "start those ZooKeeper servers",
         "spark_connect": "start a Spark Connect server at that address (sbin/start-connect-server.sh of a Spark "
                          "distribution)",
-        "airflow": "start Airflow's api-server (airflow api-server)",
+        "airflow": "start Airflow's components (airflow api-server, scheduler, dag-processor, triggerer)",
     },
 }
 

@@ -169,7 +169,7 @@ def check_airflow(args: argparse.Namespace) -> list[Check]:
     bad = {k: v.get("status") for k, v in health.items() if isinstance(v, dict) and v.get("status") != "healthy"}
     if bad:
         return [Check("airflow api", "warn", f"{api.base_url} answers; not healthy: {bad}",
-                      f"start the missing components ({hints.how_to_start('airflow')}), see their logs")]
+                      f"some components are down: {hints.how_to_start('airflow')}, and see their logs")]
     return [Check("airflow api", "ok", f"{api.base_url} answers; {', '.join(health)} healthy")]
 
 
