@@ -351,6 +351,6 @@ def api_from_env() -> AirflowAPI:
         passwords = next((path for path in candidates if path.is_file()), None)
         if passwords is None:
             raise RuntimeError(f"no Airflow password: set TXDAG_AIRFLOW_PASSWORD, or AIRFLOW_HOME to the instance's "
-                               f"home ({' nor '.join(map(str, candidates))} exists; {hints.how_to_env()})")
+                               f"home (no {' or '.join(map(str, candidates))}; {hints.how_to_env()})")
         password = json.loads(passwords.read_text())[user]
     return AirflowAPI(url, user, password)
