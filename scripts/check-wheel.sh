@@ -60,7 +60,7 @@ check_one() {
     fi
     started=$SECONDS
     (cd /tmp && "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${constraints[@]}" \
-        "apache-airflow==$AIRFLOW_VERSION" "$WHEEL[airflow]")
+        "apache-airflow==$AIRFLOW_VERSION" "${WHEEL}[airflow]")
     seconds=$((SECONDS - started))
     say "installed apache-airflow==$AIRFLOW_VERSION and $(basename "$WHEEL")[airflow] in ${seconds}s"
 
@@ -100,6 +100,7 @@ EOF
     "$venv/bin/airflow" plugins -o plain | grep -w txdag
     "$venv/bin/airflow" providers list -o plain | grep -w txdag
     "$venv/bin/airflow" db migrate >"$home/db-migrate.log" 2>&1 || { tail -20 "$home/db-migrate.log"; die "db migrate"; }
+    # shellcheck disable=SC2016  # $0 is the port, expanded by the inner bash
     if timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$0"' "$PORT" 2>/dev/null; then
         die "port $PORT is taken: set TXDAG_CHECK_PORT"
     fi
