@@ -20,7 +20,11 @@ USER airflow
 COPY --chown=airflow:0 pyproject.toml README.md /opt/txdag/
 COPY --chown=airflow:0 include /opt/txdag/include
 # Editable: docker-compose.yaml mounts ./include over /opt/txdag/include, so a change needs no rebuild.
-RUN pip install --no-cache-dir "apache-airflow==${AIRFLOW_VERSION}" apache-airflow-providers-fab -e "/opt/txdag[airflow]"
+# The editable build leaves include/txdag.egg-info, which PYTHONPATH would show as a second txdag (its plugin loaded
+# twice, the second reported as a plugin import error): the installed dist-info is the one to keep.
+RUN pip install --no-cache-dir "apache-airflow==${AIRFLOW_VERSION}" apache-airflow-providers-fab -e "/opt/txdag[airflow]" \
+    && rm -rf /opt/txdag/include/txdag.egg-info
 ENV PYTHONPATH=/opt/txdag/include \
+    TXDAG_DEPLOYMENT=container \
     PYSPARK_PYTHON=python3 \
     PYSPARK_DRIVER_PYTHON=python3

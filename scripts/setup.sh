@@ -5,8 +5,10 @@
 #     only when one is missing; services the packages would start at install time are kept from starting: the
 #     servers run from scripts/services.sh and scripts/postgres.sh, on loopback and ports of their own)
 #   - .venv at the repository root (Python 3.11) with txdag installed editable, with its airflow, dev and bench
-#     extras (bench: matplotlib for bench/throughput.py's chart, py-spy for its --profile)
-# Safe to run again: a rerun with nothing to do takes about a second.
+#     extras (bench: matplotlib for bench/throughput.py's chart, py-spy for its --profile), at the exact versions
+#     of constraints/constraints-3.11.txt (pyproject.toml has ranges; the constraints file is the tested set)
+# Safe to run again: a rerun with nothing to do takes about a second (it reinstalls when pyproject.toml or the
+# constraints file changed).
 #
 #   bash scripts/setup.sh      (scripts/demo.sh and scripts/test.sh run it first)
 #
@@ -21,6 +23,7 @@ fi
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
 STAMP="$VENV/.txdag-installed"
+CONSTRAINTS="$ROOT/constraints/constraints-3.11.txt"
 APT_PACKAGES=(redis-server redis-tools zookeeper postgresql-15 postgresql-client-15 chromium chromium-driver)
 
 say() { printf 'setup: %s\n' "$*"; }
@@ -123,14 +126,20 @@ if [[ ! -x "$VENV/bin/python" ]]; then
     "$python" -m venv "$VENV"
 fi
 
-# 3. Python packages (skipped while the stamp is newer than pyproject.toml)
-if [[ -f "$STAMP" && "$STAMP" -nt "$ROOT/pyproject.toml" ]]; then
+# 3. Python packages (skipped while the stamp is newer than pyproject.toml and the constraints file)
+[[ -f "$CONSTRAINTS" ]] || die "$CONSTRAINTS not found (the exact versions to install)"
+if [[ -f "$STAMP" && "$STAMP" -nt "$ROOT/pyproject.toml" && "$STAMP" -nt "$CONSTRAINTS" ]]; then
     say "Python packages up to date in .venv (delete $STAMP to force a reinstall)"
 else
     say "upgrading pip in .venv"
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-    say "installing txdag (editable) with its airflow, dev and bench extras into .venv"
-    (cd "$ROOT" && "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[airflow,dev,bench]')
+    say "installing txdag (editable) with its airflow, dev and bench extras into .venv (-c ${CONSTRAINTS#"$ROOT/"})"
+    (cd "$ROOT" && "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -c "$CONSTRAINTS" \
+        -e '.[airflow,dev,bench]')
+    # The editable build leaves include/txdag.egg-info behind, and include/ is on sys.path (the editable .pth):
+    # importlib.metadata would then see txdag twice, and Airflow would load the plugin of its airflow.plugins entry
+    # point twice (the second one reported as a plugin import error). The installed dist-info is the one to keep.
+    rm -rf "$ROOT/include/txdag.egg-info"
     touch "$STAMP"
 fi
 say "ready ($("$VENV/bin/python" -V 2>&1) in .venv)"

@@ -2,15 +2,16 @@
 
 Hosts and passwords come from the same Airflow connections the DAGs use (``redis_default``,
 ``zookeeper_default``, ``spark_default``), read through Airflow's secrets (environment variables or the metadata
-database), so run it where the ``airflow`` CLI works: ``eval "$(bash scripts/airflow.sh env)"`` first on a dev
-machine. Topologies are read from the DAG folder (``--dags``, ``TXDAG_DAGS_FOLDER``, ``AIRFLOW__CORE__DAGS_FOLDER``
-or ``./dags``). Every command takes ``--json``. Exit codes: 0 done, 1 failed (the message says what to do),
-2 usage error.
+database), so run it where the ``airflow`` CLI works (``eval "$(bash scripts/airflow.sh env)"`` first in a
+checkout; errors name the fix that applies where it runs, see :mod:`txdag.hints`). Topologies are read from the DAG
+folder (``--dags``, ``TXDAG_DAGS_FOLDER``, ``AIRFLOW__CORE__DAGS_FOLDER`` or ``./dags``). Every command takes
+``--json``. Exit codes: 0 done, 1 failed (the message says what to do), 2 usage error. ``txdag --version``.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import sys
 from collections.abc import Sequence
 
@@ -33,11 +34,22 @@ def _options() -> argparse.ArgumentParser:
     return common
 
 
+def version() -> str:
+    """The installed distribution's version (the package's own when it is imported from sources alone)."""
+    try:
+        return importlib.metadata.version("txdag")
+    except importlib.metadata.PackageNotFoundError:
+        from txdag import __version__
+
+        return __version__
+
+
 def build_parser() -> argparse.ArgumentParser:
     from txdag.commands import doctor, inspect, kvstate, ops, state
 
     common = [_options()]
     parser = argparse.ArgumentParser(prog="txdag", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("status", parents=common, help="committed txid, txids in flight, failures, rejections")
@@ -114,8 +126,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def airflow_failure(exc: Exception) -> str | None:
     """What to tell about a failed request to Airflow's REST API mid-command (None: not such a failure)."""
-    import requests
-
+    requests = sys.modules.get("requests")  # not imported (or not installed: no airflow extra): not such a failure
+    if requests is None:
+        return None
     from txdag.airflow.api import AirflowAPIError
 
     if isinstance(exc, AirflowAPIError):

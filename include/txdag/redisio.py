@@ -7,14 +7,16 @@ from collections.abc import Iterator, Sequence
 
 import redis
 
+from txdag import hints
 from txdag.errors import AccessDenied, ServiceUnavailable
 
-HOW_TO_START_REDIS = (
-    "start it with `bash scripts/services.sh start` (development), or check the Airflow connection "
-    "that points txdag at Redis"
-)
 SCRIPT_REFUSED = "The user executing the script can't"  # Redis 7's ACL refusal inside a Lua script
 SHOWN_KEYS = 4
+
+
+def how_to_start_redis() -> str:
+    """The fix for an unreachable Redis, for where txdag runs (a checkout, a container, an installed wheel)."""
+    return f"{hints.how_to_start('redis')}, or check the Airflow connection that points txdag at Redis"
 
 
 def _kwargs(client: redis.Redis) -> dict:
@@ -83,7 +85,7 @@ def redis_errors(
             raise
         raise ServiceUnavailable(
             f"Redis at {describe(client)} is unreachable while {doing} ({type(exc).__name__}: {exc}); "
-            f"{HOW_TO_START_REDIS}"
+            f"{how_to_start_redis()}"
         ) from exc
 
 

@@ -17,11 +17,12 @@ import time
 import uuid
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import requests
+
+from txdag import hints
 
 TERMINAL_RUN_STATES = frozenset({"success", "failed"})
 TERMINAL_TI_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
@@ -340,14 +341,16 @@ def _detail(response: requests.Response) -> Any:
 
 
 def api_from_env() -> AirflowAPI:
-    """A client for the instance of scripts/airflow.sh (or TXDAG_AIRFLOW_URL/_USER/_PASSWORD for any other)."""
-    url = os.environ.get("TXDAG_AIRFLOW_URL") or f"http://127.0.0.1:{os.environ.get('TXDAG_AIRFLOW_PORT', '8791')}"
+    """A client for TXDAG_AIRFLOW_URL/_USER/_PASSWORD; without them, for the Airflow where txdag runs: scripts/
+    airflow.sh's in a checkout, ``AIRFLOW_HOME``'s (default ``~/airflow``) elsewhere (see :mod:`txdag.hints`)."""
+    url = hints.airflow_url()
     user = os.environ.get("TXDAG_AIRFLOW_USER", "admin")
     password = os.environ.get("TXDAG_AIRFLOW_PASSWORD")
     if password is None:
-        passwords = Path(os.environ.get("AIRFLOW_HOME", ".run/airflow")) / "simple_auth_manager_passwords.json"
-        if not passwords.is_file():
+        candidates = hints.airflow_password_files()
+        passwords = next((path for path in candidates if path.is_file()), None)
+        if passwords is None:
             raise RuntimeError(f"no Airflow password: set TXDAG_AIRFLOW_PASSWORD, or AIRFLOW_HOME to the instance's "
-                               f"home ({passwords} does not exist); eval \"$(bash scripts/airflow.sh env)\" does it")
+                               f"home (no {' or '.join(map(str, candidates))}; {hints.how_to_env()})")
         password = json.loads(passwords.read_text())[user]
     return AirflowAPI(url, user, password)

@@ -1,8 +1,12 @@
-"""Provider metadata: registers the ``zookeeper`` connection type with Airflow (entry point in pyproject)."""
+"""Provider metadata (entry point ``apache_airflow_provider`` in pyproject.toml): the ``zookeeper`` connection
+type, and the plugin (loaded through its own ``airflow.plugins`` entry point; listed here as Airflow's schema
+for providers has it)."""
 
 from __future__ import annotations
 
 from typing import Any
+
+PLUGIN_CLASS = "txdag.airflow.plugin.TxdagPlugin"
 
 
 def get_provider_info() -> dict[str, Any]:
@@ -13,4 +17,5 @@ def get_provider_info() -> dict[str, Any]:
         "connection-types": [
             {"hook-class-name": "txdag.airflow.hooks.ZooKeeperHook", "connection-type": "zookeeper"},
         ],
+        "plugins": [{"name": "txdag", "plugin-class": PLUGIN_CLASS}],
     }

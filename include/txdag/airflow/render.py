@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from airflow.sdk import DAG, BaseHook
 
+from txdag import hints
 from txdag.airflow.operators import (
     CommitOperator,
     CoordinateOperator,
@@ -18,8 +19,12 @@ HOW_TO_ADD = {
     "redis": "redis://HOST:PORT (extra {\"db\": N} for another database)",
     "zookeeper": "zookeeper://HOST:PORT (extra {\"root\": \"/txdag\"})",
     "spark": "spark://local[*], or your master (spark://host:7077, yarn, k8s://...)",
-    "spark_connect": "sc://127.0.0.1:15092 (`bash scripts/spark-connect.sh start` runs one there)",
 }
+
+
+def connection_example(kind: str) -> str:
+    """An example connection of ``kind``; for Spark Connect, the server of the deployment txdag runs in."""
+    return hints.spark_connect_example() if kind == "spark_connect" else HOW_TO_ADD[kind]
 
 
 def check_connections(topology: TransactionalTopology) -> None:
@@ -31,7 +36,7 @@ def check_connections(topology: TransactionalTopology) -> None:
             raise ConfigError(
                 f"topology {topology.topology_id!r}: Airflow connection {conn_id!r} ({kind}) is not defined "
                 f"({type(exc).__name__}): add it in Admin > Connections or set AIRFLOW_CONN_{conn_id.upper()} "
-                f"(a {kind} connection, e.g. {HOW_TO_ADD[kind]})"
+                f"(a {kind} connection, e.g. {connection_example(kind)})"
             ) from None
 
 

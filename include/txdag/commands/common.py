@@ -12,11 +12,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from txdag import hints
 from txdag.errors import ConfigError, TxdagError
 
 DEFAULT_REDIS_CONN = "redis_default"
 DEFAULT_ZK_CONN = "zookeeper_default"
-HOW_TO_ENV = 'eval "$(bash scripts/airflow.sh env)" on a development machine'
 
 
 class CliError(TxdagError):
@@ -57,7 +57,7 @@ def connection(conn_id: str) -> Any:
     except Exception as exc:  # not found, or no metadata database to look in
         raise ConfigError(
             f"Airflow connection {conn_id!r} is not usable ({type(exc).__name__}: {exc}): set "
-            f"AIRFLOW_CONN_{conn_id.upper()} or add it in Admin > Connections ({HOW_TO_ENV})"
+            f"AIRFLOW_CONN_{conn_id.upper()} or add it in Admin > Connections ({hints.how_to_env()})"
         ) from None
 
 

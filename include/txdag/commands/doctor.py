@@ -15,11 +15,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from txdag import hints
 from txdag.commands.common import DEFAULT_REDIS_CONN, DEFAULT_ZK_CONN, connection, emit, table
 from txdag.errors import TxdagError
 
 GROUPS = ("redis", "zookeeper", "spark", "airflow")
-START_SERVICES = "start it with `bash scripts/services.sh start`"
 
 
 def short(exc: Exception) -> str:
@@ -59,7 +59,7 @@ def check_redis(args: argparse.Namespace) -> list[Check]:
         return [Check(name, "fail", f"{address}: {exc}", f"fix the login/password of connection {args.redis_conn_id}")]
     except redis.RedisError as exc:
         return [Check(name, "fail", f"{address} does not answer ({type(exc).__name__}: {exc})",
-                      f"{START_SERVICES}, or fix the host/port of connection {args.redis_conn_id}")]
+                      f"{hints.how_to_start('redis')}, or fix the host/port of connection {args.redis_conn_id}")]
     finally:
         client.close()
     return [Check(name, "ok", f"{address} answers (Redis {version})")]
@@ -89,7 +89,7 @@ def check_zookeeper(args: argparse.Namespace) -> list[Check]:
         client = connect_zk(hosts, auth=auth, timeout=args.timeout)
     except TxdagError as exc:
         return [Check(name, "fail", short(exc),
-                      f"{START_SERVICES}, or fix the hosts of connection {args.zookeeper_conn_id}")]
+                      f"{hints.how_to_start('zookeeper')}, or fix the hosts of connection {args.zookeeper_conn_id}")]
     try:
         count = len(client.get_children(root)) if client.exists(root) else 0
     finally:
@@ -164,12 +164,12 @@ def check_airflow(args: argparse.Namespace) -> list[Check]:
         health = api.health()
     except Exception as exc:  # connection refused, wrong password, no password file: all say the same fix
         return [Check("airflow api", "fail", f"{type(exc).__name__}: {str(exc)[:300]}",
-                      "start Airflow (bash scripts/airflow.sh start), or set TXDAG_AIRFLOW_URL, TXDAG_AIRFLOW_USER "
+                      f"{hints.how_to_start('airflow')}, or set TXDAG_AIRFLOW_URL, TXDAG_AIRFLOW_USER "
                       "and TXDAG_AIRFLOW_PASSWORD (or AIRFLOW_HOME) for your instance")]
     bad = {k: v.get("status") for k, v in health.items() if isinstance(v, dict) and v.get("status") != "healthy"}
     if bad:
         return [Check("airflow api", "warn", f"{api.base_url} answers; not healthy: {bad}",
-                      "start the missing components (bash scripts/airflow.sh start), see their logs")]
+                      f"some components are down: {hints.how_to_start('airflow')}, and see their logs")]
     return [Check("airflow api", "ok", f"{api.base_url} answers; {', '.join(health)} healthy")]
 
 

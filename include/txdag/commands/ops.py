@@ -7,6 +7,7 @@ import argparse
 import sys
 from typing import Any
 
+from txdag import hints
 from txdag.commands.common import (
     CliError,
     Progress,
@@ -43,7 +44,7 @@ def airflow_api() -> Any:
     except (RuntimeError, requests.RequestException) as exc:
         if isinstance(exc, AirflowAPIError) and exc.status not in (401, 403):
             raise
-        raise CliError(f"cannot use Airflow's REST API ({exc}); start it (bash scripts/airflow.sh start) or set "
+        raise CliError(f"cannot use Airflow's REST API ({exc}); {hints.how_to_start('airflow')}, or set "
                        "TXDAG_AIRFLOW_URL, TXDAG_AIRFLOW_USER and TXDAG_AIRFLOW_PASSWORD") from None
 
 

@@ -28,6 +28,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql.connect.session import SparkSession as ConnectSession
 
+from txdag import hints
 from txdag.definition import JobSpec
 from txdag.errors import ConfigError, ServiceUnavailable
 from txdag.jobfile import load_job_module
@@ -37,10 +38,13 @@ from txdag.state.kv import ProviderConfig
 # pyspark.sql.functions build Connect columns only while this is set (pyspark's is_remote()); pyspark sets it for
 # good on a Connect session, so it is set around the job and put back after.
 CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
-HOW_TO_START = ("start it with `bash scripts/spark-connect.sh start`, or fix the host/port of the spark_connect "
-                "connection")
 SHARED_GENERATIONS = 8  # shared sessions a topology may start in a day before its txids fall back to their own
 log = logging.getLogger(__name__)
+
+
+def how_to_start() -> str:
+    """The fix for a Spark Connect server that does not answer, for where txdag runs."""
+    return f"{hints.how_to_start('spark_connect')}, or fix the host/port of the spark_connect connection"
 
 
 def shared_session_url(url: str, topology: str, day: datetime | None = None, generation: int = 0) -> str:
@@ -73,7 +77,7 @@ def connect_session(url: str) -> SparkSession:
     try:  # the client retries a refused connection for minutes: look first
         socket.create_connection((parsed.hostname or "127.0.0.1", parsed.port or 15002), timeout=10).close()
     except OSError as exc:
-        raise ServiceUnavailable(f"Spark Connect server at {address} does not answer ({exc}); {HOW_TO_START}, "
+        raise ServiceUnavailable(f"Spark Connect server at {address} does not answer ({exc}); {how_to_start()}, "
                                  "then retry the task") from None
     spark = None
     try:
@@ -85,7 +89,7 @@ def connect_session(url: str) -> SparkSession:
             spark.stop()
             raise
         raise ServiceUnavailable(f"Spark Connect server at {address} does not answer ({type(exc).__name__}); "
-                                 f"{HOW_TO_START}, then retry the task") from None
+                                 f"{how_to_start()}, then retry the task") from None
     return cast(SparkSession, spark)
 
 

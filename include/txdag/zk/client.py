@@ -14,15 +14,17 @@ from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.security import make_digest_acl
 
+from txdag import hints
 from txdag.errors import ConfigError, ServiceUnavailable
 from txdag.masking import register_secret
 
 log = logging.getLogger("txdag.zk")
 
-HOW_TO_START = (
-    "start it with `bash scripts/services.sh start`, or check the host/port of the ZooKeeper connection "
-    "in Airflow (Admin > Connections)"
-)
+
+def how_to_start() -> str:
+    """The fix for an unreachable ZooKeeper, for where txdag runs (a checkout, a container, an installed wheel)."""
+    return (f"{hints.how_to_start('zookeeper')}, or check the host/port of the ZooKeeper connection "
+            "in Airflow (Admin > Connections)")
 
 
 def connect_zk(hosts: str, *, auth: tuple[str, str] | None = None, timeout: float = 10.0) -> KazooClient:
@@ -56,7 +58,7 @@ def connect_zk(hosts: str, *, auth: tuple[str, str] | None = None, timeout: floa
             client.start(timeout=timeout)
     except KazooTimeoutError:
         raise ServiceUnavailable(
-            f"ZooKeeper is not reachable at {hosts} (no session within {timeout:g}s); {HOW_TO_START}"
+            f"ZooKeeper is not reachable at {hosts} (no session within {timeout:g}s); {how_to_start()}"
         ) from None
     if client.chroot and not client.exists("/"):
         close_zk(client)

@@ -31,7 +31,7 @@ from kazoo.recipe.lock import Lock
 from kazoo.retry import RetryFailedError
 
 from txdag.errors import ConfigError, ServiceUnavailable, TxdagError
-from txdag.zk.client import HOW_TO_START
+from txdag.zk.client import how_to_start
 from txdag.zk.records import RunRecord, TopologyRecord, TxidRecord
 
 log = logging.getLogger("txdag.zk")
@@ -260,7 +260,7 @@ class TransactionStore:
         """ServiceUnavailable naming ZooKeeper, its address and what to do."""
         hosts = ",".join(f"{h}:{p}" for h, p in self.client.hosts or ()) + (self.client.chroot or "")
         return ServiceUnavailable(
-            f"ZooKeeper at {hosts} {what} (topology {self.topology!r}); {HOW_TO_START}, then retry the task"
+            f"ZooKeeper at {hosts} {what} (topology {self.topology!r}); {how_to_start()}, then retry the task"
         )
 
     def _no_auth(self, path: str) -> NoReturn:

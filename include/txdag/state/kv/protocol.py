@@ -25,7 +25,7 @@ import redis
 
 from txdag.attempt import TransactionAttempt
 from txdag.errors import ServiceUnavailable
-from txdag.redisio import HOW_TO_START_REDIS, describe, redis_errors
+from txdag.redisio import describe, how_to_start_redis, redis_errors
 from txdag.state.kv import scripts
 from txdag.state.kv.errors import KVStateError, raise_kv_error
 from txdag.state.kv.layout import PUT_TAG, TOMBSTONE, KVNamespace, attempt_id, parse_attempt_id
@@ -111,7 +111,7 @@ def kv_errors(client: redis.Redis, doing: str, spec: KVNamespace) -> Iterator[No
 
 
 def _down(client: redis.Redis, doing: str, spec: KVNamespace, exc: BaseException) -> ServiceUnavailable:
-    hint = HOW_TO_START_CLUSTER if getattr(client, "nodes_manager", None) is not None else HOW_TO_START_REDIS
+    hint = HOW_TO_START_CLUSTER if getattr(client, "nodes_manager", None) is not None else how_to_start_redis()
     return ServiceUnavailable(f"Redis at {describe(client)} cannot serve {doing} of KeyValueState "
                               f"{spec.namespace!r} ({type(exc).__name__}: {exc}); {hint}")
 
