@@ -11,6 +11,10 @@
 #   TXDAG_CHECK_CONSTRAINTS=1 to install with constraints/constraints-3.11.txt (Python 3.11 only).
 # Needs network access to PyPI. Takes about 2-4 minutes per Python on 2 cores.
 set -euo pipefail
+if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then # the comment above, before anything runs or is created
+    sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"
+    exit 0
+fi
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PORT="${TXDAG_CHECK_PORT:-8786}"
