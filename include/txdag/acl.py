@@ -128,9 +128,9 @@ def cmd_acl(args: argparse.Namespace) -> int:
         password = os.environ.get(args.password_env)
         if not password:
             raise ConfigError(f"--password-env {args.password_env}: that environment variable is not set or empty")
-    from txdag.commands.common import dags_folder
+    from txdag.topology import dags_folder
 
-    topologies = load_topologies(args.topology, dags_folder(args))
+    topologies = load_topologies(args.topology, dags_folder(args.dags))
     setuser = setuser_args(args.user, topologies, password=password, source_write=args.source_write)
     if args.apply:
         print(apply_setuser(args.apply, setuser))

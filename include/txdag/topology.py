@@ -174,6 +174,15 @@ class TransactionalTopology:
             )
 
 
+def dags_folder(given: str | Path | None = None) -> Path:
+    """The DAG folder: ``given`` (a ``--dags`` option), else $TXDAG_DAGS_FOLDER, else Airflow's
+    $AIRFLOW__CORE__DAGS_FOLDER, else ./dags."""
+    for value in (given, os.environ.get("TXDAG_DAGS_FOLDER"), os.environ.get("AIRFLOW__CORE__DAGS_FOLDER")):
+        if value:
+            return Path(value)
+    return Path("dags")
+
+
 def load_definitions(folder: str | Path, recursive: bool = False
                      ) -> tuple[dict[str, TransactionalTopology], dict[str, str]]:
     """The topologies defined by the DAG files in ``folder`` (and its subfolders, symbolic links followed, when

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -44,7 +43,7 @@ def logs_to_stderr() -> None:
     logging.getLogger("kazoo").setLevel(logging.ERROR)  # its reconnection warnings; the commands report outages
     for handler in root.handlers:
         if type(handler) is logging.StreamHandler and not isinstance(handler.stream, _Stderr):  # not pytest's
-            handler.setStream(_Stderr())  # type: ignore[arg-type]
+            handler.setStream(_Stderr())
 
 
 def connection(conn_id: str) -> Any:
@@ -111,11 +110,9 @@ def conn_id(args: argparse.Namespace, name: str, topology: Any = None) -> str:
 
 def dags_folder(args: argparse.Namespace) -> Path:
     """``--dags``, else $TXDAG_DAGS_FOLDER, else Airflow's $AIRFLOW__CORE__DAGS_FOLDER, else ./dags."""
-    for value in (getattr(args, "dags", None), os.environ.get("TXDAG_DAGS_FOLDER"),
-                  os.environ.get("AIRFLOW__CORE__DAGS_FOLDER")):
-        if value:
-            return Path(value)
-    return Path("dags")
+    from txdag.topology import dags_folder as resolve
+
+    return resolve(getattr(args, "dags", None))
 
 
 def topologies(args: argparse.Namespace) -> dict[str, Any]:
