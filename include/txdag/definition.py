@@ -21,7 +21,7 @@ from txdag.errors import ConfigError, FormatVersionError
 from txdag.spouts.base import SpoutKind, TransactionalSpout
 from txdag.spouts.streams import OpaquePartitionedStreamSpout, PartitionedTransactionalStreamSpout, StreamPartition
 from txdag.spouts.tweets import TweetsTransactionalSpout
-from txdag.state import MAP_STATES, DefaultKeyCodec, JoinedKeyCodec, KeyCodec, RedisBackingMap
+from txdag.state import MAP_STATES, DefaultKeyCodec, JoinedKeyCodec, KeyCodec, RedisBackingMap, StateKind
 from txdag.state.map_state import MapStateBase
 from txdag.state.snapshottable_map import GLOBAL_KEY
 
@@ -88,7 +88,7 @@ class State:
         return tuple(fields)
 
     def build(self, client: redis.Redis) -> MapStateBase:
-        return MAP_STATES[self.kind](RedisBackingMap(client, self.redis_key, key_codec=self.codec()))
+        return MAP_STATES[StateKind(self.kind)](RedisBackingMap(client, self.redis_key, key_codec=self.codec()))
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind, "namespace": self.namespace,

@@ -40,7 +40,7 @@ def deployment() -> Kind:
     """``checkout``, ``container`` or ``installed`` (see the module's docstring)."""
     forced = os.environ.get(ENV, "").strip().lower()
     if forced in KINDS:
-        return forced  # type: ignore[return-value]
+        return forced
     return "checkout" if repo_root() is not None else "installed"
 
 

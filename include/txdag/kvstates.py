@@ -27,7 +27,7 @@ TIMEOUT_MS = 5000
 def provider_config(kv: KeyValue, redis_url: str | None) -> ProviderConfig:
     """The state's provider config: its own (its serializers unless the config names some), else the Redis of
     ``redis_url`` (the topology's connection)."""
-    serializers = {"key_serializer": kv.key_serializer, "value_serializer": kv.value_serializer}
+    serializers: dict[str, Any] = {"key_serializer": kv.key_serializer, "value_serializer": kv.value_serializer}
     if kv.config is not None:
         parsed = parse_provider_config(kv.provider, kv.config)
         raw = json.loads(kv.config) if isinstance(kv.config, str) else kv.config

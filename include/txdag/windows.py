@@ -216,6 +216,6 @@ def spec_from_dict(data: Any) -> WindowSpec:
     if kind is None:
         raise ConfigError(f"unknown window type {data.get('type')!r}; txdag knows {sorted(SPECS)}")
     try:
-        return kind(**args)  # type: ignore[no-any-return]
+        return kind(**args)
     except TypeError as exc:
         raise ConfigError(f"window {kind.__name__}: {exc}") from None

@@ -8,7 +8,7 @@ POSTs that must carry the ``X-Txdag-Csrf`` header, which a cross-site form canno
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import Body, FastAPI, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
@@ -36,7 +36,10 @@ async def authenticated(request: Request) -> tuple[Any, str]:
     return await resolve_user_from_token(token), token
 
 
-def allowed(user: Any, dag_id: str, method: str, runs: bool = False) -> bool:
+Method = Literal["GET", "POST", "PUT", "DELETE"]  # what the auth manager authorizes
+
+
+def allowed(user: Any, dag_id: str, method: Method, runs: bool = False) -> bool:
     from airflow.api_fastapi.app import get_auth_manager
     from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
 
@@ -44,7 +47,7 @@ def allowed(user: Any, dag_id: str, method: str, runs: bool = False) -> bool:
                                                 access_entity=DagAccessEntity.RUN if runs else None)
 
 
-def require(user: Any, dag_id: str, method: str, what: str, runs: bool = False) -> None:
+def require(user: Any, dag_id: str, method: Method, what: str, runs: bool = False) -> None:
     if not allowed(user, dag_id, method, runs):
         raise HTTPException(403, f"user {getattr(user, 'get_name', lambda: '?')()!r} may not {what} of topology "
                                  f"{dag_id!r}: ask an Airflow admin for edit permission on DAG {dag_id!r}")

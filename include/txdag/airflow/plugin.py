@@ -16,7 +16,7 @@ from airflow.plugins_manager import AirflowPlugin
 from txdag.airflow import pools
 
 
-def _transactions_app():  # type: ignore[no-untyped-def]
+def _transactions_app():
     from txdag.airflow.page import app
 
     return app

@@ -10,8 +10,8 @@ from txdag.airflow.api import AirflowAPI
 TASKS = ("coordinate", "process", "commit")
 
 
-def _dt(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+def _dt(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
 def run_timings(api: AirflowAPI, dag_id: str, run: dict) -> dict | None:

@@ -47,7 +47,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     try:
         in_zk = set(zk_topologies(client, root))
         names = [args.topology] if args.topology else sorted(set(defined) | in_zk)
-        report = []
+        report: list[dict[str, Any]] = []
         for name in names:
             if args.topology is None and name not in in_zk:
                 report.append({"topology": name, "last_txid": 0, "committed_txid": 0, "in_flight": [],

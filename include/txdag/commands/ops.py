@@ -22,7 +22,7 @@ from txdag.commands.common import (
 )
 from txdag.report import replay_targets
 
-SAMPLES = {  # shipped topology -> (sample kind, key prefix or streams)
+SAMPLES: dict[str, tuple[str, str | tuple[str, ...]]] = {  # shipped topology -> (sample kind, key prefix or streams)
     "tweets_analytics": ("tweets", ""),
     "trending_hashtags": ("tweets", ""),  # the same tweets as tweets_analytics
     "global_count": ("sentences", "global_count:"),
@@ -90,6 +90,7 @@ def cmd_seed(args: argparse.Namespace) -> int:
         batches = [(s, sample_sentences(per, seed=args.seed + i)) for i, s in enumerate(where)]
     else:
         make = sample_tweets if kind == "tweets" else sample_sentences
+        assert isinstance(where, str), f"{name}: a {kind} sample goes to one key prefix, got {where!r}"
         batches = [(where, make(args.count, seed=args.seed))]
     out = sys.stderr if args.json else sys.stdout
     progress = Progress(sum(len(items) for _, items in batches), out)

@@ -67,7 +67,7 @@ def load_process(job_path: str) -> Process:
     process = getattr(load_job_module(job_path), "process", None)
     if not callable(process):
         raise ConfigError(f"Spark job {job_path} defines no process(batch) function")
-    return process  # type: ignore[no-any-return]
+    return process
 
 
 def connect_session(url: str) -> SparkSession:

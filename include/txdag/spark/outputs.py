@@ -183,7 +183,7 @@ def check_output(ctx: StageContext, output: Any) -> None:
 def stage_output(ctx: StageContext, output: Any) -> OutputSpec:
     if isinstance(output, DataFrame):
         return stage_sum(ctx, output)
-    return output.stage(ctx)  # type: ignore[no-any-return]
+    return output.stage(ctx)
 
 
 def encode_number(value: Any) -> str:

@@ -59,7 +59,8 @@ def check_outputs(spec: JobSpec, outputs: Any, client_spec: dict[str, Any]) -> l
     if not isinstance(outputs, Mapping):
         raise ConfigError(f"{_where(spec)}: process must return a dict of state name -> DataFrame, "
                           f"got {type(outputs).__name__}")
-    states: dict[str, State | KeyValue] = {s.name: s for s in (*spec.states, *spec.key_values)}
+    declared: list[State | KeyValue] = [*spec.states, *spec.key_values]
+    states = {s.name: s for s in declared}
     for name in outputs:
         if name not in states:
             raise ConfigError(f"{_where(spec)}: process returned state {name!r}, which the topology does not "

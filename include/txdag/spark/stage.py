@@ -68,7 +68,7 @@ def write_rows(frame: DataFrame, client_spec: dict[str, Any], topology: str, whe
                                          schema=pa.schema([("key", pa.string()), ("n", pa.int64())]))
 
     try:
-        counts = frame.mapInArrow(write, COUNT_SCHEMA).groupBy("key").agg(F.sum("n")).collect()  # type: ignore
+        counts = frame.mapInArrow(write, COUNT_SCHEMA).groupBy("key").agg(F.sum("n")).collect()
     except PySparkException as exc:
         raise_executor_error(exc)
     return {row[0]: int(row[1]) for row in counts}

@@ -121,9 +121,10 @@ class TweetsTransactionalSpout:
         read_key, write_key = f"{self.prefix}NEXT_READ", f"{self.prefix}NEXT_WRITE"
         with redis_errors(self.client, "reading the tweet cursors", topology=self.topology, keys=[read_key, write_key]):
             pipe = self.client.pipeline(transaction=False)
-            (raw_read, raw_write), read_type, write_type = (
-                pipe.mget([read_key, write_key]).type(read_key).type(write_key).execute()
-            )
+            pipe.mget([read_key, write_key])
+            pipe.type(read_key)
+            pipe.type(write_key)
+            (raw_read, raw_write), read_type, write_type = pipe.execute()
         return (
             _cursor(raw_read, read_key, 1, read_type.decode(), self.topology),
             _cursor(raw_write, write_key, 1, write_type.decode(), self.topology),

@@ -78,6 +78,9 @@ class MapStateBase:
             raise ValueError(f"multi_put got {len(keys)} keys and {len(values)} values")
         self.multi_update(keys, [_replace(value) for value in values])
 
+    def multi_get(self, keys: Sequence[Key]) -> list[Any]:
+        raise NotImplementedError
+
     def multi_update(self, keys: Sequence[Key], updaters: Sequence[ValueUpdater]) -> list[Any]:
         raise NotImplementedError
 

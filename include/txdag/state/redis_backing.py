@@ -74,7 +74,7 @@ class RedisBackingMap:
                     pipe.hmget(hash_key, chunk)
             replies = pipe.execute()
         kind = self._kind(replies[0])
-        values, txids, prevs = ([] for _ in range(3))  # type: ignore[var-annotated]
+        values, txids, prevs = ([] for _ in range(3))
         for i in range(1, len(replies), 3):
             values += replies[i]
             txids += replies[i + 1]

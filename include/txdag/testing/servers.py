@@ -94,7 +94,9 @@ class RedisServer(_Server):
         )  # fmt: skip
 
     def _answers(self) -> bool:
-        probe = redis.Redis(host="127.0.0.1", port=self.port, socket_connect_timeout=0.2, retry=None)
+        # retry=None: no retries (redis-py takes None, though its hint says Retry)
+        probe = redis.Redis(host="127.0.0.1", port=self.port, socket_connect_timeout=0.2,
+                            retry=None)  # type: ignore[arg-type]
         try:
             return bool(probe.ping())
         except (redis.ConnectionError, redis.BusyLoadingError):

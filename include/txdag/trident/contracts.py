@@ -201,7 +201,8 @@ def apply(agg: AnyAggregator, rows: Iterable[Any], batch_id: Any = None) -> list
         return [(fold_rows(agg, rows),)]
     if isinstance(agg, ReducerAggregator):
         return [(fold_reduce(agg, rows),)]
-    return run_aggregator(check_aggregator(agg), rows, batch_id)
+    check_aggregator(agg)
+    return run_aggregator(agg, rows, batch_id)
 
 
 def reducer_updater(agg: ReducerAggregator, rows: list[Any]) -> Callable[[Any], Any]:

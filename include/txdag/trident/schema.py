@@ -103,7 +103,7 @@ def to_record_batch(who: Any, schema: StructType, rows: list[tuple[Any, ...]], w
             raise ConfigError(f"{who!r}: {what} gave {describe(row)}, but its schema has {len(names)} column(s) "
                               f"{names}: emit one value per column, or fix the schema")
     target = arrow_schema(schema)
-    columns = list(zip(*rows)) if rows else [[] for _ in target]
+    columns: list[Sequence[Any]] = list(zip(*rows)) if rows else [[] for _ in target]
     arrays = []
     for field, values in zip(target, columns):
         try:

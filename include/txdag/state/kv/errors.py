@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NoReturn
 
 import redis
@@ -83,7 +84,7 @@ def _rerun(ns: str) -> TxdagError:
                         f"to convert): run the same `txdag state migrate` again to finish")
 
 
-_BUILDERS = {
+_BUILDERS: dict[str, Callable[..., TxdagError]] = {
     "TXDAG_KV_BEHIND": _behind, "TXDAG_KV_SERIALIZERS": _serializers, "TXDAG_KV_MIGRATING": _migrating,
     "TXDAG_KV_OTHER_PREPARED": _other_prepared, "TXDAG_KV_STALE": _stale, "TXDAG_KV_NOT_STAGED": _not_staged,
     "TXDAG_KV_NOT_SEALED": _not_sealed, "TXDAG_KV_LOST": _lost, "TXDAG_KV_NOT_PREPARED": _not_prepared,
