@@ -2,10 +2,12 @@
 
     python bench/soak_worker.py coordinate|process|commit|fail CONFIG_JSON RUN_ID [TX_JSON] [OWNER]
 
-It does what the Airflow task of that phase does (txdag.airflow.operators), with the batch processed by the
-topology's Python reference instead of Spark: claim the attempt or re-emit, stage and seal, mark processed;
-commit in txid order; on the final failure, fail the txid and the later ones. It prints one JSON line.
-Exit codes: 0 done, 3 the txid moved on or cascaded (the phase must not be retried), other: failed.
+It runs the same step as the Airflow task of that phase (txdag.protocol.steps, which
+txdag.airflow.operators runs too), with the batch processed by the topology's Python reference instead of Spark:
+claim the attempt or re-emit, stage and seal, mark processed; commit in txid order; on the final failure, fail
+the run's txid and the later ones. It prints one JSON line.
+Exit codes: 0 done, 3 the txid moved on or cascaded (the phase must not be retried), other: failed (a source
+down at coordinate, or an exception: retried).
 """
 
 from __future__ import annotations
@@ -18,13 +20,9 @@ import redis
 
 from txdag.analytics.tweets import STATES, tweet_partials
 from txdag.attempt import TransactionAttempt
-from txdag.claims import ReemitError, claim_attempt
-from txdag.commit import commit_transaction
-from txdag.coordinator import Coordinator, Emission
-from txdag.errors import CascadeError, StaleAttemptError
-from txdag.faults import crash_if_requested
+from txdag.coordinator import Coordinator
 from txdag.local import LocalTopology
-from txdag.rejections import record_rejections
+from txdag.protocol import AlreadyCommitted, Committed, Emission, Processed, SourceDown, Wait, steps
 from txdag.spouts import OpaquePartitionedStreamSpout, StreamPartition
 from txdag.spouts.tweets import TweetsTransactionalSpout
 from txdag.state import JoinedKeyCodec, OpaqueMap, RedisBackingMap, TransactionalMap
@@ -33,6 +31,7 @@ from txdag.zk.client import connect_zk
 from txdag.zk.store import TransactionStore
 
 TWEETS, WORDS = "soak_tweets", "soak_words"
+FINAL = 3  # the exit code of a phase that must not be retried: the txid moved on, or cascaded
 
 
 def build(config: dict) -> LocalTopology:
@@ -58,34 +57,44 @@ def build(config: dict) -> LocalTopology:
     return LocalTopology(coordinator, client, states, process)
 
 
-def coordinate(topology: LocalTopology, run_id: str) -> dict:
-    outcome = topology.coordinate(run_id)
+def coordinate(topology: LocalTopology, run_id: str) -> tuple[int, dict]:
+    outcome = steps.coordinate(topology.runtime, run_id)
     if isinstance(outcome, Emission):
-        return {"kind": "emission", "txid": outcome.tx.txid, "attempt": outcome.tx.attempt,
-                "metadata": outcome.metadata, "replay": outcome.replay, "already_committed": outcome.already_committed}
-    return {"kind": type(outcome).__name__.lower(), "reason": outcome.reason}
+        return 0, {"kind": "emission", "txid": outcome.tx.txid, "attempt": outcome.tx.attempt,
+                   "metadata": outcome.metadata, "replay": outcome.replay,
+                   "already_committed": outcome.already_committed,
+                   "unavailable_partitions": list(outcome.unavailable_partitions)}
+    # a source that is down fails this try (the task's retry coordinates again); the others are answers
+    return (1 if isinstance(outcome, SourceDown) else 0), {"kind": type(outcome).__name__.lower(),
+                                                          "reason": outcome.reason}
 
 
-def process(topology: LocalTopology, run_id: str, emitted: dict, owner: str) -> dict:
-    if emitted["already_committed"]:
-        return {"txid": emitted["txid"], "attempt": emitted["attempt"], "tuples": 0}
-    coordinator = topology.coordinator
-    emission = Emission(TransactionAttempt(emitted["txid"], emitted["attempt"]), emitted["metadata"], emitted["replay"])
-    emission = claim_attempt(coordinator, topology.staging, run_id, emission, owner)
-    tx = emission.tx
-    batch = coordinator.spout.emit_batch(tx, emission.metadata)
-    record_rejections(topology.client, coordinator.name, tx, batch.rejections)
-    partials = topology.process_fn(batch.records)
-    topology.staging.stage(tx, {name: topology.encode(name, deltas) for name, deltas in partials.items()})
-    if not coordinator.mark_processed(tx):
-        raise StaleAttemptError(f"topology {coordinator.name!r} {tx}: moved on while processing; dropped")
-    crash_if_requested("staged", coordinator.name, tx)
-    return {"txid": tx.txid, "attempt": tx.attempt, "tuples": len(batch), "rejected": len(batch.rejections)}
+def process(topology: LocalTopology, run_id: str, emitted: dict, owner: str) -> tuple[int, dict]:
+    emission = Emission(TransactionAttempt(emitted["txid"], emitted["attempt"]), emitted["metadata"],
+                        emitted["replay"], already_committed=emitted["already_committed"])
+    outcome = steps.process(topology.runtime, run_id, emission, topology.run_job, owner=owner)
+    if isinstance(outcome, Processed):
+        return 0, {"txid": outcome.tx.txid, "attempt": outcome.tx.attempt, "tuples": outcome.tuples,
+                   "rejected": outcome.rejected}
+    if isinstance(outcome, AlreadyCommitted):
+        return 0, {"txid": emission.tx.txid, "attempt": emission.tx.attempt, "tuples": 0}
+    return FINAL, {"error": outcome.reason, "final": True}  # Superseded (Wait: no key-value states here)
 
 
-def commit(topology: LocalTopology, tx: TransactionAttempt) -> dict:
-    outcome = commit_transaction(topology.coordinator, topology.staging, topology.client, tx, topology.states)
-    return {"status": outcome.status, "waiting_on": outcome.waiting_on, "applied": outcome.applied}
+def commit(topology: LocalTopology, tx: TransactionAttempt) -> tuple[int, dict]:
+    outcome = steps.commit(topology.runtime, tx)
+    if isinstance(outcome, Committed):
+        return 0, {"status": "committed", "applied": outcome.applied}
+    if isinstance(outcome, AlreadyCommitted):
+        return 0, {"status": "already committed", "applied": 0}
+    if isinstance(outcome, Wait):
+        return 0, {"status": "waiting", "waiting_on": outcome.waiting_on}
+    return FINAL, {"error": outcome.reason, "final": True}  # Refused (cascade, never processed) or Superseded
+
+
+def fail(topology: LocalTopology, run_id: str, error: str) -> tuple[int, dict]:
+    failed = steps.fail(topology.runtime, run_id, error)
+    return 0, {"failed": list(failed.txids) if failed else []}
 
 
 def main(argv: list[str]) -> int:
@@ -94,23 +103,19 @@ def main(argv: list[str]) -> int:
     topology = build(config)
     try:
         if phase == "coordinate":
-            result = coordinate(topology, run_id)
+            rc, result = coordinate(topology, run_id)
         elif phase == "process":
-            result = process(topology, run_id, emitted, argv[4])
+            rc, result = process(topology, run_id, emitted, argv[4])
         elif phase == "commit":
-            result = commit(topology, TransactionAttempt(emitted["txid"], emitted["attempt"]))
+            rc, result = commit(topology, TransactionAttempt(emitted["txid"], emitted["attempt"]))
         elif phase == "fail":
-            tx = TransactionAttempt(emitted["txid"], emitted["attempt"])
-            result = {"failed": topology.coordinator.fail(tx, emitted.get("error", "failed in the soak"))}
+            rc, result = fail(topology, run_id, emitted.get("error", "failed in the soak"))
         else:
             raise SystemExit(f"unknown phase {phase!r}")
-    except (CascadeError, StaleAttemptError, ReemitError) as exc:
-        print(json.dumps({"error": str(exc), "final": True}))
-        return 3
     finally:
         topology.coordinator.store.client.stop()
     print(json.dumps(result))
-    return 0
+    return rc
 
 
 if __name__ == "__main__":

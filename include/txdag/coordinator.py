@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TypeVar
 
@@ -29,8 +30,10 @@ from txdag.decisions import (  # noqa: F401  (re-exported: the coordinator's pub
     CommitDecision,
     Emission,
     Go,
+    NotProcessedError,
     NotReady,
     Snapshot,
+    SourceDown,
     TransactionStateError,
     Wait,
     cascade,
@@ -41,6 +44,7 @@ from txdag.decisions import (  # noqa: F401  (re-exported: the coordinator's pub
 from txdag.errors import ConfigError, StaleAttemptError, TxdagError
 from txdag.faults import crash_if_requested
 from txdag.spouts.base import Metadata, SpoutKind, TransactionalSpout
+from txdag.spouts.streams import unavailable_partitions
 from txdag.zk.records import TopologyRecord, TxidRecord, TxStatus
 from txdag.zk.store import TransactionStore, VersionConflict
 
@@ -89,6 +93,7 @@ class Coordinator:
             outcome = self._cas(lambda: self._coordinate(run_id))
             if isinstance(outcome, Emission):  # the metadata is written, the lock still held
                 crash_if_requested("coordinate", self.name, outcome.tx)
+                outcome = replace(outcome, unavailable_partitions=unavailable_partitions(outcome.metadata))
         finally:
             lock.release()
         log.info("topology=%s run=%s: %s", self.name, run_id, outcome)
@@ -269,6 +274,7 @@ class Coordinator:
                 f"topology {self.name!r}: txid {n} is re-emitted after txid {n - 1}, which is failed; "
                 f"replay the run {prev[0].run_id!r} of txid {n - 1} first",
                 n - 1,
+                replay=True,
             )
         if frozen_metadata(self.spout.kind, rec):
             metadata = rec.metadata

@@ -18,6 +18,10 @@ class TransactionStateError(TxdagError):
     """A step that makes no sense for the txid's status (never allocated, never processed, not begun)."""
 
 
+class NotProcessedError(TransactionStateError):
+    """A commit of an attempt whose batch was never processed: refuse it, and fail nothing."""
+
+
 @dataclass(frozen=True)
 class Emission:
     """Process ``tx`` over ``metadata``. ``already_committed``: a replay of a committed txid (commit is a no-op)."""
@@ -26,6 +30,7 @@ class Emission:
     metadata: Metadata
     replay: bool
     already_committed: bool = False
+    unavailable_partitions: tuple[str, ...] = ()  # an opaque batch planned without these (their source was down)
 
 
 @dataclass(frozen=True)
@@ -43,11 +48,20 @@ class Busy:
 
 
 @dataclass(frozen=True)
+class SourceDown:
+    """The spout could not be read to plan a batch (its Redis is down): no txid was consumed; try again later."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
 class Wait:
-    """Come back when ``waiting_on`` has moved on (been re-emitted, or committed)."""
+    """Come back when ``waiting_on`` has moved on (been re-emitted, or committed). ``replay``: the run owns its
+    txid already (it waits to be re-emitted); else it was refused a new txid and consumed none."""
 
     reason: str
     waiting_on: int
+    replay: bool = False
 
 
 @dataclass(frozen=True)
@@ -114,14 +128,29 @@ def commit_decision(
         raise CascadeError(
             f"topology {topology!r}: txid {n} (attempt {tx.attempt}) cannot commit: txid {failed.txid} failed "
             f"(attempt {failed.attempt}: {failed.error}); replay txid {failed.txid} and later (clear run "
-            f"{failed.run_id!r} with its future runs)"
+            f"{failed.run_id!r} with its future runs)",
+            failed_txid=failed.txid,
         )
     if rec.status is TxStatus.EMITTED:
-        raise TransactionStateError(
+        raise NotProcessedError(
             f"topology {topology!r}: {tx} was never processed (status emitted): run its process task before its commit"
         )
     if n == committed_txid + 1:
         return Go(tx)
     return Wait(
         f"topology {topology!r}: {tx} waits for txid {n - 1} to commit (committed: {committed_txid})", waiting_on=n - 1
+    )
+
+
+def key_value_wait(topology: str, tx: TransactionAttempt, committed_txid: int, key_values: bool) -> Wait | None:
+    """May ``tx`` be processed now? A topology with key-value states (seed 002) reads them as of txid - 1 while
+    processing, so txid - 1 must be committed first (else the read would see an older state and count twice, or
+    miss); other topologies process txids in any order. None: go on."""
+    if not key_values or committed_txid >= tx.txid - 1:
+        return None
+    return Wait(
+        f"topology {topology!r} {tx}: its key-value states are read as of txid {tx.txid - 1}, which is not "
+        f"committed yet (committed: {committed_txid})",
+        waiting_on=tx.txid - 1,
+        replay=True,
     )

@@ -50,3 +50,7 @@ class StaleAttemptError(TxdagError):
 
 class CascadeError(TxdagError):
     """A txid cannot commit because it, or a txid before it, failed and must be replayed first."""
+
+    def __init__(self, message: str, failed_txid: int | None = None) -> None:
+        super().__init__(message)
+        self.failed_txid = failed_txid  # the failed txid to replay first, when known

@@ -15,6 +15,7 @@ from txdag.coordinator import (
     frozen_metadata,
     lowest_failed,
 )
+from txdag.decisions import NotProcessedError, key_value_wait
 from txdag.errors import CascadeError, StaleAttemptError
 from txdag.spouts.base import SpoutKind
 from txdag.zk.records import TxidRecord, TxStatus
@@ -62,6 +63,9 @@ def test_failed_predecessor_cascades_naming_it() -> None:
     with pytest.raises(CascadeError, match=r"txid 4 \(attempt 1\) cannot commit: txid 2 failed \(attempt 1: "
                                            r"spark exit 1\); replay txid 2 and later"):
         commit_decision("t", TA(4, 1), 1, records(failed, rec(3), rec(4)))
+    with pytest.raises(CascadeError) as refused:
+        commit_decision("t", TA(4, 1), 1, records(failed, rec(3), rec(4)))
+    assert refused.value.failed_txid == 2, "the outcome of the commit step names the txid to replay first"
 
 
 def test_own_failure_refuses_the_commit() -> None:
@@ -72,6 +76,25 @@ def test_own_failure_refuses_the_commit() -> None:
 def test_never_processed_is_an_error() -> None:
     with pytest.raises(TransactionStateError, match="never processed"):
         commit_decision("t", TA(3, 1), 2, records(rec(3, TxStatus.EMITTED)))
+    with pytest.raises(NotProcessedError):  # its own class: the commit step refuses it without failing the txid
+        commit_decision("t", TA(3, 1), 2, records(rec(3, TxStatus.EMITTED)))
+
+
+def test_key_value_states_make_processing_wait_for_the_predecessor_commit() -> None:
+    wait = key_value_wait("t", TA(5, 2), 3, key_values=True)
+    assert isinstance(wait, Wait) and wait.waiting_on == 4 and wait.replay
+    assert "txid 5 attempt 2: its key-value states are read as of txid 4, which is not committed yet " \
+           "(committed: 3)" in wait.reason
+
+
+@pytest.mark.parametrize(("committed", "key_values"), [(4, True), (5, True), (9, True), (0, False), (3, False)])
+def test_processing_goes_on_when_the_predecessor_is_committed_or_there_is_no_key_value_state(
+        committed: int, key_values: bool) -> None:
+    assert key_value_wait("t", TA(5, 1), committed, key_values=key_values) is None
+
+
+def test_the_first_txid_never_waits() -> None:
+    assert key_value_wait("t", TA(1, 1), 0, key_values=True) is None
 
 
 def test_lowest_failed_picks_the_first() -> None:

@@ -200,3 +200,18 @@ def test_from_url_builds_a_fail_fast_client() -> None:
     part = StreamPartition.from_url("a", UNUSED, "s", timeout=0.5)
     kwargs = part.client.connection_pool.connection_kwargs
     assert kwargs["socket_timeout"] == 0.5 and kwargs["socket_connect_timeout"] == 0.5
+
+
+@pytest.mark.parametrize(("metadata", "missing"), [
+    ({"v": 1, "partitions": {"a": {"after": "0-0", "last": "1-0", "count": 1},
+                             "c": {"after": "2-0", "last": None, "count": 0, "unavailable": True},
+                             "b": {"after": "0-0", "last": None, "count": 0, "unavailable": True}}}, ("b", "c")),
+    ({"v": 1, "partitions": {"a": {"after": "0-0", "last": "1-0", "count": 1}}}, ()),
+    ({"v": 1, "from": 1, "quantity": 3}, ()),  # the tweets spout's metadata has no partitions
+    ({}, ()),
+])
+def test_unavailable_partitions_are_those_an_opaque_batch_was_planned_without(metadata: dict,
+                                                                               missing: tuple) -> None:
+    from txdag.spouts.streams import unavailable_partitions
+
+    assert unavailable_partitions(metadata) == missing

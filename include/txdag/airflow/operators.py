@@ -1,7 +1,9 @@
 """The three tasks of a txid's DAG run: coordinate, process (spark-submit, or warm on Spark Connect), commit.
 
-Waiting never holds a worker or the topology's pool slot: coordinate and commit raise
-AirflowRescheduleException and come back later. Every log line names the topology, the txid and the attempt.
+Each task runs one step of ``txdag.protocol.steps`` and only turns its outcome into Airflow's terms: a skip
+(the run consumes no txid), a reschedule (waiting never holds a worker or the topology's pool slot), or a
+failure whose message names the topology, the txid, the attempt and what to do. Every log line names the
+topology, the txid and the attempt.
 """
 
 from __future__ import annotations
@@ -17,11 +19,22 @@ from airflow.sdk import BaseOperator, Variable
 from airflow.sdk.exceptions import AirflowFailException, AirflowRescheduleException, AirflowSkipException
 
 from txdag.airflow.runtime import TopologyRuntime, emission_to_xcom, tx_from_xcom
-from txdag.claims import ReemitError, claim_attempt
-from txdag.commit import commit_transaction
-from txdag.coordinator import Busy, Emission, NotReady, Wait
-from txdag.errors import CascadeError, StaleAttemptError
-from txdag.faults import ALLOWED_VAR, FAULTS_VAR, crash_if_requested
+from txdag.errors import SourceUnavailable
+from txdag.faults import ALLOWED_VAR, FAULTS_VAR
+from txdag.protocol import (
+    AlreadyCommitted,
+    Busy,
+    CommitStepOutcome,
+    Committed,
+    CoordinateOutcome,
+    Emission,
+    NotReady,
+    Processed,
+    ProcessOutcome,
+    SourceDown,
+    Wait,
+    steps,
+)
 from txdag.topology import TransactionalTopology
 
 FAULTS_VARIABLE = "txdag_faults"  # test hook, see txdag.faults; honoured only where TXDAG_FAULTS_ALLOWED=1
@@ -44,64 +57,76 @@ class CoordinateOperator(BaseOperator):
         run_id, t = context["run_id"], self.topology
         _arm_faults()
         with TopologyRuntime(t) as rt:
-            outcome = rt.coordinator.coordinate(run_id)
+            outcome = steps.coordinate(rt, run_id)
             if isinstance(outcome, Emission):
                 size = rt.coordinator.spout.batch_size(outcome.metadata) if outcome.metadata else 0
                 self.log.info(
-                    "topology=%s txid=%s attempt=%s: %s, batch of %s tuples, metadata %s", t.topology_id,
+                    "topology=%s txid=%s attempt=%s: %s, batch of %s tuples, metadata %s%s", t.topology_id,
                     outcome.tx.txid, outcome.tx.attempt,
                     "replay of a committed txid (its commit is a no-op)" if outcome.already_committed
-                    else "replay" if outcome.replay else "new txid", size, outcome.metadata)
+                    else "replay" if outcome.replay else "new txid", size, outcome.metadata,
+                    f"; partitions {list(outcome.unavailable_partitions)} unavailable, their entries go into a later "
+                    "batch" if outcome.unavailable_partitions else "")
                 return emission_to_xcom(outcome, size)
-            owns_txid = rt.coordinator.store.txid_of_run(run_id) is not None
-        if isinstance(outcome, NotReady) or (isinstance(outcome, Wait) and not owns_txid):
-            self.log.info("topology=%s run=%s: skipped, no txid consumed: %s", t.topology_id, run_id, outcome.reason)
-            raise AirflowSkipException(outcome.reason)
-        assert isinstance(outcome, Busy | Wait)
-        self.log.info("topology=%s run=%s: waiting (%s); trying again in %ss", t.topology_id, run_id,
-                      outcome.reason, t.commit_poke_interval)
-        raise _later(t.commit_poke_interval)
+        raise coordinate_refusal(self, t, run_id, outcome)
+
+
+def coordinate_refusal(task: BaseOperator, t: TransactionalTopology, run_id: str,
+                       outcome: CoordinateOutcome) -> Exception:
+    """What a run without an emission raises: a skip when it consumed no txid and has nothing to wait for, a
+    reschedule when it waits (the lock, max_active_transactions, or its own failed predecessor), a failure (that
+    Airflow retries) when the source is down."""
+    assert not isinstance(outcome, Emission)
+    if isinstance(outcome, SourceDown):
+        return SourceUnavailable(outcome.reason)
+    if isinstance(outcome, NotReady) or (isinstance(outcome, Wait) and not outcome.replay):
+        task.log.info("topology=%s run=%s: skipped, no txid consumed: %s", t.topology_id, run_id, outcome.reason)
+        return AirflowSkipException(outcome.reason)
+    assert isinstance(outcome, Busy | Wait)
+    task.log.info("topology=%s run=%s: waiting (%s); trying again in %ss", t.topology_id, run_id,
+                  outcome.reason, t.commit_poke_interval)
+    return _later(t.commit_poke_interval)
 
 
 def process_txid(task: BaseOperator, context: Any, run_job: Callable[[TopologyRuntime, Emission], None]
                  ) -> dict[str, Any]:
-    """The process task of either mode: claim this try's attempt, ``run_job`` (it stages and seals), mark it
-    processed. Each try processes an attempt of its own: a retry finds the attempt claimed by the failed try
-    and has the txid re-emitted (attempt + 1, the same batch for a transactional spout) before running the job.
+    """The process task of either mode: the process step with ``run_job`` as its job (it stages and seals). Each
+    try processes an attempt of its own: a retry finds the attempt claimed by the failed try and has the txid
+    re-emitted (attempt + 1, the same batch for a transactional spout) before running the job.
     """
     ti, run_id, t = context["ti"], context["run_id"], task.topology  # type: ignore[attr-defined]
     emitted = ti.xcom_pull(task_ids="coordinate")
     tx = tx_from_xcom(emitted, "coordinate")
     _arm_faults()
-    if emitted["already_committed"]:
+    emission = Emission(tx, emitted["metadata"], emitted["replay"], already_committed=emitted["already_committed"])
+
+    def job(current: Emission) -> None:
+        task.log.info("topology=%s txid=%s attempt=%s: processing %s tuples with %s (%s mode)", t.topology_id,
+                      current.tx.txid, current.tx.attempt, emitted["batch_size"], t.job_path, t.spark_mode)
+        run_job(rt, current)
+
+    with TopologyRuntime(t) as rt:
+        outcome = steps.process(rt, run_id, emission, job, owner=f"{run_id} try {ti.try_number}")
+    return process_result(task, t, tx, emitted, outcome)
+
+
+def process_result(task: BaseOperator, t: TransactionalTopology, tx: Any, emitted: dict[str, Any],
+                   outcome: ProcessOutcome) -> dict[str, Any]:
+    """The process task's XCom, or what it raises: a reschedule while it waits, a failure without retries when
+    its attempt was superseded (a retry could only drop its result again)."""
+    if isinstance(outcome, AlreadyCommitted):
         task.log.info("topology=%s txid=%s attempt=%s: committed already; nothing to process",
                       t.topology_id, tx.txid, tx.attempt)
         return emitted
-    with TopologyRuntime(t) as rt:
-        if t.key_values:  # a stateful step reads its state as of txid - 1: that txid must be committed
-            committed = rt.coordinator.store.read_topology()[0].committed_txid
-            if committed < tx.txid - 1:
-                task.log.info("topology=%s txid=%s attempt=%s: its key-value states are read as of txid %s, which "
-                              "is not committed yet (committed: %s); checking again in %ss", t.topology_id, tx.txid,
-                              tx.attempt, tx.txid - 1, committed, t.commit_poke_interval)
-                raise _later(t.commit_poke_interval)
-        try:
-            emission = claim_attempt(rt.coordinator, rt.staging, run_id,
-                                     Emission(tx, emitted["metadata"], emitted["replay"]),
-                                     owner=f"{run_id} try {ti.try_number}")
-        except ReemitError as exc:
-            raise AirflowFailException(str(exc)) from None
-        tx = emission.tx
-        task.log.info("topology=%s txid=%s attempt=%s: processing %s tuples with %s (%s mode)", t.topology_id,
-                      tx.txid, tx.attempt, emitted["batch_size"], t.job_path, t.spark_mode)
-        run_job(rt, emission)
-        if not rt.coordinator.mark_processed(tx):
-            raise AirflowFailException(
-                f"topology {t.topology_id!r} txid {tx.txid} attempt {tx.attempt}: processed, but the txid "
-                f"moved on meanwhile (re-emitted or failed); this result is dropped: see the coordinate log")
-        crash_if_requested("staged", t.topology_id, tx)
-    task.log.info("topology=%s txid=%s attempt=%s: processed and staged", t.topology_id, tx.txid, tx.attempt)
-    return {**emitted, "txid": tx.txid, "attempt": tx.attempt, "metadata": emission.metadata}
+    if isinstance(outcome, Wait):
+        task.log.info("topology=%s txid=%s attempt=%s: %s; checking again in %ss", t.topology_id, tx.txid,
+                      tx.attempt, outcome.reason, t.commit_poke_interval)
+        raise _later(t.commit_poke_interval)
+    if not isinstance(outcome, Processed):
+        raise AirflowFailException(outcome.reason)
+    done = outcome.tx
+    task.log.info("topology=%s txid=%s attempt=%s: processed and staged", t.topology_id, done.txid, done.attempt)
+    return {**emitted, "txid": done.txid, "attempt": done.attempt, "metadata": outcome.emission.metadata}
 
 
 class ProcessOperator(SparkSubmitOperator):
@@ -181,20 +206,26 @@ class CommitOperator(BaseOperator):
         tx = tx_from_xcom(processed, "process")
         _arm_faults()
         with TopologyRuntime(t) as rt:
-            try:
-                outcome = commit_transaction(rt.coordinator, rt.staging, rt.client, tx, rt.states,
-                                             marker_key=t.marker_key, load_job=rt.load_job,
-                                             key_values=rt.kv_targets)
-            except (CascadeError, StaleAttemptError) as exc:
-                raise AirflowFailException(str(exc)) from None
-        if outcome.status == "waiting":
-            self.log.info("topology=%s txid=%s attempt=%s: %s; checking again in %ss", t.topology_id, tx.txid,
-                          tx.attempt, outcome.reason, t.commit_poke_interval)
-            raise _later(t.commit_poke_interval)
-        self.log.info("topology=%s txid=%s attempt=%s: %s (%s keys written, %s already held this txid) %s",
-                      t.topology_id, tx.txid, tx.attempt, outcome.status, outcome.applied, outcome.skipped,
-                      outcome.reason)
-        return {"txid": tx.txid, "attempt": tx.attempt, "status": outcome.status, "applied": outcome.applied}
+            outcome = steps.commit(rt, tx)
+        return commit_result(self, t, tx, outcome)
+
+
+def commit_result(task: BaseOperator, t: TransactionalTopology, tx: Any, outcome: CommitStepOutcome
+                  ) -> dict[str, Any]:
+    """The commit task's XCom, or what it raises: a reschedule while txid - 1 is not committed (the pool slot is
+    released), a failure without retries when the commit is refused (cascade, never processed) or superseded."""
+    if isinstance(outcome, Wait):
+        task.log.info("topology=%s txid=%s attempt=%s: %s; checking again in %ss", t.topology_id, tx.txid,
+                      tx.attempt, outcome.reason, t.commit_poke_interval)
+        raise _later(t.commit_poke_interval)
+    if not isinstance(outcome, Committed | AlreadyCommitted):
+        raise AirflowFailException(outcome.reason)
+    status = "committed" if isinstance(outcome, Committed) else "already committed"
+    applied, skipped = (outcome.applied, outcome.skipped) if isinstance(outcome, Committed) else (0, 0)
+    reason = outcome.reason if isinstance(outcome, AlreadyCommitted) else ""
+    task.log.info("topology=%s txid=%s attempt=%s: %s (%s keys written, %s already held this txid) %s",
+                  t.topology_id, tx.txid, tx.attempt, status, applied, skipped, reason)
+    return {"txid": tx.txid, "attempt": tx.attempt, "status": status, "applied": applied}
 
 
 def fail_txid(context: Any) -> None:
@@ -204,13 +235,10 @@ def fail_txid(context: Any) -> None:
     topology: TransactionalTopology = task.topology
     error = str(context.get("exception") or "task failed")
     with TopologyRuntime(topology) as rt:
-        store = rt.coordinator.store
-        txid = store.txid_of_run(run_id)
-        got = store.read_txid(txid) if txid is not None else None
-        if got is None:
-            return
-        tx = got[0].tx  # the current attempt: a retry may have re-emitted the txid
-        failed = rt.coordinator.fail(tx, f"{task.task_id} failed: {error}")
+        failed = steps.fail(rt, run_id, f"{task.task_id} failed: {error}")
+    if failed is None:
+        return
+    tx = failed.tx
     task.log.warning("topology=%s txid=%s attempt=%s: marked failed with later txids %s; clear run %s with its "
                      "future runs (or: txdag replay %s --from %s) to replay them", topology.topology_id, tx.txid,
-                     tx.attempt, failed, run_id, topology.topology_id, tx.txid)
+                     tx.attempt, list(failed.txids), run_id, topology.topology_id, tx.txid)

@@ -1,4 +1,5 @@
-"""What a task needs at run time, built from the topology and its Airflow connections, and closed after.
+"""What a task needs at run time, built from the topology and its Airflow connections, and closed after: the
+Airflow implementation of ``txdag.protocol.Runtime``, which the per-txid steps run on.
 
 Clients are made lazily and once per task: the coordinate task needs ZooKeeper and the source's Redis; the
 process task also builds the Spark job's environment; the commit task needs the states' Redis.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from functools import cached_property
 from types import ModuleType
 from typing import Any
@@ -44,7 +46,8 @@ def tx_from_xcom(value: Any, task: str) -> TransactionAttempt:
 
 
 class TopologyRuntime:
-    """Clients, coordinator, staging and states of one topology inside one task; use as a context manager."""
+    """Clients, coordinator, staging and states of one topology inside one task (a ``txdag.protocol.Runtime``
+    built from Airflow connections); use as a context manager."""
 
     def __init__(self, topology: TransactionalTopology) -> None:
         self.topology = topology
@@ -109,6 +112,14 @@ class TopologyRuntime:
         t = self.topology
         return {k.name: KVTarget(namespace(k, t.topology_id, self.kv_configs[k.name]), self.kv_configs[k.name])
                 for k in t.key_values}
+
+    @property
+    def marker_key(self) -> str | None:
+        return self.topology.marker_key
+
+    @property
+    def job_loader(self) -> Callable[[], ModuleType]:
+        return self.load_job
 
     def load_job(self) -> ModuleType:
         """The topology's job file as a module: the commit rebuilds the job's aggregators, updaters and steps."""

@@ -106,6 +106,15 @@ def check_metadata(metadata: Any) -> dict[str, PartitionMeta]:
     return {name: check_partition_meta(name, part) for name, part in parts.items()}
 
 
+def unavailable_partitions(metadata: Metadata) -> tuple[str, ...]:
+    """The partitions an opaque batch was planned without, their Redis being down (``"unavailable": true``);
+    () for a complete batch and for any other spout's metadata. The coordinator reports them with the batch."""
+    parts = metadata.get("partitions") if isinstance(metadata, dict) else None
+    if not isinstance(parts, dict):
+        return ()
+    return tuple(sorted(name for name, part in parts.items() if isinstance(part, dict) and part.get("unavailable")))
+
+
 def partition_start(prev_metadata: Metadata | None, name: str) -> str:
     """Where ``name``'s next batch starts: after prev's last entry, or prev's start when its batch was empty."""
     if prev_metadata is None:

@@ -1,0 +1,21 @@
+"""The per-txid protocol (coordinate, process, commit, fail) and its outcomes, shared by every driver."""
+
+from txdag.decisions import AlreadyCommitted, Busy, Emission, NotReady, SourceDown, Wait
+from txdag.protocol.outcomes import (
+    CommitStepOutcome,
+    Committed,
+    CoordinateOutcome,
+    Failed,
+    Processed,
+    ProcessOutcome,
+    Refused,
+    Superseded,
+)
+from txdag.protocol.runtime import ClientsRuntime, Runtime
+from txdag.protocol.steps import Job, JobReport, commit, coordinate, fail, process
+
+__all__ = [
+    "AlreadyCommitted", "Busy", "ClientsRuntime", "CommitStepOutcome", "Committed", "CoordinateOutcome", "Emission",
+    "Failed", "Job", "JobReport", "NotReady", "ProcessOutcome", "Processed", "Refused", "Runtime", "SourceDown",
+    "Superseded", "Wait", "commit", "coordinate", "fail", "process",
+]

@@ -1,0 +1,73 @@
+"""What each per-txid step returns: one typed outcome per case, so every driver (the Airflow tasks, the
+in-process runner, the soak) branches on values, never on exceptions or on strings.
+
+The coordinator's outcomes (``Emission``, ``NotReady``, ``Busy``, ``Wait``, ``SourceDown``) and the commit's
+``AlreadyCommitted`` live in ``txdag.decisions``; the step outcomes below complete them.
+
+    coordinate  Emission | NotReady | Busy | Wait | SourceDown
+    process     Processed | AlreadyCommitted | Wait | Superseded
+    commit      Committed | AlreadyCommitted | Wait | Superseded | Refused
+    fail        Failed | None (the run owns no txid)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from txdag.attempt import TransactionAttempt
+from txdag.decisions import AlreadyCommitted, Busy, Emission, NotReady, SourceDown, Wait
+
+
+@dataclass(frozen=True)
+class Processed:
+    """The batch of ``emission`` is staged, sealed and marked processed; ``tuples``/``rejected`` when the job
+    reports them (a Spark job run by spark-submit does not)."""
+
+    emission: Emission
+    tuples: int | None = None
+    rejected: int | None = None
+
+    @property
+    def tx(self) -> TransactionAttempt:
+        return self.emission.tx
+
+
+@dataclass(frozen=True)
+class Superseded:
+    """``tx`` is no longer the txid's current attempt (re-emitted or failed meanwhile): its result is dropped and
+    the step must not be retried; the run of the current attempt goes on."""
+
+    tx: TransactionAttempt
+    reason: str
+
+
+@dataclass(frozen=True)
+class Committed:
+    """``tx`` is in the states and recorded in ZooKeeper: ``applied`` keys written, ``skipped`` already held it."""
+
+    tx: TransactionAttempt
+    applied: int = 0
+    skipped: int = 0
+
+
+@dataclass(frozen=True)
+class Refused:
+    """``tx`` must not commit: txid ``failed_txid`` (it, or an earlier one) failed and is to be replayed first
+    (the cascade), or, with ``failed_txid`` None, its batch was never processed. Nothing was failed by it."""
+
+    tx: TransactionAttempt
+    reason: str
+    failed_txid: int | None = None
+
+
+@dataclass(frozen=True)
+class Failed:
+    """``tx`` failed for good; ``txids`` are those newly failed with it (empty: it was stale or committed)."""
+
+    tx: TransactionAttempt
+    txids: tuple[int, ...]
+
+
+CoordinateOutcome = Emission | NotReady | Busy | Wait | SourceDown
+ProcessOutcome = Processed | AlreadyCommitted | Wait | Superseded
+CommitStepOutcome = Committed | AlreadyCommitted | Wait | Superseded | Refused

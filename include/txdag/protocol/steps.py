@@ -1,0 +1,115 @@
+"""The per-txid protocol, written once: coordinate, process, commit, fail. Airflow-free and Spark-free.
+
+Each step takes a ``Runtime`` (clients and states, see ``txdag.protocol.runtime``) and returns a typed outcome
+(``txdag.protocol.outcomes``); the drivers only turn outcomes into their own actions: the Airflow tasks into
+skip / reschedule / fail, the in-process runner into return values and errors, the soak's worker into JSON.
+What a step cannot decide (a Redis that stays down, a job that crashes) is raised; the driver retries it, and
+on the last failure calls ``fail``, which fails the txid and every later uncommitted one (Storm's cascade).
+
+    coordinate -> Emission | NotReady | Busy | Wait | SourceDown
+    process    -> Processed | AlreadyCommitted | Wait | Superseded      (runs the driver's job in between)
+    commit     -> Committed | AlreadyCommitted | Wait | Superseded | Refused
+    fail       -> Failed | None
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from txdag.attempt import TransactionAttempt
+from txdag.claims import ReemitError, claim_attempt
+from txdag.commit import commit_transaction
+from txdag.decisions import AlreadyCommitted, Emission, NotProcessedError, SourceDown, Wait, key_value_wait
+from txdag.errors import CascadeError, SourceUnavailable, StaleAttemptError
+from txdag.faults import crash_if_requested
+from txdag.protocol.outcomes import (
+    CommitStepOutcome,
+    Committed,
+    CoordinateOutcome,
+    Failed,
+    Processed,
+    ProcessOutcome,
+    Refused,
+    Superseded,
+)
+from txdag.protocol.runtime import Runtime
+
+log = logging.getLogger("txdag.steps")
+
+
+@dataclass(frozen=True)
+class JobReport:
+    """What a job that read the batch itself can tell: tuples processed, and source entries rejected."""
+
+    tuples: int
+    rejected: int = 0
+
+
+Job = Callable[[Emission], JobReport | None]  # stages and seals the batch of the emission it is given
+
+
+def coordinate(rt: Runtime, run_id: str) -> CoordinateOutcome:
+    """The txid of ``run_id``: its own again (a replay), else the next one. A source that cannot be read to plan
+    the batch is an outcome too (SourceDown): no txid is consumed, the run tries again later."""
+    try:
+        return rt.coordinator.coordinate(run_id)
+    except SourceUnavailable as exc:
+        log.warning("topology=%s run=%s: source down: %s", rt.coordinator.name, run_id, exc)
+        return SourceDown(str(exc))
+
+
+def process(rt: Runtime, run_id: str, emission: Emission, job: Job, *, owner: str) -> ProcessOutcome:
+    """Claim the attempt for ``owner`` (an attempt claimed by an earlier try is re-emitted, attempt + 1, so two
+    jobs never stage one attempt), run ``job`` on it, mark it processed. A job that raises is the driver's to
+    retry or fail; an attempt replaced meanwhile is Superseded, never Processed."""
+    tx = emission.tx
+    if emission.already_committed:  # before any client is built: there is nothing to read or write
+        return AlreadyCommitted(tx, f"{tx}: committed already; nothing to process")
+    name = rt.coordinator.name
+    committed = rt.coordinator.store.read_topology()[0].committed_txid if rt.kv_targets else 0
+    wait = key_value_wait(name, tx, committed, bool(rt.kv_targets))
+    if wait is not None:
+        return wait
+    try:
+        emission = claim_attempt(rt.coordinator, rt.staging, run_id, emission, owner=owner)
+    except ReemitError as exc:
+        return Superseded(tx, str(exc))
+    report = job(emission)
+    if not rt.coordinator.mark_processed(emission.tx):
+        why = "processed, but the txid moved on meanwhile (re-emitted or failed); this result is dropped"
+        return Superseded(emission.tx, f"topology {name!r} {emission.tx}: {why}: see the coordinate log")
+    crash_if_requested("staged", name, emission.tx)
+    return Processed(emission, *((report.tuples, report.rejected) if report else (None, None)))
+
+
+def commit(rt: Runtime, tx: TransactionAttempt) -> CommitStepOutcome:
+    """Commit ``tx`` when it is next (see ``txdag.commit`` for the order of writes). A commit that must not
+    happen (cascade, never processed, stale attempt) is refused as an outcome and fails no txid."""
+    try:
+        done = commit_transaction(rt.coordinator, rt.staging, rt.client, tx, rt.states, marker_key=rt.marker_key,
+                                  load_job=rt.job_loader, key_values=rt.kv_targets)
+    except CascadeError as exc:
+        return Refused(tx, str(exc), exc.failed_txid)
+    except NotProcessedError as exc:
+        return Refused(tx, str(exc))
+    except StaleAttemptError as exc:
+        return Superseded(tx, str(exc))
+    if done.status == "waiting":
+        return Wait(done.reason, done.waiting_on or tx.txid - 1, replay=True)
+    if done.status == "already committed":
+        return AlreadyCommitted(tx, done.reason)
+    return Committed(tx, done.applied, done.skipped)
+
+
+def fail(rt: Runtime, run_id: str, error: str) -> Failed | None:
+    """The run's txid failed for good: fail its current attempt (a retry may have re-emitted it) and every later
+    uncommitted txid. None when the run owns no txid (its coordinate never allocated one)."""
+    store = rt.coordinator.store
+    txid = store.txid_of_run(run_id)
+    got = store.read_txid(txid) if txid is not None else None
+    if got is None:
+        return None
+    tx = got[0].tx
+    return Failed(tx, tuple(rt.coordinator.fail(tx, error)))

@@ -1,0 +1,112 @@
+"""The Airflow tasks turn each step outcome into a skip, a reschedule (never holding the pool slot), a failure
+without retries, or a result: the mapping, checked without Airflow running (txdag.airflow.operators)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from types import SimpleNamespace
+
+import pytest
+
+from txdag.attempt import TransactionAttempt as TA
+from txdag.errors import SourceUnavailable
+from txdag.protocol import (
+    AlreadyCommitted,
+    Busy,
+    Committed,
+    Emission,
+    NotReady,
+    Processed,
+    Refused,
+    SourceDown,
+    Superseded,
+    Wait,
+)
+
+pytestmark = pytest.mark.usefixtures("airflow_home")
+TOPOLOGY = SimpleNamespace(topology_id="topo", commit_poke_interval=7)
+TASK = SimpleNamespace(log=logging.getLogger("test.operators"))
+
+
+@pytest.fixture(scope="module")
+def ops():
+    from airflow.sdk.exceptions import AirflowFailException, AirflowRescheduleException, AirflowSkipException
+
+    from txdag.airflow import operators
+
+    return SimpleNamespace(m=operators, Fail=AirflowFailException, Reschedule=AirflowRescheduleException,
+                           Skip=AirflowSkipException)
+
+
+def refusal(ops, outcome):
+    return ops.m.coordinate_refusal(TASK, TOPOLOGY, "run1", outcome)
+
+
+@pytest.mark.parametrize("outcome", [NotReady("nothing to read"), Wait("txid 3 is failed", 3, replay=False)])
+def test_a_run_that_consumed_no_txid_is_skipped(ops, outcome) -> None:
+    exc = refusal(ops, outcome)
+    assert isinstance(exc, ops.Skip) and outcome.reason in str(exc)
+
+
+@pytest.mark.parametrize("outcome", [Busy("lock held"), Wait("txid 2 is failed", 2, replay=True)])
+def test_a_run_that_waits_is_rescheduled_about_the_poke_interval_later(ops, outcome) -> None:
+    exc = refusal(ops, outcome)
+    assert isinstance(exc, ops.Reschedule)
+    assert 5 < (exc.reschedule_date - datetime.now(UTC)).total_seconds() <= 7
+
+
+def test_a_source_down_fails_the_try_so_that_airflow_retries_it(ops) -> None:
+    exc = refusal(ops, SourceDown("partition(s) 'b' unreachable"))
+    assert isinstance(exc, SourceUnavailable) and not isinstance(exc, ops.Fail)
+    assert "partition(s) 'b'" in str(exc)
+
+
+EMITTED = {"txid": 4, "attempt": 1, "metadata": {"n": 1}, "replay": False, "already_committed": False,
+           "batch_size": 3}
+
+
+def test_processed_pushes_the_attempt_it_processed(ops) -> None:
+    reemitted = Emission(TA(4, 2), {"n": 2}, replay=True)
+    got = ops.m.process_result(TASK, TOPOLOGY, TA(4, 1), EMITTED, Processed(reemitted))
+    assert (got["txid"], got["attempt"], got["metadata"], got["batch_size"]) == (4, 2, {"n": 2}, 3)
+
+
+def test_process_of_a_committed_txid_passes_the_emission_on(ops) -> None:
+    assert ops.m.process_result(TASK, TOPOLOGY, TA(4, 1), EMITTED, AlreadyCommitted(TA(4, 1), "done")) == EMITTED
+
+
+def test_process_waiting_for_a_key_value_predecessor_is_rescheduled(ops) -> None:
+    with pytest.raises(ops.Reschedule):
+        ops.m.process_result(TASK, TOPOLOGY, TA(4, 1), EMITTED, Wait("read as of txid 3", 3, replay=True))
+
+
+def test_a_superseded_process_fails_without_retries_with_its_reason(ops) -> None:
+    with pytest.raises(ops.Fail, match="txid 4 attempt 1: processed, but the txid moved on"):
+        ops.m.process_result(TASK, TOPOLOGY, TA(4, 1), EMITTED,
+                             Superseded(TA(4, 1), "topology 'topo' txid 4 attempt 1: processed, but the txid moved on"))
+
+
+@pytest.mark.parametrize(("outcome", "status", "applied"), [
+    (Committed(TA(4, 1), applied=12, skipped=2), "committed", 12),
+    (AlreadyCommitted(TA(4, 1), "txid 4 is committed"), "already committed", 0),
+])
+def test_a_commit_returns_its_status(ops, outcome, status, applied) -> None:
+    assert ops.m.commit_result(TASK, TOPOLOGY, TA(4, 1), outcome) == {"txid": 4, "attempt": 1, "status": status,
+                                                                        "applied": applied}
+
+
+def test_a_commit_waiting_for_its_predecessor_is_rescheduled(ops) -> None:
+    with pytest.raises(ops.Reschedule):
+        ops.m.commit_result(TASK, TOPOLOGY, TA(4, 1), Wait("waits for txid 3", 3, replay=True))
+
+
+@pytest.mark.parametrize("outcome", [
+    Refused(TA(4, 1), "txid 4 (attempt 1) cannot commit: txid 2 failed; replay txid 2 and later", failed_txid=2),
+    Refused(TA(4, 1), "txid 4 attempt 1 was never processed (status emitted)"),
+    Superseded(TA(4, 1), "txid 4 attempt 1 is stale, the current attempt is 2"),
+])
+def test_a_refused_commit_fails_without_retries_naming_why(ops, outcome) -> None:
+    with pytest.raises(ops.Fail) as failed:
+        ops.m.commit_result(TASK, TOPOLOGY, TA(4, 1), outcome)
+    assert str(failed.value) == outcome.reason
