@@ -261,7 +261,7 @@ def test_trending_hashtags_window_is_exact_through_replays_in_the_middle(airflow
     env = {**airflow.env, "TXDAG_AIRFLOW_URL": airflow.base_url, "TXDAG_AIRFLOW_PASSWORD": airflow.password}
     # The README's read of the window's last value: `txdag state get trending_hashtags trending`
     got = subprocess.run([str(REPO / ".venv" / "bin" / "txdag"), "state", "get", dag, "trending", "--json",
-                          "--dags", str(airflow.dags_folder)], env=env, capture_output=True, text=True, timeout=120)
+                          "--dags", str(REPO / "dags")], env=env, capture_output=True, text=True, timeout=120)
     assert got.returncode == 0, got.stderr
     assert [row["value"] for row in json.loads(got.stdout)["values"]] == [trending], got.stdout
     replay = subprocess.run([str(REPO / ".venv" / "bin" / "txdag"), "replay", dag, "--from", "3"], env=env,
