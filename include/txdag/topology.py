@@ -231,8 +231,8 @@ def definitions_of(path: Path) -> dict[str, TransactionalTopology]:
     names = runpy.run_path(str(path), run_name=f"txdag_dag_{path.stem}")
     found: dict[str, TransactionalTopology] = {}
     for value in names.values():  # rendered DAGs first: theirs are located, as Airflow runs them
-        topology = getattr(value, "txdag_topology", None)
-        if isinstance(topology, TransactionalTopology) and not isinstance(value, type):
+        topology = _rendered(value)
+        if topology is not None:
             found.setdefault(topology.topology_id, topology)
     for value in names.values():
         if isinstance(value, TransactionalTopology):
@@ -241,3 +241,14 @@ def definitions_of(path: Path) -> dict[str, TransactionalTopology]:
         raise ConfigError(f"{path} builds a TransactionalTopology but keeps neither it nor its DAG in a module "
                           f"variable: write dag = render(TransactionalTopology(...), dag_file=__file__)")
     return found
+
+
+def _rendered(value: Any) -> TransactionalTopology | None:
+    """The definition a DAG that ``txdag.airflow.render`` built carries, else None (any other global)."""
+    if isinstance(value, type):
+        return None
+    try:
+        topology = getattr(value, "txdag_topology", None)
+    except Exception:  # a global whose attribute lookup fails (a lazy proxy...) is not a rendered DAG
+        return None
+    return topology if isinstance(topology, TransactionalTopology) else None
