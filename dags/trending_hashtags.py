@@ -2,9 +2,10 @@
 txid's commit closes a window of the last 3 batches; the top 10 hashtags of it are the state ``trending``."""
 
 from txdag import TransactionalTopology
+from txdag.airflow import render
 from txdag.definition import State, TweetsSource
 
-TransactionalTopology(
+topology = TransactionalTopology(
     "trending_hashtags",
     source=TweetsSource(max_transaction_size=100),
     job="spark_jobs/trending_hashtags.py",
@@ -15,3 +16,4 @@ TransactionalTopology(
     max_active_transactions=2,
     schedule="@hourly",
 )
+dag = render(topology, dag_file=__file__)

@@ -1,9 +1,10 @@
 """Airflow DAG of seed 000's tweets analytics: users, hashtags and user-hashtag pairs over tweets at keys 1..N."""
 
 from txdag import TransactionalTopology
+from txdag.airflow import render
 from txdag.definition import State, TweetsSource
 
-TransactionalTopology(
+topology = TransactionalTopology(
     "tweets_analytics",
     source=TweetsSource(max_transaction_size=100),
     job="spark_jobs/tweets_analytics.py",
@@ -16,3 +17,4 @@ TransactionalTopology(
     max_active_transactions=2,
     schedule="@hourly",
 )
+dag = render(topology, dag_file=__file__)

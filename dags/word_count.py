@@ -1,9 +1,10 @@
 """Airflow DAG of seed 004's word count: an opaque partitioned spout over Redis Streams into an OpaqueMap."""
 
 from txdag import TransactionalTopology
+from txdag.airflow import render
 from txdag.definition import State, StreamsSource
 
-TransactionalTopology(
+topology = TransactionalTopology(
     "word_count",
     source=StreamsSource(streams=["sentences:0", "sentences:1"], opaque=True, max_per_partition=40),
     job="spark_jobs/word_count.py",
@@ -11,3 +12,4 @@ TransactionalTopology(
     max_active_transactions=2,
     schedule="@hourly",
 )
+dag = render(topology, dag_file=__file__)

@@ -2,9 +2,10 @@
 # The demo: seed 000's tweets analytics through Airflow 3, Spark, ZooKeeper and Redis.
 #
 #   bash scripts/demo.sh                 through Airflow, with warm Spark: a Spark Connect server that every txid
-#                                        shares (scripts/spark-connect.sh), committed counts within about a minute
+#                                        shares (scripts/spark-connect.sh), committed counts within about a minute;
+#                                        its DAG folder is dags_warm/ (tweets_analytics with spark_mode="connect")
 #   bash scripts/demo.sh --spark-submit  through Airflow, one spark-submit application per txid (the design's cold
-#                                        path: about 40 s a txid on 2 cores)
+#                                        path: about 40 s a txid on 2 cores); its DAG folder is dags/
 #   bash scripts/demo.sh --in-process    the same topology run in one Python process, without Airflow or Spark
 #   bash scripts/demo.sh --help          this text
 #
@@ -48,12 +49,18 @@ if [[ "$mode" == in-process ]]; then
     exec .venv/bin/python -m txdag.demo "${args[@]}"
 fi
 
-# The Spark mode is the dag-processor's environment (TXDAG_SPARK_MODE): an Airflow already running in the other
-# mode is restarted.
-export TXDAG_SPARK_MODE="$mode"
+# The Spark mode is part of the topology's definition: the demo's DAG folder is dags_warm/ (tweets_analytics with
+# spark_mode="connect") or, with --spark-submit, dags/ (spark_mode "submit"). An Airflow already running with the
+# other folder is restarted.
+if [[ "$mode" == connect ]]; then
+    dags_folder="$ROOT/dags_warm"
+else
+    dags_folder="$ROOT/dags"
+fi
+export TXDAG_DAGS_FOLDER="$dags_folder"
 record="${AIRFLOW_HOME:-$ROOT/.run/airflow}/components.env"
-if bash scripts/airflow.sh status >/dev/null 2>&1 && ! grep -qx "export TXDAG_SPARK_MODE='$mode'" "$record"; then
-    say "Airflow runs in another Spark mode: restarting it in $mode mode"
+if bash scripts/airflow.sh status >/dev/null 2>&1 && ! grep -qxF "export TXDAG_DAGS_FOLDER='$dags_folder'" "$record"; then
+    say "Airflow runs with another DAG folder: restarting it with $dags_folder ($mode mode)"
     bash scripts/airflow.sh stop
 fi
 if [[ "$mode" == connect ]]; then

@@ -95,7 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--dry-run", action="store_true")
     s.set_defaults(func=ops.cmd_pools_sync)
 
-    p = sub.add_parser("doctor", parents=common, help="check Redis, ZooKeeper, Spark and Airflow; say how to fix")
+    p = sub.add_parser("doctor", parents=common,
+                       help="check Redis, ZooKeeper, Spark, Airflow and the DAGs' connections; say how to fix")
     p.add_argument("--check", action="append", choices=doctor.GROUPS, help="only these (repeatable)")
     p.add_argument("--spark-conn-id", default="spark_default", metavar="ID")
     p.add_argument("--timeout", type=float, default=5.0, help="seconds per service (default 5)")

@@ -82,6 +82,25 @@ _SPARK_CONNECT_EXAMPLE: dict[Kind, str] = {
 }
 
 
+HOW_TO_ADD = {
+    "redis": "redis://HOST:PORT (extra {\"db\": N} for another database)",
+    "zookeeper": "zookeeper://HOST:PORT (extra {\"root\": \"/txdag\"})",
+    "spark": "spark://local[*], or your master (spark://host:7077, yarn, k8s://...)",
+}
+
+
+def connection_example(kind: str, deployment_kind: Kind | None = None) -> str:
+    """An example connection of ``kind`` (redis, zookeeper, spark, spark_connect); for Spark Connect, the server
+    of the deployment txdag runs in."""
+    return spark_connect_example(deployment_kind) if kind == "spark_connect" else HOW_TO_ADD[kind]
+
+
+def how_to_add_connection(conn_id: str, kind: str) -> str:
+    """How to define the Airflow connection ``conn_id`` of type ``kind``, as a clause after a colon."""
+    return (f"add it in Admin > Connections or set AIRFLOW_CONN_{conn_id.upper()} (a {kind} connection, e.g. "
+            f"{connection_example(kind)})")
+
+
 def how_to_start(service: str, kind: Kind | None = None) -> str:
     """How to bring ``service`` (redis, zookeeper, spark_connect, airflow) back where txdag runs, as a clause
     that follows a semicolon or a comma ("start it with ...")."""

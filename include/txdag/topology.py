@@ -1,18 +1,24 @@
-"""TransactionalTopology: Storm's TransactionalTopologyBuilder as one validated definition that becomes a DAG.
+"""TransactionalTopology: Storm's TransactionalTopologyBuilder as one frozen, validated definition.
 
-A file under ``dags/`` holds one ``TransactionalTopology(...)`` and nothing else: building it validates the
-definition (a mistake fails the DAG file at parse time, with a message that says what to change) and renders
-the Airflow DAG ``coordinate -> process -> commit`` (``txdag.airflow.render``), which Airflow picks up.
+The definition is data: building it validates every field (a mistake fails the DAG file at parse time, with a
+message that says what to change) and does nothing else: it reads no environment, looks up no connection and
+imports no Airflow. A DAG file turns it into an Airflow DAG with an explicit call::
+
+    from txdag import TransactionalTopology
+    from txdag.airflow import render
+
+    dag = render(TransactionalTopology("tweets", ...), dag_file=__file__)
+
+``render`` (``txdag.airflow.rendering``) takes the project root (where a relative ``job`` lives) from the DAG
+file's location, and :func:`load_definitions` reads the topologies of a DAG folder for the CLI and the UI.
 """
 
 from __future__ import annotations
 
-import inspect
 import os
 import runpy
 from collections.abc import Mapping, Sequence
-from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,7 +28,6 @@ from txdag.errors import ConfigError
 
 DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)
 SPARK_MODES = ("submit", "connect")
-_COLLECTED: ContextVar[list[TransactionalTopology] | None] = ContextVar("txdag_collected", default=None)
 
 
 @dataclass(frozen=True, eq=False)
@@ -33,12 +38,14 @@ class TransactionalTopology:
     ``schedule`` is the batch emit interval. ``job`` is the PySpark file, relative to the project root (the
     folder that holds ``dags/`` and ``spark_jobs/``) unless absolute or a URL (``s3://``, ``local://``...).
     Connections are Airflow connection ids: Redis for the states and staging, ZooKeeper for the txids,
-    Spark for ``spark-submit``. ``render=False`` builds the definition without an Airflow DAG (tests, CLI).
+    Spark for ``spark-submit``. ``project_dir`` unset, a relative ``job`` is resolved against the folder above the
+    DAG file's folder (``<project>/dags/x.py`` -> ``<project>``) by :meth:`located`, which ``render(...,
+    dag_file=__file__)`` and :func:`load_definitions` call; the job file's existence is checked then.
 
     ``spark_mode`` picks how ``process`` runs the job: ``"submit"``, one spark-submit application per txid (cold;
     what a cluster deployment uses), or ``"connect"``, the job run inside the task against a long-running Spark
     Connect server (warm: no JVM start per txid), found through ``spark_connect_conn_id``. Same job file, same
-    staging and commit. Unset, it is ``$TXDAG_SPARK_MODE`` of the process that parses the DAG, else "submit".
+    staging and commit. It is part of the definition: no environment variable changes it.
 
     ``key_values`` are the KeyValueStates (seed 002) of the job's stateful steps. A step reads its state as of
     the txid before, so a topology with key-value states processes txid N once txid N - 1 is committed (its
@@ -61,15 +68,12 @@ class TransactionalTopology:
     zookeeper_conn_id: str = "zookeeper_default"
     spark_conn_id: str = "spark_default"
     spark_conf: Mapping[str, str] = field(default_factory=dict)
-    spark_mode: str | None = None
+    spark_mode: str = "submit"
     spark_connect_conn_id: str = "spark_connect_default"
     keep_txids: int = 100
     commit_poke_interval: float = 10.0  # shorter reschedules sometimes race the worker's exit (AIRFLOW-FACTS)
-    check_connections: bool = True
     description: str | None = None
     project_dir: str | None = None
-    render: bool = True
-    dag: Any = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         check_name("topology_id", self.topology_id)
@@ -87,25 +91,29 @@ class TransactionalTopology:
                 raise ConfigError(f"topology {self.topology_id!r}: {name} must be an int >= 1, got {value!r}")
         if isinstance(self.retries, bool) or not isinstance(self.retries, int) or self.retries < 0:
             raise ConfigError(f"topology {self.topology_id!r}: retries must be an int >= 0, got {self.retries!r}")
-        if self.spark_mode is None:
-            object.__setattr__(self, "spark_mode", os.environ.get("TXDAG_SPARK_MODE") or "submit")
         if self.spark_mode not in SPARK_MODES:
             raise ConfigError(f"topology {self.topology_id!r}: spark_mode must be one of {list(SPARK_MODES)}, got "
-                              f"{self.spark_mode!r} (from the topology, or from $TXDAG_SPARK_MODE)")
+                              f"{self.spark_mode!r}")
         for name in ("redis_conn_id", "zookeeper_conn_id", "spark_conn_id", "spark_connect_conn_id"):
             check_name(f"topology {self.topology_id!r}: {name}", getattr(self, name))
         self._check_values()
-        if self.project_dir is None:
-            object.__setattr__(self, "project_dir", str(_caller_project_dir()))
+        if self.project_dir is not None and not isinstance(self.project_dir, str):
+            object.__setattr__(self, "project_dir", str(self.project_dir))  # a pathlib.Path is fine too
         self._check_job()
-        collected = _COLLECTED.get()
-        if collected is not None:  # load_definitions is reading DAG files: the definition only, no DAG
-            collected.append(self)
-            return
-        if self.render:
-            from txdag.airflow.render import build_dag  # Airflow only when a DAG is wanted
 
-            object.__setattr__(self, "dag", build_dag(self))
+    def located(self, dag_file: str | Path) -> TransactionalTopology:
+        """This definition with ``project_dir`` taken from the DAG file that defines it: the folder above the
+        file's folder (``<project>/dags/x.py`` -> ``<project>``, symbolic links resolved). One that has a
+        ``project_dir`` already is returned as it is. The copy is validated again: a relative job that does not
+        exist there fails here."""
+        if self.project_dir is not None:
+            return self
+        return replace(self, project_dir=str(Path(dag_file).resolve().parent.parent))
+
+    @property
+    def job_located(self) -> bool:
+        """Whether ``job_path`` is known: a URL, an absolute path, or a relative one with a ``project_dir``."""
+        return "://" in self.job or Path(self.job).is_absolute() or self.project_dir is not None
 
     @property
     def pool(self) -> str:
@@ -167,7 +175,7 @@ class TransactionalTopology:
         if not isinstance(self.job, str) or not self.job.endswith(".py"):
             raise ConfigError(f"topology {self.topology_id!r}: job must be the path of a PySpark .py file, "
                               f"got {self.job!r}")
-        if "://" not in self.job and not Path(self.job_path).is_file():
+        if "://" not in self.job and self.job_located and not Path(self.job_path).is_file():
             raise ConfigError(
                 f"topology {self.topology_id!r}: the Spark job {self.job_path} does not exist: put the job in "
                 f"spark_jobs/ next to dags/, or give an absolute path or a URL the Spark cluster can read"
@@ -186,32 +194,61 @@ def dags_folder(given: str | Path | None = None) -> Path:
 def load_definitions(folder: str | Path, recursive: bool = False
                      ) -> tuple[dict[str, TransactionalTopology], dict[str, str]]:
     """The topologies defined by the DAG files in ``folder`` (and its subfolders, symbolic links followed, when
-    ``recursive``, as Airflow reads a DAG folder), built without rendering a DAG or looking up connections (the
-    CLI and the UI's transactions page read them outside a DAG), and the error of each file that failed."""
+    ``recursive``, as Airflow reads a DAG folder), and the error of each file that failed.
+
+    Each file is run (``runpy``) and its topologies are taken from its module globals: the DAGs that
+    ``txdag.airflow.render`` built (their ``txdag_topology``), and plain ``TransactionalTopology`` values (a
+    file that only defines one), located relative to the file. Running a file that renders its DAG imports
+    Airflow; no connection is looked up (rendering looks up none). One owner: a topology id that a second file
+    defines too is that file's error, and the first file keeps it."""
     found: dict[str, TransactionalTopology] = {}
+    owners: dict[str, str] = {}
     errors: dict[str, str] = {}
     files = ([Path(d) / f for d, _, names in os.walk(folder, followlinks=True) for f in names if f.endswith(".py")]
              if recursive else list(Path(folder).glob("*.py")))
+    seen: set[Path] = set()
     for path in sorted(files):
-        collected: list[TransactionalTopology] = []
-        token = _COLLECTED.set(collected)
+        if path.resolve() in seen:  # one file reached through two links is one definition
+            continue
+        seen.add(path.resolve())
         try:
-            runpy.run_path(str(path), run_name=f"txdag_dag_{path.stem}")
+            defined = definitions_of(path)
         except Exception as exc:  # one broken DAG file must not hide the others
             errors[str(path)] = f"{type(exc).__name__}: {exc}"
-        finally:
-            _COLLECTED.reset(token)
-        found.update((t.topology_id, t) for t in collected)
+            continue
+        twice = sorted(set(defined) & set(found))
+        if twice:
+            errors[str(path)] = (f"ConfigError: topology {twice[0]!r} is defined by {owners[twice[0]]} already: "
+                                 f"one DAG file per topology id (rename one, or delete the copy)")
+            continue
+        found.update(defined)
+        owners.update(dict.fromkeys(defined, str(path)))
     return found, errors
 
 
-def _caller_project_dir() -> Path:
-    """The folder above the DAG file's folder (``<project>/dags/x.py`` -> ``<project>``)."""
-    package = Path(__file__).resolve().parent
-    frame = inspect.currentframe()
-    while frame is not None:
-        name = frame.f_code.co_filename
-        if not name.startswith("<") and package not in Path(name).resolve().parents:
-            return Path(name).resolve().parent.parent
-        frame = frame.f_back
-    return Path.cwd()
+def definitions_of(path: Path) -> dict[str, TransactionalTopology]:
+    """The topologies one DAG file defines (see :func:`load_definitions`), by id."""
+    names = runpy.run_path(str(path), run_name=f"txdag_dag_{path.stem}")
+    found: dict[str, TransactionalTopology] = {}
+    for value in names.values():  # rendered DAGs first: theirs are located, as Airflow runs them
+        topology = _rendered(value)
+        if topology is not None:
+            found.setdefault(topology.topology_id, topology)
+    for value in names.values():
+        if isinstance(value, TransactionalTopology):
+            found.setdefault(value.topology_id, value.located(path))
+    if not found and "TransactionalTopology(" in path.read_text(errors="replace"):
+        raise ConfigError(f"{path} builds a TransactionalTopology but keeps neither it nor its DAG in a module "
+                          f"variable: write dag = render(TransactionalTopology(...), dag_file=__file__)")
+    return found
+
+
+def _rendered(value: Any) -> TransactionalTopology | None:
+    """The definition a DAG that ``txdag.airflow.render`` built carries, else None (any other global)."""
+    if isinstance(value, type):
+        return None
+    try:
+        topology = getattr(value, "txdag_topology", None)
+    except Exception:  # a global whose attribute lookup fails (a lazy proxy...) is not a rendered DAG
+        return None
+    return topology if isinstance(topology, TransactionalTopology) else None

@@ -34,9 +34,10 @@ from txdag.zk.store import TransactionStore
 TOPOLOGY, PREFIX = "ui_page", "ui_page:"
 DAG_FILE = f"""# An Airflow DAG (Airflow's safe mode parses only files that say so): the transactions page's topology.
 from txdag import TransactionalTopology
+from txdag.airflow import render
 from txdag.definition import State, TweetsSource
 
-TransactionalTopology(
+topology = TransactionalTopology(
     {TOPOLOGY!r},
     source=TweetsSource(prefix={PREFIX!r}, max_transaction_size=10),
     job={str(REPO / "spark_jobs" / "global_count.py")!r},
@@ -44,6 +45,7 @@ TransactionalTopology(
     max_active_transactions=4,
     retries=0,
 )
+dag = render(topology, dag_file=__file__)
 """
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -24,9 +24,10 @@ from txdag.zk.records import TxStatus
 TOPOLOGY, PREFIX, BATCH = "tweets_warm", "warm:", 60
 DAG_FILE = f"""# An Airflow DAG (Airflow's safe mode parses only files that say so): the tweets job, warm.
 from txdag import TransactionalTopology
+from txdag.airflow import render
 from txdag.definition import State, TweetsSource
 
-TransactionalTopology(
+topology = TransactionalTopology(
     {TOPOLOGY!r},
     source=TweetsSource(prefix={PREFIX!r}, max_transaction_size={BATCH}),
     job={str(REPO / "spark_jobs" / "tweets_analytics.py")!r},
@@ -38,6 +39,7 @@ TransactionalTopology(
     spark_mode="connect",
     max_active_transactions=2,
 )
+dag = render(topology, dag_file=__file__)
 """
 
 
@@ -102,9 +104,10 @@ def test_warm_mode_is_exactly_once_through_a_crash_and_a_replay(airflow: Airflow
 
 WORDS_DAG = f"""# An Airflow DAG: seed 004's word count (opaque streams into an OpaqueMap), warm.
 from txdag import TransactionalTopology
+from txdag.airflow import render
 from txdag.definition import State, StreamsSource
 
-TransactionalTopology(
+topology = TransactionalTopology(
     "word_count_warm",
     source=StreamsSource(streams=["warm:sentences:0", "warm:sentences:1"], opaque=True, max_per_partition=40),
     job={str(REPO / "spark_jobs" / "word_count.py")!r},
@@ -112,13 +115,15 @@ TransactionalTopology(
     spark_mode="connect",
     max_active_transactions=2,
 )
+dag = render(topology, dag_file=__file__)
 """
 
 STATEFUL_DAG = f"""# An Airflow DAG: a seed 002 stateful step (running counts in a KeyValueState), warm.
 from txdag import TransactionalTopology
+from txdag.airflow import render
 from txdag.definition import KeyValue, State, TweetsSource
 
-TransactionalTopology(
+topology = TransactionalTopology(
     "stateful_warm",
     source=TweetsSource(max_transaction_size=40, prefix="warm_stateful:"),
     job={str(REPO / "tests" / "e2e" / "jobs" / "running_counts.py")!r},
@@ -127,6 +132,7 @@ TransactionalTopology(
     spark_mode="connect",
     max_active_transactions=2,
 )
+dag = render(topology, dag_file=__file__)
 """
 
 

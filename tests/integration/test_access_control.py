@@ -34,7 +34,7 @@ def tweets_topology(name: str) -> TransactionalTopology:
         name, source=TweetsSource(prefix=f"{name}:", max_transaction_size=40), job="spark_jobs/tweets_analytics.py",
         states=[State("users", namespace=f"{name}:users"), State("hashtags", namespace=f"{name}:hashtags"),
                 State("users_hashtags", namespace=f"{name}:users_hashtags", key_fields=2, separator=":")],
-        marker_key=f"{name}:LAST", render=False, project_dir=str(ROOT),
+        marker_key=f"{name}:LAST", project_dir=str(ROOT),
     )
 
 
@@ -102,11 +102,11 @@ def test_stream_partitions_read_only_plan_with_eval_ro_and_refuse_unknown_stream
     t = TransactionalTopology(prefix, source=StreamsSource(streams, max_per_partition=30),
                               job="spark_jobs/word_count.py", states=[State("words", kind="opaque",
                                                                             namespace=f"{prefix}:words")],
-                              render=False, project_dir=str(ROOT))
+                              project_dir=str(ROOT))
     for i, stream in enumerate(streams):
         append_entries(StreamPartition(stream, redis_client, stream), sample_sentences(20, seed=i))
     granted = TransactionalTopology(prefix, source=StreamsSource(streams[:1]), job="spark_jobs/word_count.py",
-                                    states=t.states, render=False, project_dir=str(ROOT))
+                                    states=t.states, project_dir=str(ROOT))
     with redis_user(redis_client, f"{prefix}-user", [t], password) as client:
         spout = t.source.build({"redis_default": client}, prefix)
         meta = spout.initialize_transaction(1, None)

@@ -28,9 +28,10 @@ pytestmark = pytest.mark.usefixtures("airflow_home")
 DB = 11
 DAG_FILE = """
 from txdag import TransactionalTopology
+from txdag.airflow import render
 from txdag.definition import State, TweetsSource
 
-TransactionalTopology(
+topology = TransactionalTopology(
     "{topo}",
     source=TweetsSource(prefix="{topo}:", max_transaction_size=40),
     job="spark_jobs/job.py",
@@ -40,6 +41,7 @@ TransactionalTopology(
         State("users_hashtags", namespace="{topo}:uh", key_fields=2, separator=":"),
     ],
 )
+dag = render(topology, dag_file=__file__)
 """
 
 
@@ -264,3 +266,23 @@ def unused_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def test_doctor_checks_the_connections_the_dag_folders_topologies_name(env, capsys, monkeypatch, prefix, tmp_path):
+    """Rendering looks up no connection: doctor is where a missing one shows, with the topology and the fix."""
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[*]"}))
+    code, out, _ = run(capsys, "doctor", "--check", "connections", "--json")
+    checks = {c["check"]: c for c in json.loads(out)["checks"]}
+    assert code == 0, out
+    assert set(checks) == {"connection redis_default", "connection zookeeper_default", "connection spark_default"}
+    assert checks["connection redis_default"]["detail"] == f"redis, used by {prefix}"
+    source = (tmp_path / "dags" / f"{prefix}.py").read_text()
+    (tmp_path / "dags" / f"{prefix}.py").write_text(source.replace("    ],\n)", "    ],\n    spark_mode='connect',\n)"))
+    monkeypatch.delenv("AIRFLOW_CONN_SPARK_CONNECT_DEFAULT", raising=False)
+    code, out, _ = run(capsys, "doctor", "--check", "connections")
+    assert code == 1
+    assert re.search(r"connection spark_connect_default +fail +Airflow connection 'spark_connect_default' is not "
+                     r"usable", out), out
+    assert f"used by {prefix}" in out
+    assert ("connection spark_connect_default: add it in Admin > Connections or set AIRFLOW_CONN_SPARK_CONNECT_DEFAULT "
+            "(a spark_connect connection, e.g. sc://") in out

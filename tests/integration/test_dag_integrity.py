@@ -1,30 +1,31 @@
-"""DAG integrity: every file in dags/ imports cleanly and builds coordinate -> process -> commit.
+"""DAG integrity: every file in dags/ (and the demo's dags_warm/) imports cleanly and builds coordinate -> process
+-> commit.
 
-Parsing contacts no service: connections come from AIRFLOW_CONN_* variables that point nowhere in particular.
+Parsing contacts no service and looks up no connection: the DagBag runs with no AIRFLOW_CONN_* variable at all and
+an empty metadata database, and a definition naming a connection that exists nowhere still parses.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-CONNECTIONS = {
-    "AIRFLOW_CONN_REDIS_DEFAULT": "redis://127.0.0.1:6391/",
-    "AIRFLOW_CONN_ZOOKEEPER_DEFAULT": '{"conn_type": "zookeeper", "host": "127.0.0.1", "port": 2191}',
-    "AIRFLOW_CONN_SPARK_DEFAULT": '{"conn_type": "spark", "host": "local[*]"}',
-}
 EXPECTED = {"tweets_analytics", "global_count", "word_count", "trending_hashtags"}
 
 
 @pytest.fixture(scope="module")
 def airflow_env(tmp_path_factory: pytest.TempPathFactory):
     home = tmp_path_factory.mktemp("airflow-home")
-    saved = {k: os.environ.get(k) for k in [*CONNECTIONS, "AIRFLOW_HOME", "AIRFLOW__CORE__LOAD_EXAMPLES"]}
-    os.environ.update(CONNECTIONS, AIRFLOW_HOME=str(home), AIRFLOW__CORE__LOAD_EXAMPLES="False")
+    names = [k for k in os.environ if k.startswith("AIRFLOW_CONN_")] + ["AIRFLOW_HOME", "AIRFLOW__CORE__LOAD_EXAMPLES"]
+    saved = {k: os.environ.get(k) for k in names}
+    for name in names:
+        os.environ.pop(name, None)  # no connection anywhere: parsing must not need one
+    os.environ.update(AIRFLOW_HOME=str(home), AIRFLOW__CORE__LOAD_EXAMPLES="False")
     yield home
     for key, value in saved.items():
         if value is None:
@@ -56,6 +57,14 @@ def test_every_dag_file_imports_and_builds_the_three_tasks(airflow_env) -> None:
         assert "txdag" in dag.tags
 
 
+def test_the_demos_warm_folder_renders_the_spark_connect_process_task(airflow_env) -> None:
+    bag = dagbag(ROOT / "dags_warm")
+    assert bag.import_errors == {} and bag.dag_ids == ["tweets_analytics"]
+    process = next(t for t in bag.dags["tweets_analytics"].tasks if t.task_id == "process")
+    assert type(process).__name__ == "WarmProcessOperator" and process.topology.spark_mode == "connect"
+    assert Path(process.topology.job_path) == ROOT / "spark_jobs" / "tweets_analytics.py"
+
+
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
@@ -63,7 +72,6 @@ def test_every_dag_file_imports_and_builds_the_three_tasks(airflow_env) -> None:
         ('State("hashtags")', r"duplicate state name\(s\) \['users'\]"),
         ("max_active_transactions=2", r"max_active_transactions must be an int >= 1, got 0"),
         ('job="spark_jobs/tweets_analytics.py"', r"the Spark job .*nope\.py does not exist"),
-        ("schedule=", "Airflow connection 'missing_redis' \\(redis\\) is not defined"),
     ],
 )
 def test_a_definition_error_fails_the_dag_file_with_what_to_change(airflow_env, tmp_path, edit, message) -> None:
@@ -72,34 +80,38 @@ def test_a_definition_error_fails_the_dag_file_with_what_to_change(airflow_env, 
         'State("hashtags")': 'State("users")',
         "max_active_transactions=2": "max_active_transactions=0",
         'job="spark_jobs/tweets_analytics.py"': 'job="spark_jobs/nope.py"',
-        "schedule=": 'redis_conn_id="missing_redis", schedule=',
     }[edit]
+    bag = dagbag(copy_project(tmp_path, edit, replacement))
+    assert bag.dag_ids == []
+    [error] = bag.import_errors.values()
+    assert "ConfigError" in error
+    assert re.search(message, error), error
+
+
+def copy_project(tmp_path: Path, edit: str, replacement: str) -> Path:
+    """A project in ``tmp_path`` (its own dags/ and spark_jobs/) whose tweets_analytics.py has ``edit`` replaced."""
     (tmp_path / "dags").mkdir()
     shutil.copytree(ROOT / "spark_jobs", tmp_path / "spark_jobs")
     source = (ROOT / "dags" / "tweets_analytics.py").read_text()
     assert edit in source
     (tmp_path / "dags" / "tweets_analytics.py").write_text(source.replace(edit, replacement, 1))
-    bag = dagbag(tmp_path / "dags")
-    assert bag.dag_ids == []
-    [error] = bag.import_errors.values()
-    assert "ConfigError" in error
-    import re
-
-    assert re.search(message, error), error
+    return tmp_path / "dags"
 
 
-def test_a_warm_topology_renders_the_spark_connect_process_task(airflow_env, tmp_path, monkeypatch) -> None:
-    (tmp_path / "dags").mkdir()
-    shutil.copytree(ROOT / "spark_jobs", tmp_path / "spark_jobs")
-    source = (ROOT / "dags" / "tweets_analytics.py").read_text().replace("schedule=", 'spark_mode="connect", schedule=')
-    (tmp_path / "dags" / "tweets_analytics.py").write_text(source)
-    bag = dagbag(tmp_path / "dags")
-    [error] = bag.import_errors.values()  # no spark_connect_default connection: the file says which to add
-    assert "Airflow connection 'spark_connect_default' (spark_connect) is not defined" in error
-    assert "bash scripts/spark-connect.sh start" in error
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_DEFAULT", '{"conn_type": "spark_connect", "host": "127.0.0.1", '
-                       '"port": 15092}')
-    bag = dagbag(tmp_path / "dags")
-    assert bag.import_errors == {}
-    process = next(t for t in bag.dags["tweets_analytics"].tasks if t.task_id == "process")
-    assert type(process).__name__ == "WarmProcessOperator" and process.topology.spark_mode == "connect"
+def test_connections_that_exist_nowhere_do_not_fail_the_parse_but_the_coordinate_task(airflow_env, tmp_path) -> None:
+    """Nothing at parse time touches a connection; the coordinate task's first step names the missing one."""
+    from txdag.errors import ConfigError
+
+    bag = dagbag(copy_project(tmp_path, "schedule=", 'redis_conn_id="missing_redis", spark_mode="connect", schedule='))
+    assert bag.import_errors == {} and bag.dag_ids == ["tweets_analytics"]
+    coordinate = next(t for t in bag.dags["tweets_analytics"].tasks if t.task_id == "coordinate")
+    assert Path(coordinate.topology.job_path) == tmp_path / "spark_jobs" / "tweets_analytics.py"
+    os.environ["AIRFLOW_CONN_REDIS_DEFAULT"] = "redis://127.0.0.1:1/0"  # the source's; the states' is missing
+    try:
+        with pytest.raises(ConfigError) as caught:  # the task's first step, before ZooKeeper or Redis
+            coordinate.execute({"run_id": "manual__1"})
+    finally:
+        del os.environ["AIRFLOW_CONN_REDIS_DEFAULT"]
+    assert str(caught.value).startswith(
+        "topology 'tweets_analytics': Airflow connection 'missing_redis' (redis) is not defined (")
+    assert "set AIRFLOW_CONN_MISSING_REDIS (a redis connection, e.g. redis://HOST:PORT" in str(caught.value)

@@ -108,7 +108,7 @@ def test_wrong_password_is_access_denied_without_the_password(kv_provider):
 def test_a_topologys_user_runs_its_key_value_states_and_nothing_else(redis_client, prefix):
     """txdag.acl grants a topology's user txdag:kv:{<topology>:*: the whole protocol works through it."""
     topology = TransactionalTopology(prefix, source=TweetsSource(prefix=f"{prefix}src:"), states=[State("users")],
-                                     job="spark_jobs/tweets_analytics.py", render=False, project_dir=str(ROOT))
+                                     job="spark_jobs/tweets_analytics.py", project_dir=str(ROOT))
     password = f"pw-{uuid.uuid4().hex}"
     with redis_user(redis_client, f"{prefix}-user", [topology], password) as client:
         spec = KVNamespace(kv_namespace(prefix, "counter"), value_serializer="base64")
@@ -134,7 +134,7 @@ def test_a_topologys_user_on_the_cluster_runs_its_key_value_states(redis_cluster
     """The same ACL line on every node: the cluster client's discovery (CLUSTER SLOTS, COMMAND) is granted too;
     a user without it gets an AccessDenied naming the missing command, not 'unreachable'."""
     topology = TransactionalTopology(prefix, source=TweetsSource(prefix=f"{prefix}src:"), states=[State("users")],
-                                     job="spark_jobs/tweets_analytics.py", render=False, project_dir=str(ROOT))
+                                     job="spark_jobs/tweets_analytics.py", project_dir=str(ROOT))
     user, password = f"{prefix}-user", f"pw-{uuid.uuid4().hex}"
     config = {"nodes": redis_cluster.nodes, "username": user, "password": password}
     admins = [redis_cluster.node_client(port) for port in redis_cluster.ports]

@@ -30,7 +30,7 @@ DANGEROUS = ("+@all", "+flushall", "+flushdb", "+keys", "+scan", "+config", "+ac
 def topology(name: str = "tw", **kwargs) -> TransactionalTopology:
     kwargs.setdefault("source", TweetsSource(prefix="src:"))
     kwargs.setdefault("states", [State("users"), State("pairs", key_fields=2, separator=":")])
-    return TransactionalTopology(name, job="spark_jobs/tweets_analytics.py", marker_key="LAST", render=False,
+    return TransactionalTopology(name, job="spark_jobs/tweets_analytics.py", marker_key="LAST",
                                  project_dir=str(ROOT), **kwargs)
 
 

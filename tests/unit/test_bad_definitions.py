@@ -23,7 +23,7 @@ def topology(job: Path, args: dict) -> TransactionalTopology:
         args["source"] = source_from_dict(args["source"])
     args["states"] = [State.from_dict(s) for s in args["states"]]
     args["job"] = str(job) if args["job"] == "$JOB" else args["job"]
-    return TransactionalTopology(args.pop("topology_id"), **args, render=False, project_dir=str(job.parent))
+    return TransactionalTopology(args.pop("topology_id"), **args, project_dir=str(job.parent))
 
 
 BUILDERS = {"State": lambda _, a: State(**a), "TweetsSource": lambda _, a: TweetsSource(**a),

@@ -141,11 +141,13 @@ def test_load_definitions_reads_the_dag_folder_and_reports_a_broken_file(tmp_pat
     (tmp_path / "spark_jobs").mkdir()
     (tmp_path / "spark_jobs" / "job.py").write_text("")
     (tmp_path / "dags" / "good.py").write_text(
-        "from txdag import TransactionalTopology\nfrom txdag.definition import State, TweetsSource\n"
-        "TransactionalTopology('good', source=TweetsSource(), job='spark_jobs/job.py', states=[State('s')])\n")
+        "from txdag import TransactionalTopology\nfrom txdag.airflow import render\n"
+        "from txdag.definition import State, TweetsSource\n"
+        "t = TransactionalTopology('good', source=TweetsSource(), job='spark_jobs/job.py', states=[State('s')])\n"
+        "dag = render(t, dag_file=__file__)\n")
     (tmp_path / "dags" / "bad.py").write_text("raise ImportError('no module named x')\n")
     found, errors = load_definitions(tmp_path / "dags")
-    assert list(found) == ["good"] and found["good"].dag is None
+    assert list(found) == ["good"]
     assert found["good"].project_dir == str(tmp_path)
     assert errors == {str(tmp_path / "dags" / "bad.py"): "ImportError: no module named x"}
 
@@ -155,8 +157,10 @@ def test_load_definitions_recursive_reads_linked_subfolders_as_airflow_does(tmp_
     (tmp_path / "project" / "spark_jobs").mkdir()
     (tmp_path / "project" / "spark_jobs" / "job.py").write_text("")
     (tmp_path / "project" / "dags" / "good.py").write_text(
-        "from txdag import TransactionalTopology\nfrom txdag.definition import State, TweetsSource\n"
-        "TransactionalTopology('good', source=TweetsSource(), job='spark_jobs/job.py', states=[State('s')])\n")
+        "from txdag import TransactionalTopology\nfrom txdag.airflow import render\n"
+        "from txdag.definition import State, TweetsSource\n"
+        "t = TransactionalTopology('good', source=TweetsSource(), job='spark_jobs/job.py', states=[State('s')])\n"
+        "dag = render(t, dag_file=__file__)\n")
     (tmp_path / "home").mkdir()
     (tmp_path / "home" / "linked").symlink_to(tmp_path / "project" / "dags", target_is_directory=True)
     assert load_definitions(tmp_path / "home") == ({}, {})

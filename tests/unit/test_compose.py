@@ -286,7 +286,7 @@ def test_the_connections_are_the_ones_the_dags_use_with_their_types(services):
     needed: dict[str, str] = {}
     for topology in topologies.values():
         needed.update(topology.conn_ids())
-        needed[topology.spark_connect_conn_id] = "spark_connect"  # TXDAG_SPARK_MODE=connect switches to it
+        needed[topology.spark_connect_conn_id] = "spark_connect"  # a topology with spark_mode="connect" uses it
         needed[topology.spark_conn_id] = "spark"
     for name, service in airflow_services(services).items():
         env = env_of(service)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from txdag import TransactionalTopology, TransactionAttempt
@@ -13,7 +15,8 @@ from txdag.state.snapshottable_map import GLOBAL_KEY
 def topology(tmp_path, **changes):
     job = tmp_path / "job.py"
     job.write_text("")
-    args = {"source": TweetsSource(), "job": str(job), "states": [State("users")], "render": False, **changes}
+    args = {"source": TweetsSource(), "job": str(job), "states": [State("users")], "project_dir": str(tmp_path),
+            **changes}
     return TransactionalTopology("tweets", **args)
 
 
@@ -70,13 +73,36 @@ def test_topology_definition_errors(tmp_path) -> None:
 
 
 def test_spark_mode_picks_the_process_operator_and_its_connection(tmp_path, monkeypatch) -> None:
-    monkeypatch.delenv("TXDAG_SPARK_MODE", raising=False)
     cold = topology(tmp_path)
     assert cold.spark_mode == "submit" and cold.conn_ids()["spark_default"] == "spark"
     warm = topology(tmp_path, spark_mode="connect")
     assert warm.conn_ids()["spark_connect_default"] == "spark_connect" and "spark_default" not in warm.conn_ids()
-    monkeypatch.setenv("TXDAG_SPARK_MODE", "connect")
-    assert topology(tmp_path).spark_mode == "connect"
-    assert topology(tmp_path, spark_mode="submit").spark_mode == "submit", "the topology's own choice wins"
+    monkeypatch.setenv("TXDAG_SPARK_MODE", "connect")  # read by no one: the mode is the definition's
+    assert topology(tmp_path).spark_mode == "submit"
     with pytest.raises(ConfigError, match=r"spark_mode must be one of \['submit', 'connect'\], got 'warm'"):
         topology(tmp_path, spark_mode="warm")
+
+
+def test_the_definition_reads_no_environment_and_is_frozen(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    for name in ("TXDAG_SPARK_MODE", "TXDAG_DAGS_FOLDER", "AIRFLOW__CORE__DAGS_FOLDER"):
+        monkeypatch.setenv(name, "connect")
+    t = topology(tmp_path, project_dir=None, job="spark_jobs/not_yet.py")
+    assert (t.spark_mode, t.project_dir, t.job_located) == ("submit", None, False)
+    assert not hasattr(t, "dag") and "render" not in {f.name for f in dataclasses.fields(t)}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        t.spark_mode = "connect"  # type: ignore[misc]
+
+
+def test_located_takes_the_project_from_the_dag_file_and_checks_the_job_there(tmp_path) -> None:
+    (tmp_path / "dags").mkdir()
+    (tmp_path / "spark_jobs").mkdir()
+    (tmp_path / "spark_jobs" / "job.py").write_text("")
+    unlocated = topology(tmp_path, project_dir=None, job="spark_jobs/job.py")
+    located = unlocated.located(tmp_path / "dags" / "tweets.py")
+    assert located.project_dir == str(tmp_path.resolve()) and located.job_path == str(tmp_path / "spark_jobs/job.py")
+    assert located.located(tmp_path / "elsewhere" / "x" / "y.py") is located, "its own project_dir wins"
+    assert unlocated.project_dir is None, "located() returns a copy"
+    missing = topology(tmp_path, project_dir=None, job="spark_jobs/missing.py")
+    with pytest.raises(ConfigError, match="spark_jobs/missing.py does not exist: put the job in spark_jobs/"):
+        missing.located(tmp_path / "dags" / "tweets.py")

@@ -140,10 +140,8 @@ def test_the_messages_of_the_library_follow_the_deployment(monkeypatch, kind) ->
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_spark_connect_example_follows_the_deployment(monkeypatch, kind) -> None:
-    from txdag.airflow.render import connection_example
-
     monkeypatch.setenv(hints.ENV, kind)
-    example = connection_example("spark_connect")
+    example = hints.connection_example("spark_connect")
     assert example.startswith("sc://") and ("scripts/" in example) == (kind == "checkout")
     assert ("spark-connect:15002" in example) == (kind == "container")
 

@@ -42,9 +42,9 @@ RUN_BY: dict[str, tuple[str, str]] = {
         "readme_line('source .run/credentials.env; export REDISCLI_AUTH')"),
     "bash scripts/demo.sh": ("tests/demo/test_demo.py::test_the_demo_commits_every_tweet_exactly_once",
                              'tests/demo/test_demo.py::["bash", "scripts/demo.sh", *args]'),
-    "TXDAG_SPARK_MODE=connect bash scripts/airflow.sh start": (
+    'TXDAG_DAGS_FOLDER="$PWD/dags_warm" bash scripts/airflow.sh start': (
         "tests/demo/test_demo.py::test_the_demo_commits_every_tweet_exactly_once",
-        'scripts/demo.sh::export TXDAG_SPARK_MODE="$mode"'),  # demo.sh's default mode is connect
+        'scripts/demo.sh::export TXDAG_DAGS_FOLDER="$dags_folder"'),  # demo.sh's default folder is dags_warm/
     "txdag state get trending_hashtags": (
         "tests/e2e/test_topologies.py::test_trending_hashtags_window_is_exact_through_replays_in_the_middle",
         '"state", "get", dag, "trending"'),

@@ -18,6 +18,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import BaseOperator, Variable
 from airflow.sdk.exceptions import AirflowFailException, AirflowRescheduleException, AirflowSkipException
 
+from txdag.airflow.connections import require_connections
 from txdag.airflow.runtime import TopologyRuntime, emission_to_xcom, tx_from_xcom
 from txdag.errors import SourceUnavailable
 from txdag.faults import ALLOWED_VAR, FAULTS_VAR
@@ -56,6 +57,7 @@ class CoordinateOperator(BaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         run_id, t = context["run_id"], self.topology
         _arm_faults()
+        require_connections(t)  # first: a missing connection is named, with its topology and how to add it
         with TopologyRuntime(t) as rt:
             outcome = steps.coordinate(rt, run_id)
             if isinstance(outcome, Emission):

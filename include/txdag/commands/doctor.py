@@ -1,5 +1,6 @@
-"""``txdag doctor``: are Redis, ZooKeeper, Spark and Airflow reachable with the configured connections? Each
-check that fails says how to fix it, so a new machine can be set up by following the output."""
+"""``txdag doctor``: are Redis, ZooKeeper, Spark and Airflow reachable with the configured connections, and is
+every connection the topologies of the DAG folder name defined? Each check that fails says how to fix it, so a new
+machine can be set up by following the output."""
 
 from __future__ import annotations
 
@@ -16,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from txdag import hints
-from txdag.commands.common import DEFAULT_REDIS_CONN, DEFAULT_ZK_CONN, connection, emit, table
+from txdag.commands.common import DEFAULT_REDIS_CONN, DEFAULT_ZK_CONN, connection, dags_folder, emit, table
 from txdag.errors import TxdagError
 
-GROUPS = ("redis", "zookeeper", "spark", "airflow")
+GROUPS = ("redis", "zookeeper", "spark", "airflow", "connections")
 
 
 def short(exc: Exception) -> str:
@@ -173,8 +174,40 @@ def check_airflow(args: argparse.Namespace) -> list[Check]:
     return [Check("airflow api", "ok", f"{api.base_url} answers; {', '.join(health)} healthy")]
 
 
+def check_connections(args: argparse.Namespace) -> list[Check]:
+    """Every connection a topology of the DAG folder names is defined, with the type it needs. Rendering a DAG
+    looks up none (Airflow's rule for top-level DAG code), so this is where a missing one shows before a run."""
+    from txdag.topology import load_definitions
+
+    folder = dags_folder(args)
+    found, errors = load_definitions(folder)
+    checks = [Check(f"dag file {Path(path).name}", "fail", error, f"fix {path}: the error says what to change")
+              for path, error in errors.items()]
+    if not found:
+        return checks + [Check("connections", "warn", f"no topology in the DAG folder {folder}",
+                               "give the DAG folder with --dags or TXDAG_DAGS_FOLDER")]
+    users: dict[tuple[str, str], list[str]] = {}
+    for topology in found.values():
+        for conn_id, kind in topology.conn_ids().items():
+            users.setdefault((conn_id, kind), []).append(topology.topology_id)
+    for (conn_id, kind), names in sorted(users.items()):
+        name, used = f"connection {conn_id}", f"used by {', '.join(sorted(names))}"
+        try:
+            conn = connection(conn_id)
+        except TxdagError as exc:
+            checks.append(Check(name, "fail", f"{short(exc)}; {used}", hints.how_to_add_connection(conn_id, kind)))
+            continue
+        if conn.conn_type != kind:
+            checks.append(Check(name, "warn", f"type {conn.conn_type!r}, the topologies need {kind!r}; {used}",
+                                f"make {conn_id} a {kind} connection, e.g. {hints.connection_example(kind)}"))
+        else:
+            checks.append(Check(name, "ok", f"{kind}, {used}"))
+    return checks
+
+
 CHECKS: dict[str, Callable[[argparse.Namespace], list[Check]]] = {
     "redis": check_redis, "zookeeper": check_zookeeper, "spark": check_spark, "airflow": check_airflow,
+    "connections": check_connections,
 }
 
 

@@ -2,9 +2,10 @@
 KeyValueState."""
 
 from txdag import TransactionalTopology
+from txdag.airflow import render
 from txdag.definition import KeyValue, State, TweetsSource
 
-TransactionalTopology(
+topology = TransactionalTopology(
     "e2e_stateful",
     source=TweetsSource(max_transaction_size=40, prefix="stateful:"),
     job="jobs/running_counts.py",
@@ -13,3 +14,4 @@ TransactionalTopology(
     max_active_transactions=2,
     schedule=None,
 )
+dag = render(topology, dag_file=__file__)

@@ -1,10 +1,17 @@
-"""Renders a TransactionalTopology as an Airflow DAG: coordinate -> process -> commit, one run per txid."""
+"""Renders a TransactionalTopology as an Airflow DAG: coordinate -> process -> commit, one run per txid.
+
+A DAG file calls it explicitly (``dag = render(TransactionalTopology(...), dag_file=__file__)``, with ``from
+txdag.airflow import render``). Rendering is a function of the definition and of the DAG file's location only:
+it reads no environment variable and looks up no connection (Airflow's rule for top-level DAG code: the coordinate
+task checks the connections, and ``txdag doctor --check connections`` does before that).
+"""
 
 from __future__ import annotations
 
-from airflow.sdk import DAG, BaseHook
+from pathlib import Path
 
-from txdag import hints
+from airflow.sdk import DAG
+
 from txdag.airflow.operators import (
     CommitOperator,
     CoordinateOperator,
@@ -15,35 +22,24 @@ from txdag.airflow.operators import (
 from txdag.errors import ConfigError
 from txdag.topology import TransactionalTopology
 
-HOW_TO_ADD = {
-    "redis": "redis://HOST:PORT (extra {\"db\": N} for another database)",
-    "zookeeper": "zookeeper://HOST:PORT (extra {\"root\": \"/txdag\"})",
-    "spark": "spark://local[*], or your master (spark://host:7077, yarn, k8s://...)",
-}
+
+def render(topology: TransactionalTopology, *, dag_file: str | Path | None = None) -> DAG:
+    """The Airflow DAG of ``topology``. ``dag_file`` (the DAG file's ``__file__``) locates a relative ``job``:
+    the project root is the folder above the DAG file's folder, unless the topology names its ``project_dir``.
+    The DAG carries the located definition as ``dag.txdag_topology`` (``txdag.topology.load_definitions`` reads
+    it)."""
+    t = topology.located(dag_file) if dag_file is not None else topology
+    if not t.job_located:
+        raise ConfigError(
+            f"topology {t.topology_id!r}: the job {t.job!r} is relative and render() does not know where the DAG "
+            f"file is: write render(TransactionalTopology(...), dag_file=__file__), or give project_dir=..."
+        )
+    dag = _build(t)
+    dag.txdag_topology = t  # type: ignore[attr-defined]  # a DAG takes attributes; load_definitions reads it
+    return dag
 
 
-def connection_example(kind: str) -> str:
-    """An example connection of ``kind``; for Spark Connect, the server of the deployment txdag runs in."""
-    return hints.spark_connect_example() if kind == "spark_connect" else HOW_TO_ADD[kind]
-
-
-def check_connections(topology: TransactionalTopology) -> None:
-    """Fail the DAG file at parse time when a connection the topology names is not defined in Airflow."""
-    for conn_id, kind in topology.conn_ids().items():
-        try:
-            BaseHook.get_connection(conn_id)
-        except Exception as exc:  # AirflowNotFoundException, or the supervisor's error: both mean "not usable"
-            raise ConfigError(
-                f"topology {topology.topology_id!r}: Airflow connection {conn_id!r} ({kind}) is not defined "
-                f"({type(exc).__name__}): add it in Admin > Connections or set AIRFLOW_CONN_{conn_id.upper()} "
-                f"(a {kind} connection, e.g. {connection_example(kind)})"
-            ) from None
-
-
-def build_dag(topology: TransactionalTopology) -> DAG:
-    if topology.check_connections:
-        check_connections(topology)
-    t = topology
+def _build(t: TransactionalTopology) -> DAG:
     doc = (
         f"txdag topology **{t.topology_id}**: each run is one transaction (txid). `coordinate` allocates or "
         f"re-emits the txid, `process` runs `{t.job}` on Spark ({t.spark_mode} mode) for its batch, `commit` "
