@@ -377,11 +377,17 @@ class OpaquePartitionedStreamSpout(_StreamSpout):
 
     Seed 004: it tolerates losing a source node. A down partition keeps its position (count 0,
     ``"unavailable": true``) while the others keep emitting; its entries go into a later batch once it is back.
+    One exception, on purpose (a gap of Trident's closed): once a txid's commit has begun its batch is frozen,
+    so a partition of that batch that is down halts the topology at that txid until it is back.
     """
 
     kind = SpoutKind.OPAQUE
     _emit_hint = (
-        "this attempt fails; the txid's re-emission recomputes its batch without the unreachable "
-        "partition, whose entries go into a later batch once it is back"
+        "this attempt fails. If the txid's commit has not begun, its re-emission recomputes its batch without "
+        "the unreachable partition, whose entries go into a later batch once it is back, and the topology goes "
+        "on. Once its commit has begun, its batch is frozen (a half-applied commit is finished with the same "
+        "batch), so the topology halts at this txid until the partition is reachable again (`txdag show` says "
+        "whether the commit began)"
     )
-    _trim_hint = "this attempt fails; the txid's re-emission recomputes its batch from the entries still held"
+    _trim_hint = ("this attempt fails; if the txid's commit has not begun, its re-emission recomputes its batch "
+                  "from the entries still held; once it has begun, the batch is frozen and the topology halts")
