@@ -5,6 +5,7 @@ server's INFO counters, zero or more output rows per input row, and errors at th
 from __future__ import annotations
 
 import pytest
+import redis
 from pyspark.sql import functions as F
 from trident_support import bag, rows_of
 
@@ -22,6 +23,20 @@ def commit(map_state, txid, counts):
     map_state.begin_commit(txid)
     map_state.multi_update([(w,) for w in counts], [combine_sum(n) for n in counts.values()])
     map_state.commit(txid)
+
+
+@pytest.fixture
+def redis_url(second_redis) -> str:
+    """A Redis of this module's own: its tests count the server's commands and connections (INFO), which the
+    other tests' traffic would add to (the integration tier runs two tests at once)."""
+    return second_redis.url
+
+
+@pytest.fixture
+def redis_client(redis_url):
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
 
 
 @pytest.fixture(params=["transactional", "opaque"])
