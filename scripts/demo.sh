@@ -5,7 +5,7 @@
 #                                        shares (scripts/spark-connect.sh), committed counts within about a minute;
 #                                        its DAG folder is dags_warm/ (tweets_analytics with spark_mode="connect")
 #   bash scripts/demo.sh --spark-submit  through Airflow, one spark-submit application per txid (the design's cold
-#                                        path: about 40 s a txid on 2 cores); its DAG folder is dags/
+#                                        path: about 20 s of Spark a txid on 2 cores); its DAG folder is dags/
 #   bash scripts/demo.sh --in-process    the same topology run in one Python process, without Airflow or Spark
 #   bash scripts/demo.sh --help          this text
 #
@@ -13,8 +13,9 @@
 # and Airflow's api-server, dag-processor, scheduler and triggerer (scripts/airflow.sh), loads 500 sample tweets
 # into Redis database 1 (TXDAG_DEMO_REDIS_DB), keeps two runs of the tweets_analytics DAG in flight until every
 # tweet is committed, printing a line per txid as it commits, checks the counts against a recount of the tweets,
-# and prints the top users and hashtags and the UI's URL and login. Other options go to the demo
-# (--tweets N: how many sample tweets to load into an empty source). Everything stays up afterwards:
+# and prints the top users and hashtags and the UI's URL and login. Options of the demo itself: --tweets N (how
+# many sample tweets to load into an empty source, default 500), --at-once N (runs kept in flight, default 2),
+# --batch-size N (--in-process only, default 100). Everything stays up afterwards:
 #   bash scripts/airflow.sh stop; bash scripts/spark-connect.sh stop; bash scripts/services.sh stop
 # Ports: the environment variables of scripts/services.sh, postgres.sh, airflow.sh and spark-connect.sh.
 set -euo pipefail
@@ -25,19 +26,37 @@ cd "$ROOT"
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'; }
 say() { printf 'demo: %s\n' "$*"; }
 
+usage_error() {
+    printf 'demo: error: %s (bash scripts/demo.sh --help lists the options)\n' "$*" >&2
+    exit 2
+}
+
+# The options are checked here, before anything is installed or started.
 mode=connect
 args=()
-for arg in "$@"; do
-    case "$arg" in
+while (($#)); do
+    case "$1" in
     -h | --help)
         usage
         exit 0
         ;;
     --spark-submit) mode=submit ;;
     --in-process) mode=in-process ;;
-    *) args+=("$arg") ;;
+    --tweets | --at-once | --batch-size)
+        [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || usage_error "$1 takes a whole number >= 1, got '${2:-}'"
+        args+=("$1" "$2")
+        shift
+        ;;
+    *) usage_error "unknown option '$1'" ;;
     esac
+    shift
 done
+if [[ "$mode" == in-process && " ${args[*]} " == *" --at-once "* ]]; then
+    usage_error "--at-once is for the Airflow demo (the in-process one keeps two txids in flight)"
+fi
+if [[ "$mode" != in-process && " ${args[*]} " == *" --batch-size "* ]]; then
+    usage_error "--batch-size is for --in-process (the Airflow demo's batch is the DAG's max_transaction_size, 100)"
+fi
 
 started=$SECONDS
 bash scripts/setup.sh

@@ -119,10 +119,18 @@ def check(client: Any) -> None:
     print(f"demo: check: every count equals a recount of the {tweets} tweets in Redis ({sizes})")
 
 
+def positive(text: str) -> int:
+    """A whole number >= 1 (0 runs in flight would wait for ever)."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"a whole number >= 1, got {text!r}")
+    return int(text)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tweets", type=int, default=500, help="sample tweets to load when the source is empty")
-    parser.add_argument("--at-once", type=int, default=2, help="runs kept in flight (default 2, the DAG's "
+    parser.add_argument("--tweets", type=positive, default=500, help="sample tweets to load when the source is "
+                        "empty")
+    parser.add_argument("--at-once", type=positive, default=2, help="runs kept in flight (default 2, the DAG's "
                         "max_active_transactions)")
     args = parser.parse_args()
     api = api_from_env()
