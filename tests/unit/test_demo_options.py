@@ -35,3 +35,17 @@ def test_positive_counts() -> None:
     for bad in ("0", "-1", "x", ""):
         with pytest.raises(argparse.ArgumentTypeError, match="a whole number >= 1"):
             positive(bad)
+
+
+def test_airflow_down_is_one_line_not_a_traceback() -> None:
+    import os
+    import sys
+
+    from txdag.testing.servers import free_port
+
+    env = {**os.environ, "TXDAG_AIRFLOW_URL": f"http://127.0.0.1:{free_port()}", "TXDAG_AIRFLOW_PASSWORD": "x"}
+    done = subprocess.run([sys.executable, "-m", "txdag.airflow.demo"], capture_output=True, text=True, timeout=60,
+                          env=env, stdin=subprocess.DEVNULL)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "demo: Airflow's REST API at http://127.0.0.1:" in done.stderr and "does not answer" in done.stderr

@@ -15,10 +15,15 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from txdag.airflow.api import AirflowAPI, api_from_env, unique_run_id
+import requests
+
+from txdag.airflow.api import AirflowAPI, AirflowAPIError, api_from_env, unique_run_id
 from txdag.airflow.timings import run_timings
 from txdag.analytics.tweets import STATES, tweet_partials
 from txdag.commands.common import redis_for, zookeeper_for
+from txdag.errors import TxdagError
+from txdag.hints import airflow_url as api_url
+from txdag.hints import how_to_start
 from txdag.sample import sample_tweets
 from txdag.spouts import append_tweets
 from txdag.zk.store import TransactionStore
@@ -133,7 +138,10 @@ def main() -> int:
     parser.add_argument("--at-once", type=positive, default=2, help="runs kept in flight (default 2, the DAG's "
                         "max_active_transactions)")
     args = parser.parse_args()
-    api = api_from_env()
+    try:
+        api = api_from_env()
+    except RuntimeError as exc:  # no password where the instance's home should be: the message says where
+        raise SystemExit(f"demo: {exc}") from None
     api.wait_dag_parsed(DAG, timeout=180)
     client = redis_for("redis_default")
     zk, root = zookeeper_for("zookeeper_default")
@@ -163,5 +171,18 @@ def main() -> int:
     return 0
 
 
+def run() -> int:
+    """main(), with a service that is down or goes away mid-demo told in one line, no traceback."""
+    try:
+        return main()
+    except TxdagError as exc:
+        raise SystemExit(f"demo: {exc}") from None
+    except AirflowAPIError as exc:
+        raise SystemExit(f"demo: Airflow's REST API answered {exc}; see the UI ({api_url()})") from None
+    except requests.RequestException as exc:
+        raise SystemExit(f"demo: Airflow's REST API at {api_url()} does not answer ({type(exc).__name__}); "
+                         f"{how_to_start('airflow')}, then rerun the demo (what it committed stays)") from None
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run())
