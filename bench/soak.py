@@ -45,12 +45,13 @@ import redis
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(1, str(HERE.parent / "tests"))  # tests/support/: the real servers the soak starts
 from soak_worker import TWEETS, WORDS, build  # noqa: E402
+from support.servers import RedisServer, ZooKeeperServer  # noqa: E402
 
 from txdag.analytics.tweets import tweet_partials  # noqa: E402
-from txdag.sample import sample_sentences, sample_tweets  # noqa: E402
 from txdag.spouts import StreamPartition, append_entries, append_tweets  # noqa: E402
-from txdag.testing.servers import RedisServer, ZooKeeperServer  # noqa: E402
+from txdag.spouts.samples import sample_sentences, sample_tweets  # noqa: E402
 from txdag.zk.records import TxStatus  # noqa: E402
 
 POINTS = ("coordinate", "process", "staged", "commit", "committed")

@@ -20,13 +20,13 @@ import redis
 
 from txdag.analytics.tweets import STATES, tweet_partials
 from txdag.attempt import TransactionAttempt
-from txdag.coordinator import Coordinator
-from txdag.local import LocalTopology
 from txdag.protocol import AlreadyCommitted, Committed, Emission, Processed, SourceDown, Wait, steps
+from txdag.protocol.local import LocalTopology
 from txdag.spouts import OpaquePartitionedStreamSpout, StreamPartition
 from txdag.spouts.tweets import TweetsTransactionalSpout
 from txdag.state import JoinedKeyCodec, OpaqueMap, RedisBackingMap, TransactionalMap
 from txdag.state.keys import DEFAULT_KEY_CODEC
+from txdag.txid.coordinator import Coordinator
 from txdag.zk.client import connect_zk
 from txdag.zk.store import TransactionStore
 

@@ -3,7 +3,7 @@ txid's commit closes a window of the last 3 batches; the top 10 hashtags of it a
 
 from txdag import TransactionalTopology
 from txdag.airflow import render
-from txdag.definition import State, TweetsSource
+from txdag.topology.definition import State, TweetsSource
 
 topology = TransactionalTopology(
     "trending_hashtags",

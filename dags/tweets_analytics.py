@@ -2,7 +2,7 @@
 
 from txdag import TransactionalTopology
 from txdag.airflow import render
-from txdag.definition import State, TweetsSource
+from txdag.topology.definition import State, TweetsSource
 
 topology = TransactionalTopology(
     "tweets_analytics",

@@ -2,7 +2,7 @@
 
 from txdag import TransactionalTopology
 from txdag.airflow import render
-from txdag.definition import State, StreamsSource
+from txdag.topology.definition import State, StreamsSource
 
 topology = TransactionalTopology(
     "word_count",

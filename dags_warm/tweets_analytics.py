@@ -2,12 +2,12 @@
 spark_mode="connect", its process task run against the Spark Connect server of scripts/spark-connect.sh.
 
 scripts/demo.sh points the DAG folder here; `--spark-submit` points it at dags/ (spark_mode "submit"). The two
-files define one topology and differ only in spark_mode (tests/unit/test_demo_dags.py checks it).
+files define one topology and differ only in spark_mode (tests/unit/airflow/test_demo_dags.py checks it).
 """
 
 from txdag import TransactionalTopology
 from txdag.airflow import render
-from txdag.definition import State, TweetsSource
+from txdag.topology.definition import State, TweetsSource
 
 topology = TransactionalTopology(
     "tweets_analytics",

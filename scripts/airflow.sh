@@ -245,7 +245,7 @@ credential() {
 create_redis_user() {
     grep -q -l 'TransactionalTopology(' "$DAGS_FOLDER"/*.py 2>/dev/null || return 0
     TXDAG_ACL_PASSWORD="$2" TXDAG_REDIS_ADMIN_USER="$(credential TXDAG_REDIS_ADMIN_USER)" \
-        TXDAG_REDIS_ADMIN_PASSWORD="$(credential TXDAG_REDIS_ADMIN_PASSWORD)" "$VENV/bin/python" -m txdag.cli acl \
+        TXDAG_REDIS_ADMIN_PASSWORD="$(credential TXDAG_REDIS_ADMIN_PASSWORD)" "$VENV/bin/python" -m txdag.cli.main acl \
         redis --dags "$DAGS_FOLDER" --user "$1" --password-env TXDAG_ACL_PASSWORD --source-write \
         --apply "redis://$HOST:$3/0" >/dev/null ||
         die "could not create Redis user $1 on $HOST:$3 (above: why; is Redis up? bash scripts/services.sh start)"

@@ -65,7 +65,7 @@ say "set-up and services ready in $((SECONDS - started)) s"
 
 if [[ "$mode" == in-process ]]; then
     eval "$(bash scripts/services.sh env)" # the admin user and the ZooKeeper digest of .run/credentials.env
-    exec .venv/bin/python -m txdag.demo "${args[@]}"
+    exec .venv/bin/python scripts/demo_local.py "${args[@]}"
 fi
 
 # The Spark mode is part of the topology's definition: the demo's DAG folder is dags_warm/ (tweets_analytics with
@@ -89,6 +89,6 @@ TXDAG_AIRFLOW_REDIS_DB="${TXDAG_DEMO_REDIS_DB:-1}" bash scripts/airflow.sh start
 say "Airflow ready at +$((SECONDS - started)) s"
 eval "$(bash scripts/airflow.sh env)"
 rc=0
-.venv/bin/python -m txdag.airflow.demo "${args[@]}" || rc=$?
+.venv/bin/python scripts/demo_airflow.py "${args[@]}" || rc=$?
 say "total $((SECONDS - started)) s (Spark mode: $mode)"
 exit "$rc"

@@ -16,7 +16,7 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import redis
 
-from txdag.acl import setuser_args
+from txdag.cli.acl import setuser_args
 
 CREDENTIALS = Path(__file__).resolve().parent.parent / ".run" / "credentials.env"
 
@@ -67,7 +67,7 @@ def kazoo_auth() -> dict[str, Any]:
 @contextlib.contextmanager
 def redis_user(admin: redis.Redis, user: str, topologies: Sequence[Any], password: str,
                **options: Any) -> Iterator[redis.Redis]:
-    """A Redis user limited to ``topologies`` (txdag.acl's rules) and a client logged in as it; deleted after."""
+    """A Redis user limited to ``topologies`` (txdag.cli.acl's rules) and a client logged in as it; deleted after."""
     admin.execute_command("ACL", "SETUSER", *setuser_args(user, topologies, password=password, **options))
     kwargs = admin.connection_pool.connection_kwargs
     client = redis.Redis(host=kwargs["host"], port=kwargs["port"], db=kwargs.get("db", 0), username=user,

@@ -22,12 +22,13 @@ import pytest
 import redis
 from access import REDIS_URL, ZK_AUTH, ZK_HOSTS, kazoo_auth, redis_config_of, safe_url
 
+TESTS = Path(__file__).resolve().parent
 HOW_TO_START = "start them with `bash scripts/services.sh start` (or run the README's test command)"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        tier = Path(str(item.fspath)).parent.name
+        tier = Path(str(item.fspath)).relative_to(TESTS).parts[0]  # tests/<tier>/<package mirror>/test_*.py
         if tier in ("unit", "integration", "e2e", "demo"):
             item.add_marker(getattr(pytest.mark, tier))
 
@@ -194,9 +195,9 @@ def second_redis(tmp_path: Path) -> Iterator[RedisServer]:
 
 @pytest.fixture(scope="session")
 def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """A real 3-master Redis Cluster on free loopback ports (txdag.testing.cluster), once per session, with an
+    """A real 3-master Redis Cluster on free loopback ports (tests/support/cluster.py), once per session, with an
     admin user and the default user off."""
-    from txdag.testing.cluster import RedisClusterServers
+    from support.cluster import RedisClusterServers
 
     cluster = RedisClusterServers(tmp_path_factory.mktemp("redis-cluster"))
     cluster.start()

@@ -35,7 +35,7 @@ class Variant:
 
 def shipped() -> Any:
     """The shipped definition (dags/tweets_analytics.py), as the DAG file renders it."""
-    from txdag.topology import load_definitions
+    from txdag.topology.topology import load_definitions
 
     found, errors = load_definitions(REPO / "dags")
     if SHIPPED not in found:
@@ -90,13 +90,13 @@ def render(chosen: list[Variant]) -> str:
             'benchmark\'s batch size, max_active_transactions and Spark mode. Rewritten at every run."""\n\n'
             "from txdag import TransactionalTopology\n"
             "from txdag.airflow import render\n"
-            "from txdag.definition import State, TweetsSource\n")
+            "from txdag.topology.definition import State, TweetsSource\n")
     return head + "".join(blocks)
 
 
 def write_folder(folder: Path, chosen: list[Variant]) -> Path:
     """Writes the DAG file into ``folder`` (created empty) and checks it defines exactly the chosen topologies."""
-    from txdag.topology import load_definitions
+    from txdag.topology.topology import load_definitions
 
     folder.mkdir(parents=True, exist_ok=True)
     for old in folder.glob("*.py"):

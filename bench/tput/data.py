@@ -1,4 +1,4 @@
-"""The backlog and its ground truth: generated tweets (txdag.sample) in seed 000's layout, the exact counts
+"""The backlog and its ground truth: generated tweets (txdag.spouts.samples) in seed 000's layout, the exact counts
 (txdag.analytics.tweets, the reference), and the check that a run's committed counts equal them exactly."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from collections.abc import Sequence
 import redis
 
 from txdag.analytics.tweets import STATES, tweet_partials
-from txdag.sample import sample_tweets
 from txdag.spouts import append_tweets
+from txdag.spouts.samples import sample_tweets
 
 Expected = dict[str, dict[str, int]]
 

@@ -20,7 +20,7 @@ from tput.dags import Variant
 from tput.memory import RssSampler, listener_pid
 from tput.services import REPO, BenchError, Stack
 from txdag.airflow.api import AirflowAPI
-from txdag.sample import sample_tweets
+from txdag.spouts.samples import sample_tweets
 
 COMPONENTS = ("api-server", "dag-processor", "scheduler", "triggerer")
 PEER_PREFIX = "peer:"

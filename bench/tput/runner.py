@@ -117,7 +117,7 @@ def start_airflow(stack: Stack, roles: dict[str, dags.Variant], chosen: list[str
     folder = stack.airflow_home / "dags"
     variants = [roles[r] for r in chosen]
     dags.write_folder(folder, variants)
-    from txdag.topology import load_definitions
+    from txdag.topology.topology import load_definitions
 
     stack.create_redis_user(list(load_definitions(folder)[0].values()))
     connections = {v.conn_id: stack.redis_connection(v.db) for v in variants}

@@ -156,8 +156,8 @@ class Stack:
         return {"conn_type": "spark_connect", "host": "127.0.0.1", "port": self.ports.spark_connect}
 
     def create_redis_user(self, topologies: list) -> None:
-        """The user of the topologies' connections: only their keys, like scripts/airflow.sh's (txdag.acl)."""
-        from txdag.acl import setuser_args
+        """The user of the topologies' connections: only their keys, like scripts/airflow.sh's (txdag.cli.acl)."""
+        from txdag.cli.acl import setuser_args
 
         with self.admin(0) as client:
             client.execute_command("ACL", "SETUSER", *setuser_args(self.redis_user, topologies,

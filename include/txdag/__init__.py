@@ -4,7 +4,7 @@ The core (txids, metadata, state, spouts) imports neither Airflow nor Spark.
 """
 
 from txdag.attempt import TransactionAttempt
-from txdag.topology import TransactionalTopology
+from txdag.topology.topology import TransactionalTopology
 
 __all__ = ["TransactionAttempt", "TransactionalTopology"]
 __version__ = "0.1.0"

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from txdag.sample import sample_tweets
+from txdag.spouts.samples import sample_tweets
 
 REPO = Path(__file__).resolve().parents[2]
 PORTS = {"TXDAG_REDIS_PORT": "6396", "TXDAG_ZK_PORT": "2196", "TXDAG_PG_PORT": "5496",

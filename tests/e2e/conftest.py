@@ -23,7 +23,7 @@ Environment (all optional):
     TXDAG_TEST_REDIS_URL, TXDAG_TEST_ZK_HOSTS   the servers (set by scripts/test.sh)
 
 The components get ``AIRFLOW_CONN_REDIS_DEFAULT`` (the test Redis, database TXDAG_E2E_REDIS_DB, as a user of the
-session limited to the DAG folders' topologies by ``txdag.acl``, deleted at the end),
+session limited to the DAG folders' topologies by ``txdag.cli.acl``, deleted at the end),
 ``AIRFLOW_CONN_ZOOKEEPER_DEFAULT`` (the test ZooKeeper with the tests' digest, extra ``{"root":
 "/txdag-e2e-<unique>"}``, deleted at the end), ``TXDAG_FAULTS_ALLOWED=1`` with the fault plan
 ``AIRFLOW_VAR_TXDAG_FAULTS`` (e2e_data.FAULTS, each fault fired once: ``TXDAG_FAULTS_FIRED_DIR`` is
@@ -52,11 +52,11 @@ import redis as redis_py
 import requests
 from access import PASSWORDS, ZK_AUTH, kazoo_auth
 from e2e_data import FAULTS, Sources, load_sources
+from support.servers import free_port
 
-from txdag.acl import redis_acl_rules, setuser_args
 from txdag.airflow.api import AirflowAPI
-from txdag.testing.servers import free_port
-from txdag.topology import load_definitions
+from txdag.cli.acl import redis_acl_rules, setuser_args
+from txdag.topology.topology import load_definitions
 
 REPO = Path(__file__).resolve().parents[2]
 AIRFLOW = Path(sys.executable).parent / "airflow"  # the venv running the tests

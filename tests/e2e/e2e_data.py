@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 import redis
 
 from txdag.analytics.tweets import tweet_partials
-from txdag.sample import sample_sentences, sample_tweets
 from txdag.spouts import StreamPartition, append_entries, append_tweets
+from txdag.spouts.samples import sample_sentences, sample_tweets
 
 EDGE_TWEETS = ["", "   ", "@", "#", "##x @a@b", "@ann! #go. #go", "@ann\t#tab @bob #x*y", "#ünï @çé #ünï"]
 STREAMS = ("sentences:0", "sentences:1")

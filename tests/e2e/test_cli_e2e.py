@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from txdag.airflow.api import AirflowAPI
-from txdag.cli import main
+from txdag.cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
 

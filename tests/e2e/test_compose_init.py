@@ -21,8 +21,8 @@ import pytest
 import redis
 
 from txdag.airflow.api import AirflowAPI
-from txdag.cli import main
-from txdag.topology import load_definitions
+from txdag.cli.main import main
+from txdag.topology.topology import load_definitions
 
 REPO = Path(__file__).resolve().parents[2]
 INIT = REPO / "docker" / "txdag-init.sh"

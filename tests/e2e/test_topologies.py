@@ -32,9 +32,9 @@ from e2e_runs import (
 )
 
 from txdag.airflow.api import unique_run_id
-from txdag.newvalues import values_key
-from txdag.sample import sample_tweets
+from txdag.commit.newvalues import values_key
 from txdag.spouts import append_tweets
+from txdag.spouts.samples import sample_tweets
 from txdag.state.keys import JoinedKeyCodec
 from txdag.state.redis_backing import aux_key
 

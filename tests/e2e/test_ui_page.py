@@ -35,7 +35,7 @@ TOPOLOGY, PREFIX = "ui_page", "ui_page:"
 DAG_FILE = f"""# An Airflow DAG (Airflow's safe mode parses only files that say so): the transactions page's topology.
 from txdag import TransactionalTopology
 from txdag.airflow import render
-from txdag.definition import State, TweetsSource
+from txdag.topology.definition import State, TweetsSource
 
 topology = TransactionalTopology(
     {TOPOLOGY!r},

@@ -16,8 +16,8 @@ from e2e_data import WARM_FAULT, running_sum_truth, word_counts
 from e2e_runs import check_commits, overlapped, process_intervals, trigger_until_drained
 
 from txdag.analytics.tweets import tweet_partials
-from txdag.sample import sample_sentences, sample_tweets
 from txdag.spouts import StreamPartition, append_entries, append_tweets
+from txdag.spouts.samples import sample_sentences, sample_tweets
 from txdag.state.kv import KeyValueState
 from txdag.zk.records import TxStatus
 
@@ -25,7 +25,7 @@ TOPOLOGY, PREFIX, BATCH = "tweets_warm", "warm:", 60
 DAG_FILE = f"""# An Airflow DAG (Airflow's safe mode parses only files that say so): the tweets job, warm.
 from txdag import TransactionalTopology
 from txdag.airflow import render
-from txdag.definition import State, TweetsSource
+from txdag.topology.definition import State, TweetsSource
 
 topology = TransactionalTopology(
     {TOPOLOGY!r},
@@ -105,7 +105,7 @@ def test_warm_mode_is_exactly_once_through_a_crash_and_a_replay(airflow: Airflow
 WORDS_DAG = f"""# An Airflow DAG: seed 004's word count (opaque streams into an OpaqueMap), warm.
 from txdag import TransactionalTopology
 from txdag.airflow import render
-from txdag.definition import State, StreamsSource
+from txdag.topology.definition import State, StreamsSource
 
 topology = TransactionalTopology(
     "word_count_warm",
@@ -121,7 +121,7 @@ dag = render(topology, dag_file=__file__)
 STATEFUL_DAG = f"""# An Airflow DAG: a seed 002 stateful step (running counts in a KeyValueState), warm.
 from txdag import TransactionalTopology
 from txdag.airflow import render
-from txdag.definition import KeyValue, State, TweetsSource
+from txdag.topology.definition import KeyValue, State, TweetsSource
 
 topology = TransactionalTopology(
     "stateful_warm",

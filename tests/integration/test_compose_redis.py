@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 import redis
 import yaml
+from support.servers import free_port
 
-from txdag.cli import main
-from txdag.testing.servers import free_port
+from txdag.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIM = '#!/bin/sh\n# the redis image\'s entrypoint, here\nexec "$@" --port "$TEST_REDIS_PORT" --bind 127.0.0.1\n'

@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 import redis
 from access import REDIS_URL
-
-from txdag.testing.servers import free_port
+from support.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

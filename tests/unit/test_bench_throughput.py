@@ -18,7 +18,7 @@ sys.path.insert(0, str(BENCH))
 
 from tput import dags, data, profile, report  # noqa: E402
 
-from txdag.topology import load_definitions  # noqa: E402
+from txdag.topology.topology import load_definitions  # noqa: E402
 
 
 @pytest.mark.parametrize("module", sorted((BENCH / "tput").glob("*.py")), ids=lambda p: p.name)

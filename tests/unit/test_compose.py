@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from txdag.topology import load_definitions
+from txdag.topology.topology import load_definitions
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yaml"

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import argparse
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from txdag.airflow.demo import positive
-
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+from demo_airflow import positive  # noqa: E402  (scripts/demo_airflow.py, run by scripts/demo.sh)
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -39,13 +40,12 @@ def test_positive_counts() -> None:
 
 def test_airflow_down_is_one_line_not_a_traceback() -> None:
     import os
-    import sys
 
-    from txdag.testing.servers import free_port
+    from support.servers import free_port
 
     env = {**os.environ, "TXDAG_AIRFLOW_URL": f"http://127.0.0.1:{free_port()}", "TXDAG_AIRFLOW_PASSWORD": "x"}
-    done = subprocess.run([sys.executable, "-m", "txdag.airflow.demo"], capture_output=True, text=True, timeout=60,
-                          env=env, stdin=subprocess.DEVNULL)
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "demo_airflow.py")], capture_output=True, text=True,
+                          timeout=60, env=env, stdin=subprocess.DEVNULL)
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr
     assert "demo: Airflow's REST API at http://127.0.0.1:" in done.stderr and "does not answer" in done.stderr

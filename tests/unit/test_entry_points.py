@@ -1,8 +1,8 @@
 """Every command a user is told about answers ``--help``: exit 0, a help naming the command, and nothing else.
 
 The commands: the ``txdag`` console script of .venv and every subcommand and sub-subcommand of
-``txdag.cli.build_parser()`` (walked, so a new one is covered without editing this file), ``python -m txdag.cli``,
-the two demos (``python -m txdag.demo``, ``python -m txdag.airflow.demo``), each bench/ script, and each
+``txdag.cli.main.build_parser()`` (walked, so a new one is covered without editing this file), ``python -m txdag.cli.main``,
+the two demos (``python scripts/demo_local.py``, ``python scripts/demo_airflow.py``), each bench/ script, and each
 scripts/*.sh (demo.sh and test.sh included).
 
 A help touches no service: every command runs with the addresses of Redis, ZooKeeper, PostgreSQL, Airflow's API
@@ -34,7 +34,7 @@ from subprocess import PIPE, Popen, TimeoutExpired
 
 import pytest
 
-from txdag.cli import build_parser
+from txdag.cli.main import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 TXDAG = ROOT / ".venv" / "bin" / "txdag"  # the console script `pip install -e .` wrote (pyproject [project.scripts])
@@ -75,10 +75,10 @@ def entry_points() -> list[EntryPoint]:
     points += [EntryPoint(f"txdag {' '.join(p)} --help", (str(TXDAG), *p, "--help"), f"usage: txdag {' '.join(p)}")
                for p in subcommands(build_parser())]
     points += [
-        EntryPoint("python -m txdag.cli --help", (PYTHON, "-m", "txdag.cli", "--help"), "usage: txdag"),
-        EntryPoint("python -m txdag.demo --help", (PYTHON, "-m", "txdag.demo", "--help"), "demo"),
-        EntryPoint("python -m txdag.airflow.demo --help", (PYTHON, "-m", "txdag.airflow.demo", "--help"), "demo"),
+        EntryPoint("python -m txdag.cli.main --help", (PYTHON, "-m", "txdag.cli.main", "--help"), "usage: txdag"),
     ]
+    points += [EntryPoint(f"python scripts/{name} --help", (PYTHON, str(ROOT / "scripts" / name), "--help"), "demo")
+               for name in ("demo_local.py", "demo_airflow.py")]
     points += [EntryPoint(f"python bench/{p.name} --help", (PYTHON, str(p), "--help"), f"usage: {p.name}")
                for p in sorted((ROOT / "bench").glob("*.py")) if p.name not in BENCH_NOT_COMMANDS]
     points += [EntryPoint(f"bash scripts/{p.name} --help", ("bash", f"scripts/{p.name}", "--help"),

@@ -57,7 +57,7 @@ def test_the_walk_finds_every_python_file_of_the_package() -> None:
         for p in PACKAGE_DIR.rglob("*.py")
     }
     assert files == set(MODULES) | {"txdag"}
-    assert "txdag.airflow.demo" in MODULES and "txdag.cli" in MODULES and len(MODULES) > 50
+    assert "txdag.protocol.steps" in MODULES and "txdag.cli.main" in MODULES and len(MODULES) > 50
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -157,6 +157,19 @@ def test_bench_module_imports(path: Path) -> None:
         sys.path.remove(str(BENCH))
 
 
+# --- scripts/: the demo drivers that scripts/demo.sh runs ----------------------------------------------------
+
+DEMO_SCRIPTS = sorted((ROOT / "scripts").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", DEMO_SCRIPTS, ids=lambda p: f"scripts/{p.name}")
+def test_script_guards_main_and_imports(path: Path) -> None:
+    assert has_main_guard(path), f"scripts/{path.name}: run main() under `if __name__ == \"__main__\":`"
+    assert top_level_runs(path) == [], f"scripts/{path.name} runs at import"
+    load_file(path, f"_txdag_import_check.scripts.{path.stem}")
+
+
 def test_the_lists_are_not_empty() -> None:
     """A moved folder would silently parametrize nothing."""
+    assert len(DEMO_SCRIPTS) >= 2
     assert len(DAG_FILES) >= 4 and len(SPARK_JOBS) >= 4 and len(BENCH_SCRIPTS) >= 5 and len(BENCH_MODULES) >= 5

@@ -30,7 +30,7 @@ CONSTRAINTS = ROOT / "constraints" / "constraints-3.11.txt"
 EXPECTED_ENTRY_POINTS = {
     ("apache_airflow_provider", "provider_info"): "txdag.airflow.provider:get_provider_info",
     ("airflow.plugins", "txdag"): "txdag.airflow.plugin:TxdagPlugin",
-    ("console_scripts", "txdag"): "txdag.cli:main",
+    ("console_scripts", "txdag"): "txdag.cli.main:main",
 }
 # Where the third-party imports of each tree must be declared: the library in the base dependencies or the
 # airflow extra (checked more tightly by test_the_core_imports_with_the_base_dependencies_alone), bench/ may use
@@ -38,7 +38,7 @@ EXPECTED_ENTRY_POINTS = {
 TREES = {"include/txdag": ("", "airflow"), "dags": ("", "airflow"), "spark_jobs": ("", "airflow"),
          "bench": ("", "airflow", "bench"), "tests": ("", "airflow", "bench", "dev")}
 # trees a tree imports modules from by path (the tests import bench/'s scripts)
-ALSO_LOCAL = {"tests": ("bench",)}
+ALSO_LOCAL = {"tests": ("bench", "scripts"), "bench": ("tests",)}  # each adds the other to sys.path
 # txdag modules that belong to the Airflow/Spark side (the airflow extra); every other one is the core
 AIRFLOW_SIDE = ("txdag.airflow", "txdag.spark", "txdag.trident", "txdag.analytics.spark_tweets")
 
@@ -130,7 +130,7 @@ def test_the_wheel_carries_the_package_and_nothing_of_the_checkout(wheel, metada
     from txdag import __version__
 
     names = wheel.namelist()
-    for module in ("txdag/airflow/plugin.py", "txdag/airflow/provider.py", "txdag/hints.py", "txdag/cli.py",
+    for module in ("txdag/airflow/plugin.py", "txdag/airflow/provider.py", "txdag/hints.py", "txdag/cli/main.py",
                    "txdag/py.typed"):
         assert module in names, module
     assert not [n for n in names if n.split("/")[0] in ("plugins", "tests", "scripts", "dags", "include")]
@@ -278,13 +278,13 @@ def test_the_core_imports_with_the_base_dependencies_alone(requirements) -> None
         import txdag
         failed = []
         for info in pkgutil.walk_packages(txdag.__path__, "txdag."):
-            if info.name.startswith({AIRFLOW_SIDE!r}) or info.name == "txdag.demo":
+            if info.name.startswith({AIRFLOW_SIDE!r}):
                 continue
             try:
                 __import__(info.name)
             except ImportError as exc:
                 failed.append(f"{{info.name}}: {{exc}}")
-        from txdag.cli import main
+        from txdag.cli.main import main
         try:
             main(["--version"])
         except SystemExit as exc:
@@ -298,7 +298,7 @@ def test_the_core_imports_with_the_base_dependencies_alone(requirements) -> None
 
 
 def test_txdag_version_prints_the_installed_version(capsys) -> None:
-    from txdag.cli import main
+    from txdag.cli.main import main
 
     with pytest.raises(SystemExit) as exited:
         main(["--version"])

@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SHELL_FENCES = {"sh", "bash", "shell", "console"}
 
-CLI = "tests/integration/test_cli.py"
-KV_CLI = "tests/integration/test_kv_cli.py"
+CLI = "tests/integration/cli/test_cli.py"
+KV_CLI = "tests/integration/cli/test_kv_cli.py"
 SERVICES = "tests/integration/test_services_script.py::test_start_status_restart_redis_stop"
 RECIPES = "tests/integration/test_shell_recipes.py"
 RUN_BY: dict[str, tuple[str, str]] = {

@@ -13,7 +13,7 @@ from typing import Any
 
 from txdag import hints
 from txdag.errors import ConfigError
-from txdag.topology import TransactionalTopology
+from txdag.topology.topology import TransactionalTopology
 
 
 def missing_connection(topology_id: str, conn_id: str, kind: str, reason: str) -> str:

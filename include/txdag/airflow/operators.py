@@ -36,7 +36,7 @@ from txdag.protocol import (
     Wait,
     steps,
 )
-from txdag.topology import TransactionalTopology
+from txdag.topology.topology import TransactionalTopology
 
 FAULTS_VARIABLE = "txdag_faults"  # test hook, see txdag.faults; honoured only where TXDAG_FAULTS_ALLOWED=1
 

@@ -20,13 +20,13 @@ from txdag.airflow.operators import (
     fail_txid,
 )
 from txdag.errors import ConfigError
-from txdag.topology import TransactionalTopology
+from txdag.topology.topology import TransactionalTopology
 
 
 def render(topology: TransactionalTopology, *, dag_file: str | Path | None = None) -> DAG:
     """The Airflow DAG of ``topology``. ``dag_file`` (the DAG file's ``__file__``) locates a relative ``job``:
     the project root is the folder above the DAG file's folder, unless the topology names its ``project_dir``.
-    The DAG carries the located definition as ``dag.txdag_topology`` (``txdag.topology.load_definitions`` reads
+    The DAG carries the located definition as ``dag.txdag_topology`` (``txdag.topology.topology.load_definitions`` reads
     it)."""
     t = topology.located(dag_file) if dag_file is not None else topology
     if not t.job_located:

@@ -18,15 +18,15 @@ import redis
 
 from txdag.airflow.hooks import ZooKeeperHook, redis_client, redis_url
 from txdag.attempt import TransactionAttempt
-from txdag.coordinator import Coordinator, Emission
-from txdag.definition import JobSpec
-from txdag.jobfile import load_job_module
-from txdag.kvcommit import KVTarget
-from txdag.kvstates import configs_to_env, namespace, provider_config
-from txdag.staging import Staging
+from txdag.commit.keyvalue import KVTarget
+from txdag.commit.staging import Staging
 from txdag.state.kv import ProviderConfig
 from txdag.state.map_state import MapStateBase
-from txdag.topology import TransactionalTopology
+from txdag.topology.definition import JobSpec
+from txdag.topology.jobfile import load_job_module
+from txdag.topology.kvstates import configs_to_env, namespace, provider_config
+from txdag.topology.topology import TransactionalTopology
+from txdag.txid.coordinator import Coordinator, Emission
 from txdag.zk.store import TransactionStore
 
 log = logging.getLogger("txdag.airflow")

@@ -18,8 +18,8 @@ from typing import Any
 from txdag.airflow.api import AirflowAPI
 from txdag.airflow.hooks import ZooKeeperHook, redis_client
 from txdag.errors import TxdagError
-from txdag.report import read_snapshot, replay_targets, transactions_view
-from txdag.topology import TransactionalTopology, load_definitions
+from txdag.topology.topology import TransactionalTopology, load_definitions
+from txdag.txid.report import read_snapshot, replay_targets, transactions_view
 from txdag.zk.store import TransactionStore
 
 DEFINITIONS_TTL = 30.0

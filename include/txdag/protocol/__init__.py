@@ -1,6 +1,5 @@
 """The per-txid protocol (coordinate, process, commit, fail) and its outcomes, shared by every driver."""
 
-from txdag.decisions import AlreadyCommitted, Busy, Emission, NotReady, SourceDown, Wait
 from txdag.protocol.outcomes import (
     CommitStepOutcome,
     Committed,
@@ -13,6 +12,7 @@ from txdag.protocol.outcomes import (
 )
 from txdag.protocol.runtime import ClientsRuntime, Runtime
 from txdag.protocol.steps import Job, JobReport, commit, coordinate, fail, process
+from txdag.txid.decisions import AlreadyCommitted, Busy, Emission, NotReady, SourceDown, Wait
 
 __all__ = [
     "AlreadyCommitted", "Busy", "ClientsRuntime", "CommitStepOutcome", "Committed", "CoordinateOutcome", "Emission",

@@ -2,7 +2,7 @@
 in-process runner, the soak) branches on values, never on exceptions or on strings.
 
 The coordinator's outcomes (``Emission``, ``NotReady``, ``Busy``, ``Wait``, ``SourceDown``) and the commit's
-``AlreadyCommitted`` live in ``txdag.decisions``; the step outcomes below complete them.
+``AlreadyCommitted`` live in ``txdag.txid.decisions``; the step outcomes below complete them.
 
     coordinate  Emission | NotReady | Busy | Wait | SourceDown
     process     Processed | AlreadyCommitted | Wait | Superseded
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from txdag.attempt import TransactionAttempt
-from txdag.decisions import AlreadyCommitted, Busy, Emission, NotReady, SourceDown, Wait
+from txdag.txid.decisions import AlreadyCommitted, Busy, Emission, NotReady, SourceDown, Wait
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,10 @@ from typing import Protocol
 
 import redis
 
-from txdag.coordinator import Coordinator
-from txdag.kvcommit import KVTarget
-from txdag.staging import Staging
+from txdag.commit.keyvalue import KVTarget
+from txdag.commit.staging import Staging
 from txdag.state.map_state import MapStateBase
+from txdag.txid.coordinator import Coordinator
 
 
 class Runtime(Protocol):

@@ -19,11 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from txdag.attempt import TransactionAttempt
-from txdag.claims import ReemitError, claim_attempt
-from txdag.commit import commit_transaction
-from txdag.decisions import AlreadyCommitted, Emission, NotProcessedError, SourceDown, Wait, key_value_wait
+from txdag.commit.phase import commit_transaction
 from txdag.errors import CascadeError, SourceUnavailable, StaleAttemptError
 from txdag.faults import crash_if_requested
+from txdag.protocol.claims import ReemitError, claim_attempt
 from txdag.protocol.outcomes import (
     CommitStepOutcome,
     Committed,
@@ -35,6 +34,7 @@ from txdag.protocol.outcomes import (
     Superseded,
 )
 from txdag.protocol.runtime import Runtime
+from txdag.txid.decisions import AlreadyCommitted, Emission, NotProcessedError, SourceDown, Wait, key_value_wait
 
 log = logging.getLogger("txdag.steps")
 
@@ -85,7 +85,7 @@ def process(rt: Runtime, run_id: str, emission: Emission, job: Job, *, owner: st
 
 
 def commit(rt: Runtime, tx: TransactionAttempt) -> CommitStepOutcome:
-    """Commit ``tx`` when it is next (see ``txdag.commit`` for the order of writes). A commit that must not
+    """Commit ``tx`` when it is next (see ``txdag.commit.phase`` for the order of writes). A commit that must not
     happen (cascade, never processed, stale attempt) is refused as an outcome and fails no txid."""
     try:
         done = commit_transaction(rt.coordinator, rt.staging, rt.client, tx, rt.states, marker_key=rt.marker_key,

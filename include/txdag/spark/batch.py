@@ -1,7 +1,7 @@
 """A TransactionAttempt's batch as a DataFrame, read by the driver through the topology's spout.
 
 The spout does the reading (chunked MGET/XRANGE, one round trip per chunk), the missing-key checks and the
-rejections, exactly as the in-process runner does, so a Spark job and ``txdag.local`` see the same tuples.
+rejections, exactly as the in-process runner does, so a Spark job and ``txdag.protocol.local`` see the same tuples.
 Batches are bounded by ``max_transaction_size``/``max_per_partition``, so the driver holds one at a time.
 """
 
@@ -12,10 +12,10 @@ from collections.abc import Mapping
 import redis
 from pyspark.sql import DataFrame, SparkSession
 
-from txdag.definition import JobSpec
+from txdag.commit.rejections import record_rejections
 from txdag.errors import ConfigError
-from txdag.rejections import record_rejections
 from txdag.spouts.base import Batch
+from txdag.topology.definition import JobSpec
 
 BATCH_SCHEMA = "id string, value string, partition string"
 

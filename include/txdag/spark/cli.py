@@ -16,12 +16,12 @@ from typing import NoReturn
 
 from pyspark.sql import SparkSession
 
-from txdag.definition import JobSpec
 from txdag.errors import TxdagError
-from txdag.kvstates import configs_from_env
 from txdag.spark.env import redis_clients_from_env
 from txdag.spark.runner import Process, run_job
 from txdag.spark.session import spark_session
+from txdag.topology.definition import JobSpec
+from txdag.topology.kvstates import configs_from_env
 
 log = logging.getLogger("txdag.spark")
 

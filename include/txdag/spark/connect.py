@@ -29,11 +29,11 @@ from pyspark.sql import SparkSession
 from pyspark.sql.connect.session import SparkSession as ConnectSession
 
 from txdag import hints
-from txdag.definition import JobSpec
 from txdag.errors import ConfigError, ServiceUnavailable
-from txdag.jobfile import load_job_module
 from txdag.spark.runner import JobResult, Process, run_job
 from txdag.state.kv import ProviderConfig
+from txdag.topology.definition import JobSpec
+from txdag.topology.jobfile import load_job_module
 
 # pyspark.sql.functions build Connect columns only while this is set (pyspark's is_remote()); pyspark sets it for
 # good on a Connect session, so it is set around the job and put back after.

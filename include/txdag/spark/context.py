@@ -9,9 +9,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from txdag.definition import JobSpec, KeyValue
 from txdag.errors import ConfigError
 from txdag.state.kv import KVNamespace, ProviderConfig
+from txdag.topology.definition import JobSpec, KeyValue
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,7 @@ class JobContext:
     kv_configs: Mapping[str, ProviderConfig] = field(default_factory=dict)
 
     def key_value(self, name: str) -> tuple[KeyValue, ProviderConfig, KVNamespace]:
-        from txdag.kvstates import namespace
+        from txdag.topology.kvstates import namespace
 
         found = {k.name: k for k in self.spec.key_values}
         if name not in found:

@@ -22,14 +22,14 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DecimalType, NumericType, StringType
 
 from txdag.attempt import TransactionAttempt
-from txdag.definition import KeyValue, State
+from txdag.commit.outputs import COMBINE, SUM, OutputSpec
+from txdag.commit.staging import stage_key
 from txdag.errors import ConfigError
-from txdag.outputs import COMBINE, SUM, OutputSpec
-from txdag.refs import ref_of
 from txdag.spark.stage import write_fields, write_rows
-from txdag.staging import stage_key
 from txdag.state.keys import JoinedKeyCodec
 from txdag.state.snapshottable_map import GLOBAL_KEY
+from txdag.topology.definition import KeyValue, State
+from txdag.topology.refs import ref_of
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class StageContext:
 def map_state(ctx: StageContext, what: str) -> State:
     if not isinstance(ctx.state, State):
         raise ConfigError(f"{ctx.where}: {ctx.state.name!r} is a key-value state; a {what} goes to a map state "
-                          f"(txdag.definition.State); write key-value states with txdag.trident.stateful")
+                          f"(txdag.topology.definition.State); write key-value states with txdag.trident.stateful")
     return ctx.state
 
 

@@ -2,7 +2,7 @@
 
 Both stage the batch's rows as JSON arrays from the executors, each under a unique increasing sequence number
 (``monotonically_increasing_id``: partition order, then row order), so the commit reads them back in the batch's
-order; the commit appends them to the window store or passes them to the updater (txdag.apply).
+order; the commit appends them to the window store or passes them to the updater (txdag.commit.apply).
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DateType, NumericType, TimestampNTZType, TimestampType
 
-from txdag.definition import State
+from txdag.commit.outputs import PERSIST, WINDOW, OutputSpec
 from txdag.errors import ConfigError
-from txdag.outputs import PERSIST, WINDOW, OutputSpec
-from txdag.refs import ref_of
 from txdag.spark.outputs import StageContext, json_value, map_state
 from txdag.spark.stage import write_fields
-from txdag.windows import WindowSpec, spec_to_dict
+from txdag.topology.definition import State
+from txdag.topology.refs import ref_of
+from txdag.windows.rules import WindowSpec, spec_to_dict
 
 
 def encode_row(value: dict[str, Any]) -> str:
@@ -68,7 +68,7 @@ class WindowOutput:
         object.__setattr__(self, "fields", (*self.group_by, *rest))
 
     def check(self, ctx: StageContext) -> None:
-        from txdag.trident.contracts import AGGREGATOR_KINDS
+        from txdag.contracts import AGGREGATOR_KINDS
 
         _global_state(ctx, "window")
         _columns(ctx, self.frame, (*self.group_by, *([self.timestamp] if self.timestamp else [])), "the window")
@@ -111,7 +111,7 @@ class PersistOutput:
     key_fields: int | None = None  # set for a reducer's persistent aggregate
 
     def check(self, ctx: StageContext) -> None:
-        from txdag.trident.contracts import ReducerAggregator, StateUpdater
+        from txdag.contracts import ReducerAggregator, StateUpdater
 
         state = map_state(ctx, "partition_persist")
         if self.key_fields is not None:

@@ -18,16 +18,16 @@ import redis
 from pyspark.sql import DataFrame, SparkSession
 
 from txdag.attempt import TransactionAttempt
-from txdag.definition import JobSpec, KeyValue, State
+from txdag.commit.outputs import OutputSpec
+from txdag.commit.staging import Staging
 from txdag.errors import ConfigError
 from txdag.faults import crash_if_requested
-from txdag.outputs import OutputSpec
 from txdag.redisio import portable
 from txdag.spark.batch import batch_frame, client_for, read_batch
 from txdag.spark.context import JobContext, running
 from txdag.spark.outputs import StageContext, check_output, stage_output, stage_sums
-from txdag.staging import Staging
 from txdag.state.kv import ProviderConfig
+from txdag.topology.definition import JobSpec, KeyValue, State
 
 Process = Callable[[DataFrame], Mapping[str, Any]]
 
@@ -79,7 +79,7 @@ def run_job(
     kv_configs: Mapping[str, ProviderConfig] | None = None,
 ) -> JobResult:
     """Read the batch, run ``process``, check its outputs, stage each state from the executors, seal.
-    ``kv_configs`` are the key-value states' provider configs, by name (txdag.kvstates)."""
+    ``kv_configs`` are the key-value states' provider configs, by name (txdag.topology.kvstates)."""
     state_client = client_for(clients, spec.redis_conn_id, spec)
     batch, rejected = read_batch(spec, clients)
     frame = batch_frame(spark, batch).cache()  # every state's query reads the batch again

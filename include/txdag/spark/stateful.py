@@ -4,7 +4,7 @@ The rows are grouped by ``key`` (a Storm fieldsGrouping: every row of a key in o
 order), and each partition reads the committed values of its keys in one round trip, as of the txid before this
 one (txdag.state.kv.read_as_of), runs ``step.execute(row, state, collector)`` row by row, and stages the writes
 under the txid's attempt in pipelined chunks. What the step emits is ``.emitted``, a DataFrame other outputs of
-the job can use; the writes are prepared and committed at the commit (txdag.kvcommit). The result is cached,
+the job can use; the writes are prepared and committed at the commit (txdag.commit.keyvalue). The result is cached,
 so the step runs once per partition however many outputs use it.
 """
 
@@ -20,14 +20,14 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from txdag.commit.outputs import KV, OutputSpec
+from txdag.contracts import Collector
 from txdag.errors import ConfigError, TxdagError
-from txdag.outputs import KV, OutputSpec
-from txdag.refs import ref_of
 from txdag.spark.context import current_job
 from txdag.spark.stage import raise_executor_error
 from txdag.state.kv import make_client, read_as_of, seal_stage, stage_writes
 from txdag.state.kv.step import StatefulStep, StepState
-from txdag.trident.contracts import Collector
+from txdag.topology.refs import ref_of
 
 KIND, COUNT = "__txdag_kind", "__txdag_staged"
 

@@ -1,6 +1,6 @@
 """Trident's built-in combiners: Count, Sum, Min, Max (storm's ``trident.operation.builtin``).
 
-Each is a plain :class:`~txdag.trident.contracts.CombinerAggregator` (so ``combine``/``zero`` work without Spark)
+Each is a plain :class:`~txdag.contracts.CombinerAggregator` (so ``combine``/``zero`` work without Spark)
 that also knows the Spark expression computing the same thing natively: the operations use it unless told
 ``native=False``, and the tests check both paths agree. Nulls are skipped as in SQL, but a sum of nothing is
 ``zero()`` (0), not NULL; a min or max of nothing is None. pyspark is imported only inside the Spark-side methods.
@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from txdag.contracts import CombinerAggregator
 from txdag.errors import ConfigError
-from txdag.trident.contracts import CombinerAggregator
 
 
 def _column_type(agg: Any, input_schema: Any, field: str) -> Any:

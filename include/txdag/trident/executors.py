@@ -2,7 +2,7 @@
 
 Arrow, not pandas, carries the rows: values arrive as Python objects with nulls as None and integers as ints
 (pandas would turn a bigint column with a null into floats). Each builder returns a closure over the aggregator
-and the column layout; the per-row work is the pure kernels of ``txdag.trident.contracts``.
+and the column layout; the per-row work is the pure kernels of ``txdag.contracts``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pyarrow as pa
 from pyspark.sql import Row
 from pyspark.sql.types import StructType
 
-from txdag.trident.contracts import AnyAggregator, CombinerAggregator, add_row, apply, fold_rows, fold_values
+from txdag.contracts import AnyAggregator, CombinerAggregator, add_row, apply, fold_rows, fold_values
 from txdag.trident.schema import to_record_batch
 
 MARK = "__txdag_sentinel"  # the extra row that makes a global aggregate run once even over an empty batch

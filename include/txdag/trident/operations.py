@@ -19,9 +19,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, StructField, StructType
 
+from txdag.contracts import AnyAggregator, CombinerAggregator, check_aggregator
 from txdag.errors import ConfigError
 from txdag.trident import executors as ex
-from txdag.trident.contracts import AnyAggregator, CombinerAggregator, check_aggregator
 from txdag.trident.schema import check_clash, check_output, resolve
 
 PLACEHOLDER = "__txdag_row"  # the one column handed over when an aggregator reads none (Count)

@@ -6,7 +6,7 @@
   persistentAggregate. Count and Sum are staged as numeric partials (added in Redis); another CombinerAggregator
   stages its per-key partial, merged with ``combine`` at the commit; a ReducerAggregator stages the rows, folded
   into the stored value with ``reduce`` at the commit. ``new_values=True`` also appends the updated values to the
-  state's new values stream (txdag.newvalues).
+  state's new values stream (txdag.commit.newvalues).
 - ``partition_persist(df, updater)``: Trident's partitionPersist; the StateUpdater gets the batch's rows at the
   commit, and what it emits goes to the new values stream.
 - ``window(df, spec, aggregator, group_by=..., top=...)``: windows over batches (seed 001); the windows each
@@ -20,13 +20,13 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
+from txdag.contracts import Aggregator, CombinerAggregator, ReducerAggregator, StateUpdater
 from txdag.errors import ConfigError
 from txdag.spark.outputs import CombinedOutput
 from txdag.spark.rows import PersistOutput, WindowOutput
 from txdag.trident.aggregators import Count, Sum
-from txdag.trident.contracts import Aggregator, CombinerAggregator, ReducerAggregator, StateUpdater
 from txdag.trident.operations import GroupedFrame, aggregate, col, field_names
-from txdag.windows import WindowSpec
+from txdag.windows.rules import WindowSpec
 
 ADDITIVE = (Count, Sum)  # combine is +: their partials are added inside Redis
 

@@ -20,7 +20,7 @@ from pyspark.sql import DataFrame, Row
 from pyspark.sql.types import StructType
 from redis.connection import parse_url
 
-from txdag.definition import DEFAULT_REDIS_CONN_ID, State
+from txdag.contracts import AggregatorError, Collector, QueryFunction, call
 from txdag.errors import ConfigError
 from txdag.masking import register_secret
 from txdag.redisio import from_portable
@@ -28,7 +28,7 @@ from txdag.spark.context import current_job
 from txdag.spark.env import URLS_VAR, parse_redis_urls
 from txdag.state import RedisBackingMap
 from txdag.state.values import committed_value
-from txdag.trident.contracts import AggregatorError, Collector, QueryFunction, call
+from txdag.topology.definition import DEFAULT_REDIS_CONN_ID, State
 from txdag.trident.executors import freeze, values_of
 from txdag.trident.operations import field_names, parse_ddl, ship
 from txdag.trident.schema import check_clash, resolve, to_record_batch
@@ -62,7 +62,7 @@ def state_query(df: DataFrame, state: State, query: QueryFunction, *, key_fields
     if not isinstance(query, QueryFunction):
         raise ConfigError(f"{query!r} is not a QueryFunction: subclass txdag.trident.QueryFunction (or use MapGet)")
     if not isinstance(state, State):
-        raise ConfigError(f"state_query needs a txdag.definition.State, got {state!r}")
+        raise ConfigError(f"state_query needs a txdag.topology.definition.State, got {state!r}")
     keys = field_names(df, key_fields, None, query, "key fields")
     if len(keys) != state.key_fields:
         raise ConfigError(f"state {state.name!r} has key_fields={state.key_fields}, but state_query got key fields "

@@ -17,8 +17,7 @@ import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from txdag.errors import ConfigError
-from txdag.trident.contracts import (
+from txdag.contracts import (
     Aggregator,
     AggregatorError,
     CombinerAggregator,
@@ -26,6 +25,7 @@ from txdag.trident.contracts import (
     describe,
     run_aggregator,
 )
+from txdag.errors import ConfigError
 
 HOW = "set `schema = 'name type, ...'` (a Spark DDL string such as 'total double, n bigint') or a StructType"
 

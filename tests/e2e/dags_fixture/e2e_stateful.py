@@ -3,7 +3,7 @@ KeyValueState."""
 
 from txdag import TransactionalTopology
 from txdag.airflow import render
-from txdag.definition import KeyValue, State, TweetsSource
+from txdag.topology.definition import KeyValue, State, TweetsSource
 
 topology = TransactionalTopology(
     "e2e_stateful",

@@ -11,11 +11,11 @@ from types import ModuleType
 import pytest
 import redis
 from spark_support import JOB_NAMES, ROOT, TWEET_STATES, load_job
+from support.servers import free_port
 
 from txdag import TransactionAttempt
-from txdag.definition import JobSpec, State, TweetsSource
 from txdag.spouts.tweets import append_tweets
-from txdag.testing.servers import free_port
+from txdag.topology.definition import JobSpec, State, TweetsSource
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
 
-from txdag.definition import State
+from txdag.topology.definition import State
 
 ROOT = Path(__file__).resolve().parents[3]
 JOBS_DIR = ROOT / "spark_jobs"

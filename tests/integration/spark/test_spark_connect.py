@@ -11,24 +11,24 @@ from collections import Counter
 import pytest
 from pyspark.errors import PySparkException
 from spark_support import JOBS_DIR, TWEET_STATES, WORD_STATES, expected_fields
+from support.servers import free_port
 
 from txdag import TransactionAttempt
 from txdag.analytics.tweets import tweet_partials
-from txdag.definition import JobSpec, StreamsSource, TweetsSource
+from txdag.commit.staging import Staging
 from txdag.errors import ConfigError, ServiceUnavailable
-from txdag.sample import sample_sentences, sample_tweets
 from txdag.spark.connect import connect_session, load_process, run_connected, shared_session, shared_session_url
 from txdag.spouts import append_tweets
+from txdag.spouts.samples import sample_sentences, sample_tweets
 from txdag.spouts.streams import StreamPartition, append_entries
-from txdag.staging import Staging
-from txdag.testing.servers import free_port
+from txdag.topology.definition import JobSpec, StreamsSource, TweetsSource
 
 pytestmark = pytest.mark.integration
 
 # One txid's job in a process of its own, as an Airflow task runs it: spec JSON, job path, Redis URL, Connect URL.
 RUN_ONE_TXID = """
 import logging, sys, redis
-from txdag.definition import JobSpec
+from txdag.topology.definition import JobSpec
 from txdag.spark.connect import run_connected
 logging.basicConfig(level=logging.INFO, format="%(name)s %(message)s")
 spec = JobSpec.from_json(sys.argv[1])

@@ -14,10 +14,10 @@ import pytest
 from spark_support import JOBS_DIR, ROOT, TWEET_STATES, expected_fields
 
 from txdag.analytics.tweets import tweet_partials
+from txdag.commit.rejections import list_rejections
+from txdag.commit.staging import Staging, stage_key
 from txdag.errors import BatchReadError
-from txdag.rejections import list_rejections
-from txdag.sample import sample_tweets
-from txdag.staging import Staging, stage_key
+from txdag.spouts.samples import sample_tweets
 
 pytestmark = pytest.mark.integration
 

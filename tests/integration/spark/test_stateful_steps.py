@@ -10,16 +10,16 @@ import pytest
 import redis
 from pyspark import cloudpickle
 
-from txdag.commit import commit_transaction
-from txdag.coordinator import Coordinator, Emission
-from txdag.definition import JobSpec, KeyValue, State, TweetsSource
-from txdag.kvcommit import KVTarget
-from txdag.kvstates import namespace, provider_config
+from txdag.commit.keyvalue import KVTarget
+from txdag.commit.phase import commit_transaction
+from txdag.commit.staging import Staging
 from txdag.spark.runner import run_job
 from txdag.spark.stateful import stateful
 from txdag.spouts.tweets import TweetsTransactionalSpout, append_tweets
-from txdag.staging import Staging
 from txdag.state.kv import KVNamespace, StatefulStep, read_as_of, status
+from txdag.topology.definition import JobSpec, KeyValue, State, TweetsSource
+from txdag.topology.kvstates import namespace, provider_config
+from txdag.txid.coordinator import Coordinator, Emission
 from txdag.zk import TransactionStore
 
 BATCHES = [["a b a", "c"], ["b b", "a d"], ["d", "a a c"]]
@@ -103,7 +103,7 @@ def test_a_stateful_step_counts_exactly_through_a_crash_between_prepare_and_comm
         if point == "prepared":
             raise SystemExit("killed between prepare and commit")
 
-    monkeypatch.setattr("txdag.kvcommit.crash_if_requested", crash)
+    monkeypatch.setattr("txdag.commit.keyvalue.crash_if_requested", crash)
     with pytest.raises(SystemExit):
         commit(redis_client, pipeline, second.tx)
     held = status(redis_client, target.namespace)

@@ -18,12 +18,12 @@ from trident_support import (
     user_counter,
 )
 
-from txdag.definition import State
+from txdag.contracts import apply
 from txdag.errors import ConfigError
 from txdag.spark.connect import CONNECT_MODE, connect_session
 from txdag.state import combine_sum
+from txdag.topology.definition import State
 from txdag.trident import Count, MapGet, aggregate, group_by, partition_aggregate, state_query
-from txdag.trident.contracts import apply
 
 pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")
 ROWS = make_rows()

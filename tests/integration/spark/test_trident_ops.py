@@ -20,8 +20,8 @@ from trident_support import (
     user_counter,
 )
 
+from txdag.contracts import apply
 from txdag.trident import Aggregator, Count, Max, Min, Sum, aggregate, group_by, partition_aggregate
-from txdag.trident.contracts import apply
 
 pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")
 ROWS = make_rows()

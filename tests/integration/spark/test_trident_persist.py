@@ -13,14 +13,14 @@ from pyspark import cloudpickle
 from pyspark.sql import functions as F
 
 from txdag import trident as td
-from txdag.commit import commit_transaction
-from txdag.coordinator import Coordinator
-from txdag.definition import JobSpec, State, TweetsSource
-from txdag.newvalues import values_key
+from txdag.commit.newvalues import values_key
+from txdag.commit.phase import commit_transaction
+from txdag.commit.staging import Staging
 from txdag.spark.runner import run_job
 from txdag.spouts.tweets import TweetsTransactionalSpout, append_tweets
-from txdag.staging import Staging
 from txdag.state import OpaqueValue, RedisBackingMap, TransactionalValue
+from txdag.topology.definition import JobSpec, State, TweetsSource
+from txdag.txid.coordinator import Coordinator
 from txdag.zk import TransactionStore
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import this test module
@@ -150,7 +150,7 @@ def test_every_update_kind_is_exact_through_a_retried_attempt_and_a_commit_dying
         if point == "commit":
             raise SystemExit("killed after the states were written")
 
-    monkeypatch.setattr("txdag.commit.crash_if_requested", die)
+    monkeypatch.setattr("txdag.commit.phase.crash_if_requested", die)
     with pytest.raises(SystemExit):
         commit(redis_client, topology, two.tx)
     monkeypatch.undo()

@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 import redis
 from pyspark.sql import functions as F
+from support.servers import free_port
 from trident_support import bag, rows_of
 
-from txdag.definition import State
 from txdag.errors import ConfigError
 from txdag.state import SnapshottableMap, combine_sum
-from txdag.testing.servers import free_port
+from txdag.topology.definition import State
 from txdag.trident import MapGet, QueryFunction, state_query
 
 pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")

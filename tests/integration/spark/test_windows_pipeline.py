@@ -15,15 +15,15 @@ from pyspark import cloudpickle
 from pyspark.sql import functions as F
 
 from txdag import trident as td
-from txdag.commit import commit_transaction
-from txdag.coordinator import Coordinator
-from txdag.definition import JobSpec, State, TweetsSource
-from txdag.newvalues import values_key
-from txdag.rejections import list_rejections
+from txdag.commit.newvalues import values_key
+from txdag.commit.phase import commit_transaction
+from txdag.commit.rejections import list_rejections
+from txdag.commit.staging import Staging
 from txdag.spark.runner import run_job
 from txdag.spouts.tweets import TweetsTransactionalSpout, append_tweets
-from txdag.staging import Staging
-from txdag.window_store import WindowStore
+from txdag.topology.definition import JobSpec, State, TweetsSource
+from txdag.txid.coordinator import Coordinator
+from txdag.windows.store import WindowStore
 from txdag.zk import TransactionStore
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -104,7 +104,7 @@ def test_windows_fire_the_same_windows_through_replays_in_the_middle(spark, redi
         if point == "commit":
             raise SystemExit("killed after the windows were appended")
 
-    monkeypatch.setattr("txdag.commit.crash_if_requested", die)
+    monkeypatch.setattr("txdag.commit.phase.crash_if_requested", die)
     with pytest.raises(SystemExit):
         commit(redis_client, topology, three.tx)
     store = WindowStore(redis_client, prefix, "trending", TRENDING)

@@ -12,8 +12,8 @@ from typing import Any
 
 from pyspark.sql import Row
 
+from txdag.contracts import apply
 from txdag.trident import Aggregator, CombinerAggregator, Count, Max, Min, ReducerAggregator, Sum
-from txdag.trident.contracts import apply
 
 SCHEMA = "user string, score bigint, amount double, price decimal(10,2), missing bigint"
 

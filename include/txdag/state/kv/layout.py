@@ -50,7 +50,7 @@ def check_namespace(namespace: str) -> str:
 
 
 def kv_namespace(topology: str, step: str) -> str:
-    """The default namespace of a step's state: ``<topology>:<step>`` (txdag.acl grants a topology's user
+    """The default namespace of a step's state: ``<topology>:<step>`` (txdag.cli.acl grants a topology's user
     ``txdag:kv:{<topology>:*``, so a namespace outside that prefix needs its own grant)."""
     return check_namespace(f"{check_namespace(topology)}:{check_namespace(step)}")
 

@@ -1,0 +1,1 @@
+"""The txdag command: main.py parses, one module per command group runs."""

@@ -1,0 +1,211 @@
+"""Redis access control: the ACL rules of a user limited to some topologies' keys and to the commands txdag sends.
+
+A topology's keys (the layouts of ``txdag.state.redis_backing``, ``txdag.commit.staging``,
+``txdag.commit.rejections`` and the spouts):
+
+    <ns>  {<ns>}:txid  {<ns>}:prev  {<ns>}:meta     each state's namespace          read-write
+    <marker_key>                                      the last committed txid         read-write
+    txdag:stage:{<topology>}:*  txdag:claim:{<topology>}:*  txdag:rejected:{<topology>}  read-write
+    txdag:kv:{<topology>:*                            KeyValueStates (default namespaces)  read-write
+    txdag:window:{<topology>}:*  txdag:values:{<topology>}:*   window stores, new values streams   read-write
+    <prefix>[0-9]*  <prefix>NEXT_WRITE  <prefix>NEXT_READ   a tweets source           read-only (%R~)
+    <stream> ...                                      a streams source                read-only (%R~)
+
+The source is read-only unless ``source_write`` (a user that also seeds the source). A read-only key can
+still be read by a script sent with EVAL_RO/EVALSHA_RO (the stream spouts' planning does so), not with EVAL.
+The commands are what the code sends, nothing else: no KEYS, SCAN, FLUSHALL, CONFIG, ACL, MULTI (plus CLUSTER
+SLOTS and COMMAND, which redis-py's cluster client sends to learn the slots and the commands' keys).
+``txdag acl redis [TOPOLOGY...]`` prints the ``ACL SETUSER`` line, which an admin runs (``| redis-cli ...``);
+with ``--apply redis://HOST:PORT`` it runs the line itself as the admin and saves the server's ACL file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from txdag.commit.rejections import rejections_key
+from txdag.errors import ConfigError, ServiceUnavailable
+from txdag.state.kv.layout import KEY_PREFIX
+from txdag.state.redis_backing import state_keys
+
+COMMANDS = (
+    "ping", "select", "hello",                                                      # connection
+    "cluster|slots", "command",                              # a Redis Cluster client's discovery (read-only)
+    "get", "mget", "exists", "type", "hget", "hmget", "hgetall", "hlen", "hscan", "hkeys", "hexists", "xrange",  # reads
+    "xrevrange",
+    "set", "del", "hset", "hsetnx", "hdel", "hincrby", "hincrbyfloat", "xadd",      # writes
+    "copy", "rename",                                                               # KeyValueState scripts
+    "eval", "evalsha", "eval_ro", "evalsha_ro", "script|load", "script|exists",    # the Lua scripts
+)  # fmt: skip
+OWN_AREAS = ("stage", "claim", "window", "values")  # txdag:<area>:{<topology>}:* (staging.py, window_store, newvalues)
+GLOB_SPECIAL = re.compile(r"([*?\[\]\\])")
+
+
+def glob_escape(key: str) -> str:
+    """A Redis key as an ACL key pattern that matches that key only."""
+    return GLOB_SPECIAL.sub(r"\\\1", key)
+
+
+def key_patterns(topology: Any, *, source_write: bool = False) -> list[str]:
+    """The ACL key rules (``~pattern`` read-write, ``%R~pattern`` read-only) of one TransactionalTopology."""
+    t = glob_escape(topology.topology_id)
+    own = [k for s in topology.states for k in state_keys(s.redis_key)]
+    own += [topology.marker_key] if topology.marker_key else []
+    own += [rejections_key(topology.topology_id)]
+    rules = [f"~{glob_escape(k)}" for k in own] + [f"~txdag:{area}:{{{t}}}:*" for area in OWN_AREAS]
+    rules.append(f"~{KEY_PREFIX}{{{t}:*")  # the KeyValueStates of its steps: txdag.state.kv.kv_namespace
+    source = topology.source
+    if source.type == "tweets":
+        p = glob_escape(source.prefix)
+        patterns = [f"{p}[0-9]*", f"{p}NEXT_WRITE", f"{p}NEXT_READ"]
+    else:
+        patterns = [glob_escape(s) for s in source.streams]
+    rules += [("~" if source_write else "%R~") + p for p in patterns]
+    return rules
+
+
+def redis_acl_rules(*topologies: Any, source_write: bool = False) -> list[str]:
+    """The rules after the user name and password: no command but txdag's, no key but the topologies'."""
+    if not topologies:
+        raise ConfigError("redis_acl_rules needs at least one topology")
+    keys = [r for t in topologies for r in key_patterns(t, source_write=source_write)]
+    return ["resetchannels", "-@all", *(f"+{c}" for c in COMMANDS), *dict.fromkeys(keys)]
+
+
+def password_hash(password: str) -> str:
+    """The ``#<sha256>`` form of a password: an ACL SETUSER line that sets it without showing it."""
+    if not password:
+        raise ConfigError("the Redis password is empty: give the user a password")
+    return "#" + hashlib.sha256(password.encode()).hexdigest()
+
+
+def setuser_args(user: str, topologies: Sequence[Any], *, password: str | None = None,
+                 source_write: bool = False) -> list[str]:
+    """Arguments of ``ACL SETUSER``; with a password the user is reset first, so the line is the whole user."""
+    if not user or any(c.isspace() for c in user):
+        raise ConfigError(f"a Redis user name must be non-empty without spaces, got {user!r}")
+    head = ["reset", "on", password_hash(password)] if password is not None else ["on", "resetkeys"]
+    return [user, *head, *redis_acl_rules(*topologies, source_write=source_write)]
+
+
+def setuser_line(args: Sequence[str]) -> str:
+    """``ACL SETUSER ...`` as one line redis-cli reads (arguments with spaces or quotes are quoted)."""
+    def quoted(arg: str) -> str:
+        if arg and not re.search(r"[\s\"'\\]", arg):
+            return arg
+        return '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    return " ".join(["ACL", "SETUSER", *map(quoted, args)])
+
+
+def load_topologies(names: Sequence[str], dags_folder: str | Path) -> list[Any]:
+    """The topologies named (every one when none is) among those the DAG files in ``dags_folder`` define."""
+    from txdag.topology.topology import load_definitions
+
+    found, errors = load_definitions(dags_folder)
+    missing = [n for n in names if n not in found]
+    if missing or not found:
+        broken = f"; these DAG files fail to load: {errors}" if errors else ""
+        raise ConfigError(
+            f"no topology {missing or ''} in the DAG folder {dags_folder} (it defines {sorted(found)}{broken}): "
+            f"give topology ids defined there, or the folder with --dags"
+        )
+    return [found[n] for n in dict.fromkeys(names or sorted(found))]
+
+
+def cmd_acl(args: argparse.Namespace) -> int:
+    """Print the ACL SETUSER line of a user limited to the topologies' keys (a password only as its hash)."""
+    password = None
+    if args.password_env:
+        password = os.environ.get(args.password_env)
+        if not password:
+            raise ConfigError(f"--password-env {args.password_env}: that environment variable is not set or empty")
+    from txdag.topology.topology import dags_folder
+
+    topologies = load_topologies(args.topology, dags_folder(args.dags))
+    setuser = setuser_args(args.user, topologies, password=password, source_write=args.source_write)
+    if args.apply:
+        print(apply_setuser(args.apply, setuser))
+    else:
+        print(setuser_line(setuser))
+    return 0
+
+
+ADMIN_USER_ENV, ADMIN_PASSWORD_ENV = "TXDAG_REDIS_ADMIN_USER", "TXDAG_REDIS_ADMIN_PASSWORD"
+
+
+def admin_client(url: str, timeout: float = 10.0) -> Any:
+    """A client of the Redis at ``url`` logged in as an admin: the URL's login, else $TXDAG_REDIS_ADMIN_USER and
+    $TXDAG_REDIS_ADMIN_PASSWORD (so that the password need not be on a command line)."""
+    import redis
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("redis", "rediss") or not parts.hostname:
+        raise ConfigError(f"--apply needs a Redis URL redis://HOST:PORT[/DB], got {parts.scheme}://{parts.hostname}")
+    user = unquote(parts.username) if parts.username else os.environ.get(ADMIN_USER_ENV)
+    password = unquote(parts.password) if parts.password else os.environ.get(ADMIN_PASSWORD_ENV)
+    if not user or not password:
+        raise ConfigError(f"--apply needs a Redis admin login: set {ADMIN_USER_ENV} and {ADMIN_PASSWORD_ENV} (an "
+                          f"admin may run ACL SETUSER, ACL SAVE and CONFIG GET)")
+    return redis.Redis.from_url(url, username=user, password=password, socket_connect_timeout=timeout,
+                                socket_timeout=timeout, decode_responses=True)
+
+
+def apply_setuser(url: str, setuser: Sequence[str]) -> str:
+    """Run ``ACL SETUSER`` on the Redis at ``url`` as an admin, then ``ACL SAVE`` when the server has an ACL file,
+    so that a restart keeps the user. Returns what was done; raises ConfigError/ServiceUnavailable saying why not."""
+    import redis
+
+    from txdag.redisio import describe
+
+    client = admin_client(url)
+    user, where, aclfile = setuser[0], describe(client), ""
+    step = f"logging in as the admin user {client.connection_pool.connection_kwargs.get('username')!r}"
+    try:
+        client.ping()
+        step = f"creating user {user!r} (ACL SETUSER)"
+        client.execute_command("ACL", "SETUSER", *setuser)
+        step = "reading the server's ACL file setting (CONFIG GET aclfile)"
+        aclfile = client.config_get("aclfile").get("aclfile", "")
+        if not aclfile:
+            print(f"txdag acl redis: warning: Redis at {where} has no ACL file (redis-server --aclfile): user "
+                  f"{user!r} lasts until Redis restarts", file=sys.stderr)
+            return f"Redis at {where}: user {user!r} set (ACL SETUSER); not saved: the server has no ACL file"
+        step = f"saving the users to {aclfile} (ACL SAVE)"
+        client.execute_command("ACL", "SAVE")
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        if isinstance(exc, redis.AuthenticationError):
+            raise ConfigError(f"Redis at {where} refused the admin login while {step}: {exc}; check "
+                              f"{ADMIN_USER_ENV} and {ADMIN_PASSWORD_ENV}") from None
+        raise ServiceUnavailable(f"Redis at {where} is unreachable while {step} ({type(exc).__name__}: {exc}); "
+                                 f"check the URL given to --apply and that Redis is up") from None
+    except redis.ResponseError as exc:
+        raise ConfigError(f"Redis at {where} refused {step}: {exc}") from None
+    finally:
+        client.close()
+    return f"Redis at {where}: user {user!r} set (ACL SETUSER) and saved to {aclfile} (ACL SAVE)"
+
+
+def add_cli(sub: Any) -> None:
+    """``txdag acl redis [TOPOLOGY...] [--user NAME]`` on the txdag command's subparsers."""
+    acl = sub.add_parser("acl", help="print the Redis ACL SETUSER line of a user limited to topologies' keys")
+    acl.add_argument("service", choices=["redis"])
+    acl.add_argument("topology", nargs="*", help="topology ids (default: every one in the DAG folder)")
+    acl.add_argument("--user", default="txdag")
+    acl.add_argument("--password-env", metavar="VAR", help="set the password held by this environment variable "
+                     "(printed as its SHA-256 only); without it the user's password is left as it is")
+    acl.add_argument("--source-write", action="store_true", help="the source keys read-write (a user that seeds)")
+    acl.add_argument("--dags", metavar="DIR", help="the DAG folder holding the topologies (default: "
+                     "$TXDAG_DAGS_FOLDER, $AIRFLOW__CORE__DAGS_FOLDER or ./dags)")
+    acl.add_argument("--apply", metavar="URL", help="run the line on the Redis at URL (redis://HOST:PORT[/DB]) as "
+                     f"an admin (the URL's login, else ${ADMIN_USER_ENV} and ${ADMIN_PASSWORD_ENV}), then ACL SAVE "
+                     "when it has an ACL file, instead of printing it")
+    acl.set_defaults(func=cmd_acl)

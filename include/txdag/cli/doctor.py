@@ -1,0 +1,232 @@
+"""``txdag doctor``: are Redis, ZooKeeper, Spark and Airflow reachable with the configured connections, and is
+every connection the topologies of the DAG folder name defined? Each check that fails says how to fix it, so a new
+machine can be set up by following the output."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from txdag import hints
+from txdag.cli.common import DEFAULT_REDIS_CONN, DEFAULT_ZK_CONN, connection, dags_folder, emit, table
+from txdag.errors import TxdagError
+
+GROUPS = ("redis", "zookeeper", "spark", "airflow", "connections")
+
+
+def short(exc: Exception) -> str:
+    """An error's what-happened part; the how-to-fix part goes in the check's fix."""
+    text = str(exc)
+    for sep in ("): set ", "; "):
+        if sep in text:
+            return text.split(sep)[0] + (")" if sep.startswith(")") else "")
+    return text
+
+
+@dataclass
+class Check:
+    check: str
+    status: str  # ok | warn | fail
+    detail: str
+    fix: str = ""
+
+
+def check_redis(args: argparse.Namespace) -> list[Check]:
+    import redis
+
+    from txdag.airflow.hooks import redis_url_of
+
+    name = f"redis ({args.redis_conn_id})"
+    try:
+        url = redis_url_of(connection(args.redis_conn_id))
+    except TxdagError as exc:
+        return [Check(name, "fail", short(exc), f"set AIRFLOW_CONN_{args.redis_conn_id.upper()}='redis://HOST:PORT/DB' "
+                      "or add the connection in Admin > Connections")]
+    address = url.rsplit("@", 1)[-1]
+    client = redis.Redis.from_url(url, socket_connect_timeout=args.timeout, socket_timeout=args.timeout)
+    try:
+        client.ping()
+        version = _redis_version(client)
+    except redis.AuthenticationError as exc:
+        return [Check(name, "fail", f"{address}: {exc}", f"fix the login/password of connection {args.redis_conn_id}")]
+    except redis.RedisError as exc:
+        return [Check(name, "fail", f"{address} does not answer ({type(exc).__name__}: {exc})",
+                      f"{hints.how_to_start('redis')}, or fix the host/port of connection {args.redis_conn_id}")]
+    finally:
+        client.close()
+    return [Check(name, "ok", f"{address} answers (Redis {version})")]
+
+
+def _redis_version(client: Any) -> str:
+    """The server's version, or a note when the user may not run INFO (a topology's user of `txdag acl redis`)."""
+    import redis
+
+    try:
+        return str(client.info("server").get("redis_version", "?"))
+    except redis.exceptions.NoPermissionError:
+        return "version hidden: this user may not run INFO"
+
+
+def check_zookeeper(args: argparse.Namespace) -> list[Check]:
+    from txdag.airflow.hooks import zookeeper_settings
+    from txdag.zk.client import close_zk, connect_zk
+
+    name = f"zookeeper ({args.zookeeper_conn_id})"
+    try:
+        hosts, auth, root, _ = zookeeper_settings(connection(args.zookeeper_conn_id))
+    except TxdagError as exc:
+        return [Check(name, "fail", short(exc), f"set AIRFLOW_CONN_{args.zookeeper_conn_id.upper()}="
+                      "'{\"conn_type\": \"zookeeper\", \"host\": \"HOST\", \"port\": 2181}' or add it in the UI")]
+    try:
+        client = connect_zk(hosts, auth=auth, timeout=args.timeout)
+    except TxdagError as exc:
+        return [Check(name, "fail", short(exc),
+                      f"{hints.how_to_start('zookeeper')}, or fix the hosts of connection {args.zookeeper_conn_id}")]
+    try:
+        count = len(client.get_children(root)) if client.exists(root) else 0
+    finally:
+        close_zk(client)
+    return [Check(name, "ok", f"{hosts} answers; {count} topologies under {root}")]
+
+
+def check_spark(args: argparse.Namespace) -> list[Check]:
+    return [check_java(), check_spark_submit(), check_pyspark(), check_spark_conn(args), check_local_ip()]
+
+
+def check_java() -> Check:
+    home = os.environ.get("JAVA_HOME")
+    java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    if not java or not Path(java).exists():
+        return Check("java", "fail", "no java on PATH" + (f" nor in JAVA_HOME={home}" if home else ""),
+                     "install Java 17 (apt-get install openjdk-17-jre-headless) or set JAVA_HOME")
+    done = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
+    version = (done.stderr or done.stdout).splitlines()[0] if (done.stderr or done.stdout) else "?"
+    if done.returncode != 0:
+        return Check("java", "fail", f"{java} -version exited {done.returncode}", "reinstall Java 17")
+    return Check("java", "ok", f"{java}: {version}")
+
+
+def check_spark_submit() -> Check:
+    found = shutil.which("spark-submit") or shutil.which("spark-submit", path=str(Path(sys.executable).parent))
+    if not found:
+        return Check("spark-submit", "fail", "spark-submit is not on PATH",
+                     "put the virtualenv's bin first on PATH (.venv/bin holds pyspark's spark-submit)")
+    return Check("spark-submit", "ok", found)
+
+
+def check_pyspark() -> Check:
+    if importlib.util.find_spec("pyspark") is None:
+        return Check("pyspark", "fail", "pyspark is not importable", "pip install -e '.[airflow,dev]' in the venv")
+    versions = {}
+    for dist in ("pyspark", "pyspark-client"):
+        try:
+            versions[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    if len(set(versions.values())) > 1:
+        return Check("pyspark", "fail", f"versions differ: {versions}",
+                     "pin pyspark and pyspark-client to the same version (pyproject.toml) and reinstall")
+    return Check("pyspark", "ok", ", ".join(f"{d} {v}" for d, v in versions.items()))
+
+
+def check_spark_conn(args: argparse.Namespace) -> Check:
+    name = f"spark ({args.spark_conn_id})"
+    try:
+        conn = connection(args.spark_conn_id)
+    except TxdagError as exc:
+        return Check(name, "fail", short(exc), f"set AIRFLOW_CONN_{args.spark_conn_id.upper()}="
+                     "'{\"conn_type\": \"spark\", \"host\": \"local[*]\"}' or your master")
+    return Check(name, "ok", f"master {conn.host}{f':{conn.port}' if conn.port else ''}")
+
+
+def check_local_ip() -> Check:
+    value = os.environ.get("SPARK_LOCAL_IP")
+    if not value:
+        return Check("SPARK_LOCAL_IP", "warn", "not set: Spark picks an address itself and may warn or bind one "
+                     "other machines cannot reach", "export SPARK_LOCAL_IP=127.0.0.1 on one machine, or the "
+                     "address the Spark cluster reaches this host at")
+    return Check("SPARK_LOCAL_IP", "ok", value)
+
+
+def check_airflow(args: argparse.Namespace) -> list[Check]:
+    from txdag.airflow.api import api_from_env
+
+    try:
+        api = api_from_env()
+        health = api.health()
+    except Exception as exc:  # connection refused, wrong password, no password file: all say the same fix
+        return [Check("airflow api", "fail", f"{type(exc).__name__}: {str(exc)[:300]}",
+                      f"{hints.how_to_start('airflow')}, or set TXDAG_AIRFLOW_URL, TXDAG_AIRFLOW_USER "
+                      "and TXDAG_AIRFLOW_PASSWORD (or AIRFLOW_HOME) for your instance")]
+    bad = {k: v.get("status") for k, v in health.items() if isinstance(v, dict) and v.get("status") != "healthy"}
+    if bad:
+        return [Check("airflow api", "warn", f"{api.base_url} answers; not healthy: {bad}",
+                      f"some components are down: {hints.how_to_start('airflow')}, and see their logs")]
+    return [Check("airflow api", "ok", f"{api.base_url} answers; {', '.join(health)} healthy")]
+
+
+def check_connections(args: argparse.Namespace) -> list[Check]:
+    """Every connection a topology of the DAG folder names is defined, with the type it needs. Rendering a DAG
+    looks up none (Airflow's rule for top-level DAG code), so this is where a missing one shows before a run."""
+    from txdag.topology.topology import load_definitions
+
+    folder = dags_folder(args)
+    found, errors = load_definitions(folder)
+    checks = [Check(f"dag file {Path(path).name}", "fail", error, f"fix {path}: the error says what to change")
+              for path, error in errors.items()]
+    if not found:
+        return checks + [Check("connections", "warn", f"no topology in the DAG folder {folder}",
+                               "give the DAG folder with --dags or TXDAG_DAGS_FOLDER")]
+    users: dict[tuple[str, str], list[str]] = {}
+    for topology in found.values():
+        for conn_id, kind in topology.conn_ids().items():
+            users.setdefault((conn_id, kind), []).append(topology.topology_id)
+    for (conn_id, kind), names in sorted(users.items()):
+        name, used = f"connection {conn_id}", f"used by {', '.join(sorted(names))}"
+        try:
+            conn = connection(conn_id)
+        except TxdagError as exc:
+            checks.append(Check(name, "fail", f"{short(exc)}; {used}", hints.how_to_add_connection(conn_id, kind)))
+            continue
+        if conn.conn_type != kind:
+            checks.append(Check(name, "warn", f"type {conn.conn_type!r}, the topologies need {kind!r}; {used}",
+                                f"make {conn_id} a {kind} connection, e.g. {hints.connection_example(kind)}"))
+        else:
+            checks.append(Check(name, "ok", f"{kind}, {used}"))
+    return checks
+
+
+CHECKS: dict[str, Callable[[argparse.Namespace], list[Check]]] = {
+    "redis": check_redis, "zookeeper": check_zookeeper, "spark": check_spark, "airflow": check_airflow,
+    "connections": check_connections,
+}
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    args.redis_conn_id = args.redis_conn_id or DEFAULT_REDIS_CONN
+    args.zookeeper_conn_id = args.zookeeper_conn_id or DEFAULT_ZK_CONN
+    results = [c for group in (args.check or GROUPS) for c in CHECKS[group](args)]
+    failed = any(c.status == "fail" for c in results)
+    emit(args, {"ok": not failed, "checks": [asdict(c) for c in results]}, doctor_text)
+    return 1 if failed else 0
+
+
+def doctor_text(d: dict) -> str:
+    lines = [table(d["checks"], ["check", "status", "detail"])]
+    fixes = [c for c in d["checks"] if c["status"] != "ok"]
+    if fixes:
+        lines += ["", "to fix:"] + [f"  {c['check']}: {c['fix']}" for c in fixes]
+    warned = sum(c["status"] == "warn" for c in d["checks"])
+    failed = sum(c["status"] == "fail" for c in d["checks"])
+    lines += ["", (f"{failed} check(s) failed" if failed else "all checks passed")
+              + (f", {warned} warning(s)" if warned else "")]
+    return "\n".join(lines)

@@ -1,0 +1,117 @@
+"""``txdag status`` and ``txdag show``: what ZooKeeper holds about a topology's txids, for an operator deciding
+whether to wait, replay or fix something."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from txdag.cli.common import (
+    CliError,
+    conn_id,
+    emit,
+    fields,
+    redis_for,
+    store_of,
+    table,
+    topologies,
+    zk_topologies,
+    zookeeper_for,
+)
+from txdag.txid.report import batch_of, failures, read_snapshot, topology_status, txid_row
+
+__all__ = ["batch_of", "failures", "cmd_show", "cmd_status", "status_text", "show_text"]
+
+
+def rejection_count(args: argparse.Namespace, name: str, definition: Any) -> int | None:
+    """Rejected source entries of the topology; None (with a warning) when Redis cannot tell, since the rest of
+    the status comes from ZooKeeper and is still worth showing."""
+    from txdag.commit.rejections import rejections_key
+    from txdag.errors import ConfigError, ServiceUnavailable
+    from txdag.redisio import redis_errors
+
+    try:
+        client = redis_for(conn_id(args, "redis", definition), timeout=5)
+        with redis_errors(client, f"counting rejections of topology {name!r}"):
+            return int(client.hlen(rejections_key(name)))
+    except (ConfigError, ServiceUnavailable) as exc:
+        print(f"txdag status: warning: rejections of topology {name!r} unknown: {exc}", file=sys.stderr)
+        return None
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """Per topology: last committed txid, txids in flight, failures with their cascade, rejections."""
+    defined = topologies(args)
+    client, root = zookeeper_for(conn_id(args, "zookeeper", defined.get(args.topology)))
+    try:
+        in_zk = set(zk_topologies(client, root))
+        names = [args.topology] if args.topology else sorted(set(defined) | in_zk)
+        report: list[dict[str, Any]] = []
+        for name in names:
+            if args.topology is None and name not in in_zk:
+                report.append({"topology": name, "last_txid": 0, "committed_txid": 0, "in_flight": [],
+                               "failed": [], "rejections": None, "kept_txids": [], "never_ran": True})
+                continue
+            topo, records = read_snapshot(store_of(client, root, name))
+            report.append(topology_status(topo, records, name, rejection_count(args, name, defined.get(name))))
+    finally:
+        client.stop()
+        client.close()
+    emit(args, report[0] if args.topology else report, status_text)
+    return 0
+
+
+def status_text(report: dict | list) -> str:
+    if isinstance(report, list):
+        rows = [{**r, "in_flight": len(r["in_flight"]), "failed": sum(1 + len(f["cascade"]) for f in r["failed"]),
+                 "committed_txid": "never ran" if r.get("never_ran") else r["committed_txid"]} for r in report]
+        cols = ["topology", "committed_txid", "last_txid", "in_flight", "failed", "rejections"]
+        return table(rows, cols, ["topology", "committed", "last txid", "in flight", "failed", "rejected"]) \
+            if rows else "no topologies in the DAG folder or in ZooKeeper"
+    r = report
+    lines = [f"topology {r['topology']}: committed up to txid {r['committed_txid']}, last txid {r['last_txid']}, "
+             f"{len(r['in_flight'])} in flight, {r['rejections'] if r['rejections'] is not None else '?'} "
+             "rejected entries"]
+    if r["in_flight"]:
+        lines += ["", "in flight:", table(r["in_flight"], ["txid", "attempt", "phase", "run_id"],
+                                          ["txid", "attempt", "phase", "run"])]
+    for f in r["failed"]:
+        behind = f"; failed behind it: txid {', '.join(map(str, f['cascade']))}" if f["cascade"] else ""
+        lines += ["", f"txid {f['txid']} FAILED (attempt {f['attempt']}, run {f['run_id']}): {f['error']}{behind}",
+                  f"  replay it and every later txid: txdag replay {r['topology']} --from {f['txid']}"]
+    return "\n".join(lines)
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """One txid's record: batch, attempt, phase, run, failure and history."""
+    defined = topologies(args)
+    client, root = zookeeper_for(conn_id(args, "zookeeper", defined.get(args.topology)))
+    try:
+        store = store_of(client, root, args.topology)
+        found = store.read_txid(args.txid)
+        if found is None:
+            topo, _ = store.read_topology()
+            kept = store.list_txids()
+            where = (f"it is not allocated yet (last txid {topo.last_txid})" if args.txid > topo.last_txid else
+                     f"it was rotated out of ZooKeeper (keep_txids; kept: {kept[0]}..{kept[-1]})" if kept else
+                     "no txid is kept")
+            raise CliError(f"topology {args.topology!r} has no record of txid {args.txid}: {where}")
+        record = found[0]
+        committed = store.read_topology()[0].committed_txid
+    finally:
+        client.stop()
+        client.close()
+    data = {"topology": args.topology, **txid_row(record, committed), "commit_begun": record.commit_begun,
+            "history": [{"attempt": h.attempt, "status": h.status.value, "at": h.at, "error": h.error}
+                        for h in record.history]}
+    emit(args, data, show_text)
+    return 0
+
+
+def show_text(d: dict[str, Any]) -> str:
+    head = fields([("topology", d["topology"]), ("txid", d["txid"]), ("attempt", d["attempt"]),
+                   ("phase", d["phase"]), ("run", d["run_id"]), ("batch", d["batch"]),
+                   ("batch size", d["batch_size"]), ("updated", d["updated_at"]), ("failed by", d["failed_by"]),
+                   ("error", d["error"])])
+    return f"{head}\n\nhistory:\n{table(d['history'], ['attempt', 'status', 'at', 'error'])}"

@@ -1,0 +1,160 @@
+"""``txdag replay``, ``txdag seed`` and ``txdag pools sync``: the commands that change something, each showing
+its progress as it goes (clearing runs, appending sample data, creating pools)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from txdag import hints
+from txdag.cli.common import (
+    CliError,
+    Progress,
+    conn_id,
+    dags_folder,
+    emit,
+    redis_for,
+    store_of,
+    table,
+    topologies,
+    zookeeper_for,
+)
+from txdag.txid.report import replay_targets
+
+SAMPLES: dict[str, tuple[str, str | tuple[str, ...]]] = {  # shipped topology -> (sample kind, key prefix or streams)
+    "tweets_analytics": ("tweets", ""),
+    "trending_hashtags": ("tweets", ""),  # the same tweets as tweets_analytics
+    "global_count": ("sentences", "global_count:"),
+    "word_count": ("streams", ("sentences:0", "sentences:1")),
+}
+ALIASES = {"tweets": "tweets_analytics", "words": "word_count", "global": "global_count"}
+CHUNK = 1000
+POOL_SLOTS = 1
+
+
+def airflow_api() -> Any:
+    """The REST API client of the configured Airflow, or a CliError saying how to point at one."""
+    import requests
+
+    from txdag.airflow.api import AirflowAPIError, api_from_env
+
+    try:
+        return api_from_env()
+    except (RuntimeError, requests.RequestException) as exc:
+        if isinstance(exc, AirflowAPIError) and exc.status not in (401, 403):
+            raise
+        raise CliError(f"cannot use Airflow's REST API ({exc}); {hints.how_to_start('airflow')}, or set "
+                       "TXDAG_AIRFLOW_URL, TXDAG_AIRFLOW_USER and TXDAG_AIRFLOW_PASSWORD") from None
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """Storm's re-emission from txid N, for runs of any kind: clears (all tasks of) the run of every kept txid
+    >= N, in txid order, through Airflow's REST API. Works where *Clear* with *Future* cannot (runs without a
+    logical date, or logical dates that do not grow with the txid)."""
+    definition = topologies(args).get(args.topology)
+    client, root = zookeeper_for(conn_id(args, "zookeeper", definition))
+    try:
+        records = replay_targets(store_of(client, root, args.topology), args.from_txid)
+    finally:
+        client.stop()
+        client.close()
+    api = None if args.dry_run else airflow_api()
+    progress = Progress(len(records), sys.stderr if args.json else sys.stdout)
+    cleared = []
+    for record in records:
+        txid = record.txid
+        if api is not None:
+            api.clear_run(args.topology, record.run_id)
+        verb = "would clear" if args.dry_run else "clearing"
+        progress.step(f"txid {txid}: {verb} run {record.run_id} (attempt {record.attempt}, {record.status.value})")
+        cleared.append({"txid": txid, "run_id": record.run_id, "attempt": record.attempt,
+                        "phase": record.status.value})
+    emit(args, {"topology": args.topology, "dry_run": args.dry_run, "cleared": cleared},
+         lambda d: f"{'would clear' if d['dry_run'] else 'cleared'} {len(d['cleared'])} run(s) of topology "
+                   f"{d['topology']}, from txid {args.from_txid}")
+    return 0
+
+
+def cmd_seed(args: argparse.Namespace) -> int:
+    """Append sample data for a shipped topology to the source it reads, in chunks, with progress."""
+    from txdag.spouts.samples import sample_sentences, sample_tweets
+
+    name = ALIASES.get(args.topology, args.topology)
+    kind, where = SAMPLES[name]
+    if args.count < 1:
+        raise CliError(f"--count must be >= 1, got {args.count}")
+    client = redis_for(conn_id(args, "redis"), timeout=10)
+    if kind == "streams":
+        per = args.count // len(where)
+        batches = [(s, sample_sentences(per, seed=args.seed + i)) for i, s in enumerate(where)]
+    else:
+        make = sample_tweets if kind == "tweets" else sample_sentences
+        assert isinstance(where, str), f"{name}: a {kind} sample goes to one key prefix, got {where!r}"
+        batches = [(where, make(args.count, seed=args.seed))]
+    out = sys.stderr if args.json else sys.stdout
+    progress = Progress(sum(len(items) for _, items in batches), out)
+    appended = [append(client, kind, target, items, progress) for target, items in batches]
+    data = {"topology": name, "kind": kind, "count": sum(a["count"] for a in appended), "appended": appended}
+    emit(args, data, seed_text)
+    return 0
+
+
+def append(client: Any, kind: str, target: str, items: list[str], progress: Progress) -> dict[str, Any]:
+    from txdag.spouts import StreamPartition, append_entries, append_tweets
+
+    ids: list[Any] = []
+    for start in range(0, len(items), CHUNK):
+        chunk = items[start:start + CHUNK]
+        if kind == "streams":
+            ids += append_entries(StreamPartition(target, client, target), chunk)
+        else:
+            ids += append_tweets(client, chunk, prefix=target)
+        label = f"stream {target}" if kind == "streams" else f"keys {target or 'without prefix'}"
+        progress.step(f"{len(ids)} {'tweets' if kind == 'tweets' else 'sentences'} appended to {label}", len(chunk))
+    first, last = (ids[0], ids[-1]) if ids else (None, None)
+    if kind != "streams" and ids:
+        first, last = f"{target}{first}", f"{target}{last}"
+    return {"target": target, "count": len(ids), "first": first, "last": last}
+
+
+def seed_text(d: dict[str, Any]) -> str:
+    rows = [{**a, "target": a["target"] or "(no prefix)"} for a in d["appended"]]
+    noun = "tweets" if d["kind"] == "tweets" else "sentences"
+    return f"appended {d['count']} {noun} for topology {d['topology']}\n" + \
+        table(rows, ["target", "count", "first", "last"], ["stream or prefix", "count", "first", "last"])
+
+
+def cmd_pools_sync(args: argparse.Namespace) -> int:
+    """Create the topologies' 1-slot pools that are missing and set back to 1 slot the ones that are not."""
+    from txdag.airflow.pools import POOL_DESCRIPTION
+
+    defined = topologies(args)
+    names = args.topologies or sorted(defined)
+    unknown = [n for n in names if n not in defined]
+    if unknown or not names:
+        raise CliError(f"no topology {', '.join(unknown) or ''} in the DAG folder {dags_folder(args)} (found: "
+                       f"{', '.join(sorted(defined)) or 'none'}): give the DAG folder with --dags or TXDAG_DAGS_FOLDER")
+    api = airflow_api()
+    progress = Progress(len(names), sys.stderr if args.json else sys.stdout)
+    rows = []
+    for name in names:
+        pool = defined[name].pool
+        current = api.pool(pool)
+        if current is None:
+            action = "created"
+        elif current["slots"] != POOL_SLOTS or current.get("include_deferred"):
+            action = "updated"
+        else:
+            action = "unchanged"
+        if not args.dry_run and action == "created":
+            api.create_pool(pool, POOL_SLOTS, POOL_DESCRIPTION)
+        elif not args.dry_run and action == "updated":
+            api.update_pool(pool, POOL_SLOTS, current.get("description") or POOL_DESCRIPTION)
+        rows.append({"topology": name, "pool": pool, "action": ("would be " if args.dry_run else "") + action,
+                     "slots_before": None if current is None else current["slots"], "slots": POOL_SLOTS})
+        progress.step(f"pool {pool}: {rows[-1]['action']}")
+    emit(args, {"pools": rows, "dry_run": args.dry_run},
+         lambda d: table(d["pools"], ["topology", "pool", "action", "slots_before", "slots"],
+                         ["topology", "pool", "action", "slots before", "slots"]))
+    return 0

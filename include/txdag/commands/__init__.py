@@ -1,1 +1,0 @@
-"""The ``txdag`` CLI's commands, one module per area; ``txdag.cli`` parses the arguments and dispatches here."""

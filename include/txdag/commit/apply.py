@@ -1,0 +1,152 @@
+"""The commit's appliers of the staged outputs that run user code: combiner partials, windows, state updaters.
+
+Each runs in the commit task, in txid order, and is idempotent for its txid: the map states skip or recompute a
+key that already holds the txid, the window store returns what a txid fired the first time, the new values
+stream takes a txid's entries once. User classes (aggregators, updaters) are rebuilt from the references the
+processing step staged (txdag.topology.refs), from the job file or txdag. Numeric partials are not here: they are added
+inside Redis by txdag.state.redis_commit, last, with the marker.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from types import ModuleType
+from typing import Any
+
+import redis
+
+from txdag.attempt import TransactionAttempt
+from txdag.commit.newvalues import emit_values
+from txdag.commit.outputs import COMBINE, PERSIST, WINDOW, OutputSpec
+from txdag.commit.rejections import record_rejections
+from txdag.errors import ConfigError
+from txdag.spouts.base import Rejection
+from txdag.state.combine_apply import apply_combined, apply_updaters
+from txdag.state.map_state import MapStateBase
+from txdag.state.snapshottable_map import GLOBAL_KEY
+from txdag.topology.refs import resolve_ref
+from txdag.windows.rules import spec_from_dict
+from txdag.windows.store import Evaluate, Fired, Row, WindowStore
+
+
+@dataclass(frozen=True)
+class CommitContext:
+    """What an applier works with: the txid attempt being committed and where its states are."""
+
+    topology: str
+    tx: TransactionAttempt
+    client: redis.Redis
+    states: Mapping[str, MapStateBase]
+    load_job: Callable[[], ModuleType] | None = None
+
+    def rebuild(self, name: str, spec: OutputSpec, base: Any) -> Any:
+        if self.load_job is None and (spec.ref or {}).get("module") == "job":
+            raise ConfigError(f"topology {self.topology!r} {self.tx}: state {name!r} was staged with a class of the "
+                              f"job file, and this commit has no job file to load it from")
+        return resolve_ref(spec.ref, self.load_job or _no_job, base)
+
+
+def _no_job() -> ModuleType:
+    raise ConfigError("no job file to load classes from")
+
+
+def apply_combine(ctx: CommitContext, name: str, spec: OutputSpec, values: dict[str, Any]) -> int:
+    """Trident's persistentAggregate with a CombinerAggregator: ``combine(stored, partial)`` per key."""
+    from txdag.contracts import CombinerAggregator
+
+    aggregator = ctx.rebuild(name, spec, CombinerAggregator)
+    new = apply_combined(ctx.states[name], ctx.tx.txid, values, aggregator.combine)
+    if spec.options.get("new_values"):
+        emit_values(ctx.client, ctx.topology, name, ctx.tx.txid, [[*key, value] for key, value in new])
+    return len(new)
+
+
+def apply_window(ctx: CommitContext, name: str, spec: OutputSpec, values: dict[str, Any]) -> int:
+    """Append the txid's rows to the window, aggregate the windows they close, put the last one into the state."""
+    from txdag.contracts import AGGREGATOR_KINDS
+
+    options = spec.options
+    aggregator = ctx.rebuild(name, spec, AGGREGATOR_KINDS)
+    store = WindowStore(ctx.client, ctx.topology, name, spec_from_dict(options.get("window")))
+    rows = [values[seq] for seq in sorted(values, key=int)]
+    evaluate = window_evaluator(aggregator, options["fields"], int(options.get("group_by", 0)), options.get("top"))
+    fired, late = store.commit(ctx.tx.txid, rows, evaluate)
+    if late:
+        record_rejections(ctx.client, ctx.topology, ctx.tx, [
+            Rejection(f"window:{name}:{ctx.tx.txid}:{i}", f"late for window {name!r}: timestamp {rows[i][0]} is "
+                      f"behind a window that already fired") for i in late])
+    if fired:
+        _put_global(ctx, name, asdict(fired[-1]))
+        if options.get("new_values"):
+            emit_values(ctx.client, ctx.topology, name, ctx.tx.txid, [asdict(f) for f in fired])
+    return len(fired)
+
+
+def window_evaluator(aggregator: Any, fields: list[str], group_by: int, top: int | None) -> Evaluate:
+    """Rows ``[ts, field...]`` -> ``[group keys..., aggregate...]`` per group (the first ``group_by`` fields), the
+    ``top`` largest by the last column (ties by the keys), as the aggregator's own kernel computes it."""
+    from pyspark.sql.types import Row as SparkRow
+
+    from txdag.contracts import apply
+
+    def evaluate(rows: list[Row]) -> list[list[Any]]:
+        groups: dict[str, tuple[list[Any], list[Any]]] = {}
+        for row in rows:
+            key = row[1 : 1 + group_by]
+            groups.setdefault(json.dumps(key), (key, []))[1].append(SparkRow(**dict(zip(fields, row[1:]))))
+        result = [[*key, *out] for key, members in groups.values() for out in apply(aggregator, members)]
+        if top is not None:
+            try:
+                result.sort(key=lambda r: tuple(r[:group_by]))
+            except TypeError:  # keys of several types: ordered by their JSON text
+                result.sort(key=lambda r: json.dumps(r[:group_by], ensure_ascii=False, default=str))
+            result.sort(key=lambda r: r[-1], reverse=True)
+            result = result[:top]
+        return result
+
+    return evaluate
+
+
+def apply_persist(ctx: CommitContext, name: str, spec: OutputSpec, values: dict[str, Any]) -> int:
+    """Trident's partitionPersist: the updater gets the state and the txid's rows, its emits become new values;
+    or a ReducerAggregator's persistent aggregate: each key's rows folded into its stored value."""
+    from pyspark.sql.types import Row as SparkRow
+
+    from txdag.contracts import Collector, ReducerAggregator, StateUpdater, reducer_updater
+
+    fields, key_fields = spec.options["fields"], spec.options.get("key_fields")
+    rows = [SparkRow(**dict(zip(fields, values[seq]))) for seq in sorted(values, key=int)]
+    state, collector = ctx.states[name], Collector()
+    if key_fields is not None:
+        reducer = ctx.rebuild(name, spec, ReducerAggregator)
+        groups: dict[str, tuple[tuple[Any, ...], list[Any]]] = {}
+        for row in rows:
+            key = tuple(row[:key_fields]) or GLOBAL_KEY
+            groups.setdefault(json.dumps(key, default=str), (key, []))[1].append(row)
+        codec = state.backing.key_codec  # type: ignore[attr-defined]
+        new = apply_updaters(state, ctx.tx.txid, [(codec.encode(k), reducer_updater(reducer, members))
+                                                  for k, members in groups.values()])
+        collector.rows.extend((*key, value) for key, value in new)
+    else:
+        updater = ctx.rebuild(name, spec, StateUpdater)
+        state.begin_commit(ctx.tx.txid)
+        updater.update_state(state, rows, collector)
+        state.commit(ctx.tx.txid)
+    if spec.options.get("new_values"):
+        emit_values(ctx.client, ctx.topology, name, ctx.tx.txid, [list(r) for r in collector.rows])
+    return len(rows)
+
+
+def _put_global(ctx: CommitContext, name: str, value: Any) -> None:
+    state = ctx.states[name]
+    state.begin_commit(ctx.tx.txid)
+    state.multi_put([GLOBAL_KEY], [value])
+    state.commit(ctx.tx.txid)
+
+
+APPLIERS: dict[str, Callable[[CommitContext, str, OutputSpec, dict[str, Any]], int]] = {
+    COMBINE: apply_combine, WINDOW: apply_window, PERSIST: apply_persist}
+
+__all__ = ["APPLIERS", "CommitContext", "Fired", "window_evaluator"]

@@ -1,0 +1,163 @@
+"""The staging area: a batch's partial results, keyed by (txid, attempt), in Redis until the commit applies them.
+
+Key layout (``{topology}`` is a Redis Cluster hash tag, so a topology's staging shares one slot):
+
+    txdag:stage:{topology}:<txid>:<attempt>:<state>   hash  field -> partial (a number, or JSON: txdag.commit.outputs)
+    txdag:stage:{topology}:<txid>:<attempt>           hash  the seal: v, and per state its output (txdag.commit.outputs)
+    txdag:claim:{topology}:<txid>:<attempt>           string  which processing try owns the attempt
+
+Partials are written with HSET, not HINCRBY: the processing step aggregates per key first, so every key is
+written by exactly one Spark task, and a retried task rewrites the same value instead of adding it twice.
+The seal is written last, after the job succeeded; the commit refuses staging without a seal or with fewer
+fields than sealed (a Redis restart without persistence lost it), so a lost partial fails loudly instead of
+being committed as zero. Keying by attempt keeps a stale attempt's partials from passing for the current one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from numbers import Number
+from typing import Any
+
+import redis
+
+from txdag.attempt import TransactionAttempt
+from txdag.commit.outputs import STAGED_ELSEWHERE, SUM, OutputSpec, decode_seal, encode_seal
+from txdag.errors import BatchReadError
+from txdag.faults import crash_if_requested
+from txdag.redisio import redis_errors
+
+WRITE_CHUNK = 5000
+
+
+def claim_key(topology: str, tx: TransactionAttempt) -> str:
+    return f"txdag:claim:{{{topology}}}:{tx.txid}:{tx.attempt}"
+
+
+def stage_key(topology: str, tx: TransactionAttempt, state: str | None = None) -> str:
+    base = f"txdag:stage:{{{topology}}}:{tx.txid}:{tx.attempt}"
+    return base if state is None else f"{base}:{state}"
+
+
+class Staging:
+    """Writes, seals, reads and deletes the staged partials of one topology."""
+
+    def __init__(self, client: redis.Redis, topology: str) -> None:
+        self.client = client
+        self.topology = topology
+
+    def claim(self, tx: TransactionAttempt, owner: str) -> str:
+        """Claim ``tx`` for one processing try (SET NX); returns the owner holding it, ``owner`` if it got it.
+
+        A second try that finds the attempt claimed by another try processes a fresh attempt instead, so two
+        jobs (a retry and a job its dead predecessor left running) never write the same attempt's staging."""
+        key = claim_key(self.topology, tx)
+        with redis_errors(self.client, f"claiming {tx}", topology=self.topology, keys=[key]):
+            if self.client.set(key, owner, nx=True):
+                return owner
+            held = self.client.get(key)
+        return held.decode() if held is not None else self.claim(tx, owner)
+
+    def write(self, tx: TransactionAttempt, state: str, partials: Iterable[tuple[str, Number]]) -> int:
+        """HSET partials in pipelined chunks (one round trip per chunk); returns how many were written."""
+        key, written = stage_key(self.topology, tx, state), 0
+        batch: dict[str, str] = {}
+        with redis_errors(self.client, f"staging {tx}", topology=self.topology, keys=[key]):
+            for field, value in partials:
+                batch[field] = str(value)
+                if len(batch) >= WRITE_CHUNK:
+                    written += self._flush(key, batch)
+            written += self._flush(key, batch)
+        return written
+
+    def _flush(self, key: str, batch: dict[str, str]) -> int:
+        if batch:
+            self.client.hset(key, mapping=batch)
+        n = len(batch)
+        batch.clear()
+        return n
+
+    def seal(self, tx: TransactionAttempt, outputs: Mapping[str, int | OutputSpec]) -> None:
+        """Record that the attempt's staging is complete: per state its output (a bare number is a ``sum``
+        output of that many fields)."""
+        key = stage_key(self.topology, tx)
+        specs = {s: o if isinstance(o, OutputSpec) else OutputSpec(SUM, o) for s, o in outputs.items()}
+        with redis_errors(self.client, f"sealing the staging of {tx}", topology=self.topology, keys=[key]):
+            self.client.hset(key, mapping=encode_seal(specs))
+
+    def stage(self, tx: TransactionAttempt, partials: Mapping[str, Mapping[str, Number]]) -> None:
+        """Write every state's encoded partials, then seal; the ``process`` fault point is after the first state."""
+        for i, (state, fields) in enumerate(partials.items()):
+            self.write(tx, state, fields.items())
+            if i == 0:
+                crash_if_requested("process", self.topology, tx)
+        self.seal(tx, {state: len(fields) for state, fields in partials.items()})
+
+    def read(self, tx: TransactionAttempt) -> dict[str, dict[str, Any]]:
+        """The sealed values per state (see read_outputs)."""
+        return {state: values for state, (_, values) in self.read_outputs(tx).items()}
+
+    def read_outputs(self, tx: TransactionAttempt, *, sums: bool = True) -> dict[str, tuple[OutputSpec, Any]]:
+        """Per state its sealed output and values (numbers for ``sum``, decoded JSON otherwise; with
+        ``sums=False`` the numeric partials stay in Redis, where the commit adds them, and only their number is
+        checked); BatchReadError when the seal is missing or a state lost fields."""
+        where = f"{tx} of topology {self.topology!r}"
+        seal_key = stage_key(self.topology, tx)
+        with redis_errors(self.client, f"reading the staging of {tx}", topology=self.topology, keys=[seal_key]):
+            raw = {k.decode(): v.decode() for k, v in self.client.hgetall(seal_key).items()}
+            seal = decode_seal(raw, where)
+            if seal is None:
+                raise BatchReadError(
+                    f"no sealed staging for {where} in Redis (key {seal_key}): the processing "
+                    f"step did not finish, or Redis lost it; replay txid {tx.txid} to process it again"
+                )
+            result: dict[str, tuple[OutputSpec, Any]] = {}
+            counted: dict[str, int] = {}
+            for state, spec in seal.items():
+                if spec.kind in STAGED_ELSEWHERE:
+                    result[state] = (spec, {})
+                elif spec.kind == SUM and not sums:
+                    result[state] = (spec, None)
+                    counted[state] = int(self.client.hlen(stage_key(self.topology, tx, state)))
+                else:
+                    result[state] = (spec, self._read_state(tx, state, spec.kind))
+                    counted[state] = len(result[state][1])
+        for state, found in counted.items():
+            expected = result[state][0].count
+            if found != expected:
+                raise BatchReadError(
+                    f"staging of {where} for state {state!r} holds {found} of {expected} partials "
+                    f"(Redis lost some); replay txid {tx.txid} to process it again"
+                )
+        return result
+
+    def _read_state(self, tx: TransactionAttempt, state: str, kind: str = SUM) -> dict[str, Any]:
+        key = stage_key(self.topology, tx, state)
+        decode = _number if kind == SUM else _json
+        return {f.decode(): decode(v) for f, v in self.client.hscan_iter(key, count=WRITE_CHUNK)}
+
+    def delete(self, txid: int, attempts: Iterable[int], states: Iterable[str]) -> int:
+        """Delete the staging of ``txid``'s attempts (sealed or not) in one DEL; keys already gone are fine."""
+        names = list(states)
+        keys = []
+        for attempt in attempts:
+            tx = TransactionAttempt(txid, attempt)
+            keys += [stage_key(self.topology, tx), claim_key(self.topology, tx)]
+            keys += [stage_key(self.topology, tx, s) for s in names]
+        if not keys:
+            return 0
+        with redis_errors(self.client, f"cleaning the staging of txid {txid}", topology=self.topology, keys=keys):
+            return int(self.client.delete(*keys))
+
+
+def _number(raw: bytes) -> int | float:
+    text = raw.decode()
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
+def _json(raw: bytes) -> Any:
+    return json.loads(raw)

@@ -1,0 +1,34 @@
+"""Each processing try owns an attempt of its own: claim it, or have the txid re-emitted and claim that.
+
+A retried process task (or a soak worker started again) finds its attempt claimed by the try before it,
+whose job may still be running; writing the same attempt's staging from two jobs would mix their partials.
+So the new try re-emits the txid (attempt + 1, the same batch for a transactional spout) and claims that.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from txdag.commit.staging import Staging
+from txdag.errors import TxdagError
+from txdag.txid.coordinator import Coordinator, Emission
+
+log = logging.getLogger("txdag.protocol.claims")
+
+
+class ReemitError(TxdagError):
+    """The txid could not be re-emitted for a new try (it failed, or another run moved it on)."""
+
+
+def claim_attempt(coordinator: Coordinator, staging: Staging, run_id: str, emission: Emission, owner: str) -> Emission:
+    """``emission`` if ``owner`` claimed its attempt, else a re-emission of the txid claimed by ``owner``."""
+    if staging.claim(emission.tx, owner) == owner:
+        return emission
+    outcome = coordinator.coordinate(run_id)
+    if not isinstance(outcome, Emission):
+        raise ReemitError(f"topology {coordinator.name!r} {emission.tx}: claimed by an earlier try, and a new "
+                          f"attempt could not be emitted: {outcome.reason}")
+    log.info("topology=%s txid=%s: attempt %s was claimed by an earlier try; re-emitted as attempt %s",
+             coordinator.name, emission.tx.txid, emission.tx.attempt, outcome.tx.attempt)
+    staging.claim(outcome.tx, owner)
+    return outcome

@@ -1,0 +1,262 @@
+"""TransactionalTopology: Storm's TransactionalTopologyBuilder as one frozen, validated definition.
+
+The definition is data: building it validates every field (a mistake fails the DAG file at parse time, with a
+message that says what to change) and does nothing else: it reads no environment, looks up no connection and
+imports no Airflow. A DAG file turns it into an Airflow DAG with an explicit call::
+
+    from txdag import TransactionalTopology
+    from txdag.airflow import render
+
+    dag = render(TransactionalTopology("tweets", ...), dag_file=__file__)
+
+``render`` (``txdag.airflow.rendering``) takes the project root (where a relative ``job`` lives) from the DAG
+file's location, and :func:`load_definitions` reads the topologies of a DAG folder for the CLI and the UI.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from txdag.errors import ConfigError
+from txdag.topology.definition import (
+    DEFAULT_REDIS_CONN_ID,
+    KeyValue,
+    Source,
+    State,
+    StreamsSource,
+    TweetsSource,
+    check_name,
+)
+
+DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)
+SPARK_MODES = ("submit", "connect")
+
+
+@dataclass(frozen=True, eq=False)
+class TransactionalTopology:
+    """One topology: where batches come from, the Spark job that processes one, the states its commit writes.
+
+    ``max_active_transactions`` is Storm's ``topology.max.spout.pending`` (the DAG's ``max_active_runs``);
+    ``schedule`` is the batch emit interval. ``job`` is the PySpark file, relative to the project root (the
+    folder that holds ``dags/`` and ``spark_jobs/``) unless absolute or a URL (``s3://``, ``local://``...).
+    Connections are Airflow connection ids: Redis for the states and staging, ZooKeeper for the txids,
+    Spark for ``spark-submit``. ``project_dir`` unset, a relative ``job`` is resolved against the folder above the
+    DAG file's folder (``<project>/dags/x.py`` -> ``<project>``) by :meth:`located`, which ``render(...,
+    dag_file=__file__)`` and :func:`load_definitions` call; the job file's existence is checked then.
+
+    ``spark_mode`` picks how ``process`` runs the job: ``"submit"``, one spark-submit application per txid (cold;
+    what a cluster deployment uses), or ``"connect"``, the job run inside the task against a long-running Spark
+    Connect server (warm: no JVM start per txid), found through ``spark_connect_conn_id``. Same job file, same
+    staging and commit. It is part of the definition: no environment variable changes it.
+
+    ``key_values`` are the KeyValueStates (seed 002) of the job's stateful steps. A step reads its state as of
+    the txid before, so a topology with key-value states processes txid N once txid N - 1 is committed (its
+    runs still overlap coordination and commits).
+    """
+
+    topology_id: str
+    source: Source
+    job: str
+    states: Sequence[State]
+    key_values: Sequence[KeyValue] = ()
+    marker_key: str | None = None
+    max_active_transactions: int = 1
+    schedule: Any = None
+    start_date: datetime = DEFAULT_START
+    catchup: bool = False
+    retries: int = 1
+    retry_delay: timedelta = timedelta(seconds=5)
+    redis_conn_id: str = DEFAULT_REDIS_CONN_ID
+    zookeeper_conn_id: str = "zookeeper_default"
+    spark_conn_id: str = "spark_default"
+    spark_conf: Mapping[str, str] = field(default_factory=dict)
+    spark_mode: str = "submit"
+    spark_connect_conn_id: str = "spark_connect_default"
+    keep_txids: int = 100
+    commit_poke_interval: float = 10.0  # shorter reschedules sometimes race the worker's exit (AIRFLOW-FACTS)
+    description: str | None = None
+    project_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        check_name("topology_id", self.topology_id)
+        if not isinstance(self.source, TweetsSource | StreamsSource):
+            raise ConfigError(
+                f"topology {self.topology_id!r}: source must be a TweetsSource or a StreamsSource "
+                f"(txdag.topology.definition), got {self.source!r}"
+            )
+        object.__setattr__(self, "states", tuple(self.states))
+        object.__setattr__(self, "key_values", tuple(self.key_values))
+        self._check_states()
+        for name in ("max_active_transactions", "keep_txids"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"topology {self.topology_id!r}: {name} must be an int >= 1, got {value!r}")
+        if isinstance(self.retries, bool) or not isinstance(self.retries, int) or self.retries < 0:
+            raise ConfigError(f"topology {self.topology_id!r}: retries must be an int >= 0, got {self.retries!r}")
+        if self.spark_mode not in SPARK_MODES:
+            raise ConfigError(f"topology {self.topology_id!r}: spark_mode must be one of {list(SPARK_MODES)}, got "
+                              f"{self.spark_mode!r}")
+        for name in ("redis_conn_id", "zookeeper_conn_id", "spark_conn_id", "spark_connect_conn_id"):
+            check_name(f"topology {self.topology_id!r}: {name}", getattr(self, name))
+        self._check_values()
+        if self.project_dir is not None and not isinstance(self.project_dir, str):
+            object.__setattr__(self, "project_dir", str(self.project_dir))  # a pathlib.Path is fine too
+        self._check_job()
+
+    def located(self, dag_file: str | Path) -> TransactionalTopology:
+        """This definition with ``project_dir`` taken from the DAG file that defines it: the folder above the
+        file's folder (``<project>/dags/x.py`` -> ``<project>``, symbolic links resolved). One that has a
+        ``project_dir`` already is returned as it is. The copy is validated again: a relative job that does not
+        exist there fails here."""
+        if self.project_dir is not None:
+            return self
+        return replace(self, project_dir=str(Path(dag_file).resolve().parent.parent))
+
+    @property
+    def job_located(self) -> bool:
+        """Whether ``job_path`` is known: a URL, an absolute path, or a relative one with a ``project_dir``."""
+        return "://" in self.job or Path(self.job).is_absolute() or self.project_dir is not None
+
+    @property
+    def pool(self) -> str:
+        """The topology's 1-slot pool: its coordinate and commit tasks run one at a time, in it."""
+        return f"txdag_{self.topology_id}"
+
+    @property
+    def job_path(self) -> str:
+        if "://" in self.job or Path(self.job).is_absolute():
+            return self.job
+        return str(Path(self.project_dir or ".") / self.job)
+
+    def conn_ids(self) -> dict[str, str]:
+        """Every connection the topology uses, with what it is for."""
+        spark = (self.spark_connect_conn_id, "spark_connect") if self.spark_mode == "connect" else (
+            self.spark_conn_id, "spark")
+        used = {self.redis_conn_id: "redis", self.zookeeper_conn_id: "zookeeper", spark[0]: spark[1]}
+        used.update({c: "redis" for c in self.source.conn_ids()})
+        return used
+
+    def state(self, name: str) -> State:
+        return next(s for s in self.states if s.name == name)
+
+    def _check_states(self) -> None:
+        where = f"topology {self.topology_id!r}"
+        if not all(isinstance(s, State) for s in self.states) or not (self.states or self.key_values):
+            raise ConfigError(f"{where}: states must be a list of txdag.topology.definition.State (at least one "
+                              f"state, or a key-value state)")
+        if not all(isinstance(k, KeyValue) for k in self.key_values):
+            raise ConfigError(f"{where}: key_values must be a list of txdag.topology.definition.KeyValue")
+        names = [s.name for s in self.states] + [k.name for k in self.key_values]
+        for what, values in (("state name", names), ("Redis namespace", [s.redis_key for s in self.states]),
+                             ("key-value namespace", [k.namespace_of(self.topology_id) for k in self.key_values])):
+            dupes = sorted({v for v in values if values.count(v) > 1})
+            if dupes:
+                raise ConfigError(f"{where}: duplicate {what}(s) {dupes}: give each state its own")
+        if self.marker_key is not None and self.marker_key in {s.redis_key for s in self.states}:
+            raise ConfigError(f"{where}: marker_key {self.marker_key!r} is also a state's namespace: rename one")
+
+    def _check_values(self) -> None:
+        """Values that would otherwise fail later, at a commit or when Airflow builds the DAG, far from here."""
+        where = f"topology {self.topology_id!r}"
+        if self.marker_key is not None and (not isinstance(self.marker_key, str) or not self.marker_key):
+            raise ConfigError(f"{where}: marker_key must be a non-empty Redis key or None, got {self.marker_key!r}")
+        poke = self.commit_poke_interval
+        if isinstance(poke, bool) or not isinstance(poke, int | float) or poke <= 0:
+            raise ConfigError(f"{where}: commit_poke_interval must be a number of seconds > 0, got {poke!r}")
+        if not isinstance(self.catchup, bool):
+            raise ConfigError(f"{where}: catchup must be True or False, got {self.catchup!r}")
+        if not isinstance(self.retry_delay, timedelta):
+            raise ConfigError(f"{where}: retry_delay must be a datetime.timedelta, got {self.retry_delay!r}")
+        if not isinstance(self.start_date, datetime):
+            raise ConfigError(f"{where}: start_date must be a datetime.datetime, got {self.start_date!r}")
+        conf = self.spark_conf
+        if not isinstance(conf, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in conf.items()):
+            raise ConfigError(f"{where}: spark_conf must be a mapping of strings to strings, got {conf!r}")
+
+    def _check_job(self) -> None:
+        if not isinstance(self.job, str) or not self.job.endswith(".py"):
+            raise ConfigError(f"topology {self.topology_id!r}: job must be the path of a PySpark .py file, "
+                              f"got {self.job!r}")
+        if "://" not in self.job and self.job_located and not Path(self.job_path).is_file():
+            raise ConfigError(
+                f"topology {self.topology_id!r}: the Spark job {self.job_path} does not exist: put the job in "
+                f"spark_jobs/ next to dags/, or give an absolute path or a URL the Spark cluster can read"
+            )
+
+
+def dags_folder(given: str | Path | None = None) -> Path:
+    """The DAG folder: ``given`` (a ``--dags`` option), else $TXDAG_DAGS_FOLDER, else Airflow's
+    $AIRFLOW__CORE__DAGS_FOLDER, else ./dags."""
+    for value in (given, os.environ.get("TXDAG_DAGS_FOLDER"), os.environ.get("AIRFLOW__CORE__DAGS_FOLDER")):
+        if value:
+            return Path(value)
+    return Path("dags")
+
+
+def load_definitions(folder: str | Path, recursive: bool = False
+                     ) -> tuple[dict[str, TransactionalTopology], dict[str, str]]:
+    """The topologies defined by the DAG files in ``folder`` (and its subfolders, symbolic links followed, when
+    ``recursive``, as Airflow reads a DAG folder), and the error of each file that failed.
+
+    Each file is run (``runpy``) and its topologies are taken from its module globals: the DAGs that
+    ``txdag.airflow.render`` built (their ``txdag_topology``), and plain ``TransactionalTopology`` values (a
+    file that only defines one), located relative to the file. Running a file that renders its DAG imports
+    Airflow; no connection is looked up (rendering looks up none). One owner: a topology id that a second file
+    defines too is that file's error, and the first file keeps it."""
+    found: dict[str, TransactionalTopology] = {}
+    owners: dict[str, str] = {}
+    errors: dict[str, str] = {}
+    files = ([Path(d) / f for d, _, names in os.walk(folder, followlinks=True) for f in names if f.endswith(".py")]
+             if recursive else list(Path(folder).glob("*.py")))
+    seen: set[Path] = set()
+    for path in sorted(files):
+        if path.resolve() in seen:  # one file reached through two links is one definition
+            continue
+        seen.add(path.resolve())
+        try:
+            defined = definitions_of(path)
+        except Exception as exc:  # one broken DAG file must not hide the others
+            errors[str(path)] = f"{type(exc).__name__}: {exc}"
+            continue
+        twice = sorted(set(defined) & set(found))
+        if twice:
+            errors[str(path)] = (f"ConfigError: topology {twice[0]!r} is defined by {owners[twice[0]]} already: "
+                                 f"one DAG file per topology id (rename one, or delete the copy)")
+            continue
+        found.update(defined)
+        owners.update(dict.fromkeys(defined, str(path)))
+    return found, errors
+
+
+def definitions_of(path: Path) -> dict[str, TransactionalTopology]:
+    """The topologies one DAG file defines (see :func:`load_definitions`), by id."""
+    names = runpy.run_path(str(path), run_name=f"txdag_dag_{path.stem}")
+    found: dict[str, TransactionalTopology] = {}
+    for value in names.values():  # rendered DAGs first: theirs are located, as Airflow runs them
+        topology = _rendered(value)
+        if topology is not None:
+            found.setdefault(topology.topology_id, topology)
+    for value in names.values():
+        if isinstance(value, TransactionalTopology):
+            found.setdefault(value.topology_id, value.located(path))
+    if not found and "TransactionalTopology(" in path.read_text(errors="replace"):
+        raise ConfigError(f"{path} builds a TransactionalTopology but keeps neither it nor its DAG in a module "
+                          f"variable: write dag = render(TransactionalTopology(...), dag_file=__file__)")
+    return found
+
+
+def _rendered(value: Any) -> TransactionalTopology | None:
+    """The definition a DAG that ``txdag.airflow.render`` built carries, else None (any other global)."""
+    if isinstance(value, type):
+        return None
+    try:
+        topology = getattr(value, "txdag_topology", None)
+    except Exception:  # a global whose attribute lookup fails (a lazy proxy...) is not a rendered DAG
+        return None
+    return topology if isinstance(topology, TransactionalTopology) else None

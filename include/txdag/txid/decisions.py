@@ -1,0 +1,156 @@
+"""The coordinator's outcomes and its pure decision rules, unit-tested without ZooKeeper.
+
+The Coordinator (``txdag.txid.coordinator``) reads the txid records, asks these functions, and writes back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from txdag.attempt import TransactionAttempt
+from txdag.errors import CascadeError, StaleAttemptError, TxdagError
+from txdag.spouts.base import Metadata, SpoutKind
+from txdag.zk.records import TopologyRecord, TxidRecord, TxStatus
+
+
+class TransactionStateError(TxdagError):
+    """A step that makes no sense for the txid's status (never allocated, never processed, not begun)."""
+
+
+class NotProcessedError(TransactionStateError):
+    """A commit of an attempt whose batch was never processed: refuse it, and fail nothing."""
+
+
+@dataclass(frozen=True)
+class Emission:
+    """Process ``tx`` over ``metadata``. ``already_committed``: a replay of a committed txid (commit is a no-op)."""
+
+    tx: TransactionAttempt
+    metadata: Metadata
+    replay: bool
+    already_committed: bool = False
+    unavailable_partitions: tuple[str, ...] = ()  # an opaque batch planned without these (their source was down)
+
+
+@dataclass(frozen=True)
+class NotReady:
+    """The spout has nothing to read: skip the run; no txid was consumed."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Busy:
+    """``max_active_transactions`` txids are uncommitted (or the lock is held): try again later."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class SourceDown:
+    """The spout could not be read to plan a batch (its Redis is down): no txid was consumed; try again later."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Come back when ``waiting_on`` has moved on (been re-emitted, or committed). ``replay``: the run owns its
+    txid already (it waits to be re-emitted); else it was refused a new txid and consumed none."""
+
+    reason: str
+    waiting_on: int
+    replay: bool = False
+
+
+@dataclass(frozen=True)
+class Go:
+    """``tx`` may commit now."""
+
+    tx: TransactionAttempt
+
+
+@dataclass(frozen=True)
+class AlreadyCommitted:
+    """``tx``'s txid is committed already: the commit is a no-op."""
+
+    tx: TransactionAttempt
+    reason: str
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What an operator sees: the counters and every txid record still kept."""
+
+    topology: TopologyRecord
+    txids: list[TxidRecord]
+
+
+CommitDecision = Go | Wait | AlreadyCommitted
+
+
+def lowest_failed(records: Iterable[TxidRecord]) -> TxidRecord | None:
+    """The first FAILED txid among ``records``: everything after it waits for its replay."""
+    failed = [r for r in records if r.status is TxStatus.FAILED]
+    return min(failed, key=lambda r: r.txid) if failed else None
+
+
+def cascade(later: Iterable[TxidRecord], failed_by: int, error: str, at: str) -> list[TxidRecord]:
+    """Fail every later uncommitted txid not FAILED already: its batch was computed on top of ``failed_by``."""
+    return [
+        r.moved(TxStatus.FAILED, at, failed_by=failed_by, error=error)
+        for r in later
+        if r.txid > failed_by and r.status not in (TxStatus.FAILED, TxStatus.COMMITTED)
+    ]
+
+
+def frozen_metadata(kind: SpoutKind, record: TxidRecord) -> bool:
+    """A re-emission reuses the stored metadata for transactional spouts, and once a commit has begun."""
+    return kind is SpoutKind.TRANSACTIONAL or record.commit_begun or record.status is TxStatus.COMMITTING
+
+
+def commit_decision(
+    topology: str, tx: TransactionAttempt, committed_txid: int, records: dict[int, TxidRecord]
+) -> CommitDecision:
+    """May ``tx`` commit? ``records`` holds the txids committed_txid+1 .. tx.txid. Raises on a stale attempt,
+    a failed txid at or before ``tx`` (cascade), or a txid that was never processed."""
+    n, rec = tx.txid, records[tx.txid]
+    if n <= committed_txid or rec.status is TxStatus.COMMITTED:
+        return AlreadyCommitted(tx, f"topology {topology!r}: txid {n} is committed; the commit is a no-op")
+    if rec.attempt != tx.attempt:
+        raise StaleAttemptError(
+            f"topology {topology!r}: {tx} is stale, the current attempt is {rec.attempt}: drop this "
+            f"attempt's result; the run of attempt {rec.attempt} commits txid {n}"
+        )
+    failed = lowest_failed(r for t, r in records.items() if committed_txid < t <= n)
+    if failed is not None:
+        raise CascadeError(
+            f"topology {topology!r}: txid {n} (attempt {tx.attempt}) cannot commit: txid {failed.txid} failed "
+            f"(attempt {failed.attempt}: {failed.error}); replay txid {failed.txid} and later (clear run "
+            f"{failed.run_id!r} with its future runs)",
+            failed_txid=failed.txid,
+        )
+    if rec.status is TxStatus.EMITTED:
+        raise NotProcessedError(
+            f"topology {topology!r}: {tx} was never processed (status emitted): run its process task before its commit"
+        )
+    if n == committed_txid + 1:
+        return Go(tx)
+    return Wait(
+        f"topology {topology!r}: {tx} waits for txid {n - 1} to commit (committed: {committed_txid})", waiting_on=n - 1
+    )
+
+
+def key_value_wait(topology: str, tx: TransactionAttempt, committed_txid: int, key_values: bool) -> Wait | None:
+    """May ``tx`` be processed now? A topology with key-value states (seed 002) reads them as of txid - 1 while
+    processing, so txid - 1 must be committed first (else the read would see an older state and count twice, or
+    miss); other topologies process txids in any order. None: go on."""
+    if not key_values or committed_txid >= tx.txid - 1:
+        return None
+    return Wait(
+        f"topology {topology!r} {tx}: its key-value states are read as of txid {tx.txid - 1}, which is not "
+        f"committed yet (committed: {committed_txid})",
+        waiting_on=tx.txid - 1,
+        replay=True,
+    )

@@ -1,0 +1,188 @@
+"""The README's demo: seed 000's tweets analytics through Airflow, Spark, ZooKeeper and Redis.
+
+    bash scripts/demo.sh      (installs and starts everything, then runs this)
+
+Loads 500 sample tweets (if the source is empty), keeps two runs of ``tweets_analytics`` in flight until the spout
+has nothing left (each run is one txid: coordinate -> Spark -> commit in txid order), prints a line per txid as
+it commits, with how long each of its tasks took, then recounts the tweets in Redis and checks the committed
+counts against that recount, prints the top users and hashtags, and the URL and login of the Airflow UI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import requests
+
+from txdag.airflow.api import AirflowAPI, AirflowAPIError, api_from_env, unique_run_id
+from txdag.airflow.timings import run_timings
+from txdag.analytics.tweets import STATES, tweet_partials
+from txdag.cli.common import redis_for, zookeeper_for
+from txdag.errors import TxdagError
+from txdag.hints import airflow_url as api_url
+from txdag.hints import how_to_start
+from txdag.spouts import append_tweets
+from txdag.spouts.samples import sample_tweets
+from txdag.zk.store import TransactionStore
+
+DAG = "tweets_analytics"
+MARKER = "LAST_COMMITED_TRANSACTION"
+SEPARATOR = {"users_hashtags": ":"}  # the topology's key_fields=2 state joins user and hashtag with ':'
+RUN_TIMEOUT = 900.0
+
+
+class Demo:
+    """Keeps ``at_once`` runs in flight and reports each txid as it commits."""
+
+    def __init__(self, api: AirflowAPI, store: Any, at_once: int) -> None:
+        self.api, self.store, self.at_once = api, store, at_once
+        self.started = time.monotonic()
+        self.reported = store.read_topology()[0].committed_txid  # txids committed before this demo run
+        self.first_txid = self.reported + 1
+        self.logical_date = datetime.now(UTC) - timedelta(minutes=1)
+
+    def trigger(self) -> str:
+        """A run with a logical date later than every earlier one (Clear with *Future* then replays in order)."""
+        self.logical_date = max(self.logical_date + timedelta(milliseconds=1),
+                                datetime.now(UTC) - timedelta(seconds=30))
+        return self.api.trigger(DAG, logical_date=self.logical_date, run_id=unique_run_id("demo"))
+
+    def drain(self) -> None:
+        """Runs until one finds nothing to read; refuses to go on after a failed run (it names the txid)."""
+        in_flight: dict[str, float] = {}
+        exhausted = False
+        while in_flight or not exhausted:
+            while not exhausted and len(in_flight) < self.at_once:
+                in_flight[self.trigger()] = time.monotonic()
+            time.sleep(0.5)
+            for run_id, since in list(in_flight.items()):
+                state = self.api.run(DAG, run_id)["state"]
+                if state == "failed":
+                    self.fail(run_id)
+                if state == "success":
+                    del in_flight[run_id]
+                    exhausted |= self.api.task_instance(DAG, run_id, "coordinate")["state"] == "skipped"
+                elif time.monotonic() - since > RUN_TIMEOUT:
+                    raise SystemExit(f"demo: run {run_id} is still {state} after {RUN_TIMEOUT:.0f} s: look at its "
+                                     f"tasks in the Airflow UI ({self.api.base_url}) and at `txdag status {DAG}`")
+            self.report()
+        self.report()
+
+    def report(self) -> None:
+        """A line per newly committed txid whose run finished: its batch and its tasks' durations."""
+        committed = self.store.read_topology()[0].committed_txid
+        while self.reported < committed:
+            found = self.store.read_txid(self.reported + 1)
+            if found is None:  # rotated away already (only the last txids keep a record)
+                self.reported += 1
+                continue
+            record, _ = found
+            timings = run_timings(self.api, DAG, {"dag_run_id": record.run_id})
+            if timings is None:  # committed in ZooKeeper, the commit task not finished yet: next time
+                return
+            self.reported += 1
+            batch = record.metadata
+            first, quantity = batch["from"], batch["quantity"]
+            print(f"demo: txid {record.txid} committed at +{time.monotonic() - self.started:.0f} s: "
+                  f"tweets {first}..{first + quantity - 1} (attempt {record.attempt}); "
+                  f"coordinate {timings['coordinate']:.1f} s, process {timings['process']:.1f} s, "
+                  f"commit {timings['commit']:.1f} s", flush=True)
+
+    def fail(self, run_id: str) -> None:
+        txid = self.store.txid_of_run(run_id)
+        which = f"txid {txid}" if txid is not None else "a run that had no txid yet"
+        raise SystemExit(f"demo: run {run_id} ({which}) failed: see its task logs in the Airflow UI "
+                         f"({self.api.base_url}) or `txdag show {DAG} {txid}`; clear the run there to retry it")
+
+
+def recount(client: Any) -> tuple[int, dict[str, dict[str, int]]]:
+    """The tweets in the source (keys 1..NEXT_WRITE-1) and the counts computed straight from them."""
+    last = int(client.get("NEXT_WRITE") or 1) - 1
+    tweets: list[str] = []
+    for start in range(1, last + 1, 1000):
+        keys = [str(i) for i in range(start, min(start + 1000, last + 1))]
+        tweets += [value.decode() for value in client.mget(keys) if value is not None]
+    truth = tweet_partials(tweets)
+    return len(tweets), {state: {SEPARATOR.get(state, "").join(key): count for key, count in truth[state].items()}
+                         for state in STATES}
+
+
+def check(client: Any) -> None:
+    """Compare every committed count with the recount of the source: the exactly-once claim, checked."""
+    tweets, truth = recount(client)
+    for state in STATES:
+        stored = {k.decode(): int(v) for k, v in client.hgetall(state).items()}
+        wrong = {key for key in stored.keys() | truth[state].keys() if stored.get(key) != truth[state].get(key)}
+        if wrong:
+            sample = ", ".join(f"{k}: {stored.get(k)} stored, {truth[state].get(k)} counted" for k in sorted(wrong)[:5])
+            raise SystemExit(f"demo: state {state!r} differs from a recount of the {tweets} tweets in {len(wrong)} "
+                             f"keys ({sample}); run `txdag status {DAG}` and report this")
+    sizes = ", ".join(f"{state} {len(truth[state])} keys" for state in STATES)
+    print(f"demo: check: every count equals a recount of the {tweets} tweets in Redis ({sizes})")
+
+
+def positive(text: str) -> int:
+    """A whole number >= 1 (0 runs in flight would wait for ever)."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"a whole number >= 1, got {text!r}")
+    return int(text)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tweets", type=positive, default=500, help="sample tweets to load when the source is "
+                        "empty")
+    parser.add_argument("--at-once", type=positive, default=2, help="runs kept in flight (default 2, the DAG's "
+                        "max_active_transactions)")
+    args = parser.parse_args()
+    try:
+        api = api_from_env()
+    except RuntimeError as exc:  # no password where the instance's home should be: the message says where
+        raise SystemExit(f"demo: {exc}") from None
+    api.wait_dag_parsed(DAG, timeout=180)
+    client = redis_for("redis_default")
+    zk, root = zookeeper_for("zookeeper_default")
+    if not client.exists("NEXT_WRITE"):
+        append_tweets(client, sample_tweets(args.tweets))
+        db = client.get_connection_kwargs().get("db", 0)
+        print(f"demo: loaded {args.tweets} sample tweets at keys 1..{args.tweets} of Redis database {db}")
+    api.unpause(DAG)
+    store = TransactionStore(zk, DAG, root=root)
+    store.ensure()
+    demo = Demo(api, store, args.at_once)
+    print(f"demo: running {DAG}, {args.at_once} txids in flight, committed in txid order", flush=True)
+    demo.drain()
+    committed = store.read_topology()[0].committed_txid
+    if committed < demo.first_txid:
+        print(f"demo: nothing new to read: every tweet was committed already, up to txid {committed} "
+              "(add tweets with `txdag seed tweets_analytics`)")
+    else:
+        print(f"demo: txids {demo.first_txid}..{committed} committed in {time.monotonic() - demo.started:.0f} s "
+              f"({MARKER} = {client.get(MARKER).decode()})")
+    check(client)
+    for state in ("users", "hashtags"):
+        top = sorted(((int(v), k.decode()) for k, v in client.hgetall(state).items()), reverse=True)[:5]
+        print(f"top {state}: " + ", ".join(f"{name} {count}" for count, name in top))
+    print(f"Airflow UI: {api.base_url}  (user {api.username}, password {api.password})")
+    print('more tweets: eval "$(bash scripts/airflow.sh env)"; txdag seed tweets_analytics --count 500')
+    return 0
+
+
+def run() -> int:
+    """main(), with a service that is down or goes away mid-demo told in one line, no traceback."""
+    try:
+        return main()
+    except TxdagError as exc:
+        raise SystemExit(f"demo: {exc}") from None
+    except AirflowAPIError as exc:
+        raise SystemExit(f"demo: Airflow's REST API answered {exc}; see the UI ({api_url()})") from None
+    except requests.RequestException as exc:
+        raise SystemExit(f"demo: Airflow's REST API at {api_url()} does not answer ({type(exc).__name__}); "
+                         f"{how_to_start('airflow')}, then rerun the demo (what it committed stays)") from None
+
+
+if __name__ == "__main__":
+    raise SystemExit(run())

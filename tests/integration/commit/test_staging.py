@@ -1,0 +1,52 @@
+"""Staging per (txid, attempt): sealed, verified at commit, isolated between attempts, cleaned up."""
+
+import pytest
+
+from txdag import TransactionAttempt
+from txdag.commit.staging import Staging, stage_key
+from txdag.errors import BatchReadError
+
+
+def test_write_seal_read_round_trip(redis_client, prefix):
+    staging = Staging(redis_client, prefix)
+    tx = TransactionAttempt(3, 1)
+    partials = [(f"w{i}", i) for i in range(12_000)] + [("half", 0.5)]
+    assert staging.write(tx, "words", partials) == 12_001
+    staging.write(tx, "words", [("w1", 1)])  # a retried Spark task rewrites, it does not add
+    staging.seal(tx, {"words": 12_001})
+    read = staging.read(tx)
+    assert read["words"]["w11999"] == 11999 and read["words"]["w1"] == 1 and read["words"]["half"] == 0.5
+    assert len(read["words"]) == 12_001
+
+
+def test_unsealed_or_lost_staging_fails_loudly(redis_client, prefix):
+    staging = Staging(redis_client, prefix)
+    tx = TransactionAttempt(4, 2)
+    staging.write(tx, "words", [("a", 1), ("b", 2)])
+    with pytest.raises(BatchReadError, match="no sealed staging for txid 4 attempt 2 .*replay txid 4"):
+        staging.read(tx)
+    staging.seal(tx, {"words": 2})
+    redis_client.hdel(stage_key(prefix, tx, "words"), "b")  # as if Redis lost part of it
+    with pytest.raises(BatchReadError, match="holds 1 of 2 partials"):
+        staging.read(tx)
+
+
+def test_attempts_do_not_see_each_other_and_delete_cleans_all(redis_client, prefix):
+    staging = Staging(redis_client, prefix)
+    old, new = TransactionAttempt(5, 1), TransactionAttempt(5, 2)
+    staging.write(old, "words", [("a", 100)])
+    staging.write(new, "words", [("a", 1)])
+    staging.seal(new, {"words": 1})
+    assert staging.read(new) == {"words": {"a": 1}}
+    assert staging.delete(5, [1, 2], ["words"]) == 3
+    assert redis_client.keys(f"txdag:stage:{{{prefix}}}:*") == []
+
+
+def test_an_attempt_is_claimed_by_one_processing_try_and_delete_frees_it(redis_client, prefix):
+    staging = Staging(redis_client, prefix)
+    tx = TransactionAttempt(6, 1)
+    assert staging.claim(tx, "run_a try 1") == "run_a try 1"
+    assert staging.claim(tx, "run_a try 1") == "run_a try 1"  # the same try again (a reschedule) keeps it
+    assert staging.claim(tx, "run_a try 2") == "run_a try 1"  # a retry must take a fresh attempt
+    staging.delete(6, [1], ["words"])
+    assert redis_client.keys(f"txdag:*{{{prefix}}}*") == []

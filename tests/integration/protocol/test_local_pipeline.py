@@ -1,0 +1,169 @@
+"""The core end to end, in process: coordinator + spout + staging + commit over real Redis and ZooKeeper.
+
+Every scenario ends by comparing the committed state with the ground truth computed straight from the source.
+"""
+
+import pytest
+from access import ZK_AUTH
+
+from txdag import TransactionAttempt
+from txdag.analytics.tweets import STATES, tweet_partials
+from txdag.errors import CascadeError
+from txdag.protocol.local import LocalTopology
+from txdag.spouts.samples import sample_tweets
+from txdag.spouts.tweets import TweetsTransactionalSpout, append_tweets
+from txdag.state import JoinedKeyCodec, RedisBackingMap, TransactionalMap
+from txdag.state.keys import DEFAULT_KEY_CODEC
+from txdag.txid.coordinator import Coordinator, Emission
+from txdag.zk.client import connect_zk
+from txdag.zk.records import TxStatus
+from txdag.zk.store import TransactionStore
+
+
+class Flaky:
+    """The tweets processing, raising once for the chosen txids' first attempt."""
+
+    def __init__(self, fail_on=()):
+        self.fail_on = set(fail_on)
+        self.seen = []
+
+    def __call__(self, records):
+        first_id = int(records[0].id) if records else None
+        self.seen.append(first_id)
+        if first_id in self.fail_on:
+            self.fail_on.discard(first_id)
+            raise RuntimeError(f"injected failure at tweet {first_id}")
+        return tweet_partials(r.value for r in records)
+
+
+@pytest.fixture
+def tweets(redis_client, prefix):
+    data = sample_tweets(230, seed=3)
+    append_tweets(redis_client, data, prefix=f"{prefix}:")
+    return data
+
+
+def build(redis_client, zk_hosts, zk_root, prefix, process, max_active=3):
+    spout = TweetsTransactionalSpout(redis_client, prefix=f"{prefix}:", max_transaction_size=50, topology=prefix)
+    coordinator = Coordinator(
+        TransactionStore(connect_zk(zk_hosts, auth=ZK_AUTH), prefix, root=zk_root), spout,
+        max_active_transactions=max_active,
+    )
+    codecs = {"users_hashtags": JoinedKeyCodec(":", 2)}
+    states = {
+        name: TransactionalMap(
+            RedisBackingMap(redis_client, f"{prefix}:{name}", key_codec=codecs.get(name, DEFAULT_KEY_CODEC))
+        )
+        for name in STATES
+    }
+    return LocalTopology(coordinator, redis_client, states, process, marker_key=f"{prefix}:LAST_COMMITTED")
+
+
+def committed_state(redis_client, prefix):
+    out = {}
+    for name in STATES:
+        raw = redis_client.hgetall(f"{prefix}:{name}")
+        codec = JoinedKeyCodec(":", 2) if name == "users_hashtags" else DEFAULT_KEY_CODEC
+        out[name] = {codec.decode(k.decode()): int(v) for k, v in raw.items()}
+    return out
+
+
+def truth(tweets):
+    return {name: dict(counter) for name, counter in tweet_partials(tweets).items()}
+
+
+def test_parallel_processing_out_of_order_with_a_failure_commits_exactly_once(
+    redis_client, zk_hosts, zk_root, prefix, tweets
+):
+    topology = build(redis_client, zk_hosts, zk_root, prefix, Flaky(fail_on={51}))
+    e1, e2, e3 = (topology.coordinate(f"run{n}") for n in (1, 2, 3))
+    assert [e.tx.txid for e in (e1, e2, e3)] == [1, 2, 3]
+    assert topology.coordinate("run4").__class__.__name__ == "Busy"  # max_active_transactions = 3
+    topology.process(e3)
+    with pytest.raises(RuntimeError, match="injected failure at tweet 51"):
+        topology.process(e2)  # txid 2 fails: 3 is failed with it (the cascade)
+    topology.process(e1)
+    assert topology.commit(e1.tx).status == "committed"
+    with pytest.raises(CascadeError, match="txid 2"):
+        topology.commit(e3.tx)
+    r2, r3 = topology.coordinate("run2"), topology.coordinate("run3")
+    assert (r2.tx.attempt, r3.tx.attempt) == (2, 2)
+    assert (r2.metadata, r3.metadata) == (e2.metadata, e3.metadata), "a transactional spout replays the same batch"
+    topology.process(r3)
+    topology.process(r2)
+    assert topology.commit(r3.tx).status == "waiting"  # 3 waits for 2
+    assert topology.commit(r2.tx).status == "committed"
+    assert topology.commit(r3.tx).status == "committed"
+    topology.drain(run_prefix="more")
+    assert committed_state(redis_client, prefix) == truth(tweets)
+    status = topology.coordinator.status()
+    assert status.topology.committed_txid == 5 and redis_client.get(f"{prefix}:LAST_COMMITTED") == b"5"
+    assert all(r.status is TxStatus.COMMITTED for r in status.txids)
+    assert redis_client.keys(f"txdag:stage:{{{prefix}}}:*") == [], "staging cleaned up"
+
+
+@pytest.mark.parametrize("crash_point", ["after_state_write", "after_commit_record"])
+def test_a_crash_inside_the_commit_then_a_rerun_equals_a_clean_run(
+    redis_client, zk_hosts, zk_root, prefix, tweets, monkeypatch, crash_point
+):
+    topology = build(redis_client, zk_hosts, zk_root, prefix, Flaky())
+    emission = topology.coordinate("run1")
+    topology.process(emission)
+
+    class Crash(BaseException):
+        pass
+
+    target = topology.coordinator if crash_point == "after_state_write" else topology.staging
+    name = "record_commit" if crash_point == "after_state_write" else "delete"
+    original = getattr(target, name)
+    monkeypatch.setattr(target, name, lambda *a, **k: (_ for _ in ()).throw(Crash()))
+    with pytest.raises(Crash):
+        topology.commit(emission.tx)
+    monkeypatch.setattr(target, name, original)
+    rerun = topology.commit(emission.tx)  # the commit task's retry
+    assert rerun.status == ("committed" if crash_point == "after_state_write" else "already committed")
+    if crash_point == "after_state_write":
+        assert rerun.applied == 0, "the state already held txid 1: nothing is added twice"
+    topology.drain(run_prefix="rest")
+    assert committed_state(redis_client, prefix) == truth(tweets)
+
+
+def test_a_cleared_committed_run_changes_no_count(redis_client, zk_hosts, zk_root, prefix, tweets):
+    topology = build(redis_client, zk_hosts, zk_root, prefix, Flaky())
+    topology.drain()
+    replay = topology.coordinate("local__1")
+    assert isinstance(replay, Emission) and replay.already_committed and replay.tx == TransactionAttempt(2, 2)
+    topology.process(replay)
+    assert topology.commit(replay.tx).status == "already committed"
+    assert committed_state(redis_client, prefix) == truth(tweets)
+
+
+def test_a_restart_resumes_from_zookeeper(redis_client, zk_hosts, zk_root, prefix, tweets):
+    first = build(redis_client, zk_hosts, zk_root, prefix, Flaky())
+    emission = first.coordinate("a")
+    first.process(emission)
+    first.commit(emission.tx)
+    pending = first.coordinate("b")  # processed by nobody: the process dies here
+    again = build(redis_client, zk_hosts, zk_root, prefix, Flaky())
+    replay = again.coordinate("b")
+    assert replay.tx == TransactionAttempt(2, 2) and replay.metadata == pending.metadata
+    again.process(replay)
+    again.commit(replay.tx)
+    again.drain(run_prefix="c")
+    assert committed_state(redis_client, prefix) == truth(tweets)
+
+
+def test_a_non_utf8_tweet_is_a_listed_rejection_and_its_neighbours_count(redis_client, zk_hosts, zk_root, prefix):
+    from txdag.commit.rejections import list_rejections, record_rejections
+
+    good = ["hi @ann #x", "@bob #y"]
+    append_tweets(redis_client, [good[0], b"\xff\xfe @bad #bad", good[1]], prefix=f"{prefix}:")
+    topology = build(redis_client, zk_hosts, zk_root, prefix, Flaky())
+    topology.drain()
+    assert committed_state(redis_client, prefix) == truth(good)
+    rejected = list_rejections(redis_client, prefix)
+    assert list(rejected) == ["2"] and rejected["2"]["txid"] == 1 and "UTF-8" in rejected["2"]["reason"]
+    record = topology.coordinator.status().txids[0]
+    batch = topology.coordinator.spout.emit_batch(TransactionAttempt(1, 2), record.metadata)  # a replay
+    assert record_rejections(redis_client, prefix, batch.tx, batch.rejections) == 1
+    assert len(list_rejections(redis_client, prefix)) == 1, "a replayed rejection is not counted twice"

@@ -1,0 +1,27 @@
+"""The demo's two DAG folders: dags/ (spark_mode "submit", scripts/demo.sh --spark-submit) and dags_warm/ (its
+default, spark_mode "connect") define the same tweets_analytics topology but for its Spark mode."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from txdag.topology.topology import load_definitions
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_the_warm_demo_folder_is_the_shipped_topology_in_connect_mode() -> None:
+    cold, errors = load_definitions(ROOT / "dags")
+    warm, warm_errors = load_definitions(ROOT / "dags_warm")
+    assert errors == {} and warm_errors == {} and list(warm) == ["tweets_analytics"]
+    a, b = cold["tweets_analytics"], warm["tweets_analytics"]
+    assert (a.spark_mode, b.spark_mode) == ("submit", "connect")
+    differ = [f.name for f in dataclasses.fields(a) if getattr(a, f.name) != getattr(b, f.name)]
+    assert differ == ["spark_mode"], f"dags_warm/tweets_analytics.py drifted from dags/: {differ}"
+
+
+def test_the_demo_script_picks_the_folder_of_its_mode() -> None:
+    script = (ROOT / "scripts" / "demo.sh").read_text()
+    assert 'dags_folder="$ROOT/dags_warm"' in script and 'dags_folder="$ROOT/dags"' in script
+    assert "TXDAG_SPARK_MODE" not in script

@@ -1,0 +1,75 @@
+"""The transactions page without a running Airflow: its HTML from a view, and its refusals before any service is
+touched (no token, a forged token, an action without the CSRF header). The authorised paths are tested against
+a real Airflow in tests/e2e/test_ui_page.py."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from fastapi.testclient import TestClient
+
+from txdag.airflow.page import app
+from txdag.airflow.page_html import render_page
+from txdag.txid.report import transactions_view
+from txdag.zk.records import TopologyRecord, TxidRecord, TxStatus
+
+SIMPLE = "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
+
+
+@pytest.fixture
+def client(monkeypatch, tmp_path) -> TestClient:
+    monkeypatch.setenv("AIRFLOW__CORE__AUTH_MANAGER", SIMPLE)
+    monkeypatch.setenv("AIRFLOW__API_AUTH__JWT_SECRET", "unit-test-secret-" + "x" * 48)
+    monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE", str(tmp_path / "passwords.json"))
+    from airflow.api_fastapi.app import create_auth_manager
+
+    create_auth_manager()
+    return TestClient(app)
+
+
+def test_reads_without_a_token_are_401_and_say_how_to_log_in(client) -> None:
+    for path in ("/api/topologies", "/api/topologies/tweets_analytics"):
+        response = client.get(path)
+        assert response.status_code == 401 and "log in to the Airflow UI" in response.json()["detail"]
+
+
+def test_a_token_airflow_did_not_sign_is_refused(client) -> None:
+    response = client.get("/api/topologies", headers={"Authorization": "Bearer not-a-jwt"})
+    assert response.status_code == 403 and response.json()["detail"] == "Invalid JWT token"
+    assert client.get("/api/topologies", cookies={"_token": "forged.jwt.token"}).status_code == 403
+
+
+def test_actions_need_the_csrf_header_then_a_token(client) -> None:
+    no_header = client.post("/api/topologies/t/pause", json={"paused": True}, cookies={"_token": "x"})
+    assert no_header.status_code == 403 and "X-Txdag-Csrf" in no_header.json()["detail"]
+    no_token = client.post("/api/topologies/t/replay", json={"from_txid": 3}, headers={"X-Txdag-Csrf": "1"})
+    assert no_token.status_code == 401
+
+
+def test_page_html_carries_the_figures_links_and_escapes_names() -> None:
+    meta = {"v": 1, "from": 1, "quantity": 100}
+    one = TxidRecord.new(1, "manual__<1>+x", meta, "2026-11-23T11:00:00.000+00:00")
+    one = one.moved(TxStatus.FAILED, "2026-11-23T11:01:00.000+00:00", failed_by=1, error="<b>boom</b>")
+    two = TxidRecord.new(2, "manual__2", {"v": 1, "from": 101, "quantity": 40}, "2026-11-23T11:00:00.000+00:00")
+    two = two.moved(TxStatus.FAILED, "2026-11-23T11:01:00.000+00:00", failed_by=1, error="txid 1 failed")
+    view = transactions_view("tweets", TopologyRecord(2, 0), [one, two], now=datetime(2026, 11, 23, 12, tzinfo=UTC),
+                             runs={"manual__<1>+x": "failed", "scheduled__y": "running"}, lag=60, paused=True)
+    html = render_page([view], None, {"tweets": True})
+    for fragment in ('data-figure="committed">0<', 'data-figure="last">2<', 'data-figure="lag">60<',
+                     'data-figure="failed">2<', 'data-figure="in-flight">1<', 'data-failed-txid="1" data-cascade="2"',
+                     'data-phase="coordinating"', 'href="../dags/tweets/runs/manual__%3C1%3E%2Bx"',
+                     "&lt;b&gt;boom&lt;/b&gt;", 'data-paused="true">Unpause<', 'data-row-txid="2"'):
+        assert fragment in html, fragment
+    assert "<b>boom" not in html
+    assert 'data-action="pause"' not in render_page([view], None, {"tweets": False})  # a viewer gets no buttons
+
+
+def test_a_long_spark_error_shows_txdags_own_line_first() -> None:
+    from txdag.airflow.page_html import error_html
+
+    error = "process failed: spark-submit ... " + "INFO noise " * 100 + "txdag job failed: BatchReadError: key 'k:25'"
+    html = error_html(error)
+    assert html.startswith("txdag job failed: BatchReadError: key &#x27;k:25&#x27;<details>")
+    assert "INFO noise" in html.split("<details>")[1]
+    assert error_html("boom") == "boom"

@@ -1,0 +1,169 @@
+"""The CLI without services: tables, JSON output, argument parsing, and the pure pieces of each command."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+
+import pytest
+
+from txdag.cli.common import Progress, emit, fields, table
+from txdag.cli.inspect import batch_of, failures, status_text
+from txdag.cli.main import build_parser, main
+from txdag.cli.state import numeric, unwrap
+from txdag.state import OpaqueValue, TransactionalValue
+from txdag.topology.topology import load_definitions
+from txdag.zk.records import TxidRecord, TxStatus
+
+
+def test_table_aligns_columns_with_upper_case_headers_and_no_trailing_blanks() -> None:
+    rows = [{"txid": 7, "phase": "processed", "run": "manual__1"}, {"txid": 12, "phase": None, "run": "r"}]
+    assert table(rows, ["txid", "phase", "run"]).splitlines() == [
+        "TXID  PHASE      RUN",
+        "7     processed  manual__1",
+        "12    -          r",
+    ]
+    assert table([], ["a", "bb"], ["first", "second"]) == "FIRST  SECOND"
+    assert table([{"m": {"b": 1}, "l": [1, 2]}], ["m", "l"]).splitlines()[1] == '{"b":1}  [1,2]'
+
+
+def test_fields_align_the_values_of_one_record() -> None:
+    assert fields([("txid", 3), ("batch size", 40), ("error", None)]).splitlines() == [
+        "txid        3", "batch size  40", "error       -"]
+
+
+def test_emit_prints_sorted_json_with_json_and_the_human_text_without() -> None:
+    data = {"b": 1, "a": [1, 2]}
+    out = io.StringIO()
+    emit(argparse.Namespace(json=True), data, lambda d: "human", out)
+    assert json.loads(out.getvalue()) == data and out.getvalue().index('"a"') < out.getvalue().index('"b"')
+    out = io.StringIO()
+    emit(argparse.Namespace(json=False), data, lambda d: f"{len(d)} things", out)
+    assert out.getvalue() == "2 things\n"
+
+
+def test_progress_counts_steps_and_amounts() -> None:
+    out = io.StringIO()
+    progress = Progress(1500, out)
+    progress.step("first chunk", 1000)
+    progress.step("second chunk", 500)
+    assert out.getvalue().splitlines() == ["[1000/1500] first chunk", "[1500/1500] second chunk"]
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["status"], {"topology": None, "json": False}),
+    (["status", "t", "--json"], {"topology": "t", "json": True}),
+    (["show", "t", "4"], {"topology": "t", "txid": 4}),
+    (["replay", "t", "--from", "3", "--dry-run"], {"from_txid": 3, "dry_run": True}),
+    (["state", "get", "t", "users", "@a", "@b"], {"state": "users", "keys": ["@a", "@b"]}),
+    (["state", "get", "t", "global_count"], {"keys": []}),
+    (["state", "top", "t", "users", "-n", "3", "--json"], {"n": 3, "json": True}),
+    (["seed", "words", "--count", "10"], {"topology": "words", "count": 10}),
+    (["seed", "global_count"], {"topology": "global_count", "count": 500}),
+    (["pools", "sync", "a", "b"], {"topologies": ["a", "b"], "dry_run": False}),
+    (["doctor", "--check", "redis", "--check", "spark"], {"check": ["redis", "spark"], "timeout": 5.0}),
+    (["status", "--redis-conn-id", "r2", "--dags", "/x"], {"redis_conn_id": "r2", "dags": "/x"}),
+])
+def test_arguments_parse(argv, expected) -> None:
+    args = vars(build_parser().parse_args(argv))
+    assert {k: args[k] for k in expected} == expected
+    assert callable(args["func"])
+
+
+@pytest.mark.parametrize("argv", [
+    [], ["show", "t"], ["show", "t", "four"], ["replay", "t"], ["state"], ["state", "get"], ["seed", "kafka"],
+    ["pools"], ["doctor", "--check", "kafka"], ["status", "--bogus"],
+])
+def test_usage_errors_exit_2(argv, capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    assert "usage: txdag" in capsys.readouterr().err
+
+
+def test_a_known_error_is_one_line_on_stderr_and_exit_1(tmp_path, capsys) -> None:
+    assert main(["state", "get", "nosuch", "users", "k", "--dags", str(tmp_path)]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == (f"txdag state get: topology 'nosuch' is not defined in {tmp_path} (found: none): give the DAG "
+                   "folder with --dags or TXDAG_DAGS_FOLDER\n")
+
+
+def test_batch_of_reads_both_spout_layouts() -> None:
+    assert batch_of({"v": 1, "from": 41, "quantity": 40}) == ("ids 41..80", 40)
+    parts = {"s:1": {"after": "5-0", "last": "9-0", "count": 4}, "s:0": {"after": "0-0", "last": None, "count": 0}}
+    assert batch_of({"v": 1, "partitions": parts}) == ("s:1 (5-0, 9-0]", 4)
+    assert batch_of({"v": 9}) == ("{'v': 9}", None)
+
+
+def record(txid: int, status: TxStatus, failed_by: int | None = None) -> TxidRecord:
+    return TxidRecord(txid, 1, status, f"run{txid}", {}, "now", failed_by=failed_by,
+                      error="boom" if status is TxStatus.FAILED else None)
+
+
+def test_failures_group_each_cascade_behind_the_txid_that_started_it() -> None:
+    records = [record(3, TxStatus.COMMITTED), record(4, TxStatus.FAILED, 4), record(5, TxStatus.FAILED, 4),
+               record(6, TxStatus.FAILED, 4), record(7, TxStatus.FAILED, 2), record(8, TxStatus.EMITTED)]
+    assert failures(records) == [
+        {"txid": 4, "attempt": 1, "run_id": "run4", "error": "boom", "cascade": [5, 6]},
+        {"txid": 7, "attempt": 1, "run_id": "run7", "error": "boom", "cascade": []},  # its cause was replayed
+    ]
+
+
+def test_status_text_of_all_topologies_and_of_none() -> None:
+    report = [{"topology": "a", "committed_txid": 3, "last_txid": 5, "in_flight": [{}], "rejections": 2,
+               "failed": [{"cascade": [5]}]}]
+    assert status_text(report).splitlines()[1].split() == ["a", "3", "5", "1", "2", "2"]
+    assert status_text([]) == "no topologies in the DAG folder or in ZooKeeper"
+
+
+def test_unwrap_shows_value_txid_and_an_opaque_values_prev() -> None:
+    assert unwrap("#a", OpaqueValue(5, 9, 7)) == {"key": "#a", "value": 9, "txid": 5, "prev": 7, "kind": "opaque"}
+    assert unwrap("@b", TransactionalValue(2, 4)) == {"key": "@b", "value": 4, "txid": 2, "kind": "transactional"}
+    assert unwrap("c", None)["found"] is False and unwrap("c", 3)["kind"] == "non_transactional"
+    assert [numeric(b) for b in (b"3", b"2.5", b'"x"', b"true", b"{")] == [3.0, 2.5, None, None, None]
+
+
+def test_pool_bodies_validate_against_airflows_own_models() -> None:
+    from airflow.api_fastapi.core_api.datamodels.pools import PoolBody, PoolPatchBody
+
+    from txdag.airflow.api import pool_body
+
+    body = pool_body("txdag_t", 1, "d", False)
+    assert PoolBody(**body).pool == "txdag_t" and PoolBody(**body).slots == 1
+    patch = PoolPatchBody(**body)
+    assert (patch.name, patch.slots, patch.include_deferred) == ("txdag_t", 1, False)
+
+
+def test_load_definitions_reads_the_dag_folder_and_reports_a_broken_file(tmp_path) -> None:
+    (tmp_path / "dags").mkdir()
+    (tmp_path / "spark_jobs").mkdir()
+    (tmp_path / "spark_jobs" / "job.py").write_text("")
+    (tmp_path / "dags" / "good.py").write_text(
+        "from txdag import TransactionalTopology\nfrom txdag.airflow import render\n"
+        "from txdag.topology.definition import State, TweetsSource\n"
+        "t = TransactionalTopology('good', source=TweetsSource(), job='spark_jobs/job.py', states=[State('s')])\n"
+        "dag = render(t, dag_file=__file__)\n")
+    (tmp_path / "dags" / "bad.py").write_text("raise ImportError('no module named x')\n")
+    found, errors = load_definitions(tmp_path / "dags")
+    assert list(found) == ["good"]
+    assert found["good"].project_dir == str(tmp_path)
+    assert errors == {str(tmp_path / "dags" / "bad.py"): "ImportError: no module named x"}
+
+
+def test_load_definitions_recursive_reads_linked_subfolders_as_airflow_does(tmp_path) -> None:
+    (tmp_path / "project" / "dags").mkdir(parents=True)
+    (tmp_path / "project" / "spark_jobs").mkdir()
+    (tmp_path / "project" / "spark_jobs" / "job.py").write_text("")
+    (tmp_path / "project" / "dags" / "good.py").write_text(
+        "from txdag import TransactionalTopology\nfrom txdag.airflow import render\n"
+        "from txdag.topology.definition import State, TweetsSource\n"
+        "t = TransactionalTopology('good', source=TweetsSource(), job='spark_jobs/job.py', states=[State('s')])\n"
+        "dag = render(t, dag_file=__file__)\n")
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "linked").symlink_to(tmp_path / "project" / "dags", target_is_directory=True)
+    assert load_definitions(tmp_path / "home") == ({}, {})
+    found, errors = load_definitions(tmp_path / "home", recursive=True)
+    assert list(found) == ["good"] and errors == {}
+    assert found["good"].project_dir == str(tmp_path / "project")

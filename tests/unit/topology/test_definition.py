@@ -1,0 +1,108 @@
+"""The topology definition as data: validated when built, with messages that say what to change."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from txdag import TransactionalTopology, TransactionAttempt
+from txdag.errors import ConfigError, FormatVersionError
+from txdag.state.snapshottable_map import GLOBAL_KEY
+from txdag.topology.definition import JobSpec, State, StreamsSource, TweetsSource
+
+
+def topology(tmp_path, **changes):
+    job = tmp_path / "job.py"
+    job.write_text("")
+    args = {"source": TweetsSource(), "job": str(job), "states": [State("users")], "project_dir": str(tmp_path),
+            **changes}
+    return TransactionalTopology("tweets", **args)
+
+
+def test_state_codecs_and_keys() -> None:
+    pairs = State("users_hashtags", key_fields=2, separator=":")
+    assert pairs.codec().encode(pairs.key(["@ann", "#x"])) == "@ann:#x"
+    assert State("words").codec().encode(("hello",)) == "hello"
+    assert State("total", key_fields=0).key([]) == GLOBAL_KEY
+    with pytest.raises(ConfigError, match="state 'words' has 1 key field"):
+        State("words").key(["a", "b"])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"kind": "exactly_once"}, "unknown kind 'exactly_once'; use one of \\['non_transactional', 'opaque'"),
+        ({"key_fields": -1}, "key_fields must be an int >= 0"),
+        ({"separator": ""}, "separator must be a non-empty string"),
+    ],
+)
+def test_bad_states_are_refused(kwargs, message) -> None:
+    with pytest.raises(ConfigError, match=message):
+        State("s", **kwargs)
+
+
+def test_sources_validate_and_round_trip() -> None:
+    streams = StreamsSource(["a", "b"], stream_conn_ids={"b": "redis_b"})
+    assert streams.conn_ids() == ["redis_b", "redis_default"] and streams.kind.value == "opaque"
+    with pytest.raises(ConfigError, match="names streams \\['c'\\] that are not in streams"):
+        StreamsSource(["a"], stream_conn_ids={"c": "x"})
+    with pytest.raises(ConfigError, match="max_transaction_size must be an int >= 1"):
+        TweetsSource(max_transaction_size=0)
+    spec = JobSpec("t", TransactionAttempt(4, 2), {"v": 1}, streams, (State("w", kind="opaque"),), "redis_s")
+    assert JobSpec.from_json(spec.to_json()) == spec
+    with pytest.raises(FormatVersionError, match="format version 9"):
+        JobSpec.from_json(spec.to_json().replace('"v":1}', '"v":9}'))
+
+
+def test_topology_definition_errors(tmp_path) -> None:
+    assert topology(tmp_path).pool == "txdag_tweets"
+    with pytest.raises(ConfigError, match=r"duplicate state name\(s\) \['users'\]"):
+        topology(tmp_path, states=[State("users"), State("users", namespace="u2")])
+    with pytest.raises(ConfigError, match=r"duplicate Redis namespace\(s\) \['u'\]"):
+        topology(tmp_path, states=[State("a", namespace="u"), State("b", namespace="u")])
+    with pytest.raises(ConfigError, match="marker_key 'users' is also a state's namespace"):
+        topology(tmp_path, marker_key="users")
+    with pytest.raises(ConfigError, match="max_active_transactions must be an int >= 1"):
+        topology(tmp_path, max_active_transactions=0)
+    with pytest.raises(ConfigError, match="does not exist: put the job in spark_jobs/"):
+        topology(tmp_path, job="spark_jobs/missing.py")
+    with pytest.raises(ConfigError, match="source must be a TweetsSource or a StreamsSource"):
+        topology(tmp_path, source="redis://x")
+    assert topology(tmp_path, job="s3://bucket/job.py").job_path == "s3://bucket/job.py"
+
+
+def test_spark_mode_picks_the_process_operator_and_its_connection(tmp_path, monkeypatch) -> None:
+    cold = topology(tmp_path)
+    assert cold.spark_mode == "submit" and cold.conn_ids()["spark_default"] == "spark"
+    warm = topology(tmp_path, spark_mode="connect")
+    assert warm.conn_ids()["spark_connect_default"] == "spark_connect" and "spark_default" not in warm.conn_ids()
+    monkeypatch.setenv("TXDAG_SPARK_MODE", "connect")  # read by no one: the mode is the definition's
+    assert topology(tmp_path).spark_mode == "submit"
+    with pytest.raises(ConfigError, match=r"spark_mode must be one of \['submit', 'connect'\], got 'warm'"):
+        topology(tmp_path, spark_mode="warm")
+
+
+def test_the_definition_reads_no_environment_and_is_frozen(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    for name in ("TXDAG_SPARK_MODE", "TXDAG_DAGS_FOLDER", "AIRFLOW__CORE__DAGS_FOLDER"):
+        monkeypatch.setenv(name, "connect")
+    t = topology(tmp_path, project_dir=None, job="spark_jobs/not_yet.py")
+    assert (t.spark_mode, t.project_dir, t.job_located) == ("submit", None, False)
+    assert not hasattr(t, "dag") and "render" not in {f.name for f in dataclasses.fields(t)}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        t.spark_mode = "connect"  # type: ignore[misc]
+
+
+def test_located_takes_the_project_from_the_dag_file_and_checks_the_job_there(tmp_path) -> None:
+    (tmp_path / "dags").mkdir()
+    (tmp_path / "spark_jobs").mkdir()
+    (tmp_path / "spark_jobs" / "job.py").write_text("")
+    unlocated = topology(tmp_path, project_dir=None, job="spark_jobs/job.py")
+    located = unlocated.located(tmp_path / "dags" / "tweets.py")
+    assert located.project_dir == str(tmp_path.resolve()) and located.job_path == str(tmp_path / "spark_jobs/job.py")
+    assert located.located(tmp_path / "elsewhere" / "x" / "y.py") is located, "its own project_dir wins"
+    assert unlocated.project_dir is None, "located() returns a copy"
+    missing = topology(tmp_path, project_dir=None, job="spark_jobs/missing.py")
+    with pytest.raises(ConfigError, match="spark_jobs/missing.py does not exist: put the job in spark_jobs/"):
+        missing.located(tmp_path / "dags" / "tweets.py")

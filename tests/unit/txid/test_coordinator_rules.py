@@ -1,0 +1,120 @@
+"""The coordinator's pure rules: commit decisions, cascades, frozen metadata (no ZooKeeper needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from txdag.attempt import TransactionAttempt as TA
+from txdag.errors import CascadeError, StaleAttemptError
+from txdag.spouts.base import SpoutKind
+from txdag.txid.coordinator import (
+    AlreadyCommitted,
+    Go,
+    TransactionStateError,
+    Wait,
+    cascade,
+    commit_decision,
+    frozen_metadata,
+    lowest_failed,
+)
+from txdag.txid.decisions import NotProcessedError, key_value_wait
+from txdag.zk.records import TxidRecord, TxStatus
+
+AT = "2024-01-01T00:00:00.000+00:00"
+
+
+def rec(txid: int, status: TxStatus = TxStatus.PROCESSED, attempt: int = 1, **changes: object) -> TxidRecord:
+    base = TxidRecord.new(txid, f"run{txid}", {"n": txid}, AT)
+    if attempt != 1:
+        changes["attempt"] = attempt
+    return base.moved(status, AT, **changes) if status is not TxStatus.EMITTED or changes else base
+
+
+def records(*recs: TxidRecord) -> dict[int, TxidRecord]:
+    return {r.txid: r for r in recs}
+
+
+def test_next_txid_processed_may_commit() -> None:
+    assert commit_decision("t", TA(3, 1), 2, records(rec(3))) == Go(TA(3, 1))
+
+
+def test_committing_txid_may_commit_again_after_a_crash() -> None:
+    assert commit_decision("t", TA(3, 1), 2, records(rec(3, TxStatus.COMMITTING))) == Go(TA(3, 1))
+
+
+def test_processed_before_its_predecessor_waits_on_it() -> None:
+    decision = commit_decision("t", TA(2, 1), 0, records(rec(1, TxStatus.EMITTED), rec(2)))
+    assert isinstance(decision, Wait) and decision.waiting_on == 1
+    assert "txid 1" in decision.reason
+
+
+def test_committed_txid_is_a_no_op() -> None:
+    assert isinstance(commit_decision("t", TA(2, 1), 2, records(rec(2, TxStatus.COMMITTED))), AlreadyCommitted)
+    assert isinstance(commit_decision("t", TA(3, 1), 2, records(rec(3, TxStatus.COMMITTED))), AlreadyCommitted)
+
+
+def test_stale_attempt_is_refused_naming_the_current_one() -> None:
+    with pytest.raises(StaleAttemptError, match="txid 3 attempt 1 is stale, the current attempt is 2"):
+        commit_decision("t", TA(3, 1), 2, records(rec(3, attempt=2)))
+
+
+def test_failed_predecessor_cascades_naming_it() -> None:
+    failed = rec(2, TxStatus.FAILED, failed_by=2, error="spark exit 1")
+    with pytest.raises(CascadeError, match=r"txid 4 \(attempt 1\) cannot commit: txid 2 failed \(attempt 1: "
+                                           r"spark exit 1\); replay txid 2 and later"):
+        commit_decision("t", TA(4, 1), 1, records(failed, rec(3), rec(4)))
+    with pytest.raises(CascadeError) as refused:
+        commit_decision("t", TA(4, 1), 1, records(failed, rec(3), rec(4)))
+    assert refused.value.failed_txid == 2, "the outcome of the commit step names the txid to replay first"
+
+
+def test_own_failure_refuses_the_commit() -> None:
+    with pytest.raises(CascadeError, match="txid 3 failed"):
+        commit_decision("t", TA(3, 1), 2, records(rec(3, TxStatus.FAILED, failed_by=3, error="x")))
+
+
+def test_never_processed_is_an_error() -> None:
+    with pytest.raises(TransactionStateError, match="never processed"):
+        commit_decision("t", TA(3, 1), 2, records(rec(3, TxStatus.EMITTED)))
+    with pytest.raises(NotProcessedError):  # its own class: the commit step refuses it without failing the txid
+        commit_decision("t", TA(3, 1), 2, records(rec(3, TxStatus.EMITTED)))
+
+
+def test_key_value_states_make_processing_wait_for_the_predecessor_commit() -> None:
+    wait = key_value_wait("t", TA(5, 2), 3, key_values=True)
+    assert isinstance(wait, Wait) and wait.waiting_on == 4 and wait.replay
+    assert "txid 5 attempt 2: its key-value states are read as of txid 4, which is not committed yet " \
+           "(committed: 3)" in wait.reason
+
+
+@pytest.mark.parametrize(("committed", "key_values"), [(4, True), (5, True), (9, True), (0, False), (3, False)])
+def test_processing_goes_on_when_the_predecessor_is_committed_or_there_is_no_key_value_state(
+        committed: int, key_values: bool) -> None:
+    assert key_value_wait("t", TA(5, 1), committed, key_values=key_values) is None
+
+
+def test_the_first_txid_never_waits() -> None:
+    assert key_value_wait("t", TA(1, 1), 0, key_values=True) is None
+
+
+def test_lowest_failed_picks_the_first() -> None:
+    recs = [rec(5, TxStatus.FAILED, failed_by=4, error="x"), rec(4, TxStatus.FAILED, failed_by=4, error="x"),
+            rec(3)]
+    assert lowest_failed(recs).txid == 4  # type: ignore[union-attr]
+    assert lowest_failed([rec(3)]) is None
+
+
+def test_cascade_fails_later_uncommitted_txids_only() -> None:
+    later = [rec(2), rec(3, TxStatus.EMITTED), rec(4, TxStatus.FAILED, failed_by=4, error="own"),
+             rec(5, TxStatus.COMMITTED), rec(1)]
+    failed = cascade(later, failed_by=1, error="txid 1 failed", at=AT)
+    assert [r.txid for r in failed] == [2, 3]
+    assert all(r.status is TxStatus.FAILED and r.failed_by == 1 and r.error == "txid 1 failed" for r in failed)
+
+
+def test_metadata_is_frozen_for_transactional_spouts_and_once_a_commit_began() -> None:
+    assert frozen_metadata(SpoutKind.TRANSACTIONAL, rec(1, TxStatus.FAILED, failed_by=1, error="x"))
+    assert not frozen_metadata(SpoutKind.OPAQUE, rec(1, TxStatus.FAILED, failed_by=1, error="x"))
+    assert frozen_metadata(SpoutKind.OPAQUE, rec(1, TxStatus.COMMITTING))
+    begun = rec(1, TxStatus.COMMITTING).moved(TxStatus.FAILED, AT, failed_by=1, error="commit failed")
+    assert frozen_metadata(SpoutKind.OPAQUE, begun)
