@@ -35,7 +35,7 @@ from txdag.zk.client import connect_zk
 from txdag.zk.store import TransactionStore
 
 ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text()
+README = "\n".join(p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])  # and docs/
 DB = 13  # the tour test's Redis database (tweets_analytics' keys have no prefix): no other test uses it
 
 
@@ -46,7 +46,7 @@ def readme_line(start: str) -> str:
         line = line.strip().removeprefix("$ ")
         if line.startswith(start):
             return re.sub(r"\s+#\s.*$", "", line)
-    raise AssertionError(f"README.md has no command line starting with {start!r}")
+    raise AssertionError(f"README.md and docs/*.md have no command line starting with {start!r}")
 
 
 def bash(script: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
