@@ -1,11 +1,7 @@
 """The staging area: a batch's partial results, keyed by (txid, attempt), in Redis until the commit applies them.
 
-Key layout (``{topology}`` is a Redis Cluster hash tag, so a topology's staging shares one slot):
-
-    txdag:stage:{topology}:<txid>:<attempt>:<state>   hash  field -> partial (a number, or JSON: txdag.commit.kinds)
-    txdag:stage:{topology}:<txid>:<attempt>           hash  the seal: v, and per state its output (txdag.commit.outputs)
-    txdag:claim:{topology}:<txid>:<attempt>           string  which processing try owns the attempt
-
+Its keys (the seal, one hash of partials per state, the claim) are built by ``txdag.state.staging_layout``;
+how each state's partials are decoded is its output kind's (``txdag.commit.kinds``).
 Partials are written with HSET, not HINCRBY: the processing step aggregates per key first, so every key is
 written by exactly one Spark task, and a retried task rewrites the same value instead of adding it twice.
 The seal is written last, after the job succeeded; the commit refuses staging without a seal or with fewer
@@ -27,17 +23,10 @@ from txdag.commit.outputs import SUM, OutputSpec, decode_seal, encode_seal
 from txdag.errors import BatchReadError
 from txdag.faults import crash_if_requested
 from txdag.redisio import redis_errors
+from txdag.state.staging_layout import claim_key, stage_key
+from txdag.state.staging_layout import keys as staging_keys
 
 WRITE_CHUNK = 5000
-
-
-def claim_key(topology: str, tx: TransactionAttempt) -> str:
-    return f"txdag:claim:{{{topology}}}:{tx.txid}:{tx.attempt}"
-
-
-def stage_key(topology: str, tx: TransactionAttempt, state: str | None = None) -> str:
-    base = f"txdag:stage:{{{topology}}}:{tx.txid}:{tx.attempt}"
-    return base if state is None else f"{base}:{state}"
 
 
 class Staging:
@@ -140,11 +129,7 @@ class Staging:
     def delete(self, txid: int, attempts: Iterable[int], states: Iterable[str]) -> int:
         """Delete the staging of ``txid``'s attempts (sealed or not) in one DEL; keys already gone are fine."""
         names = list(states)
-        keys = []
-        for attempt in attempts:
-            tx = TransactionAttempt(txid, attempt)
-            keys += [stage_key(self.topology, tx), claim_key(self.topology, tx)]
-            keys += [stage_key(self.topology, tx, s) for s in names]
+        keys = [k for a in attempts for k in staging_keys(self.topology, TransactionAttempt(txid, a), names)]
         if not keys:
             return 0
         with redis_errors(self.client, f"cleaning the staging of txid {txid}", topology=self.topology, keys=keys):

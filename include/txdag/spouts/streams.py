@@ -4,7 +4,8 @@ Metadata: ``{"v": 1, "partitions": {name: {"after": id, "last": id | None, "coun
 partition, the ``count`` entries in ``(after, last]``; an opaque spout adds ``"unavailable": true`` to a
 partition it could not reach (count 0, position unchanged). Partition clients should fail fast: build them with
 ``StreamPartition.from_url`` (or ``socket_timeout``/``socket_connect_timeout`` and a short ``retry``), since
-redis-py 8 retries a refused connection ten times (~5 s) by default.
+redis-py 8 retries a refused connection ten times (~5 s) by default. The keys are the streams the user names;
+``keys``/``acl_patterns``: the shape of txdag.keyspace (the owner is the list of streams).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from redis.retry import Retry
 
 from txdag.attempt import TransactionAttempt
 from txdag.errors import BatchReadError, ConfigError, FormatVersionError, SourceUnavailable
+from txdag.keyspace import glob_escape
 from txdag.redisio import access_denied, describe, is_refusal, redis_errors
 from txdag.spouts.base import Batch, Metadata, Record, Rejection, SpoutKind
 from txdag.spouts.tweets import CONNECTION_ERRORS, FORMAT_VERSION, require_bytes_client
@@ -27,6 +29,14 @@ from txdag.spouts.tweets import CONNECTION_ERRORS, FORMAT_VERSION, require_bytes
 XRANGE_CHUNK = 10_000  # entries per XRANGE reply when reading a very large partition batch
 ENTRY_ID = re.compile(r"\d+-\d+")
 PartitionMeta = dict[str, Any]
+
+
+def keys(streams: Sequence[str]) -> list[str]:
+    return list(streams)
+
+
+def acl_patterns(streams: Sequence[str]) -> list[str]:
+    return [glob_escape(s) for s in streams]
 
 
 @dataclass(frozen=True, eq=False)
