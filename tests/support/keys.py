@@ -37,7 +37,7 @@ def written_keys(topology: Any, tx: TransactionAttempt = SAMPLE_TX) -> list[str]
     store and a new values stream per state name, and its KeyValueStates (in their default namespaces)."""
     t, names = topology.topology_id, [s.name for s in topology.states]
     keys = [k for s in topology.states for k in redis_backing.keys(s.redis_key)]
-    keys += [topology.marker_key] if topology.marker_key else []
+    keys += [topology.commit_marker]
     keys += staging_layout.keys(t, tx, names) + rejections.keys(t)
     keys += [k for n in names for k in window_store.keys(t, n, tx.txid, SAMPLE_WINDOW) + newvalues.keys(t, n)]
     keys += [k for kv in topology.key_values for k in kv_layout.keys(kv.namespace_of(t), tx)]

@@ -47,11 +47,17 @@ TOPOLOGY_LAYOUTS = (rejections.acl_patterns, staging_layout.acl_patterns, window
                     newvalues.acl_patterns, kv_layout.acl_patterns)
 
 
+def owned_patterns(topology: Any) -> list[str]:
+    """Redis globs of every key a TransactionalTopology writes (not its source): what its user may write, and
+    what ``txdag reset`` deletes."""
+    own = [p for s in topology.states for p in redis_backing.acl_patterns(s.redis_key)]
+    own += [glob_escape(topology.commit_marker)]
+    return own + [p for layout in TOPOLOGY_LAYOUTS for p in layout(topology.topology_id)]
+
+
 def key_patterns(topology: Any, *, source_write: bool = False) -> list[str]:
     """The ACL key rules (``~pattern`` read-write, ``%R~pattern`` read-only) of one TransactionalTopology."""
-    own = [p for s in topology.states for p in redis_backing.acl_patterns(s.redis_key)]
-    own += [glob_escape(topology.marker_key)] if topology.marker_key else []
-    own += [p for layout in TOPOLOGY_LAYOUTS for p in layout(topology.topology_id)]
+    own = owned_patterns(topology)
     source = topology.source.acl_patterns()
     return [f"~{p}" for p in own] + [("~" if source_write else "%R~") + p for p in source]
 

@@ -26,9 +26,10 @@ from txdag.commit.kinds import apply_outputs
 from txdag.commit.staging import Staging
 from txdag.errors import ConfigError
 from txdag.faults import crash_if_requested
-from txdag.redisio import redis_errors
 from txdag.state.map_state import MapStateBase
+from txdag.state.marker import read_marker, where
 from txdag.txid.coordinator import AlreadyCommitted, Coordinator, Wait
+from txdag.txid.decisions import check_marker
 
 log = logging.getLogger("txdag.commit.phase")
 
@@ -93,15 +94,11 @@ def commit_transaction(
 
 
 def _marker_at(client: redis.Redis, marker_key: str | None, txid: int, topology: str) -> bool:
-    """True when the marker shows ``txid`` (or a later one) committed already."""
+    """True when the marker shows ``txid`` (or a later one) committed already. ``txid`` is next (txid - 1 is
+    ZooKeeper's committed txid), so a marker behind txid - 1 is a Redis that lost committed state: halt."""
     if marker_key is None:
         return False
-    with redis_errors(client, f"reading the marker of txid {txid}", topology=topology, keys=[marker_key]):
-        value = client.get(marker_key)
-    if value is None:
-        return False
-    if not value.isdigit():
-        raise ConfigError(f"topology {topology!r} txid {txid}: marker key {marker_key!r} holds {value[:40]!r}, not a "
-                          f"txid; another writer uses the key: give the topology a marker_key of its own")
-    return int(value) >= txid
+    value = read_marker(client, marker_key, topology, f"reading the marker of txid {txid}")
+    check_marker(topology, txid - 1, value, where(client, marker_key))
+    return value is not None and value >= txid
 

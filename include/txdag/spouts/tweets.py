@@ -15,7 +15,7 @@ from typing import Any
 import redis
 
 from txdag.attempt import TransactionAttempt
-from txdag.errors import BatchReadError, ConfigError, FormatVersionError
+from txdag.errors import BatchReadError, ConfigError, FormatVersionError, source_went_backwards
 from txdag.keyspace import glob_escape
 from txdag.redisio import describe, is_refusal, redis_errors
 from txdag.spouts.base import Batch, Metadata, Record, Rejection, SpoutKind
@@ -155,10 +155,16 @@ class TweetsTransactionalSpout:
         )
 
     def lag(self, prev_metadata: Metadata | None) -> int:
-        """Tweets in the source that no batch up to ``prev_metadata`` covers (for the operator's UI)."""
+        """Tweets in the source that no batch up to ``prev_metadata`` covers (for the operator's UI). NEXT_WRITE
+        below the end of the last batch is a source that went backwards: raises StoreWentBackwards."""
         next_read, next_write = self._cursors()
         with self._metadata_errors("previous txid's"):
-            return max(0, next_write - next_from(prev_metadata, next_read))
+            start = next_from(prev_metadata, next_read)
+        if next_write < start:
+            raise source_went_backwards(
+                self.topology, f"Redis {describe(self.client)} key {self.prefix}NEXT_WRITE is {next_write}, but the "
+                f"last emitted batch ended at tweet {start - 1} (NEXT_WRITE must be past it)")
+        return next_write - start
 
     def is_ready(self, prev_metadata: Metadata | None) -> bool:
         return self.lag(prev_metadata) > 0
