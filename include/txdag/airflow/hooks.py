@@ -12,10 +12,9 @@ from urllib.parse import quote
 import redis
 from airflow.providers.redis.hooks.redis import RedisHook
 from airflow.sdk import BaseHook
-from kazoo.client import KazooClient
 
 from txdag.masking import register_secret
-from txdag.zk.client import close_zk, connect_zk
+from txdag.zk.client import ZkClient, close_zk, connect_zk
 
 DEFAULT_ZK_ROOT = "/txdag"
 
@@ -31,7 +30,7 @@ class ZooKeeperHook(BaseHook):
     def __init__(self, zookeeper_conn_id: str = default_conn_name, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.zookeeper_conn_id = zookeeper_conn_id
-        self.client: KazooClient | None = None
+        self.client: ZkClient | None = None
         self._settings: tuple[str, tuple[str, str] | None, str, float] | None = None
 
     @classmethod
@@ -48,7 +47,7 @@ class ZooKeeperHook(BaseHook):
             self._settings = zookeeper_settings(self.get_connection(self.zookeeper_conn_id))
         return self._settings
 
-    def get_conn(self) -> KazooClient:
+    def get_conn(self) -> ZkClient:
         if self.client is None:
             hosts, auth, _, timeout = self.settings()
             self.client = connect_zk(hosts, auth=auth, timeout=timeout)

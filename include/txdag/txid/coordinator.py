@@ -21,8 +21,6 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TypeVar
 
-from kazoo.exceptions import KazooException, LockTimeout
-
 from txdag.attempt import TransactionAttempt
 from txdag.errors import ConfigError, StaleAttemptError, TxdagError
 from txdag.faults import crash_if_requested
@@ -46,7 +44,7 @@ from txdag.txid.decisions import (  # noqa: F401  (re-exported: the coordinator'
     lowest_failed,
 )
 from txdag.zk.records import TopologyRecord, TxidRecord, TxStatus
-from txdag.zk.store import TransactionStore, VersionConflict
+from txdag.zk.store import LockBusy, TransactionStore, VersionConflict
 
 log = logging.getLogger("txdag.txid.coordinator")
 T = TypeVar("T")
@@ -84,7 +82,7 @@ class Coordinator:
         lock = self.store.lock()
         try:
             lock.acquire(timeout=self.lock_timeout)
-        except LockTimeout:
+        except LockBusy:
             return Busy(
                 f"topology {self.name!r}: another coordinator held the lock for {self.lock_timeout:g}s; "
                 f"run {run_id!r} should try again"
@@ -347,7 +345,7 @@ class Coordinator:
         try:
             deleted = self.store.cleanup_before(txid - self.keep_txids + 1)
             self.store.cleanup_runs(txid)
-        except (TxdagError, KazooException) as exc:
+        except TxdagError as exc:
             log.warning("topology=%s txid=%s: cleanup failed (%s); retried after the next commit", self.name, txid, exc)
             return
         if deleted:
