@@ -13,17 +13,16 @@ import redis
 from airflow.providers.redis.hooks.redis import RedisHook
 from airflow.sdk import BaseHook
 
+from txdag.defaults import ZK_ROOT, ZK_TIMEOUT, ZOOKEEPER_CONN_ID
 from txdag.masking import register_secret
 from txdag.zk.client import ZkClient, close_zk, connect_zk
-
-DEFAULT_ZK_ROOT = "/txdag"
 
 
 class ZooKeeperHook(BaseHook):
     """A started KazooClient for a ``zookeeper`` connection; ``close()`` stops it."""
 
     conn_name_attr = "zookeeper_conn_id"
-    default_conn_name = "zookeeper_default"
+    default_conn_name = ZOOKEEPER_CONN_ID
     conn_type = "zookeeper"
     hook_name = "ZooKeeper"
 
@@ -38,7 +37,8 @@ class ZooKeeperHook(BaseHook):
         return {
             "hidden_fields": ["schema"],
             "relabeling": {"host": "Hosts (host1,host2:2182,...)", "login": "Digest user (optional)"},
-            "placeholders": {"host": "127.0.0.1", "port": "2181", "extra": '{"root": "/txdag", "timeout": 10}'},
+            "placeholders": {"host": "127.0.0.1", "port": "2181",
+                             "extra": f'{{"root": "{ZK_ROOT}", "timeout": {ZK_TIMEOUT:g}}}'},
         }
 
     def settings(self) -> tuple[str, tuple[str, str] | None, str, float]:
@@ -98,4 +98,4 @@ def zookeeper_settings(conn: Any) -> tuple[str, tuple[str, str] | None, str, flo
     )
     auth = (conn.login, conn.password) if conn.login else None
     extra = conn.extra_dejson
-    return hosts, auth, extra.get("root", DEFAULT_ZK_ROOT), float(extra.get("timeout", 10.0))
+    return hosts, auth, extra.get("root", ZK_ROOT), float(extra.get("timeout", ZK_TIMEOUT))

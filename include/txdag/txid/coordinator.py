@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import TypeVar
 
 from txdag.attempt import TransactionAttempt
+from txdag.defaults import KEEP_TXIDS
 from txdag.errors import ConfigError, StaleAttemptError, TxdagError
 from txdag.faults import crash_if_requested
 from txdag.spouts.base import Metadata, SpoutKind, TransactionalSpout
@@ -64,7 +65,7 @@ class Coordinator:
         spout: TransactionalSpout,
         *,
         max_active_transactions: int = 1,
-        keep_txids: int = 100,
+        keep_txids: int = KEEP_TXIDS,
         lock_timeout: float = 30.0,
     ) -> None:
         for name, value in (("max_active_transactions", max_active_transactions), ("keep_txids", keep_txids)):

@@ -16,6 +16,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.security import make_digest_acl
 
 from txdag import hints
+from txdag.defaults import ZK_TIMEOUT
 from txdag.errors import ConfigError, ServiceUnavailable
 from txdag.masking import register_secret
 
@@ -29,7 +30,7 @@ def how_to_start() -> str:
             "in Airflow (Admin > Connections)")
 
 
-def connect_zk(hosts: str, *, auth: tuple[str, str] | None = None, timeout: float = 10.0) -> KazooClient:
+def connect_zk(hosts: str, *, auth: tuple[str, str] | None = None, timeout: float = ZK_TIMEOUT) -> KazooClient:
     """A started KazooClient for ``hosts``, or ServiceUnavailable naming ZooKeeper and how to start it.
 
     With ``auth=(user, password)`` the session authenticates with the digest scheme and every znode it

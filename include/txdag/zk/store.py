@@ -44,6 +44,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.lock import Lock
 from kazoo.retry import RetryFailedError
 
+from txdag.defaults import ZK_ROOT
 from txdag.errors import ConfigError, ServiceUnavailable, TxdagError
 from txdag.zk.client import how_to_start
 from txdag.zk.records import RunRecord, TopologyRecord, TxidRecord
@@ -87,7 +88,7 @@ def run_node(run_id: str) -> str:
 class TransactionStore:
     """The znodes of one topology. Readers return ``(record, version)``; writers take the versions back."""
 
-    def __init__(self, client: KazooClient, topology: str, root: str = "/txdag", *, keep_runs: int = 10000):
+    def __init__(self, client: KazooClient, topology: str, root: str = ZK_ROOT, *, keep_runs: int = 10000):
         if not isinstance(topology, str) or not _NAME.match(topology) or topology in (".", ".."):
             raise ConfigError(
                 f"topology id {topology!r} cannot name a znode: use letters, digits, '_', '-' and '.' "
