@@ -2,18 +2,25 @@
 # Redis and ZooKeeper for txdag, on loopback only, on ports that stay clear of the defaults.
 #
 #   bash scripts/services.sh start [redis|zk]   start (or reuse what already answers on the port)
-#   bash scripts/services.sh stop [redis|zk]    stop what this script started (never anything else)
+#   bash scripts/services.sh stop [redis|zk]    stop what this script started (never anything else); the data stays
 #   bash scripts/services.sh status             one line per service; exit 0 only when both answer
-#   bash scripts/services.sh restart-redis      stop the Redis on the port (SHUTDOWN SAVE) and start it
-#                                               again here; its data is kept
+#   bash scripts/services.sh restart-redis      stop the Redis on the port and start it again here; its data and
+#                                               users are kept
+#   bash scripts/services.sh wipe [redis|zk]    delete the data of the stopped services (all Redis keys, all znodes);
+#                                               Redis's users (users.acl) are kept
 #   bash scripts/services.sh env                print the export lines for the two addresses
 #
 # Environment: TXDAG_REDIS_PORT (default 6391), TXDAG_ZK_PORT (default 2191).
-# State (config, data, logs, pid files) lives in .run/redis-<port>/ and .run/zk-<port>/ at the repository root.
+# State lives in .run/redis-<port>/ and .run/zk-<port>/ at the repository root: config, logs and pid files, and the
+# data in their data/ folders, which a stop and a start (or a crash) keep; only `wipe` deletes them.
+# Durability: Redis appends every write to its append-only file (.run/redis-<port>/data/appendonlydir/) and fsyncs
+# it before it answers (appendfsync always); ZooKeeper fsyncs its transaction log before it answers (forceSync).
 # Access control: Redis runs with an ACL file (.run/redis-<port>/users.acl): the default user is off, the admin
 # user of .run/credentials.env (scripts/credentials.sh) may do everything; topologies' users are added with
-# `txdag acl redis` (scripts/airflow.sh does it for the DAGs folder). ZooKeeper needs no server set-up: txdag's
-# clients put digest ACLs on the znodes they create.
+# `txdag acl redis` (scripts/airflow.sh does it for the DAGs folder). Each start writes the default and admin users
+# afresh (a new password in .run/credentials.env takes effect) and keeps every other user of the file; stop and
+# restart-redis save the users of the running server into it first (ACL SAVE). ZooKeeper needs no server set-up:
+# txdag's clients put digest ACLs on the znodes they create.
 set -euo pipefail
 if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then # the comment above, before anything runs or is created
     sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"
@@ -25,6 +32,7 @@ HOST=127.0.0.1
 REDIS_PORT="${TXDAG_REDIS_PORT:-6391}"
 ZK_PORT="${TXDAG_ZK_PORT:-2191}"
 REDIS_DIR="$ROOT/.run/redis-$REDIS_PORT"
+REDIS_DATA="$REDIS_DIR/data" # redis-server's --dir: the append-only file (appendonlydir/), a dump while migrating
 REDIS_PID="$REDIS_DIR/redis.pid"
 ZK_DIR="$ROOT/.run/zk-$ZK_PORT"
 ZK_PID="$ZK_DIR/zookeeper.pid"
@@ -72,19 +80,24 @@ redis_up() {
 # That Redis knows our admin user: it runs with txdag's access control.
 redis_acl_on() { [[ "$(rcli acl whoami 2>/dev/null)" == "$TXDAG_REDIS_ADMIN_USER" ]]; }
 
-# The ACL file: the default user off, the admin user of .run/credentials.env, and the other users the file held
-# (restart-redis saves the users added since the start into it with ACL SAVE).
+# The ACL file: the default user off, the admin user of .run/credentials.env (both written afresh, so that new
+# credentials take effect), and every other user the file held, unchanged: the ones `txdag acl redis --apply` saved
+# (ACL SAVE), and those stop and restart-redis saved. The file is replaced only once it has been read whole.
 write_acl_file() {
-    local hash file="$REDIS_DIR/users.acl"
+    local hash kept="" file="$REDIS_DIR/users.acl"
     hash="$(printf '%s' "$TXDAG_REDIS_ADMIN_PASSWORD" | sha256sum | cut -d' ' -f1)"
+    if [[ -f "$file" ]]; then
+        # grep exits 1 when it selects nothing (only the two users above), 2 when it cannot read the file
+        kept="$(grep -v -e '^user default ' -e "^user $TXDAG_REDIS_ADMIN_USER " "$file")" || (($? == 1)) ||
+            die "could not read $file (its users would be lost): check its permissions"
+    fi
     (
         umask 077
         {
             printf 'user default off resetkeys -@all\nuser %s on #%s ~* &* +@all\n' "$TXDAG_REDIS_ADMIN_USER" "$hash"
-            [[ -f "$file" ]] && grep -v -e '^user default ' -e "^user $TXDAG_REDIS_ADMIN_USER " "$file"
-        } >"$file.new" || true
-        mv -f "$file.new" "$file"
-    )
+            [[ -z "$kept" ]] || printf '%s\n' "$kept"
+        } >"$file.new" && mv -f "$file.new" "$file"
+    ) || die "could not write $file"
 }
 
 # ZooKeeper's four-letter word 'ruok' answers 'imok' when the server is serving.
@@ -145,8 +158,23 @@ wait_port_closed() {
 
 # --- Redis --------------------------------------------------------------------------------------------------
 
+# The value of a setting of the Redis on the port (CONFIG GET), or nothing.
+redis_config() { rcli --raw config get "$1" 2>/dev/null | sed -n 2p; }
+
+# An append-only file in the data folder: Redis 7's appendonlydir/ (its manifest), or Redis 6's appendonly.aof.
+aof_exists() { [[ -f "$REDIS_DATA/appendonlydir/appendonly.aof.manifest" || -f "$REDIS_DATA/appendonly.aof" ]]; }
+
+# The append-only file is on and no rewrite is running or due: what the server holds is in the file.
+aof_settled() {
+    local info
+    info="$(rcli info persistence 2>/dev/null | tr -d '\r')" || return 1
+    grep -qx 'aof_enabled:1' <<<"$info" && grep -qx 'aof_rewrite_in_progress:0' <<<"$info" &&
+        grep -qx 'aof_rewrite_scheduled:0' <<<"$info" && grep -qx 'aof_last_bgrewrite_status:ok' <<<"$info" &&
+        aof_exists
+}
+
 start_redis() {
-    local pid
+    local pid aof=yes
     if redis_up; then
         if ! redis_acl_on; then
             die "the Redis on $HOST:$REDIS_PORT does not accept user $TXDAG_REDIS_ADMIN_USER of" \
@@ -158,6 +186,7 @@ start_redis() {
         else
             say "Redis     $HOST:$REDIS_PORT already answering PING: reusing it"
         fi
+        warn_if_no_aof
         return 0
     fi
     if port_open "$REDIS_PORT"; then
@@ -165,27 +194,111 @@ start_redis() {
     fi
     command -v redis-server >/dev/null 2>&1 || die "redis-server not found; run: bash scripts/setup.sh"
     command -v redis-cli >/dev/null 2>&1 || die "redis-cli not found; run: bash scripts/setup.sh"
-    mkdir -p "$REDIS_DIR"
+    mkdir -p "$REDIS_DATA"
     rm -f "$REDIS_PID"
     write_acl_file
-    redis-server --port "$REDIS_PORT" --bind "$HOST" --daemonize yes --dir "$REDIS_DIR" \
-        --aclfile "$REDIS_DIR/users.acl" \
-        --pidfile "$REDIS_PID" --logfile "$REDIS_DIR/redis.log" --save '' --appendonly no >/dev/null ||
+    # A dump and no append-only file: the data of a Redis that ran without one (restart-redis or stop of a Redis
+    # started elsewhere or by an older services.sh). Started with appendonly yes, Redis would ignore the dump and
+    # come up empty; so it loads the dump first, and the append-only file is switched on below.
+    if [[ -f "$REDIS_DATA/dump.rdb" ]] && ! aof_exists; then
+        aof=no
+    fi
+    # Durability, the exactly-once promise: a commit that Redis acknowledged is in the append-only file *and on
+    # disk* before txdag records it in ZooKeeper, so no crash (of Redis, of the machine, of the power) can leave
+    # ZooKeeper ahead of Redis. appendfsync always pays for that with one fsync per round of writes Redis answers
+    # together: a commit is one script call per chunk of 5,000 keys, so one fsync per chunk (measured: no
+    # difference within the noise for the in-process demo; ~1.5 ms per write sent one at a time, unpipelined).
+    # everysec would lose up to about a second of acknowledged commits when the machine (not only Redis) goes
+    # down, and txdag would find ZooKeeper ahead of Redis. No RDB snapshots (--save ''): the append-only file is
+    # the copy on disk.
+    redis-server --port "$REDIS_PORT" --bind "$HOST" --daemonize yes --dir "$REDIS_DATA" \
+        --aclfile "$REDIS_DIR/users.acl" --pidfile "$REDIS_PID" --logfile "$REDIS_DIR/redis.log" \
+        --save '' --appendonly "$aof" --appendfsync always >/dev/null ||
         die "redis-server did not start; see $REDIS_DIR/redis.log"
     if ! wait_for redis_up "$REDIS_WAIT_SECONDS"; then
         tail -n 20 "$REDIS_DIR/redis.log" >&2 || true
         die "Redis did not answer PING on $HOST:$REDIS_PORT within ${REDIS_WAIT_SECONDS}s; log: $REDIS_DIR/redis.log"
     fi
-    # A dump written by restart-redis has been loaded by now: drop it, so that a later cold start is empty.
-    rm -f "$REDIS_DIR/dump.rdb"
-    say "Redis     $HOST:$REDIS_PORT started (pid $(redis_pid || echo '?'), log $REDIS_DIR/redis.log)"
+    if [[ "$aof" == no ]]; then
+        # The dump is loaded: CONFIG SET appendonly yes writes the append-only file from memory (a rewrite), and
+        # once that is done the dump is no longer needed; the next start loads the append-only file.
+        [[ "$(rcli config set appendonly yes 2>&1)" == OK ]] ||
+            die "Redis on $HOST:$REDIS_PORT refused CONFIG SET appendonly yes; log: $REDIS_DIR/redis.log"
+        wait_for aof_settled 120 ||
+            die "Redis on $HOST:$REDIS_PORT did not write its append-only file within 120 s (the dump" \
+                "$REDIS_DATA/dump.rdb is kept); log: $REDIS_DIR/redis.log"
+        rm -f "$REDIS_DATA/dump.rdb"
+        say "Redis     $HOST:$REDIS_PORT loaded $REDIS_DATA/dump.rdb and wrote its append-only file from it"
+    fi
+    say "Redis     $HOST:$REDIS_PORT started (pid $(redis_pid || echo '?'), data $REDIS_DATA, log $REDIS_DIR/redis.log)"
+}
+
+# A Redis of this script that runs without its append-only file (started by an older services.sh) is named, with
+# how to switch it on; stop and restart-redis keep its data anyway (SHUTDOWN SAVE).
+warn_if_no_aof() {
+    if redis_pid >/dev/null && [[ "$(redis_config appendonly)" == no ]]; then
+        say "Redis     $HOST:$REDIS_PORT runs without its append-only file (started by an older services.sh): a" \
+            "crash would lose its data; 'bash scripts/services.sh restart-redis' keeps the data and switches it on"
+    fi
+}
+
+# Shuts the Redis on the port down so that the next start here has all its data and users: ACL SAVE, then
+# SHUTDOWN. The append-only file of a Redis of ours holds the data already; any other Redis (one started
+# elsewhere, or without an append-only file) writes a dump (SHUTDOWN SAVE), which goes to $REDIS_DATA, where
+# the next start loads it. Returns 1 when the admin user could not shut it down.
+shutdown_redis() {
+    local pid dir file aof stale i
+    pid="$(redis_pid || true)"
+    dir="$(redis_config dir)"
+    file="$(redis_config dbfilename)"
+    aof="$(redis_config appendonly)"
+    if [[ -n "$(redis_config aclfile)" ]] && [[ "$(rcli acl save 2>&1)" != OK ]]; then
+        say "Redis     $HOST:$REDIS_PORT: ACL SAVE failed: users added since the start without it are lost"
+    fi
+    if [[ "$aof" == yes && -n "$dir" && "$dir" -ef "$REDIS_DATA" ]]; then
+        say "Redis     $HOST:$REDIS_PORT shutting down (SHUTDOWN; the data is in $REDIS_DATA)"
+        RCLI_TIMEOUT=30 rcli shutdown >/dev/null 2>&1 || true
+        aof=ours
+    else
+        say "Redis     $HOST:$REDIS_PORT shutting down (SHUTDOWN SAVE)"
+        RCLI_TIMEOUT=30 rcli shutdown save >/dev/null 2>&1 || true
+    fi
+    wait_port_closed "$REDIS_PORT" || return 1
+    if [[ -n "$pid" ]]; then
+        for ((i = 0; i < 40; i++)); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.25
+        done
+    fi
+    rm -f "$REDIS_PID"
+    [[ "$aof" != ours ]] || return 0
+    mkdir -p "$REDIS_DATA"
+    [[ -n "$dir" && -n "$file" && -f "$dir/$file" ]] || return 0
+    # The dump is newer than an append-only file left in $REDIS_DATA (Redis would load that one): set it aside.
+    if aof_exists; then
+        stale="$REDIS_DATA/aof-replaced-$(date -u +%Y%m%dT%H%M%SZ)"
+        mkdir -p "$stale"
+        mv -f "$REDIS_DATA"/appendonlydir "$REDIS_DATA"/appendonly.aof "$stale"/ 2>/dev/null || true
+        say "Redis     $HOST:$REDIS_PORT: the dump is newer than the append-only file in $REDIS_DATA: that" \
+            "file moved to $stale"
+    fi
+    if [[ "$dir/$file" -ef "$REDIS_DATA/dump.rdb" ]]; then
+        :
+    elif [[ "$dir" -ef "$REDIS_DIR" ]]; then # an older services.sh's Redis: its dump in .run/redis-<port>/
+        mv -f "$dir/$file" "$REDIS_DATA/dump.rdb"
+    else
+        cp -f "$dir/$file" "$REDIS_DATA/dump.rdb"
+    fi
 }
 
 stop_redis() {
     local pid
     if pid="$(redis_pid)"; then
-        terminate "$pid"
-        rm -f "$REDIS_PID"
+        if ! redis_up || ! redis_acl_on || ! shutdown_redis; then
+            # Not answering as ours: SIGTERM, on which Redis still writes its append-only file out.
+            terminate "$pid"
+            rm -f "$REDIS_PID"
+        fi
         say "Redis     $HOST:$REDIS_PORT stopped (pid $pid)"
     elif redis_up; then
         say "Redis     $HOST:$REDIS_PORT left running: not started by this script"
@@ -195,44 +308,47 @@ stop_redis() {
     fi
 }
 
-# Restarts the Redis on the port, keeping its data: SHUTDOWN SAVE writes a dump, which the new server loads.
+# Restarts the Redis on the port here, keeping its data and users (shutdown_redis), whoever started it.
 restart_redis() {
-    local pid dir file i
     if redis_up; then
-        pid="$(redis_pid || true)"
-        dir="$(rcli --raw config get dir 2>/dev/null | sed -n 2p)"
-        file="$(rcli --raw config get dbfilename 2>/dev/null | sed -n 2p)"
-        rcli acl save >/dev/null 2>&1 || true # keep the users added since the start (none without an ACL file)
-        say "Redis     $HOST:$REDIS_PORT shutting down (SHUTDOWN SAVE)"
-        RCLI_TIMEOUT=30 rcli shutdown save >/dev/null 2>&1 || true
-        wait_port_closed "$REDIS_PORT" || die "Redis on $HOST:$REDIS_PORT did not shut down"
-        if [[ -n "$pid" ]]; then
-            for ((i = 0; i < 40; i++)); do
-                kill -0 "$pid" 2>/dev/null || break
-                sleep 0.25
-            done
-        fi
-        rm -f "$REDIS_PID"
-        mkdir -p "$REDIS_DIR"
-        if [[ -n "$dir" && -n "$file" && -f "$dir/$file" && "$dir/$file" -ef "$REDIS_DIR/dump.rdb" ]]; then
-            :
-        elif [[ -n "$dir" && -n "$file" && -f "$dir/$file" ]]; then
-            cp -f "$dir/$file" "$REDIS_DIR/dump.rdb"
-        fi
+        shutdown_redis || die "Redis on $HOST:$REDIS_PORT did not shut down"
     else
         say "Redis     $HOST:$REDIS_PORT not running: starting it"
     fi
     start_redis
 }
 
+# wipe refuses while the Redis of this port runs (ours, or any Redis whose data folder is ours).
+redis_stopped_for_wipe() {
+    local pid
+    if pid="$(redis_pid)"; then
+        die "Redis on $HOST:$REDIS_PORT is running (pid $pid): stop it first (bash scripts/services.sh stop), nothing" \
+            "was deleted"
+    fi
+    if redis_up && [[ "$(redis_config dir)" -ef "$REDIS_DATA" ]]; then
+        die "a Redis on $HOST:$REDIS_PORT runs on $REDIS_DATA: stop it first, nothing was deleted"
+    fi
+}
+
+# Deletes the data of the Redis of this port (its data/ folder). The ACL file stays: its users are configuration.
+wipe_redis() {
+    rm -rf "$REDIS_DATA"
+    say "Redis     $HOST:$REDIS_PORT data deleted ($REDIS_DATA); its users ($REDIS_DIR/users.acl) are kept"
+}
+
 # --- ZooKeeper ----------------------------------------------------------------------------------------------
 
+# The config is written afresh at each start; the data folder is never emptied but by 'wipe'. ZooKeeper fsyncs its
+# transaction log before it answers a write (forceSync, on by default); autopurge keeps the 3 newest snapshots
+# and the logs after them, checked every hour, so that the folder does not grow for ever.
 write_zk_config() {
     mkdir -p "$ZK_DIR/data"
     cat >"$ZK_DIR/zoo.cfg" <<EOF
 # Written by scripts/services.sh: a standalone ZooKeeper for txdag, loopback only.
 tickTime=2000
 dataDir=$ZK_DIR/data
+autopurge.snapRetainCount=3
+autopurge.purgeInterval=1
 clientPort=$ZK_PORT
 clientPortAddress=$HOST
 admin.enableServer=false
@@ -296,6 +412,20 @@ stop_zk() {
     fi
 }
 
+zk_stopped_for_wipe() {
+    local pid
+    if pid="$(zk_pid)"; then
+        die "ZooKeeper on $HOST:$ZK_PORT is running (pid $pid): stop it first (bash scripts/services.sh stop)," \
+            "nothing was deleted"
+    fi
+}
+
+# Deletes ZooKeeper's data (its data/ folder: every znode).
+wipe_zk() {
+    rm -rf "$ZK_DIR/data"
+    say "ZooKeeper $HOST:$ZK_PORT data deleted ($ZK_DIR/data)"
+}
+
 # --- status -------------------------------------------------------------------------------------------------
 
 status() {
@@ -303,6 +433,7 @@ status() {
     if redis_up; then
         if pid="$(redis_pid)"; then
             say "Redis     $HOST:$REDIS_PORT up (started here, pid $pid)"
+            warn_if_no_aof
         else
             say "Redis     $HOST:$REDIS_PORT up (not started by this script)"
         fi
@@ -324,7 +455,7 @@ status() {
 }
 
 usage() {
-    sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,/^# Environment/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -345,6 +476,17 @@ stop)
     ;;
 status) status ;;
 restart-redis) restart_redis ;;
+wipe)
+    # both checked before anything is deleted: never half a wipe
+    [[ "$which" == zk ]] || redis_stopped_for_wipe
+    [[ "$which" == redis ]] || zk_stopped_for_wipe
+    [[ "$which" == zk ]] || wipe_redis
+    [[ "$which" == redis ]] || wipe_zk
+    if [[ "$which" != all ]]; then
+        say "only $which wiped: the topologies' state in Redis and their txids in ZooKeeper no longer match;" \
+            "wipe both (no argument) to start them afresh"
+    fi
+    ;;
 env)
     # The passwords stay in .run/credentials.env: these lines name its variables, not their values.
     printf 'source %q\n' "$ROOT/.run/credentials.env"

@@ -54,3 +54,8 @@ class CascadeError(TxdagError):
     def __init__(self, message: str, failed_txid: int | None = None) -> None:
         super().__init__(message)
         self.failed_txid = failed_txid  # the failed txid to replay first, when known
+
+
+class StoreWentBackwards(TxdagError):
+    """A store holds less than ZooKeeper says was committed or emitted (a Redis restarted without its data, a
+    backup restored, a source trimmed): txdag halts the topology rather than skip or recount silently."""

@@ -1,7 +1,10 @@
 """The README's service commands, run as written: ``bash scripts/services.sh start``, ``status``,
-``restart-redis`` (keeps the data) and ``stop`` (then ``status`` says down and exits 1).
+``restart-redis`` (keeps the data) and ``stop`` (then ``status`` says down and exits 1); and what a stop and a
+start keep (everything: Redis's keys and users, ZooKeeper's znodes), a crash of Redis too (its append-only file is
+fsynced before it answers), what ``wipe`` deletes (the data, never the users), and a Redis that an older
+services.sh started without an append-only file, whose data ``stop`` and ``restart-redis`` keep as well.
 
-They run on a Redis and a ZooKeeper of this test's own, on free ports (TXDAG_REDIS_PORT, TXDAG_ZK_PORT), never
+They run on a Redis and a ZooKeeper of each test's own, on free ports (TXDAG_REDIS_PORT, TXDAG_ZK_PORT), never
 on the servers the other tests use; their .run/redis-<port>/ and .run/zk-<port>/ are removed at the end.
 """
 
@@ -9,52 +12,294 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 import pytest
 import redis
-from access import REDIS_URL
+from access import REDIS_URL, kazoo_auth
 from support.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
+STAGED_KEY = "txdag:stage:{word_count}:survivor"  # a key the topologies' user of the dags/ folder may read
 
 
-def test_start_status_restart_redis_stop() -> None:
+@dataclass
+class Services:
+    """scripts/services.sh on ports of the test's own, its admin client, and helpers to look at what it runs."""
+
+    redis_port: int
+    zk_port: int
+    env: dict[str, str] = field(init=False)
+    admin: redis.Redis = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.env = {**os.environ, "TXDAG_REDIS_PORT": str(self.redis_port), "TXDAG_ZK_PORT": str(self.zk_port)}
+        self.admin = redis.Redis.from_url(REDIS_URL.rsplit("@", 1)[0] + f"@127.0.0.1:{self.redis_port}/0",
+                                          socket_timeout=10, decode_responses=True)
+
+    @property
+    def redis_dir(self) -> Path:
+        return ROOT / ".run" / f"redis-{self.redis_port}"
+
+    @property
+    def zk_dir(self) -> Path:
+        return ROOT / ".run" / f"zk-{self.zk_port}"
+
+    def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["bash", "scripts/services.sh", *args], cwd=ROOT, env=self.env, capture_output=True,
+                              text=True, timeout=180)
+
+    def ok(self, *args: str) -> str:
+        done = self(*args)
+        assert done.returncode == 0, f"services.sh {' '.join(args)}: {done.stdout}{done.stderr}"
+        return done.stdout
+
+    def redis_pid(self) -> int:
+        return int((self.redis_dir / "redis.pid").read_text())
+
+    def kill_redis(self) -> None:
+        """SIGKILL: Redis dies between two commands, with no chance to write anything out."""
+        pid = self.redis_pid()
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def zk(self):  # type: ignore[no-untyped-def]
+        from kazoo.client import KazooClient
+
+        client = KazooClient(hosts=f"127.0.0.1:{self.zk_port}", timeout=5, **kazoo_auth())
+        client.start(timeout=10)
+        return client
+
+    def admin_env(self) -> dict[str, str]:
+        """The environment `txdag acl redis --apply` reads the admin login from (as scripts/airflow.sh gives it)."""
+        url = urlsplit(REDIS_URL)
+        return {**self.env, "TXDAG_REDIS_ADMIN_USER": unquote(url.username or ""),
+                "TXDAG_REDIS_ADMIN_PASSWORD": unquote(url.password or "")}
+
+
+@pytest.fixture
+def services() -> Iterator[Services]:
     if shutil.which("redis-server") is None or not Path("/usr/share/zookeeper/bin/zkServer.sh").exists():
         pytest.fail("redis-server and ZooKeeper are needed: run `bash scripts/setup.sh`", pytrace=False)
     redis_port, zk_port = free_port(), free_port()
     while zk_port == redis_port:
         zk_port = free_port()
-    env = {**os.environ, "TXDAG_REDIS_PORT": str(redis_port), "TXDAG_ZK_PORT": str(zk_port)}
-
-    def services(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["bash", "scripts/services.sh", *args], cwd=ROOT, env=env, capture_output=True,
-                              text=True, timeout=180)
-
-    admin = redis.Redis.from_url(REDIS_URL.rsplit("@", 1)[0] + f"@127.0.0.1:{redis_port}/0", socket_timeout=10)
+    svc = Services(redis_port, zk_port)
     try:
-        started = services("start")
-        assert started.returncode == 0, started.stdout + started.stderr
-
-        status = services("status")
-        assert status.returncode == 0, status.stdout + status.stderr
-        assert f"Redis     127.0.0.1:{redis_port} up (started here, pid" in status.stdout
-        assert f"ZooKeeper 127.0.0.1:{zk_port} up (started here, pid" in status.stdout
-
-        admin.set("services-script-test", "kept")
-        restarted = services("restart-redis")
-        assert restarted.returncode == 0, restarted.stdout + restarted.stderr
-        assert admin.get("services-script-test") == b"kept"
-
-        stopped = services("stop")
-        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
-        status = services("status")
-        assert status.returncode == 1, status.stdout + status.stderr
-        assert f"Redis     127.0.0.1:{redis_port} down" in status.stdout
-        assert f"ZooKeeper 127.0.0.1:{zk_port} down" in status.stdout
+        yield svc
     finally:
-        admin.close()
-        services("stop")
-        shutil.rmtree(ROOT / ".run" / f"redis-{redis_port}", ignore_errors=True)
-        shutil.rmtree(ROOT / ".run" / f"zk-{zk_port}", ignore_errors=True)
+        svc.admin.close()
+        svc("stop")
+        shutil.rmtree(svc.redis_dir, ignore_errors=True)
+        shutil.rmtree(svc.zk_dir, ignore_errors=True)
+
+
+def acl_rules(client: redis.Redis, user: str) -> dict:
+    """ACL GETUSER, its lists sorted (Redis may list a user's commands in another order after a restart)."""
+    info = client.acl_getuser(user)
+    assert info is not None, f"no user {user!r}"
+    return {k: sorted(v) if isinstance(v, list) and all(isinstance(x, str) for x in v) else v
+            for k, v in info.items()}
+
+
+def login(port: int, user: str, password: str) -> redis.Redis:
+    return redis.Redis(host="127.0.0.1", port=port, username=user, password=password, decode_responses=True)
+
+
+def test_start_status_restart_redis_stop(services) -> None:
+    services.ok("start")
+
+    status = services("status")
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert f"Redis     127.0.0.1:{services.redis_port} up (started here, pid" in status.stdout
+    assert f"ZooKeeper 127.0.0.1:{services.zk_port} up (started here, pid" in status.stdout
+    assert "without its append-only file" not in status.stdout
+
+    admin = services.admin
+    admin.set("services-script-test", "kept")
+    admin.acl_setuser("added-since-start", enabled=True, passwords=["+pw-added"], keys=["services-*"],
+                      commands=["+get"])  # no ACL SAVE: restart-redis saves it
+    pid = services.redis_pid()
+    restarted = services("restart-redis")
+    assert restarted.returncode == 0, restarted.stdout + restarted.stderr
+    assert services.redis_pid() != pid, "restart-redis did not restart Redis"
+    assert admin.get("services-script-test") == "kept"
+    with login(services.redis_port, "added-since-start", "pw-added") as user:
+        assert user.get("services-script-test") == "kept"
+
+    stopped = services("stop")
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    status = services("status")
+    assert status.returncode == 1, status.stdout + status.stderr
+    assert f"Redis     127.0.0.1:{services.redis_port} down" in status.stdout
+    assert f"ZooKeeper 127.0.0.1:{services.zk_port} down" in status.stdout
+
+    # what restart-redis kept is not a one-off: the next cold start has it too
+    services.ok("start", "redis")
+    assert admin.get("services-script-test") == "kept"
+
+
+def test_stop_and_start_keep_redis_keys_users_and_znodes(services) -> None:
+    services.ok("start")
+    admin, port = services.admin, services.redis_port
+    assert admin.config_get("appendonly")["appendonly"] == "yes"
+    assert admin.config_get("appendfsync")["appendfsync"] == "always"
+    assert Path(admin.config_get("dir")["dir"]) == services.redis_dir / "data"
+
+    admin.set(STAGED_KEY, "42")
+    admin.hset("services-script-hash", mapping={"a": "1", "b": "2"})
+    admin.set("services-script-string", "s")
+    # a user saved the way the brief of access control says: ACL SETUSER, then ACL SAVE
+    admin.acl_setuser("saved-user", enabled=True, passwords=["+pw-saved"], keys=["services-*"], commands=["+hgetall"])
+    admin.execute_command("ACL", "SAVE")
+    # the topologies' user exactly as scripts/airflow.sh creates it (txdag acl redis --apply: SETUSER + SAVE)
+    created = subprocess.run(
+        [sys.executable, "-m", "txdag.cli", "acl", "redis", "--dags", str(ROOT / "dags"), "--user", "txdag",
+         "--password-env", "TXDAG_ACL_PASSWORD", "--source-write", "--apply", f"redis://127.0.0.1:{port}/0"],
+        env={**services.admin_env(), "TXDAG_ACL_PASSWORD": "pw-txdag"}, capture_output=True, text=True, timeout=60)
+    assert created.returncode == 0 and "(ACL SAVE)" in created.stdout, created.stdout + created.stderr
+    # and one added since the start without ACL SAVE: stop saves it
+    admin.acl_setuser("unsaved-user", enabled=True, passwords=["+pw-unsaved"], keys=["services-*"],
+                      commands=["+get"])
+    rules = {user: acl_rules(admin, user) for user in ("saved-user", "txdag", "unsaved-user")}
+
+    zk = services.zk()
+    try:
+        zk.create("/services-script-test/txid", b"7", makepath=True)
+    finally:
+        zk.stop()
+        zk.close()
+
+    services.ok("stop")
+    assert services("status").returncode == 1
+    services.ok("start")
+
+    assert admin.get(STAGED_KEY) == "42", "Redis came back without its keys"
+    assert admin.hgetall("services-script-hash") == {"a": "1", "b": "2"}
+    assert {user: acl_rules(admin, user) for user in rules} == rules, "Redis came back without its users"
+    with login(port, "saved-user", "pw-saved") as user:
+        assert user.hgetall("services-script-hash") == {"a": "1", "b": "2"}
+    with login(port, "txdag", "pw-txdag") as user:
+        assert user.get(STAGED_KEY) == "42"
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            user.get("services-script-hash")
+    with login(port, "unsaved-user", "pw-unsaved") as user:
+        assert user.get("services-script-string") == "s"
+    with login(port, "unsaved-user", "wrong") as user, pytest.raises(redis.AuthenticationError):
+        user.ping()  # the users came back with their passwords, not open
+
+    zk = services.zk()
+    try:
+        data, _ = zk.get("/services-script-test/txid")
+        assert data == b"7", "ZooKeeper came back without its znode"
+    finally:
+        zk.stop()
+        zk.close()
+
+    # a crash: what Redis acknowledged is in its append-only file already
+    admin.set("services-script-acknowledged", "before-the-crash")
+    services.kill_redis()
+    assert services("status").returncode == 1
+    services.ok("start", "redis")
+    assert admin.get("services-script-acknowledged") == "before-the-crash", "an acknowledged write was lost"
+    assert admin.get(STAGED_KEY) == "42"
+    assert acl_rules(admin, "txdag") == rules["txdag"]
+
+
+def test_wipe_deletes_the_data_of_stopped_services_and_keeps_the_users(services) -> None:
+    services.ok("start")
+    admin, port = services.admin, services.redis_port
+    admin.set("services-script-wiped", "x")
+    admin.acl_setuser("kept-user", enabled=True, passwords=["+pw-kept"], keys=["services-*"], commands=["+get"])
+    admin.execute_command("ACL", "SAVE")
+    zk = services.zk()
+    try:
+        zk.create("/services-script-wiped", b"x")
+    finally:
+        zk.stop()
+        zk.close()
+
+    refused = services("wipe")
+    assert refused.returncode == 1 and "stop it first" in refused.stderr, refused.stdout + refused.stderr
+    services.ok("stop", "redis")  # ZooKeeper still runs: nothing is deleted, not even Redis's data
+    refused = services("wipe")
+    assert refused.returncode == 1 and "ZooKeeper" in refused.stderr, refused.stdout + refused.stderr
+    services.ok("start", "redis")
+    assert admin.get("services-script-wiped") == "x", "a refused wipe deleted Redis's data"
+
+    services.ok("stop")
+    out = services.ok("wipe")
+    assert "data deleted" in out and "users" in out
+    services.ok("start")
+    assert admin.get("services-script-wiped") is None, "wipe kept Redis's keys"
+    assert admin.dbsize() == 0
+    with login(port, "kept-user", "pw-kept") as user:
+        assert user.get("services-script-wiped") is None
+    zk = services.zk()
+    try:
+        assert zk.exists("/services-script-wiped") is None, "wipe kept ZooKeeper's znodes"
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def start_like_an_older_services_sh(services: Services) -> None:
+    """redis-server as services.sh started it before it kept data: no append-only file, --dir .run/redis-<port>/,
+    its pid in services.sh's pid file (so that services.sh takes it for its own)."""
+    redis_dir = services.redis_dir
+    subprocess.run(["redis-server", "--port", str(services.redis_port), "--bind", "127.0.0.1", "--daemonize", "yes",
+                    "--dir", str(redis_dir), "--aclfile", str(redis_dir / "users.acl"),
+                    "--pidfile", str(redis_dir / "redis.pid"), "--logfile", str(redis_dir / "redis.log"),
+                    "--save", "", "--appendonly", "no"], check=True, timeout=30)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            services.admin.ping()
+            break
+        except redis.ConnectionError:
+            assert time.monotonic() < deadline, "the old-style redis-server did not start"
+            time.sleep(0.05)
+    assert services.admin.config_get("appendonly")["appendonly"] == "no"
+
+
+def test_a_redis_started_by_an_older_services_sh_keeps_its_data_and_gets_its_append_only_file(services) -> None:
+    services.ok("start", "redis")  # the ACL file
+    services.ok("stop", "redis")
+    services.ok("wipe", "redis")
+    admin = services.admin
+
+    start_like_an_older_services_sh(services)
+    admin.set("services-script-old", "restarted")
+    status = services.ok("start", "redis")
+    assert "without its append-only file" in status and "restart-redis" in status, status
+    services.ok("restart-redis")
+    assert admin.get("services-script-old") == "restarted"
+    assert admin.config_get("appendonly")["appendonly"] == "yes"
+    services.kill_redis()
+    services.ok("start", "redis")
+    assert admin.get("services-script-old") == "restarted", "restart-redis did not switch the append-only file on"
+
+    # Again, while data/ holds the append-only file just written: the old server's dump is newer and wins.
+    services.ok("stop", "redis")
+    start_like_an_older_services_sh(services)
+    admin.set("services-script-old", "stopped")
+    stopped = services.ok("stop", "redis")
+    assert "SHUTDOWN SAVE" in stopped and "is newer than the append-only file" in stopped, stopped
+    services.ok("start", "redis")
+    assert admin.get("services-script-old") == "stopped", "stop lost the data of a Redis without append-only file"
+    assert [p.name.startswith("aof-replaced-") for p in (services.redis_dir / "data").iterdir()
+            if p.name != "appendonlydir"] == [True], "the older append-only file was not set aside"
+    assert admin.config_get("appendonly")["appendonly"] == "yes"
+    assert not (services.redis_dir / "data" / "dump.rdb").exists(), "the dump was left beside the append-only file"
+    services.kill_redis()
+    services.ok("start", "redis")
+    assert admin.get("services-script-old") == "stopped"

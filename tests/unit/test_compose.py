@@ -142,6 +142,19 @@ def test_the_zookeeper_nodes_form_one_ensemble_listing_each_other(services):
         assert ids[name] == name[-1], f"{name} has ZOO_MY_ID {ids[name]}, but ZOO_SERVERS gives it {name[-1]}"
 
 
+def test_the_zookeeper_nodes_keep_their_znodes_on_volumes(compose, services):
+    """The image keeps snapshots in /data and the transaction log in /datalog: both on named volumes, so that a
+    restart (or a new container) keeps the txids; autopurge bounds them."""
+    for name in ZK_SERVICES:
+        volumes = {v.split(":")[1]: v.split(":")[0] for v in services[name].get("volumes", []) if isinstance(v, str)}
+        for target in ("/data", "/datalog"):
+            assert target in volumes, f"{name}: {target} is not on a volume"
+            assert volumes[target] in compose.get("volumes", {}), f"{name}: {volumes[target]} is not a named volume"
+        env = env_of(services[name])
+        assert int(env.get("ZOO_AUTOPURGE_PURGEINTERVAL", 0)) >= 1, f"{name}: autopurge is off"
+        assert int(env.get("ZOO_AUTOPURGE_SNAPRETAINCOUNT", 0)) >= 3, f"{name}: autopurge keeps < 3 snapshots"
+
+
 def test_a_spark_master_and_two_workers(services):
     master = services["spark-master"]
     assert "org.apache.spark.deploy.master.Master" in command_of(master)
@@ -224,6 +237,11 @@ def test_redis_keeps_its_acl_file_and_its_data_on_its_volume(services):
     data_dir = re.search(r"--dir (\S+)", command).group(1)
     acl_file = re.search(r"\bf=(\S+)", command).group(1)
     assert "--aclfile \"$f\"" in command and "--appendonly yes" in command, command
+    # what Redis acknowledged is on disk before txdag records the commit in ZooKeeper
+    assert re.search(r"--appendfsync always\b", command), f"Redis must fsync before it answers: {command}"
+    assert not re.search(r"--appendfsync (?!always\b)", command) and "--appendonly no" not in command, command
+    # the ACL file is not rewritten from scratch at a start: its other users (txdag-init's) are kept
+    assert re.search(r"grep -v -e '\^user default ' -e \"\^user \$TXDAG_REDIS_ADMIN_USER \" \"\$f\"", command), command
     assert data_dir in volumes and not volumes[data_dir].startswith((".", "/")), f"--dir {data_dir}: no volume"
     assert str(Path(acl_file).parent) == data_dir, f"the ACL file {acl_file} is not on the volume ({data_dir})"
     assert "docker-entrypoint.sh redis-server" in command, "redis-server runs as root (bypasses the entrypoint)"

@@ -31,6 +31,9 @@ RUN_BY: dict[str, tuple[str, str]] = {
     "bash scripts/services.sh status": (SERVICES, 'services("status")'),
     "bash scripts/services.sh stop": (SERVICES, 'services("stop")'),
     "bash scripts/services.sh restart-redis": (SERVICES, 'services("restart-redis")'),
+    "bash scripts/services.sh wipe": (
+        "tests/integration/test_services_script.py::test_wipe_deletes_the_data_of_stopped_services_and_keeps_the_users",
+        'services.ok("wipe")'),
     'eval "$(bash scripts/airflow.sh env)"': (
         f"{RECIPES}::test_the_tour_reads_and_seeds_through_the_env_of_airflow_sh",
         """readme_line('eval "$(bash scripts/airflow.sh env)"')"""),

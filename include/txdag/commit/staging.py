@@ -2,7 +2,7 @@
 
 Key layout (``{topology}`` is a Redis Cluster hash tag, so a topology's staging shares one slot):
 
-    txdag:stage:{topology}:<txid>:<attempt>:<state>   hash  field -> partial (a number, or JSON: txdag.commit.outputs)
+    txdag:stage:{topology}:<txid>:<attempt>:<state>   hash  field -> partial (a number, or JSON: txdag.commit.kinds)
     txdag:stage:{topology}:<txid>:<attempt>           hash  the seal: v, and per state its output (txdag.commit.outputs)
     txdag:claim:{topology}:<txid>:<attempt>           string  which processing try owns the attempt
 
@@ -15,15 +15,15 @@ being committed as zero. Keying by attempt keeps a stale attempt's partials from
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from numbers import Number
 from typing import Any
 
 import redis
 
 from txdag.attempt import TransactionAttempt
-from txdag.commit.outputs import STAGED_ELSEWHERE, SUM, OutputSpec, decode_seal, encode_seal
+from txdag.commit.kinds import KINDS
+from txdag.commit.outputs import SUM, OutputSpec, decode_seal, encode_seal
 from txdag.errors import BatchReadError
 from txdag.faults import crash_if_requested
 from txdag.redisio import redis_errors
@@ -84,7 +84,7 @@ class Staging:
         key = stage_key(self.topology, tx)
         specs = {s: o if isinstance(o, OutputSpec) else OutputSpec(SUM, o) for s, o in outputs.items()}
         with redis_errors(self.client, f"sealing the staging of {tx}", topology=self.topology, keys=[key]):
-            self.client.hset(key, mapping=encode_seal(specs))
+            self.client.hset(key, mapping=encode_seal(specs, KINDS))
 
     def stage(self, tx: TransactionAttempt, partials: Mapping[str, Mapping[str, Number]]) -> None:
         """Write every state's encoded partials, then seal; the ``process`` fault point is after the first state."""
@@ -98,15 +98,15 @@ class Staging:
         """The sealed values per state (see read_outputs)."""
         return {state: values for state, (_, values) in self.read_outputs(tx).items()}
 
-    def read_outputs(self, tx: TransactionAttempt, *, sums: bool = True) -> dict[str, tuple[OutputSpec, Any]]:
-        """Per state its sealed output and values (numbers for ``sum``, decoded JSON otherwise; with
-        ``sums=False`` the numeric partials stay in Redis, where the commit adds them, and only their number is
-        checked); BatchReadError when the seal is missing or a state lost fields."""
+    def read_outputs(self, tx: TransactionAttempt, *, commit: bool = False) -> dict[str, tuple[OutputSpec, Any]]:
+        """Per state its sealed output and values, decoded as its kind says (txdag.commit.kinds); for the
+        ``commit``, values it applies inside Redis stay there: their key is read, and only their number checked.
+        BatchReadError when the seal is missing or a state lost fields."""
         where = f"{tx} of topology {self.topology!r}"
         seal_key = stage_key(self.topology, tx)
         with redis_errors(self.client, f"reading the staging of {tx}", topology=self.topology, keys=[seal_key]):
             raw = {k.decode(): v.decode() for k, v in self.client.hgetall(seal_key).items()}
-            seal = decode_seal(raw, where)
+            seal = decode_seal(raw, where, KINDS)
             if seal is None:
                 raise BatchReadError(
                     f"no sealed staging for {where} in Redis (key {seal_key}): the processing "
@@ -115,13 +115,14 @@ class Staging:
             result: dict[str, tuple[OutputSpec, Any]] = {}
             counted: dict[str, int] = {}
             for state, spec in seal.items():
-                if spec.kind in STAGED_ELSEWHERE:
+                kind = KINDS[spec.kind]
+                if not kind.in_staging:
                     result[state] = (spec, {})
-                elif spec.kind == SUM and not sums:
-                    result[state] = (spec, None)
-                    counted[state] = int(self.client.hlen(stage_key(self.topology, tx, state)))
+                elif kind.in_redis and commit:
+                    result[state] = (spec, stage_key(self.topology, tx, state))
+                    counted[state] = int(self.client.hlen(result[state][1]))
                 else:
-                    result[state] = (spec, self._read_state(tx, state, spec.kind))
+                    result[state] = (spec, self._read_state(tx, state, kind.decode))
                     counted[state] = len(result[state][1])
         for state, found in counted.items():
             expected = result[state][0].count
@@ -132,9 +133,8 @@ class Staging:
                 )
         return result
 
-    def _read_state(self, tx: TransactionAttempt, state: str, kind: str = SUM) -> dict[str, Any]:
+    def _read_state(self, tx: TransactionAttempt, state: str, decode: Callable[[bytes], Any]) -> dict[str, Any]:
         key = stage_key(self.topology, tx, state)
-        decode = _number if kind == SUM else _json
         return {f.decode(): decode(v) for f, v in self.client.hscan_iter(key, count=WRITE_CHUNK)}
 
     def delete(self, txid: int, attempts: Iterable[int], states: Iterable[str]) -> int:
@@ -150,14 +150,3 @@ class Staging:
         with redis_errors(self.client, f"cleaning the staging of txid {txid}", topology=self.topology, keys=keys):
             return int(self.client.delete(*keys))
 
-
-def _number(raw: bytes) -> int | float:
-    text = raw.decode()
-    try:
-        return int(text)
-    except ValueError:
-        return float(text)
-
-
-def _json(raw: bytes) -> Any:
-    return json.loads(raw)

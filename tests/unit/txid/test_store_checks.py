@@ -1,0 +1,35 @@
+"""A store or source that went backwards relative to ZooKeeper halts the topology, naming both sides and the ways
+out (issue 20): the pure rules of txdag.txid.decisions."""
+
+from __future__ import annotations
+
+import pytest
+
+from txdag.errors import StoreWentBackwards
+from txdag.txid.decisions import check_marker, source_went_backwards
+
+
+@pytest.mark.parametrize(("committed", "marker"), [(0, None), (0, 1), (5, 5), (5, 6)])
+def test_a_marker_at_or_one_ahead_of_zookeeper_is_consistent(committed: int, marker: int | None) -> None:
+    check_marker("wc", committed, marker, "redis 127.0.0.1:6379 key m")  # one ahead: the ZooKeeper record was cut short
+
+
+@pytest.mark.parametrize(("committed", "marker", "shown"), [(14, None, "no commit marker"), (14, 3, "commit marker 3")])
+def test_a_store_behind_zookeeper_halts_naming_both_sides(committed: int, marker: int | None, shown: str) -> None:
+    with pytest.raises(StoreWentBackwards) as caught:
+        check_marker("tweets", committed, marker, "redis 127.0.0.1:6391 key LAST")
+    message = str(caught.value)
+    assert "ZooKeeper records txid 14 committed" in message and shown in message
+    assert "redis 127.0.0.1:6391 key LAST" in message and "txdag reset tweets --confirm" in message
+    assert "restore" in message
+
+
+def test_a_marker_two_ahead_means_zookeeper_lost_its_records() -> None:
+    with pytest.raises(StoreWentBackwards, match=r"holds commit marker 9, but ZooKeeper records only txid 2"):
+        check_marker("wc", 2, 9, "redis x")
+
+
+def test_the_source_error_names_what_the_spout_found() -> None:
+    error = source_went_backwards("tweets", 14, "NEXT_WRITE is 501 but txid 14's batch ended at tweet 1314")
+    assert isinstance(error, StoreWentBackwards)
+    assert "NEXT_WRITE is 501" in str(error) and "txdag reset tweets --confirm" in str(error)
