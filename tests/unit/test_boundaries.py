@@ -46,9 +46,8 @@ TODAY_IGNORED_IMPORTS = {
     "acyclic": {"txdag.trident.operations -> txdag.trident.persist"},
 }
 TODAY_MYPY_EXEMPT = {
-    "txdag.protocol.local", "txdag.commit.rejections", "txdag.commit.staging", "txdag.state.kv.migrate",
-    "txdag.state.kv.protocol", "txdag.state.kv.providers", "txdag.state.kv.state", "txdag.trident.persist",
-    "txdag.windows.store",
+    "txdag.commit.rejections", "txdag.commit.staging", "txdag.state.kv.protocol", "txdag.state.kv.state",
+    "txdag.trident.persist", "txdag.windows.store",
 }
 
 
