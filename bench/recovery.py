@@ -24,6 +24,7 @@ Faults (--faults, comma-separated; phases: process, commit):
   postgres        postgres.sh stop + start (Airflow's metadata database)
   paused          SIGSTOP the process task's tree; after Airflow gave up on it and its retry committed, SIGCONT it:
                   the stale attempt must change nothing
+  paused-early    the same, resumed as soon as the retry re-emitted the txid: the stale job ends while it runs
   connect-server  SIGKILL the Spark Connect server (warm mode); spark-connect.sh start
 
 It starts Redis, ZooKeeper, PostgreSQL, Airflow (and Spark Connect) through scripts/ on the TXDAG_*_PORT ports,
@@ -42,7 +43,7 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 FAULT_NAMES = ("driver", "task", "worker", "scheduler", "triggerer", "dag-processor", "api-server", "zookeeper",
-               "redis", "postgres", "paused", "connect-server")
+               "redis", "postgres", "paused", "paused-early", "connect-server")
 QUICK_FAULTS = ("driver", "task", "scheduler", "zookeeper", "redis", "paused")
 
 

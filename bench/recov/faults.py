@@ -102,18 +102,22 @@ def kill_connect(hit: Hit) -> tuple[float, str]:
                f"{time.time() - t0:.0f} s)"
 
 
-def pause(hit: Hit) -> tuple[float, str]:
+def pause(early: bool) -> Callable[[Hit], tuple[float, str]]:
     """SIGSTOP the task's whole tree (supervisor, task process, Spark driver): a frozen worker. Once Airflow gave up
-    on it and the retry committed the txid, SIGCONT the task and its Spark job first (so the stale attempt gets to
-    write what it would), then the supervisor; the trial checks that nothing changed."""
-    from recov.stale import resume_and_watch
+    on it and the retry committed the txid (``early``: re-emitted it, so the stale job ends while the retry runs),
+    SIGCONT the task and its Spark job first (so the stale attempt gets to write what it would), then the
+    supervisor; the trial checks that nothing changed."""
 
-    table = procs.table()
-    worker = table[hit.task_pid].ppid
-    tree = [hit.task_pid, *procs.descendants(hit.task_pid, table)]
-    t0 = time.time()
-    procs.signal_all([worker, *tree], signal.SIGSTOP)
-    return t0, resume_and_watch(hit, worker, tree, t0)
+    def inject(hit: Hit) -> tuple[float, str]:
+        from recov.stale import resume_and_watch
+
+        table = procs.table()
+        worker = table[hit.task_pid].ppid
+        tree = [hit.task_pid, *procs.descendants(hit.task_pid, table)]
+        t0 = time.time()
+        procs.signal_all([worker, *tree], signal.SIGSTOP)
+        return t0, resume_and_watch(hit, worker, tree, t0, early=early)
+    return inject
 
 
 FAULTS: dict[str, Fault] = {f.name: f for f in (
@@ -136,7 +140,9 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("postgres", ("process", "commit"), "submit", "restart PostgreSQL, Airflow's metadata database",
           restart_postgres),
     Fault("paused", ("process",), "submit", "SIGSTOP the task's tree until its retry committed, then SIGCONT",
-          pause),
+          pause(early=False)),
+    Fault("paused-early", ("process",), "submit", "SIGSTOP the task's tree until its retry re-emitted the txid, "
+          "then SIGCONT (the stale job ends while the retry runs)", pause(early=True)),
     Fault("connect-server", ("process",), "connect", "SIGKILL the Spark Connect server; spark-connect.sh start",
           kill_connect),
 )}

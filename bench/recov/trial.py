@@ -102,7 +102,7 @@ def _repair(lab: Lab, topo: Topology, txids: list[int], timeout: float) -> str:
     """Replays from the first failed or uncommitted txid (clears their runs), and waits for the commits."""
     failed = lab.failed_txids(topo)
     errors = {t: rec.error for t, (rec, _) in lab.store(topo).read_txids(failed[:1]).items()}
-    start = min(failed) if failed else lab.committed_txid(topo) + 1
+    start = lab.committed_txid(topo) + 1  # a txid may be stuck, unfailed, before the first failed one
     records = patiently("reading txids", lambda: replay_targets(lab.store(topo), start))
     for record in records:
         patiently("clearing a run", lambda r=record: lab.api.clear_run(topo.dag, r.run_id))
