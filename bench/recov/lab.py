@@ -24,6 +24,7 @@ from txdag.airflow.api import AirflowAPI, AirflowAPIError, unique_run_id
 from txdag.errors import TxdagError
 from txdag.spouts import append_tweets
 from txdag.spouts.samples import sample_tweets
+from txdag.state import staging_layout
 from txdag.zk.client import connect_zk
 from txdag.zk.records import TxStatus
 from txdag.zk.store import TransactionStore
@@ -105,10 +106,10 @@ class Lab:
         """Staging and claim keys of committed txids (<= ``up_to``): what a stale attempt wrote after the cleanup."""
         found = []
         with self.redis(t) as client:
-            for pattern in (f"txdag:stage:{{{t.dag}}}:*", f"txdag:claim:{{{t.dag}}}:*"):
+            for pattern in staging_layout.acl_patterns(t.dag):
                 for key in client.scan_iter(pattern, count=1000):
                     name = key.decode()
-                    if int(name.split("}:", 1)[1].split(":")[0]) <= up_to:
+                    if int(name[len(pattern) - 1:].split(":")[0]) <= up_to:
                         found.append(name)
         return sorted(found)
 

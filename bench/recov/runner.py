@@ -22,6 +22,7 @@ from recov.faults import FAULTS
 from recov.healthy import healthy_run
 from recov.lab import Lab, Topology
 from recov.trial import Plan, run_trial
+from txdag.defaults import REDIS_CONN_ID, SPARK_CONNECT_CONN_ID, ZOOKEEPER_CONN_ID
 
 SETTINGS = [("scheduler", "task_instance_heartbeat_timeout"),
             ("scheduler", "task_instance_heartbeat_timeout_detection_interval"),
@@ -125,8 +126,8 @@ def start(stack: Stack, chosen: list[dags.Variant], flush: bool) -> Lab:
 
     stack.create_redis_user(list(load_definitions(folder)[0].values()))
     connections = {v.conn_id: stack.redis_connection(v.db) for v in chosen}
-    connections.update(redis_default=stack.redis_connection(0), zookeeper_default=stack.zookeeper_connection(),
-                       spark_connect_default=stack.spark_connect_connection())
+    connections.update({REDIS_CONN_ID: stack.redis_connection(0), ZOOKEEPER_CONN_ID: stack.zookeeper_connection(),
+                        SPARK_CONNECT_CONN_ID: stack.spark_connect_connection()})
     if any(v.mode == "connect" for v in chosen):
         stack.start_spark_connect()
     print(f"recovery: starting Airflow (scripts/airflow.sh, AIRFLOW_HOME={stack.airflow_home})", flush=True)
