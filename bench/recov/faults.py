@@ -37,6 +37,8 @@ class Fault:
     mode: str  # the Spark mode it runs in: "submit" (cold, the README's set-up) or "connect" (warm)
     what: str
     inject: Callable[[Hit], tuple[float, str]]
+    on_task: bool = False  # hits the task's own processes: during commit means while its process runs; otherwise
+    #                        (a service, a component) the fault starts as the process task ends, the commit next
 
 
 def kill_driver(hit: Hit) -> tuple[float, str]:
@@ -121,10 +123,12 @@ def pause(early: bool) -> Callable[[Hit], tuple[float, str]]:
 
 
 FAULTS: dict[str, Fault] = {f.name: f for f in (
-    Fault("driver", ("process",), "submit", "SIGKILL the task's Spark driver (spark-submit JVM)", kill_driver),
-    Fault("task", ("process", "commit"), "submit", "SIGKILL the task process (its supervisor lives)", kill_task),
+    Fault("driver", ("process",), "submit", "SIGKILL the task's Spark driver (spark-submit JVM)", kill_driver,
+          on_task=True),
+    Fault("task", ("process", "commit"), "submit", "SIGKILL the task process (its supervisor lives)", kill_task,
+          on_task=True),
     Fault("worker", ("process", "commit"), "submit", "SIGKILL the executor worker running the task's supervisor, "
-          "with the task and its Spark driver", kill_worker),
+          "with the task and its Spark driver", kill_worker, on_task=True),
     Fault("scheduler", ("process", "commit"), "submit", "SIGKILL the scheduler's session (its executor workers "
           "and tasks die with it); airflow.sh start after 10 s", crash("scheduler")),
     Fault("triggerer", ("process",), "submit", "SIGKILL the triggerer; airflow.sh start after 10 s",
@@ -140,9 +144,9 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("postgres", ("process", "commit"), "submit", "restart PostgreSQL, Airflow's metadata database",
           restart_postgres),
     Fault("paused", ("process",), "submit", "SIGSTOP the task's tree until its retry committed, then SIGCONT",
-          pause(early=False)),
+          pause(early=False), on_task=True),
     Fault("paused-early", ("process",), "submit", "SIGSTOP the task's tree until its retry re-emitted the txid, "
-          "then SIGCONT (the stale job ends while the retry runs)", pause(early=True)),
+          "then SIGCONT (the stale job ends while the retry runs)", pause(early=True), on_task=True),
     Fault("connect-server", ("process",), "connect", "SIGKILL the Spark Connect server; spark-connect.sh start",
           kill_connect),
 )}

@@ -33,7 +33,7 @@ def run_trial(lab: Lab, topo: Topology, fault: Fault | None, phase: str, plan: P
     triggered = time.time()
     runs = lab.trigger(topo, 2)
     run_of = _runs_by_txid(lab, topo, runs, txids)
-    hit = _reach(lab, topo, run_of[first], first, phase, plan)
+    hit = _reach(lab, topo, run_of[first], first, phase, plan, on_task=fault.on_task if fault else True)
     t0, note = fault.inject(hit) if fault else (time.time(), "")
     recovered = _wait_commits(lab, topo, txids, t0 + plan.timeout)
     times = lab.commit_times(topo, txids)
@@ -70,10 +70,16 @@ def _runs_by_txid(lab: Lab, topo: Topology, runs: list[str], txids: list[int]) -
         time.sleep(0.3)
 
 
-def _reach(lab: Lab, topo: Topology, run_id: str, txid: int, phase: str, plan: Plan) -> Hit:
-    """Waits until txid's ``phase`` task runs (process: its Spark job too, for 2 s) and returns where it runs."""
+def _reach(lab: Lab, topo: Topology, run_id: str, txid: int, phase: str, plan: Plan, *, on_task: bool) -> Hit:
+    """Waits until txid's ``phase`` task runs (process: its Spark job too, for 2 s) and returns where it runs. A
+    fault that is not ``on_task`` hits the commit phase as the process task ends: the commit runs in its wake."""
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
+        if phase == "commit" and not on_task:
+            if lab.ti(topo, run_id, "process")["state"] == "success":
+                return Hit(lab, topo, run_id, txid, phase, "", 0, plan.restart_after)
+            time.sleep(0.1)
+            continue
         ti = lab.ti(topo, run_id, phase)
         found = procs.task_process(ti["id"]) if ti["state"] in ("queued", "running") else None
         if found is not None and phase == "commit":
