@@ -139,8 +139,6 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           "airflow.sh start after 10 s", crash("api-server")),
     Fault("zookeeper", ("process", "commit"), "submit", "restart ZooKeeper (services.sh stop zk, start zk)",
           restart_zk),
-    Fault("redis", ("process", "commit"), "submit", "restart the state Redis (services.sh restart-redis)",
-          restart_redis),
     Fault("postgres", ("process", "commit"), "submit", "restart PostgreSQL, Airflow's metadata database",
           restart_postgres),
     Fault("paused", ("process",), "submit", "SIGSTOP the task's tree until its retry committed, then SIGCONT",
@@ -149,4 +147,6 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           "then SIGCONT (the stale job ends while the retry runs)", pause(early=True), on_task=True),
     Fault("connect-server", ("process",), "connect", "SIGKILL the Spark Connect server; spark-connect.sh start",
           kill_connect),
+    Fault("redis", ("process", "commit"), "submit", "restart the state Redis (services.sh restart-redis)",
+          restart_redis),
 )}

@@ -80,8 +80,19 @@ def run(args: Namespace, out: Path) -> int:
         topos = {m: Topology(roles[m]) for m in modes}
         for mode in modes:
             results["trials"].append(run_trial(lab, topos[mode], None, "process", plan))
+        broken: dict[str, str] = {}  # mode -> why its topology cannot go on (a trial that even a replay left stuck)
         for fault, phase in todo:
-            results["trials"].append(run_trial(lab, topos[FAULTS[fault].mode], FAULTS[fault], phase, plan))
+            mode = FAULTS[fault].mode
+            if mode in broken:
+                print(f"recovery: skipping {fault} during {phase}: {broken[mode]}", flush=True)
+                continue
+            try:
+                results["trials"].append(run_trial(lab, topos[mode], FAULTS[fault], phase, plan))
+            except BenchError as exc:
+                broken[mode] = f"{fault} during {phase} left {topos[mode].dag} stuck: {exc}"
+                results.setdefault("stuck", []).append(broken[mode])
+                print(f"recovery: {broken[mode]}", flush=True)
+            report.write_json(results, out)  # as it goes: a long run stopped half-way keeps its trials
         if args.healthy:
             results["healthy"] = healthy_run(lab, Topology(roles["healthy"]), args.healthy, args.timeout * 4)
     except Exception as exc:  # noqa: BLE001 - report what was measured, stop the services, exit 1

@@ -113,7 +113,7 @@ def _repair(lab: Lab, topo: Topology, txids: list[int], timeout: float) -> str:
     for record in records:
         patiently("clearing a run", lambda r=record: lab.api.clear_run(topo.dag, r.run_id))
     print(f"recovery:   did not recover by itself: replayed from txid {start}", flush=True)
-    if not _wait_commits(lab, topo, txids, time.time() + timeout, replayed=True):
+    if not _wait_commits(lab, topo, txids, time.time() + min(timeout, 300), replayed=True):
         raise BenchError(f"{topo.dag}: txids {txids} not committed after a replay from txid {start} either")
     if failed:
         return f"replayed from txid {start} (failed txids {failed}: {errors})"
