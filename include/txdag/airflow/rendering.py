@@ -12,6 +12,7 @@ from pathlib import Path
 
 from airflow.sdk import DAG
 
+from txdag.airflow import located
 from txdag.airflow.operators import (
     CommitOperator,
     CoordinateOperator,
@@ -19,7 +20,6 @@ from txdag.airflow.operators import (
     WarmProcessOperator,
     fail_txid,
 )
-from txdag.errors import ConfigError
 from txdag.topology.topology import TransactionalTopology
 
 
@@ -28,12 +28,7 @@ def render(topology: TransactionalTopology, *, dag_file: str | Path | None = Non
     the project root is the folder above the DAG file's folder, unless the topology names its ``project_dir``.
     The DAG carries the located definition as ``dag.txdag_topology`` (``txdag.topology.topology.load_definitions`` reads
     it)."""
-    t = topology.located(dag_file) if dag_file is not None else topology
-    if not t.job_located:
-        raise ConfigError(
-            f"topology {t.topology_id!r}: the job {t.job!r} is relative and render() does not know where the DAG "
-            f"file is: write render(TransactionalTopology(...), dag_file=__file__), or give project_dir=..."
-        )
+    t = located(topology, dag_file)
     dag = _build(t)
     dag.txdag_topology = t  # type: ignore[attr-defined]  # a DAG takes attributes; load_definitions reads it
     return dag

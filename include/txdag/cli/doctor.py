@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from txdag import hints
-from txdag.cli.common import DEFAULT_REDIS_CONN, DEFAULT_ZK_CONN, connection, dags_folder, emit, table
+from txdag.cli.common import DEFAULT_REDIS_CONN, DEFAULT_ZK_CONN, connection, dags_folder, emit, table, zk_topologies
 from txdag.errors import TxdagError
 
 GROUPS = ("redis", "zookeeper", "spark", "airflow", "connections")
@@ -43,14 +43,15 @@ class Check:
 def check_redis(args: argparse.Namespace) -> list[Check]:
     import redis
 
-    from txdag.airflow.hooks import redis_url_of
-
     name = f"redis ({args.redis_conn_id})"
     try:
-        url = redis_url_of(connection(args.redis_conn_id))
+        conn = connection(args.redis_conn_id)  # before importing the hooks: they import Airflow
     except TxdagError as exc:
         return [Check(name, "fail", short(exc), f"set AIRFLOW_CONN_{args.redis_conn_id.upper()}='redis://HOST:PORT/DB' "
                       "or add the connection in Admin > Connections")]
+    from txdag.airflow.hooks import redis_url_of
+
+    url = redis_url_of(conn)
     address = url.rsplit("@", 1)[-1]
     client = redis.Redis.from_url(url, socket_connect_timeout=args.timeout, socket_timeout=args.timeout)
     try:
@@ -77,12 +78,14 @@ def _redis_version(client: Any) -> str:
 
 
 def check_zookeeper(args: argparse.Namespace) -> list[Check]:
-    from txdag.airflow.hooks import zookeeper_settings
     from txdag.zk.client import close_zk, connect_zk
 
     name = f"zookeeper ({args.zookeeper_conn_id})"
     try:
-        hosts, auth, root, _ = zookeeper_settings(connection(args.zookeeper_conn_id))
+        conn = connection(args.zookeeper_conn_id)  # before importing the hooks: they import Airflow
+        from txdag.airflow.hooks import zookeeper_settings
+
+        hosts, auth, root, _ = zookeeper_settings(conn)
     except TxdagError as exc:
         return [Check(name, "fail", short(exc), f"set AIRFLOW_CONN_{args.zookeeper_conn_id.upper()}="
                       "'{\"conn_type\": \"zookeeper\", \"host\": \"HOST\", \"port\": 2181}' or add it in the UI")]
@@ -91,8 +94,12 @@ def check_zookeeper(args: argparse.Namespace) -> list[Check]:
     except TxdagError as exc:
         return [Check(name, "fail", short(exc),
                       f"{hints.how_to_start('zookeeper')}, or fix the hosts of connection {args.zookeeper_conn_id}")]
+    setattr(client, "txdag_conn_id", args.zookeeper_conn_id)  # noqa: B010  # named by zk_refused
     try:
-        count = len(client.get_children(root)) if client.exists(root) else 0
+        count = len(zk_topologies(client, root))
+    except TxdagError as exc:
+        head, _, fix = str(exc).partition(": give ")
+        return [Check(name, "fail", head, f"give {fix}")]
     finally:
         close_zk(client)
     return [Check(name, "ok", f"{hosts} answers; {count} topologies under {root}")]
@@ -177,10 +184,12 @@ def check_airflow(args: argparse.Namespace) -> list[Check]:
 def check_connections(args: argparse.Namespace) -> list[Check]:
     """Every connection a topology of the DAG folder names is defined, with the type it needs. Rendering a DAG
     looks up none (Airflow's rule for top-level DAG code), so this is where a missing one shows before a run."""
+    from txdag.airflow import definitions_only
     from txdag.topology.topology import load_definitions
 
     folder = dags_folder(args)
-    found, errors = load_definitions(folder)
+    with definitions_only():
+        found, errors = load_definitions(folder)
     checks = [Check(f"dag file {Path(path).name}", "fail", error, f"fix {path}: the error says what to change")
               for path, error in errors.items()]
     if not found:

@@ -10,6 +10,7 @@ from typing import Any
 from txdag.cli.common import (
     CliError,
     conn_id,
+    dags_folder,
     emit,
     fields,
     redis_for,
@@ -21,7 +22,7 @@ from txdag.cli.common import (
 )
 from txdag.txid.report import batch_of, failures, read_snapshot, topology_status, txid_row
 
-__all__ = ["batch_of", "failures", "cmd_show", "cmd_status", "status_text", "show_text"]
+__all__ = ["batch_of", "failures", "cmd_rejections", "cmd_show", "cmd_status", "status_text", "show_text"]
 
 
 def rejection_count(args: argparse.Namespace, name: str, definition: Any) -> int | None:
@@ -53,7 +54,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                 report.append({"topology": name, "last_txid": 0, "committed_txid": 0, "in_flight": [],
                                "failed": [], "rejections": None, "kept_txids": [], "never_ran": True})
                 continue
-            topo, records = read_snapshot(store_of(client, root, name))
+            topo, records = read_snapshot(store_of(client, root, name, defined))
             report.append(topology_status(topo, records, name, rejection_count(args, name, defined.get(name))))
     finally:
         client.stop()
@@ -88,7 +89,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     defined = topologies(args)
     client, root = zookeeper_for(conn_id(args, "zookeeper", defined.get(args.topology)))
     try:
-        store = store_of(client, root, args.topology)
+        store = store_of(client, root, args.topology, defined)
         found = store.read_txid(args.txid)
         if found is None:
             topo, _ = store.read_topology()
@@ -115,3 +116,33 @@ def show_text(d: dict[str, Any]) -> str:
                    ("batch size", d["batch_size"]), ("updated", d["updated_at"]), ("failed by", d["failed_by"]),
                    ("error", d["error"])])
     return f"{head}\n\nhistory:\n{table(d['history'], ['attempt', 'status', 'at', 'error'])}"
+
+
+def cmd_rejections(args: argparse.Namespace) -> int:
+    """The source entries the topology rejected (``txdag:rejected:{topology}``), newest first, with the reason."""
+    from txdag.commit.rejections import read_rejections, rejections_key
+
+    defined = topologies(args)
+    if args.topology not in defined and not args.redis_conn_id:
+        raise CliError(f"topology {args.topology!r} is not defined in the DAG folder {dags_folder(args)} (it defines "
+                       f"{', '.join(sorted(defined)) or 'none'}), so its Redis connection is unknown: check the name, "
+                       "give the DAG folder with --dags, or the connection with --redis-conn-id")
+    client = redis_for(conn_id(args, "redis", defined.get(args.topology)), timeout=10)
+    try:
+        total, rows = read_rejections(client, args.topology, args.limit)
+    finally:
+        client.close()
+    data = {"topology": args.topology, "key": rejections_key(args.topology), "total": total, "rejections": rows}
+    emit(args, data, rejections_text)
+    return 0
+
+
+def rejections_text(d: dict[str, Any]) -> str:
+    head = f"topology {d['topology']}: {d['total']} rejected entries (Redis hash {d['key']})"
+    rows = d["rejections"]
+    if not rows:
+        return head
+    shown = f", the newest {len(rows)}" if len(rows) < d["total"] else ""
+    columns = ["id", "txid", "attempt"] + (["partition"] if any(r["partition"] for r in rows) else [])
+    columns += ["at", "reason"]
+    return f"{head}{shown}:\n{table(rows, columns, [c if c != 'at' else 'when' for c in columns])}"

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from txdag import hints
+from txdag.cli import exits
 from txdag.cli.common import (
     CliError,
     Progress,
@@ -15,6 +16,7 @@ from txdag.cli.common import (
     dags_folder,
     emit,
     redis_for,
+    shorten,
     store_of,
     table,
     topologies,
@@ -34,28 +36,39 @@ POOL_SLOTS = 1
 
 
 def airflow_api() -> Any:
-    """The REST API client of the configured Airflow, or a CliError saying how to point at one."""
+    """The REST API client of the configured Airflow, or a CliError saying how to point at one: a server that does
+    not answer is unavailable (exit 3), a login or an address to fix is configuration (exit 5)."""
     import requests
 
     from txdag.airflow.api import AirflowAPIError, api_from_env
 
+    url = hints.airflow_url()
+    fix = "set TXDAG_AIRFLOW_URL, TXDAG_AIRFLOW_USER and TXDAG_AIRFLOW_PASSWORD for your instance"
     try:
         return api_from_env()
-    except (RuntimeError, requests.RequestException) as exc:
-        if isinstance(exc, AirflowAPIError) and exc.status not in (401, 403):
-            raise
-        raise CliError(f"cannot use Airflow's REST API ({exc}); {hints.how_to_start('airflow')}, or set "
-                       "TXDAG_AIRFLOW_URL, TXDAG_AIRFLOW_USER and TXDAG_AIRFLOW_PASSWORD") from None
+    except AirflowAPIError as exc:
+        if exc.status in (401, 403):
+            raise CliError(f"Airflow at {url} refused the login ({shorten(str(exc))}): {fix}", exits.CONFIG) from None
+        raise CliError(f"the server at {url} is not Airflow's API server (it answered {shorten(str(exc), 120)}): "
+                       f"{fix}", exits.CONFIG) from None
+    except (requests.exceptions.InvalidURL, requests.exceptions.MissingSchema, requests.exceptions.InvalidSchema):
+        raise CliError(f"TXDAG_AIRFLOW_URL {url!r} is not a URL: give the API server's, e.g. http://HOST:8080",
+                       exits.CONFIG) from None
+    except requests.RequestException as exc:
+        raise CliError(f"Airflow's REST API at {url} does not answer ({type(exc).__name__}); "
+                       f"{hints.how_to_start('airflow')}, or {fix}", exits.UNAVAILABLE) from None
+    except RuntimeError as exc:
+        raise CliError(f"cannot log in to Airflow's REST API at {url}: {exc}", exits.CONFIG) from None
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """Storm's re-emission from txid N, for runs of any kind: clears (all tasks of) the run of every kept txid
     >= N, in txid order, through Airflow's REST API. Works where *Clear* with *Future* cannot (runs without a
     logical date, or logical dates that do not grow with the txid)."""
-    definition = topologies(args).get(args.topology)
-    client, root = zookeeper_for(conn_id(args, "zookeeper", definition))
+    defined = topologies(args)
+    client, root = zookeeper_for(conn_id(args, "zookeeper", defined.get(args.topology)))
     try:
-        records = replay_targets(store_of(client, root, args.topology), args.from_txid)
+        records = replay_targets(store_of(client, root, args.topology, defined), args.from_txid)
     finally:
         client.stop()
         client.close()
@@ -82,8 +95,6 @@ def cmd_seed(args: argparse.Namespace) -> int:
 
     name = ALIASES.get(args.topology, args.topology)
     kind, where = SAMPLES[name]
-    if args.count < 1:
-        raise CliError(f"--count must be >= 1, got {args.count}")
     client = redis_for(conn_id(args, "redis"), timeout=10)
     if kind == "streams":
         per = args.count // len(where)
@@ -127,8 +138,6 @@ def seed_text(d: dict[str, Any]) -> str:
 
 def cmd_pools_sync(args: argparse.Namespace) -> int:
     """Create the topologies' 1-slot pools that are missing and set back to 1 slot the ones that are not."""
-    from txdag.airflow.pools import POOL_DESCRIPTION
-
     defined = topologies(args)
     names = args.topologies or sorted(defined)
     unknown = [n for n in names if n not in defined]
@@ -136,6 +145,8 @@ def cmd_pools_sync(args: argparse.Namespace) -> int:
         raise CliError(f"no topology {', '.join(unknown) or ''} in the DAG folder {dags_folder(args)} (found: "
                        f"{', '.join(sorted(defined)) or 'none'}): give the DAG folder with --dags or TXDAG_DAGS_FOLDER")
     api = airflow_api()
+    from txdag.airflow.pools import POOL_DESCRIPTION  # imports Airflow: after the checks that need none
+
     progress = Progress(len(names), sys.stderr if args.json else sys.stdout)
     rows = []
     for name in names:

@@ -1,0 +1,44 @@
+"""The corpus of mistakes (issue 21): what a careless or hostile user does, and the answer it must get.
+
+Each case of the tables in tests/unit/cli/test_mistakes.py, tests/unit/airflow/test_page_mistakes.py,
+tests/unit/topology/test_dag_file_mistakes.py and tests/integration/{cli,airflow}/test_*mistakes.py is checked the
+same way: the exit code (txdag.cli.exits) or HTTP status it must get, text that names the problem and the fix, and
+no traceback anywhere in the answer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import jwt
+
+
+def check_answer(got: int, text: str, expected: int, fragments: Sequence[str], *, what: str = "") -> None:
+    """``got`` is ``expected``, ``text`` holds every fragment, and no traceback reached the user."""
+    assert "Traceback" not in text, f"{what}: a traceback reached the user:\n{text}"
+    assert got == expected, f"{what}: answered {got}, not {expected}:\n{text}"
+    missing = [f for f in fragments if f not in text]
+    assert not missing, f"{what}: {missing} not in the answer:\n{text}"
+
+
+def page_token(auth_manager: Any, secret: str, username: str = "admin", role: str = "admin") -> str:
+    """A JWT of the page's auth manager for ``username``, without the ``jti`` claim: Airflow checks a token's jti
+    against its database of revoked tokens, which a unit test does not have; the signature is still checked."""
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+
+    token = auth_manager.generate_jwt(SimpleAuthManagerUser(username=username, role=role))
+    claims = jwt.decode(token, options={"verify_signature": False})
+    claims.pop("jti", None)
+    return jwt.encode(claims, secret, algorithm=jwt.get_unverified_header(token)["alg"])
+
+
+def detail_of(response: Any) -> str:
+    """A page answer's text: its JSON ``detail`` (which must be one string), else its body."""
+    try:
+        detail = response.json().get("detail")
+    except (ValueError, AttributeError):
+        return response.text
+    assert detail is None or isinstance(detail, str), f"detail is not one sentence: {json.dumps(detail)}"
+    return detail if detail is not None else response.text
