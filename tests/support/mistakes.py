@@ -1,9 +1,10 @@
 """The corpus of mistakes (issue 21): what a careless or hostile user does, and the answer it must get.
 
-Each case of the tables in tests/unit/cli/test_mistakes.py, tests/unit/airflow/test_page_mistakes.py,
-tests/unit/topology/test_dag_file_mistakes.py and tests/integration/{cli,airflow}/test_*mistakes.py is checked the
-same way: the exit code (txdag.cli.exits) or HTTP status it must get, text that names the problem and the fix, and
-no traceback anywhere in the answer.
+The tables: tests/unit/cli/test_usage_mistakes.py (command lines, no environment), tests/unit/airflow/
+test_page_mistakes.py and tests/unit/topology/test_dag_file_mistakes.py (no services), tests/integration/cli/
+test_mistakes.py and tests/integration/airflow/test_page_service_mistakes.py (real Redis and ZooKeeper). Each case
+is checked the same way: the exit code (txdag.cli.exits) or HTTP status it must get, text that names the problem
+and the fix, and no traceback anywhere in the answer.
 """
 
 from __future__ import annotations
@@ -13,6 +14,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import jwt
+
+# The page tests' JWT secret: the auth manager keeps its token signer and validator for the process, so every test
+# that builds one (tests/unit/airflow/test_transactions_page.py's too) must give the same secret.
+JWT_SECRET = "unit-test-secret-" + "x" * 48
 
 
 def check_answer(got: int, text: str, expected: int, fragments: Sequence[str], *, what: str = "") -> None:

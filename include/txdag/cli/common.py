@@ -34,16 +34,17 @@ class CliError(TxdagError):
 # --- arguments: a value out of range is a usage error (exit 2), as argparse's own are ---------------------
 
 
-def int_at_least(minimum: int, what: str = "") -> Callable[[str], int]:
-    """An argparse type: an integer >= ``minimum`` (argparse names the argument before the message)."""
+def int_at_least(minimum: int, what: str = "", maximum: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer >= ``minimum`` (and <= ``maximum``); argparse names the argument first."""
+    bounds = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             value = None
-        if value is None or value < minimum:
-            raise argparse.ArgumentTypeError(f"{what}must be an integer >= {minimum}, got {text!r}")
+        if value is None or value < minimum or (maximum is not None and value > maximum):
+            raise argparse.ArgumentTypeError(f"{what}must be an integer {bounds}, got {text!r}")
         return value
 
     return parse

@@ -20,6 +20,7 @@ from txdag.cli.common import (
     zk_topologies,
     zookeeper_for,
 )
+from txdag.errors import ConfigError, FormatVersionError
 from txdag.txid.report import batch_of, failures, read_snapshot, topology_status, txid_row
 
 __all__ = ["batch_of", "failures", "cmd_rejections", "cmd_show", "cmd_status", "status_text", "show_text"]
@@ -54,7 +55,13 @@ def cmd_status(args: argparse.Namespace) -> int:
                 report.append({"topology": name, "last_txid": 0, "committed_txid": 0, "in_flight": [],
                                "failed": [], "rejections": None, "kept_txids": [], "never_ran": True})
                 continue
-            topo, records = read_snapshot(store_of(client, root, name, defined))
+            try:
+                topo, records = read_snapshot(store_of(client, root, name, defined))
+            except (ConfigError, FormatVersionError) as exc:  # one bad znode must not hide the other topologies
+                if args.topology:
+                    raise
+                print(f"txdag status: warning: skipped topology {name!r}: {exc}", file=sys.stderr)
+                continue
             report.append(topology_status(topo, records, name, rejection_count(args, name, defined.get(name))))
     finally:
         client.stop()

@@ -22,6 +22,7 @@ from txdag.cli.acl import add_cli as add_acl_cli
 from txdag.cli.common import int_at_least, seconds_arg, shorten, topology_arg, txid_arg
 from txdag.errors import TxdagError
 
+MAX_SEED = 1_000_000  # sample data is built in memory before it is appended
 DESCRIPTION = "Inspect a txdag topology's transactions and state, replay txids, seed demo data, sync pools, doctor."
 
 
@@ -95,7 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("seed", parents=common, help="append demo data for a shipped topology")
     p.add_argument("topology", choices=[*ops.ALIASES, *ops.SAMPLES],
                    help="tweets (tweets_analytics), words (word_count), global (global_count)")
-    p.add_argument("--count", type=int_at_least(1), default=500)
+    p.add_argument("--count", type=int_at_least(1, maximum=MAX_SEED), default=500,
+                   help=f"how many (default 500, at most {MAX_SEED:,} per run)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the sample generator")
     p.set_defaults(func=ops.cmd_seed)
 
@@ -186,8 +188,8 @@ def redis_failure(exc: Exception) -> tuple[int, str] | None:
 
     if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
         return exits.UNAVAILABLE, f"Redis stopped answering ({exc}); {how_to_start_redis()}, then rerun"
-    return exits.CONFIG, (f"Redis refused a command ({exc}): another program may use txdag's keys; check the "
-                          "namespaces of the topology's states")
+    return exits.CONFIG, (f"Redis refused a command ({exc}): a key txdag uses holds something else, as if another "
+                          "program wrote it; look at it (redis-cli TYPE KEY) and give txdag keys of its own")
 
 
 if __name__ == "__main__":

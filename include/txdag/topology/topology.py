@@ -245,7 +245,7 @@ def load_definitions(folder: str | Path, recursive: bool = False
         seen.add(path.resolve())
         try:
             defined = definitions_of(path)
-        except Exception as exc:  # one broken DAG file must not hide the others
+        except (Exception, SystemExit) as exc:  # one broken DAG file must not hide (nor end) the others
             errors[str(path)] = error_text(exc)
             continue
         twice = sorted(set(defined) & set(found))

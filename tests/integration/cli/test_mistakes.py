@@ -238,6 +238,22 @@ def test_a_corrupt_znode_and_a_value_that_is_not_json_are_named(ran, zk_client, 
                  what="a state value that is not JSON")
 
 
+def test_a_znode_that_is_no_topology_is_skipped_with_a_warning_and_named_when_asked_for(ran, zk_client, zk_root,
+                                                                                       prefix, capsys) -> None:
+    """A hostile hand under the root: the list still shows the topologies, the bad one is named on stderr."""
+    zk_client.create(f"{zk_root}/garbage", b"{not json")
+    zk_client.create(f"{zk_root}/bad name", b"")
+    assert main(["status"]) == OK
+    out, err = capsys.readouterr()
+    assert [line.split()[0] for line in out.splitlines()[1:]] == [prefix, f"{prefix}_new"]
+    check_answer(OK, err, OK, ["skipped topology 'garbage': znode", "does not hold a valid txdag topology record",
+                               "skipped topology 'bad name': topology id 'bad name' cannot name a znode"],
+                 what="status over a root with foreign znodes")
+    assert main(["status", "garbage"]) == CONFIG
+    check_answer(CONFIG, capsys.readouterr().err, CONFIG, ["inspect it (zkCli.sh get", "then restore or delete it"],
+                 what="status of a foreign znode")
+
+
 def test_rejections_lists_each_rejected_entry_with_its_txid_reason_and_time(ran, capsys, prefix) -> None:
     assert main(["rejections", prefix]) == OK
     out = capsys.readouterr().out

@@ -1,19 +1,18 @@
 """The transactions page's API against mistakes, without services: each request gets its status and a one-sentence
 ``detail`` naming the problem and the fix. A topology no DAG file defines is a 404, never an empty record; a
 malformed request is a 422 whose detail the page's message line can show. The cases that reach ZooKeeper or Redis
-are in tests/integration/airflow/test_page_mistakes.py."""
+are in tests/integration/airflow/test_page_service_mistakes.py."""
 
 from __future__ import annotations
 
 import pytest
 from fastapi.testclient import TestClient
-from support.mistakes import check_answer, detail_of, page_token
+from support.mistakes import JWT_SECRET, check_answer, detail_of, page_token
 
 from txdag.airflow import transactions
 from txdag.airflow.page import app
 
 SIMPLE = "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
-SECRET = "unit-test-secret-" + "x" * 48
 DAG_FILE = """
 from txdag import TransactionalTopology
 from txdag.airflow import render
@@ -29,7 +28,7 @@ CSRF = {"X-Txdag-Csrf": "1"}
 def page(monkeypatch, tmp_path) -> TestClient:
     """The page's app as the admin of a Simple auth manager, over a DAG folder that defines topology ``known``."""
     monkeypatch.setenv("AIRFLOW__CORE__AUTH_MANAGER", SIMPLE)
-    monkeypatch.setenv("AIRFLOW__API_AUTH__JWT_SECRET", SECRET)
+    monkeypatch.setenv("AIRFLOW__API_AUTH__JWT_SECRET", JWT_SECRET)
     monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE", str(tmp_path / "passwords.json"))
     (tmp_path / "dags").mkdir()
     (tmp_path / "spark_jobs").mkdir()
@@ -40,7 +39,7 @@ def page(monkeypatch, tmp_path) -> TestClient:
     from airflow.api_fastapi.app import create_auth_manager
 
     client = TestClient(app)
-    client.headers["Authorization"] = f"Bearer {page_token(create_auth_manager(), SECRET)}"
+    client.headers["Authorization"] = f"Bearer {page_token(create_auth_manager(), JWT_SECRET)}"
     return client
 
 

@@ -55,6 +55,7 @@ DAG_FILES = [  # what the DAG file says, and what its error must say
      ["is relative and render() does not know where the DAG file is", "dag_file=__file__"]),
     ("a syntax error", "dag = render(TransactionalTopology(\n", ["SyntaxError"]),
     ("a misspelt import", "from txdag.topology.definition import Stat\n", ["ImportError", "'Stat'"]),
+    ("a file that exits", "import sys\nsys.exit(3)\n", ["SystemExit: 3"]),
 ]
 
 

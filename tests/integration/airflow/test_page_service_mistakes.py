@@ -14,7 +14,7 @@ import pytest
 import redis
 from access import ZK_AUTH
 from fastapi.testclient import TestClient
-from support.mistakes import check_answer, detail_of, page_token
+from support.mistakes import JWT_SECRET, check_answer, detail_of, page_token
 
 from txdag.airflow import transactions
 from txdag.airflow.page import app
@@ -29,7 +29,6 @@ from txdag.zk.store import TransactionStore
 
 pytestmark = pytest.mark.usefixtures("airflow_home")
 SIMPLE = "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
-SECRET = "integration-test-secret-" + "x" * 48
 DB = 11
 DAG_FILE = """
 from txdag import TransactionalTopology
@@ -75,7 +74,7 @@ def page(monkeypatch, tmp_path, conns, redis_url, zk_hosts, zk_root, prefix):
     """The page over a DAG folder of two topologies: ``<prefix>`` with five txids and one rejected entry, and
     ``<prefix>_new``, which never ran. Its caches start empty, its ZooKeeper sessions are closed afterwards."""
     monkeypatch.setenv("AIRFLOW__CORE__AUTH_MANAGER", SIMPLE)
-    monkeypatch.setenv("AIRFLOW__API_AUTH__JWT_SECRET", SECRET)
+    monkeypatch.setenv("AIRFLOW__API_AUTH__JWT_SECRET", JWT_SECRET)
     monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE", str(tmp_path / "passwords.json"))
     monkeypatch.setenv("AIRFLOW__API__BASE_URL", f"http://127.0.0.1:{unused_port()}")
     for folder in ("dags", "spark_jobs"):
@@ -99,7 +98,7 @@ def page(monkeypatch, tmp_path, conns, redis_url, zk_hosts, zk_root, prefix):
     from airflow.api_fastapi.app import create_auth_manager
 
     test_client = TestClient(app)
-    test_client.headers["Authorization"] = f"Bearer {page_token(create_auth_manager(), SECRET)}"
+    test_client.headers["Authorization"] = f"Bearer {page_token(create_auth_manager(), JWT_SECRET)}"
     yield test_client
     for hook in transactions._zk_hooks.values():
         hook.close()
