@@ -17,7 +17,7 @@ import time
 
 import redis
 
-from txdag.analytics.tweets import STATES, tweet_partials
+from txdag.analytics.tweets import MARKER_KEY, STATES, tweet_partials
 from txdag.protocol.local import LocalTopology
 from txdag.redisio import describe
 from txdag.spouts.samples import sample_tweets
@@ -43,7 +43,7 @@ def build(client: redis.Redis, zk_hosts: str, batch_size: int) -> LocalTopology:
         for name in STATES
     }
     process = lambda records: tweet_partials(r.value for r in records)  # noqa: E731
-    return LocalTopology(coordinator, client, states, process, marker_key="LAST_COMMITED_TRANSACTION")
+    return LocalTopology(coordinator, client, states, process, marker_key=MARKER_KEY)
 
 
 def resume(topology: LocalTopology) -> None:
@@ -85,7 +85,7 @@ def main() -> None:
     topology = build(client, os.environ.get("TXDAG_ZK_HOSTS", "127.0.0.1:2191"), args.batch_size)
     if client.get("NEXT_WRITE") is None:
         store = topology.coordinator.store
-        if store.client.exists(store.path):  # Redis was emptied (it keeps nothing on disk): start over too
+        if store.client.exists(store.path):  # the demo's source was wiped (services.sh wipe redis): start over too
             store.client.delete(store.path, recursive=True)
             print(f"Redis holds no demo tweets: the demo's transactions in ZooKeeper ({store.path}) start over")
         ids = append_tweets(client, sample_tweets(args.tweets))

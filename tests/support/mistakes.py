@@ -9,11 +9,12 @@ and the fix, and no traceback anywhere in the answer.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import json
 from collections.abc import Sequence
 from typing import Any
-
-import jwt
 
 # The page tests' JWT secret: the auth manager keeps its token signer and validator for the process, so every test
 # that builds one (tests/unit/airflow/test_transactions_page.py's too) must give the same secret.
@@ -30,13 +31,26 @@ def check_answer(got: int, text: str, expected: int, fragments: Sequence[str], *
 
 def page_token(auth_manager: Any, secret: str, username: str = "admin", role: str = "admin") -> str:
     """A JWT of the page's auth manager for ``username``, without the ``jti`` claim: Airflow checks a token's jti
-    against its database of revoked tokens, which a unit test does not have; the signature is still checked."""
+    against its database of revoked tokens, which a unit test does not have; the signature (HMAC, as Airflow signs
+    with a secret) is still checked."""
     from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
 
     token = auth_manager.generate_jwt(SimpleAuthManagerUser(username=username, role=role))
-    claims = jwt.decode(token, options={"verify_signature": False})
+    head, payload, _ = token.split(".")
+    header = json.loads(_unpad(head))
+    claims = json.loads(_unpad(payload))
     claims.pop("jti", None)
-    return jwt.encode(claims, secret, algorithm=jwt.get_unverified_header(token)["alg"])
+    signing = f"{head}.{_pad(json.dumps(claims).encode())}"
+    digest = getattr(hashlib, "sha" + header["alg"][2:])  # HS512 -> sha512
+    return f"{signing}.{_pad(hmac.new(secret.encode(), signing.encode(), digest).digest())}"
+
+
+def _pad(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unpad(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
 def detail_of(response: Any) -> str:

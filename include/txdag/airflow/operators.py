@@ -29,6 +29,7 @@ from txdag.protocol import (
     Committed,
     CoordinateOutcome,
     Emission,
+    Halted,
     NotReady,
     Processed,
     ProcessOutcome,
@@ -79,6 +80,9 @@ def coordinate_refusal(task: BaseOperator, t: TransactionalTopology, run_id: str
     reschedule when it waits (the lock, max_active_transactions, or its own failed predecessor), a failure (that
     Airflow retries) when the source is down."""
     assert not isinstance(outcome, Emission)
+    if isinstance(outcome, Halted):
+        task.log.error("topology=%s run=%s: halted: %s", t.topology_id, run_id, outcome.reason)
+        return AirflowFailException(outcome.reason)
     if isinstance(outcome, SourceDown):
         return SourceUnavailable(outcome.reason)
     if isinstance(outcome, NotReady) or (isinstance(outcome, Wait) and not outcome.replay):

@@ -17,6 +17,7 @@ from typing import Any
 
 from txdag.airflow.api import AirflowAPI
 from txdag.airflow.hooks import ZooKeeperHook, redis_client
+from txdag.defaults import ZOOKEEPER_CONN_ID
 from txdag.errors import TxdagError
 from txdag.topology.topology import TransactionalTopology, load_definitions
 from txdag.txid.report import read_snapshot, replay_targets, transactions_view
@@ -24,7 +25,7 @@ from txdag.zk.store import TransactionStore
 
 DEFINITIONS_TTL = 30.0
 REJECTIONS_SHOWN = 20  # the newest rejected entries a topology's section lists
-DEFAULT_ZK_CONN = "zookeeper_default"
+DEFAULT_ZK_CONN = ZOOKEEPER_CONN_ID
 _lock = threading.Lock()
 _definitions: tuple[float, dict[str, TransactionalTopology]] = (0.0, {})
 _zk_hooks: dict[str, ZooKeeperHook] = {}
@@ -84,7 +85,7 @@ def lag_of(name: str, records: list[Any], last_txid: int) -> tuple[int | None, s
     try:
         clients = {c: _redis_client(c) for c in definition.source.conn_ids()}
         spout = definition.source.build(clients, name)
-        return spout.lag(last.metadata if last else None), None  # type: ignore[attr-defined]
+        return spout.lag(last.metadata if last else None), None
     except (TxdagError, OSError) as exc:
         return None, f"{type(exc).__name__}: {exc}"
 

@@ -16,10 +16,11 @@ from typing import Any, TextIO
 
 from txdag import hints
 from txdag.cli import exits
+from txdag.defaults import REDIS_CONN_ID, ZOOKEEPER_CONN_ID
 from txdag.errors import ConfigError, TxdagError
 
-DEFAULT_REDIS_CONN = "redis_default"
-DEFAULT_ZK_CONN = "zookeeper_default"
+DEFAULT_REDIS_CONN = REDIS_CONN_ID
+DEFAULT_ZK_CONN = ZOOKEEPER_CONN_ID
 
 
 class CliError(TxdagError):
@@ -164,18 +165,8 @@ def zookeeper_for(conn_id: str, timeout: float | None = None) -> tuple[Any, str]
 
     hosts, auth, root, conn_timeout = zookeeper_settings(conn)
     client = connect_zk(hosts, auth=auth, timeout=timeout or conn_timeout)
-    setattr(client, "txdag_conn_id", conn_id)  # noqa: B010  # named by zk_refused's message
+    setattr(client, "txdag_conn_id", conn_id)  # noqa: B010  # named by the NoAuth message of zk_topologies
     return client, root
-
-
-def zk_refused(client: Any, path: str) -> ConfigError:
-    """ZooKeeper said NoAuth: the znodes carry a digest ACL this client's login does not match."""
-    users = [auth.split(":", 1)[0] for scheme, auth in getattr(client, "auth_data", ()) if scheme == "digest"]
-    who = f"logs in as digest user {users[0]!r}" if users else "has no login and password"
-    conn = getattr(client, "txdag_conn_id", DEFAULT_ZK_CONN)
-    return ConfigError(f"ZooKeeper refused to read {path} (NoAuth): txdag's znodes are readable by the digest user "
-                       f"that created them only, and connection {conn!r} {who}: give it the login and password of "
-                       f"the connection the topologies' DAGs use")
 
 
 def store_of(client: Any, root: str, topology: str, defined: Collection[str] | None = None) -> Any:
@@ -195,13 +186,10 @@ def store_of(client: Any, root: str, topology: str, defined: Collection[str] | N
 
 
 def zk_topologies(client: Any, root: str) -> list[str]:
-    """Topology ids with a znode under the root."""
-    from kazoo.exceptions import NoAuthError
+    """Topology ids with a znode under the root (a wrong login: a ConfigError naming the connection)."""
+    from txdag.zk.client import children
 
-    try:
-        return sorted(client.get_children(root)) if client.exists(root) else []
-    except NoAuthError:
-        raise zk_refused(client, root) from None
+    return children(client, root, getattr(client, "txdag_conn_id", DEFAULT_ZK_CONN))
 
 
 def conn_id(args: argparse.Namespace, name: str, topology: Any = None) -> str:

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from txdag.cli import exits
 from txdag.cli.acl import add_cli as add_acl_cli
 from txdag.cli.common import int_at_least, seconds_arg, shorten, topology_arg, txid_arg
+from txdag.defaults import REDIS_CONN_ID, SPARK_CONN_ID, ZOOKEEPER_CONN_ID
 from txdag.errors import TxdagError
 
 MAX_SEED = 1_000_000  # sample data is built in memory before it is appended
@@ -33,9 +34,9 @@ def _options() -> argparse.ArgumentParser:
     common.add_argument("--dags", metavar="DIR", help="the DAG folder holding the topologies (default: "
                         "$TXDAG_DAGS_FOLDER, $AIRFLOW__CORE__DAGS_FOLDER or ./dags)")
     common.add_argument("--redis-conn-id", metavar="ID", help="Redis connection (default: the topology's, or "
-                        "redis_default)")
+                        f"{REDIS_CONN_ID})")
     common.add_argument("--zookeeper-conn-id", metavar="ID", help="ZooKeeper connection (default: the "
-                        "topology's, or zookeeper_default)")
+                        f"topology's, or {ZOOKEEPER_CONN_ID})")
     return common
 
 
@@ -79,6 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="list the runs without clearing them")
     p.set_defaults(func=ops.cmd_replay)
 
+    p = sub.add_parser("reset", parents=common, help="start a topology over on purpose: delete its records and "
+                       "the keys it wrote (not its source)")
+    p.add_argument("topology", type=topology_arg)
+    p.add_argument("--confirm", action="store_true", help="do it (without: say what would be deleted)")
+    p.set_defaults(func=ops.cmd_reset)
+
     p = sub.add_parser("state", help="read committed state values; dump or migrate a KeyValueState")
     state_sub = p.add_subparsers(dest="state_command", required=True, metavar="get|top|dump|migrate")
     g = state_sub.add_parser("get", parents=common, help="values of keys (hash fields as stored, e.g. @bob:#tag)")
@@ -112,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("doctor", parents=common,
                        help="check Redis, ZooKeeper, Spark, Airflow and the DAGs' connections; say how to fix")
     p.add_argument("--check", action="append", choices=doctor.GROUPS, help="only these (repeatable)")
-    p.add_argument("--spark-conn-id", default="spark_default", metavar="ID")
+    p.add_argument("--spark-conn-id", default=SPARK_CONN_ID, metavar="ID")
     p.add_argument("--timeout", type=seconds_arg, default=5.0, help="seconds per service (default 5)")
     p.set_defaults(func=doctor.cmd_doctor)
     add_acl_cli(sub)
@@ -168,15 +175,12 @@ def airflow_failure(exc: Exception) -> tuple[int, str] | None:
 
 def zookeeper_failure(exc: Exception) -> tuple[int, str] | None:
     """A kazoo error no command turned into its own message (None: not one)."""
-    kazoo = sys.modules.get("kazoo.exceptions")
-    if kazoo is None or not isinstance(exc, kazoo.KazooException):
+    if "kazoo" not in sys.modules:  # not even imported: not such an error
         return None
-    from txdag.zk.client import how_to_start
+    from txdag.zk.client import as_txdag_error
 
-    if isinstance(exc, kazoo.NoAuthError):
-        return exits.CONFIG, ("ZooKeeper refused access (NoAuth): give the ZooKeeper connection the login and "
-                              "password of the connection the topologies' DAGs use")
-    return exits.UNAVAILABLE, f"ZooKeeper stopped answering ({type(exc).__name__}); {how_to_start()}, then rerun"
+    error = as_txdag_error(exc)
+    return None if error is None else (exits.code_of(error), str(error))
 
 
 def redis_failure(exc: Exception) -> tuple[int, str] | None:
@@ -184,8 +188,11 @@ def redis_failure(exc: Exception) -> tuple[int, str] | None:
     redis = sys.modules.get("redis")
     if redis is None or not isinstance(exc, redis.RedisError):
         return None
-    from txdag.redisio import how_to_start_redis
+    from txdag.redisio import how_to_start_redis, is_refusal
 
+    if is_refusal(exc):
+        return exits.CONFIG, (f"Redis refused txdag's login or command ({exc}): check the login and password of the "
+                              "Airflow Redis connection, and its ACL (txdag acl redis)")
     if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
         return exits.UNAVAILABLE, f"Redis stopped answering ({exc}); {how_to_start_redis()}, then rerun"
     return exits.CONFIG, (f"Redis refused a command ({exc}): a key txdag uses holds something else, as if another "

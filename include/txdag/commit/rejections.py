@@ -4,7 +4,7 @@
 
 Keyed by entry id, so a replay of the same batch does not count a rejection twice (it records the later attempt
 and time). ``at`` (UTC, ISO 8601) is when it was recorded; records written before it existed have none and are
-read as recorded at an unknown time.
+read as recorded at an unknown time. ``keys``/``acl_patterns``: the shape of txdag.keyspace.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 import redis
 
 from txdag.attempt import TransactionAttempt
+from txdag.keyspace import glob_escape
 from txdag.redisio import redis_errors
 from txdag.spouts.base import Rejection
 
@@ -26,6 +27,14 @@ SCAN_COUNT = 1000
 
 def rejections_key(topology: str) -> str:
     return f"txdag:rejected:{{{topology}}}"
+
+
+def keys(topology: str) -> list[str]:
+    return [rejections_key(topology)]
+
+
+def acl_patterns(topology: str) -> list[str]:
+    return [glob_escape(rejections_key(topology))]
 
 
 def record_rejections(

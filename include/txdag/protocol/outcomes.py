@@ -4,9 +4,9 @@ in-process runner, the soak) branches on values, never on exceptions or on strin
 The coordinator's outcomes (``Emission``, ``NotReady``, ``Busy``, ``Wait``, ``SourceDown``) and the commit's
 ``AlreadyCommitted`` live in ``txdag.txid.decisions``; the step outcomes below complete them.
 
-    coordinate  Emission | NotReady | Busy | Wait | SourceDown
+    coordinate  Emission | NotReady | Busy | Wait | SourceDown | Halted
     process     Processed | AlreadyCommitted | Wait | Superseded
-    commit      Committed | AlreadyCommitted | Wait | Superseded | Refused
+    commit      Committed | AlreadyCommitted | Wait | Superseded | Refused | Halted
     fail        Failed | None (the run owns no txid)
 """
 
@@ -61,6 +61,16 @@ class Refused:
 
 
 @dataclass(frozen=True)
+class Halted:
+    """A store or the source holds less than ZooKeeper says was committed or emitted (a Redis restarted without
+    its data, a backup restored): the topology stops until an operator restores the data or resets it; no retry
+    can help. ``tx``: the txid whose commit found it, None at coordinate."""
+
+    reason: str
+    tx: TransactionAttempt | None = None
+
+
+@dataclass(frozen=True)
 class Failed:
     """``tx`` failed for good; ``txids`` are those newly failed with it (empty: it was stale or committed)."""
 
@@ -68,6 +78,6 @@ class Failed:
     txids: tuple[int, ...]
 
 
-CoordinateOutcome = Emission | NotReady | Busy | Wait | SourceDown
+CoordinateOutcome = Emission | NotReady | Busy | Wait | SourceDown | Halted
 ProcessOutcome = Processed | AlreadyCommitted | Wait | Superseded
-CommitStepOutcome = Committed | AlreadyCommitted | Wait | Superseded | Refused
+CommitStepOutcome = Committed | AlreadyCommitted | Wait | Superseded | Refused | Halted

@@ -10,6 +10,7 @@ Key layout of a namespace ``ns`` (``{ns}`` is a Redis Cluster hash tag, so one s
 A field is the key tuple through a KeyCodec. Integers are stored as decimal text, so the server-side commit
 (``txdag.state.redis_commit``) can HINCRBY them exactly. The kind in ``{ns}:meta`` is checked by every
 write, so two topologies writing different kinds of state into one namespace fail loudly.
+``keys``/``acl_patterns``: the shape of txdag.keyspace (the owner is the namespace).
 """
 
 from __future__ import annotations
@@ -21,10 +22,12 @@ from typing import Any
 import redis
 
 from txdag.errors import ConfigError, FormatVersionError
+from txdag.keyspace import glob_escape
+from txdag.luascripts import run
 from txdag.redisio import redis_errors
 from txdag.state.base import Key, StateKind, check_keys
 from txdag.state.keys import DEFAULT_KEY_CODEC, KeyCodec
-from txdag.state.lua import PUT_SCRIPT, raise_script_error
+from txdag.state.lua import PUT
 from txdag.state.values import OpaqueValue, TransactionalValue
 
 FORMAT_VERSION = "1"
@@ -39,6 +42,13 @@ def aux_key(namespace: str, suffix: str) -> str:
 def state_keys(namespace: str) -> list[str]:
     """The four keys of a namespace, in the order the scripts expect them."""
     return [namespace, aux_key(namespace, "txid"), aux_key(namespace, "prev"), aux_key(namespace, "meta")]
+
+
+keys = state_keys
+
+
+def acl_patterns(namespace: str) -> list[str]:
+    return [glob_escape(k) for k in state_keys(namespace)]
 
 
 def dumps(value: Any) -> str:
@@ -58,7 +68,6 @@ class RedisBackingMap:
         self.key_codec = key_codec
         self.chunk_size = chunk_size
         self.keys = state_keys(namespace)
-        self._put = client.register_script(PUT_SCRIPT)
 
     def multi_get(self, keys: Sequence[Key]) -> list[Any]:
         check_keys(keys)
@@ -93,10 +102,7 @@ class RedisBackingMap:
             args += self._put_args(key, value)
         with redis_errors(self.client, f"writing state {self.namespace!r}", keys=self.keys):
             for start in range(0, len(args), 4 * self.chunk_size):
-                try:
-                    self._put(keys=self.keys, args=[kind.value, *args[start : start + 4 * self.chunk_size]])
-                except redis.ResponseError as exc:
-                    raise_script_error(exc, self.namespace)
+                run(self.client, PUT, self.keys, [kind.value, *args[start : start + 4 * self.chunk_size]])
 
     def _put_args(self, key: Key, value: Any) -> list[str]:
         field = self.key_codec.encode(key)

@@ -17,7 +17,10 @@ from typing import Any
 import redis
 
 from txdag.attempt import TransactionAttempt
+from txdag.defaults import REDIS_CONN_ID
 from txdag.errors import ConfigError, FormatVersionError
+from txdag.spouts import streams as streams_layout
+from txdag.spouts import tweets as tweets_layout
 from txdag.spouts.base import SpoutKind, TransactionalSpout
 from txdag.spouts.streams import OpaquePartitionedStreamSpout, PartitionedTransactionalStreamSpout, StreamPartition
 from txdag.spouts.tweets import TweetsTransactionalSpout
@@ -26,7 +29,7 @@ from txdag.state.map_state import MapStateBase
 from txdag.state.snapshottable_map import GLOBAL_KEY
 
 FORMAT_VERSION = 1
-DEFAULT_REDIS_CONN_ID = "redis_default"
+DEFAULT_REDIS_CONN_ID = REDIS_CONN_ID  # (the name trident.query and others import)
 NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
 
@@ -119,6 +122,10 @@ class TweetsSource:
     def conn_ids(self) -> list[str]:
         return [self.redis_conn_id]
 
+    def acl_patterns(self) -> list[str]:
+        """The keys the spout reads (txdag.keyspace's shape)."""
+        return tweets_layout.acl_patterns(self.prefix)
+
     def build(self, clients: Mapping[str, redis.Redis], topology: str) -> TransactionalSpout:
         return TweetsTransactionalSpout(
             _client(clients, self.redis_conn_id), prefix=self.prefix,
@@ -174,6 +181,10 @@ class StreamsSource:
 
     def conn_ids(self) -> list[str]:
         return sorted({self.conn_id_of(s) for s in self.streams})
+
+    def acl_patterns(self) -> list[str]:
+        """The keys the spout reads (txdag.keyspace's shape)."""
+        return streams_layout.acl_patterns(self.streams)
 
     def build(self, clients: Mapping[str, redis.Redis], topology: str) -> TransactionalSpout:
         partitions = [StreamPartition(s, _client(clients, self.conn_id_of(s)), s) for s in self.streams]

@@ -11,14 +11,17 @@ import logging
 import warnings
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import AuthFailedError, KazooException, NoAuthError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.security import make_digest_acl
 
 from txdag import hints
-from txdag.errors import ConfigError, ServiceUnavailable
+from txdag.defaults import ZK_TIMEOUT
+from txdag.errors import ConfigError, ServiceUnavailable, TxdagError
 from txdag.masking import register_secret
 
 log = logging.getLogger("txdag.zk")
+ZkClient = KazooClient  # the client type, for annotations outside txdag.zk (which alone imports kazoo)
 
 
 def how_to_start() -> str:
@@ -27,7 +30,7 @@ def how_to_start() -> str:
             "in Airflow (Admin > Connections)")
 
 
-def connect_zk(hosts: str, *, auth: tuple[str, str] | None = None, timeout: float = 10.0) -> KazooClient:
+def connect_zk(hosts: str, *, auth: tuple[str, str] | None = None, timeout: float = ZK_TIMEOUT) -> KazooClient:
     """A started KazooClient for ``hosts``, or ServiceUnavailable naming ZooKeeper and how to start it.
 
     With ``auth=(user, password)`` the session authenticates with the digest scheme and every znode it
@@ -56,11 +59,20 @@ def connect_zk(hosts: str, *, auth: tuple[str, str] | None = None, timeout: floa
         with warnings.catch_warnings():  # kazoo warns about a missing chroot; we raise a clearer error below
             warnings.filterwarnings("ignore", message="No chroot path exists")
             client.start(timeout=timeout)
+        missing_chroot = bool(client.chroot) and not client.exists("/")
     except KazooTimeoutError:
         raise ServiceUnavailable(
             f"ZooKeeper is not reachable at {hosts} (no session within {timeout:g}s); {how_to_start()}"
         ) from None
-    if client.chroot and not client.exists("/"):
+    except AuthFailedError:
+        close_zk(client)
+        raise ConfigError(f"ZooKeeper at {hosts} refused the digest credentials of user {auth[0] if auth else ''!r}: "
+                          f"fix the login and password of the ZooKeeper connection") from None
+    except KazooException as exc:
+        close_zk(client)
+        raise ServiceUnavailable(f"ZooKeeper at {hosts} failed while connecting ({type(exc).__name__}: {exc}); "
+                                 f"{how_to_start()}") from None
+    if missing_chroot:
         close_zk(client)
         raise ConfigError(
             f"the ZooKeeper chroot {client.chroot} in hosts {hosts!r} does not exist: create it "
@@ -76,6 +88,30 @@ def close_zk(client: KazooClient) -> None:
         client.stop()
     finally:
         client.close()
+
+
+def children(client: KazooClient, path: str, conn_id: str) -> list[str]:
+    """The children of ``path`` (none when it does not exist), sorted; NoAuth as a ConfigError that names the
+    login of connection ``conn_id`` and what to give it."""
+    try:
+        return sorted(client.get_children(path)) if client.exists(path) else []
+    except NoAuthError:
+        users = [a.split(":", 1)[0] for scheme, a in client.auth_data if scheme == "digest"]
+        who = f"logs in as digest user {users[0]!r}" if users else "has no login and password"
+        raise ConfigError(f"ZooKeeper refused to read {path} (NoAuth): txdag's znodes are readable by the digest "
+                          f"user that created them only, and connection {conn_id!r} {who}: give it the login and "
+                          "password of the connection the topologies' DAGs use") from None
+
+
+def as_txdag_error(exc: BaseException) -> TxdagError | None:
+    """A kazoo error that escaped its caller, as the txdag error it is (None: not kazoo's): the last line of
+    defence of the ``txdag`` command, which prints a message, never a traceback."""
+    if isinstance(exc, NoAuthError):
+        return ConfigError("ZooKeeper refused access (NoAuth): give the ZooKeeper connection the login and password "
+                           "of the connection the topologies' DAGs use")
+    if isinstance(exc, KazooException):
+        return ServiceUnavailable(f"ZooKeeper stopped answering ({type(exc).__name__}); {how_to_start()}, then rerun")
+    return None
 
 
 def _check_auth(auth: tuple[str, str]) -> tuple[str, str]:
