@@ -313,7 +313,7 @@ class TransactionStore:
 
     def _no_auth(self, path: str) -> ConfigError:
         return ConfigError(
-            f"ZooKeeper refused access to {path} (NoAuth): topology {self.topology!r}'s znodes were created "
+            f"ZooKeeper refused access to {path} (NoAuth): the znodes of topology {self.topology!r} were created "
             "with digest credentials; give this connection the same user and password"
         )
 

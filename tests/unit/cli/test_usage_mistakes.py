@@ -39,6 +39,7 @@ USAGE = [  # what the user types, and what argparse's answer must say (exit 2)
     (["state", "dump", "t:s", "--limit", "-1"], ["argument --limit: must be an integer >= 0"]),
     (["state", "migrate", "t:s", "--chunk", "0"], ["argument --chunk: must be an integer >= 1"]),
     (["pools", "sync", "a/b"], ["a topology id is letters, digits"]),
+    (["reset", "*", "--confirm"], ["a topology id is letters, digits", "'*'"]),
     (["status", "--bogus"], ["unrecognized arguments: --bogus"]),
 ]
 
@@ -116,8 +117,8 @@ READS = [["status"], ["status", "--dags", DAGS], ["show", "tweets_analytics", "2
          ["rejections", "tweets_analytics", "--dags", DAGS], ["state", "top", "tweets_analytics", "users", "--dags",
                                                               DAGS], ["state", "dump", "t:s"], ["seed", "tweets"],
          ["replay", "tweets_analytics", "--from", "1", "--dags", DAGS], ["pools", "sync", "--dags", DAGS],
-         ["acl", "redis", "--dags", DAGS], ["doctor", "--check", "redis", "--check", "connections", "--dags", DAGS],
-         ["--version"]]
+         ["acl", "redis", "--dags", DAGS], ["reset", "tweets_analytics", "--dags", DAGS],
+         ["doctor", "--timeout", "1", "--dags", DAGS], ["--version"]]
 SCRIPT = """
 import json, os, sys
 from pathlib import Path
