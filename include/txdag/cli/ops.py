@@ -45,22 +45,23 @@ def airflow_api() -> Any:
     from txdag.airflow.api import AirflowAPIError, api_from_env
 
     url = hints.airflow_url()
+    head = f"cannot use Airflow's REST API at {url}"
     fix = "set TXDAG_AIRFLOW_URL, TXDAG_AIRFLOW_USER and TXDAG_AIRFLOW_PASSWORD for your instance"
     try:
         return api_from_env()
     except AirflowAPIError as exc:
         if exc.status in (401, 403):
-            raise CliError(f"Airflow at {url} refused the login ({shorten(str(exc))}): {fix}", exits.CONFIG) from None
-        raise CliError(f"the server at {url} is not Airflow's API server (it answered {shorten(str(exc), 120)}): "
+            raise CliError(f"{head}: it refused the login ({shorten(str(exc))}): {fix}", exits.CONFIG) from None
+        raise CliError(f"{head}: that server is not Airflow's API server (it answered {shorten(str(exc), 120)}): "
                        f"{fix}", exits.CONFIG) from None
     except (requests.exceptions.InvalidURL, requests.exceptions.MissingSchema, requests.exceptions.InvalidSchema):
-        raise CliError(f"TXDAG_AIRFLOW_URL {url!r} is not a URL: give the API server's, e.g. http://HOST:8080",
-                       exits.CONFIG) from None
+        raise CliError(f"{head}: TXDAG_AIRFLOW_URL {url!r} is not a URL: give the API server's, e.g. "
+                       "http://HOST:8080", exits.CONFIG) from None
     except requests.RequestException as exc:
-        raise CliError(f"Airflow's REST API at {url} does not answer ({type(exc).__name__}); "
-                       f"{hints.how_to_start('airflow')}, or {fix}", exits.UNAVAILABLE) from None
+        raise CliError(f"{head}: it does not answer ({type(exc).__name__}); {hints.how_to_start('airflow')}, or "
+                       f"{fix}", exits.UNAVAILABLE) from None
     except RuntimeError as exc:
-        raise CliError(f"cannot log in to Airflow's REST API at {url}: {exc}", exits.CONFIG) from None
+        raise CliError(f"{head}: {exc}", exits.CONFIG) from None
 
 
 def cmd_replay(args: argparse.Namespace) -> int:

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
+from collections.abc import Iterator
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 import pytest
@@ -53,6 +57,19 @@ def unused_port() -> int:
 @pytest.fixture(scope="module")
 def dead_port() -> int:
     return unused_port()
+
+
+@pytest.fixture(scope="module")
+def web_server(tmp_path_factory) -> Iterator[str]:
+    """A web server that is not Airflow (Python's, serving an empty folder: a POST is HTTP 501), as a
+    TXDAG_AIRFLOW_URL pointing at the wrong port would reach."""
+    folder = tmp_path_factory.mktemp("www")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(SimpleHTTPRequestHandler, directory=str(folder)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
 
 
 @pytest.fixture
@@ -133,6 +150,7 @@ ENVIRONMENTS = {  # what is wrong with where the command runs
     "airflow down": lambda mp, conns, port: mp.setenv("TXDAG_AIRFLOW_PASSWORD", "x"),
     "airflow url not a url": lambda mp, conns, port: (mp.setenv("TXDAG_AIRFLOW_PASSWORD", "x"),
                                                       mp.setenv("TXDAG_AIRFLOW_URL", "airflow.example:8080")),
+    "airflow url another server": lambda mp, conns, port: mp.setenv("TXDAG_AIRFLOW_PASSWORD", "x"),  # + web_server
 }
 DOWN_ZK = ["ZooKeeper is not reachable at", "start it with `bash scripts/services.sh start`"]
 NOAUTH = ["ZooKeeper refused to read", "(NoAuth)", "give it the login and password of the connection"]
@@ -162,8 +180,8 @@ MISTAKES = [  # the environment, what the user types ({t}: the topology), the ex
     ("zk down", "reset {t}", UNAVAILABLE, DOWN_ZK),
     ("redis down", "doctor --check redis --timeout 1", FAILED, ["redis (redis_default)  fail", "does not answer",
                                                                 "start it"]),
-    ("airflow down", "replay {t} --from 4", UNAVAILABLE, ["Airflow's REST API at http://127.0.0.1:",
-                                                          "does not answer", "start Airflow"]),
+    ("airflow down", "replay {t} --from 4", UNAVAILABLE, ["cannot use Airflow's REST API at http://127.0.0.1:",
+                                                          "it does not answer", "start Airflow"]),
     ("airflow down", "pools sync", UNAVAILABLE, ["does not answer", "TXDAG_AIRFLOW_URL"]),
     # each wrong (or missing) password
     ("zk wrong password", "status", CONFIG, NOAUTH + ["logs in as digest user"]),
@@ -183,7 +201,9 @@ MISTAKES = [  # the environment, what the user types ({t}: the topology), the ex
     ("redis wrong password", "doctor --check redis", FAILED, ["redis (redis_default)  fail", "fix the login/password"]),
     ("airflow url not a url", "replay {t} --from 4", CONFIG, ["TXDAG_AIRFLOW_URL 'airflow.example:8080' is not a URL",
                                                               "http://HOST:8080"]),
-    ("", "replay {t} --from 4", CONFIG, ["cannot log in to Airflow's REST API", "set TXDAG_AIRFLOW_PASSWORD"]),
+    ("", "replay {t} --from 4", CONFIG, ["cannot use Airflow's REST API", "set TXDAG_AIRFLOW_PASSWORD"]),
+    ("airflow url another server", "pools sync", CONFIG, ["that server is not Airflow's API server",
+                                                          "HTTP 501", "set TXDAG_AIRFLOW_URL"]),
     # a missing connection
     ("no zk connection", "status {t}", CONFIG, NO_ZK),
     ("no zk connection", "show {t} 2", CONFIG, NO_ZK),
@@ -220,9 +240,11 @@ MISTAKES = [  # the environment, what the user types ({t}: the topology), the ex
 @pytest.mark.parametrize("environment, command, code, fragments", MISTAKES,
                          ids=[f"{e or 'ok'}: {c}" for e, c, _, _ in MISTAKES])
 def test_a_mistake_gets_its_exit_code_and_a_message_naming_the_fix(ran, conns, monkeypatch, capsys, prefix,
-                                                                   dead_port, environment, command, code,
-                                                                   fragments) -> None:
+                                                                   dead_port, web_server, environment, command,
+                                                                   code, fragments) -> None:
     ENVIRONMENTS[environment](monkeypatch, conns, dead_port)
+    if environment == "airflow url another server":
+        monkeypatch.setenv("TXDAG_AIRFLOW_URL", web_server)
     argv = command.format(t=prefix).split()
     got = main(argv)
     out, err = capsys.readouterr()

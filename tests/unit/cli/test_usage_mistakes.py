@@ -148,3 +148,45 @@ def test_a_command_run_without_the_environment_leaves_nothing_behind(tmp_path) -
         assert result["left"] == [], f"txdag {' '.join(result['argv'])} left {result['left']} in HOME"
         assert result["airflow"] is False, f"txdag {' '.join(result['argv'])} imported Airflow"
     assert "Traceback" not in done.stderr, done.stderr[-2000:]
+
+
+def test_each_kind_of_error_has_its_exit_code() -> None:
+    """txdag.cli.exits is the one table: a service down 3, a refusal 4, a configuration 5, anything else of txdag's 1,
+    what is not txdag's 70 (a bug); a CliError carries its own."""
+    from txdag.cli.common import CliError
+    from txdag.errors import (
+        AccessDenied,
+        CascadeError,
+        ConfigError,
+        FormatVersionError,
+        ServiceUnavailable,
+        SourceUnavailable,
+        StoreWentBackwards,
+        TxdagError,
+    )
+    from txdag.state.kv.errors import KVStateError
+    from txdag.txid.report import ReplayRefused
+
+    expected = [(ServiceUnavailable("x"), 3), (SourceUnavailable("x"), 3), (ReplayRefused("x"), 4),
+                (KVStateError("x"), 4), (CascadeError("x"), 4), (StoreWentBackwards("x"), 4), (ConfigError("x"), 5),
+                (AccessDenied("x"), 5), (FormatVersionError("x"), 5), (TxdagError("x"), 1), (ValueError("x"), 70),
+                (CliError("x"), 1), (CliError("x", exits.USAGE), 2)]
+    assert [(type(e).__name__, exits.code_of(e)) for e, _ in expected] == [(type(e).__name__, c) for e, c in expected]
+    assert len({exits.OK, exits.FAILED, exits.USAGE, exits.UNAVAILABLE, exits.REFUSED, exits.CONFIG, exits.INTERNAL,
+                exits.INTERRUPTED}) == 8
+
+
+def test_an_unexpected_error_is_one_line_saying_it_is_a_bug_and_how_to_see_its_traceback(monkeypatch,
+                                                                                        capsys) -> None:
+    from txdag.cli import inspect
+
+    def broken(args):
+        raise KeyError("boom")
+
+    monkeypatch.setattr(inspect, "cmd_status", broken)
+    assert main(["status"]) == exits.INTERNAL
+    check_answer(exits.INTERNAL, capsys.readouterr().err, exits.INTERNAL,
+                 ["txdag status: unexpected KeyError: 'boom' (a bug in txdag: rerun with TXDAG_TRACEBACK=1"])
+    monkeypatch.setenv(exits.TRACEBACK_ENV, "1")
+    with pytest.raises(KeyError):
+        main(["status"])
