@@ -12,12 +12,18 @@ import os
 import sys
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from txdag import hints
 from txdag.cli import exits
 from txdag.defaults import REDIS_CONN_ID, ZOOKEEPER_CONN_ID
 from txdag.errors import ConfigError, TxdagError
+
+if TYPE_CHECKING:  # imported where used: a command that only prints does not load redis-py or kazoo
+    from redis import Redis
+
+    from txdag.protocol.clients import Clients, RedisSettings, ZooKeeperSettings
+    from txdag.zk.store import TransactionStore
 
 DEFAULT_REDIS_CONN = REDIS_CONN_ID
 DEFAULT_ZK_CONN = ZOOKEEPER_CONN_ID
@@ -74,6 +80,8 @@ def topology_arg(text: str) -> str:
         raise argparse.ArgumentTypeError(f"a topology id is letters, digits, '_', '.' and '-' (its DAG id), "
                                          f"got {text!r}")
     return text
+
+
 
 
 # --- connections -------------------------------------------------------------------------------------------
@@ -147,35 +155,46 @@ def airflow_store_missing() -> str | None:
     return f"Airflow has no metadata database here: no {home / 'airflow.db'}, no sql_alchemy_conn in {config}"
 
 
-def redis_for(conn_id: str, timeout: float | None = None) -> Any:
-    """A redis-py client for a Redis connection (bytes replies, as the spouts and state read them)."""
-    import redis
-
+def redis_settings(conn_id: str, timeout: float | None = None) -> RedisSettings:
+    """Where the Redis connection ``conn_id`` points, with ``timeout`` on connects and replies."""
     conn = connection(conn_id)  # before importing the hooks: they import Airflow
     from txdag.airflow.hooks import redis_url_of
+    from txdag.protocol.clients import RedisSettings
 
-    return redis.Redis.from_url(redis_url_of(conn), socket_connect_timeout=timeout, socket_timeout=timeout)
+    return RedisSettings(redis_url_of(conn), timeout)
 
 
-def zookeeper_for(conn_id: str, timeout: float | None = None) -> tuple[Any, str]:
-    """A started KazooClient for a ZooKeeper connection, and the connection's root znode."""
+def zookeeper_settings(conn_id: str, timeout: float | None = None) -> ZooKeeperSettings:
+    """Where the ZooKeeper connection ``conn_id`` points; ``timeout`` replaces the connection's own."""
+    from dataclasses import replace
+
     conn = connection(conn_id)  # before importing the hooks: they import Airflow
-    from txdag.airflow.hooks import zookeeper_settings
-    from txdag.zk.client import connect_zk
+    from txdag.airflow.hooks import zookeeper_settings as settings_of
 
-    hosts, auth, root, conn_timeout = zookeeper_settings(conn)
-    client = connect_zk(hosts, auth=auth, timeout=timeout or conn_timeout)
-    setattr(client, "txdag_conn_id", conn_id)  # noqa: B010  # named by the NoAuth message of zk_topologies
-    return client, root
+    settings = settings_of(conn)
+    return settings if timeout is None else replace(settings, timeout=timeout)
 
 
-def store_of(client: Any, root: str, topology: str, defined: Collection[str] | None = None) -> Any:
+def clients(redis_timeout: float | None = None, zookeeper_timeout: float | None = None) -> Clients:
+    """The command's clients of the Airflow connections its flags name; use as a context manager, so that its
+    ZooKeeper sessions are closed."""
+    from txdag.protocol.clients import Clients
+
+    return Clients(redis=lambda c: redis_settings(c, redis_timeout),
+                   zookeeper=lambda c: zookeeper_settings(c, zookeeper_timeout))
+
+
+def redis_for(conn_id: str, timeout: float | None = None) -> Redis:
+    """A redis-py client for a Redis connection (bytes replies, as the spouts and state read them)."""
+    return redis_settings(conn_id, timeout).connect()
+
+
+def store_of(using: Clients, zookeeper_conn_id: str, topology: str,
+             defined: Collection[str] | None = None) -> TransactionStore:
     """The topology's TransactionStore, refusing a topology that has no znode (it never ran, or a wrong root);
     ``defined``, the topologies of the DAG folder, tells a typo from a topology that has not run."""
-    from txdag.zk.store import TransactionStore
-
-    store = TransactionStore(client, topology, root=root)
-    if not client.exists(store.path):
+    store = using.store(topology, zookeeper_conn_id)
+    if not store.client.exists(store.path):
         if defined is not None and topology not in defined:
             raise CliError(f"no topology {topology!r}: the DAG folder defines {', '.join(sorted(defined)) or 'none'} "
                            f"and ZooKeeper has no {store.path}: check the name (txdag status lists them all)")
@@ -183,13 +202,6 @@ def store_of(client: Any, root: str, topology: str, defined: Collection[str] | N
                        "trigger its DAG in Airflow, or, if it has run, give the ZooKeeper connection the root its "
                        "DAG uses")
     return store
-
-
-def zk_topologies(client: Any, root: str) -> list[str]:
-    """Topology ids with a znode under the root (a wrong login: a ConfigError naming the connection)."""
-    from txdag.zk.client import children
-
-    return children(client, root, getattr(client, "txdag_conn_id", DEFAULT_ZK_CONN))
 
 
 def conn_id(args: argparse.Namespace, name: str, topology: Any = None) -> str:
@@ -262,6 +274,8 @@ def shorten(text: str, keep: int = 300) -> str:
     """A server's answer cut to one readable line (an HTML error page is not one)."""
     line = " ".join(text.split())
     return line if len(line) <= keep else line[:keep] + "..."
+
+
 
 
 def cell(value: Any) -> str:

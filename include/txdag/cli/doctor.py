@@ -20,13 +20,13 @@ from txdag import hints
 from txdag.cli.common import (
     DEFAULT_REDIS_CONN,
     DEFAULT_ZK_CONN,
+    clients,
     connection,
     dags_folder,
     emit,
-    redis_for,
+    redis_settings,
     table,
-    zk_topologies,
-    zookeeper_for,
+    zookeeper_settings,
 )
 from txdag.cli.common import conn_id as conn_of
 from txdag.errors import StoreWentBackwards, TxdagError, start_over
@@ -56,15 +56,12 @@ def check_redis(args: argparse.Namespace) -> list[Check]:
 
     name = f"redis ({args.redis_conn_id})"
     try:
-        conn = connection(args.redis_conn_id)  # before importing the hooks: they import Airflow
+        settings = redis_settings(args.redis_conn_id, args.timeout)
     except TxdagError as exc:
         return [Check(name, "fail", short(exc), f"set AIRFLOW_CONN_{args.redis_conn_id.upper()}='redis://HOST:PORT/DB' "
                       "or add the connection in Admin > Connections")]
-    from txdag.airflow.hooks import redis_url_of
-
-    url = redis_url_of(conn)
-    address = url.rsplit("@", 1)[-1]
-    client = redis.Redis.from_url(url, socket_connect_timeout=args.timeout, socket_timeout=args.timeout)
+    address = settings.url.rsplit("@", 1)[-1]
+    client = settings.connect()
     try:
         client.ping()
         version = _redis_version(client)
@@ -89,31 +86,28 @@ def _redis_version(client: Any) -> str:
 
 
 def check_zookeeper(args: argparse.Namespace) -> list[Check]:
-    from txdag.zk.client import close_zk, connect_zk
+    from txdag.zk.client import close_zk
+    from txdag.zk.store import topology_ids
 
     name = f"zookeeper ({args.zookeeper_conn_id})"
     try:
-        conn = connection(args.zookeeper_conn_id)  # before importing the hooks: they import Airflow
-        from txdag.airflow.hooks import zookeeper_settings
-
-        hosts, auth, root, _ = zookeeper_settings(conn)
+        settings = zookeeper_settings(args.zookeeper_conn_id, args.timeout)
     except TxdagError as exc:
         return [Check(name, "fail", short(exc), f"set AIRFLOW_CONN_{args.zookeeper_conn_id.upper()}="
                       "'{\"conn_type\": \"zookeeper\", \"host\": \"HOST\", \"port\": 2181}' or add it in the UI")]
     try:
-        client = connect_zk(hosts, auth=auth, timeout=args.timeout)
+        client = settings.connect()
     except TxdagError as exc:
         return [Check(name, "fail", short(exc),
                       f"{hints.how_to_start('zookeeper')}, or fix the hosts of connection {args.zookeeper_conn_id}")]
-    setattr(client, "txdag_conn_id", args.zookeeper_conn_id)  # noqa: B010  # named by zk_topologies
     try:
-        count = len(zk_topologies(client, root))
+        count = len(topology_ids(client, settings.root))
     except TxdagError as exc:
-        head, _, fix = str(exc).partition(": give ")
-        return [Check(name, "fail", head, f"give {fix}")]
+        return [Check(name, "fail", short(exc), f"check connection {args.zookeeper_conn_id}: its hosts, "
+                                                "login/password and extra root")]
     finally:
         close_zk(client)
-    return [Check(name, "ok", f"{hosts} answers; {count} topologies under {root}")]
+    return [Check(name, "ok", f"{settings.hosts} answers; {count} topologies under {settings.root}")]
 
 
 def check_spark(args: argparse.Namespace) -> list[Check]:
@@ -262,29 +256,21 @@ def halted(t: Any, args: argparse.Namespace) -> str | None:
 def _check_stores_of(t: Any, args: argparse.Namespace) -> Check:
     from txdag.state.marker import read_marker, where
     from txdag.txid.decisions import check_marker
-    from txdag.zk.store import TransactionStore
 
     timeout = getattr(args, "timeout", 5.0)
-    zk, root = zookeeper_for(conn_of(args, "zookeeper", t), timeout)
-    clients = {c: redis_for(c, timeout) for c, kind in t.conn_ids().items() if kind == "redis"}
-    try:
-        store = TransactionStore(zk, t.topology_id, root=root)
-        if not zk.exists(store.path):
+    with clients(redis_timeout=timeout, zookeeper_timeout=timeout) as using:
+        store = using.store(t.topology_id, conn_of(args, "zookeeper", t))
+        if not store.client.exists(store.path):
             return Check(f"stores of {t.topology_id}", "ok", "no txid yet")
         topo = store.read_topology()[0]
-        redis = clients[conn_of(args, "redis", t)]
+        redis = using.redis(conn_of(args, "redis", t))
         marker = read_marker(redis, t.commit_marker, t.topology_id, "reading the commit marker")
         check_marker(t.topology_id, topo.committed_txid, marker, where(redis, t.commit_marker))
         last = store.read_txid(topo.last_txid) if topo.last_txid else None
         if last is not None and last[0].metadata:
-            t.source.build(clients, t.topology_id).lag(last[0].metadata)  # raises when the source went backwards
+            using.spout(t).lag(last[0].metadata)  # raises when the source went backwards
         return Check(f"stores of {t.topology_id}", "ok", f"committed txid {topo.committed_txid}, commit marker "
                      f"{marker}; the source holds txid {topo.last_txid}'s batch")
-    finally:
-        zk.stop()
-        zk.close()
-        for client in clients.values():
-            client.close()
 
 
 CHECKS: dict[str, Callable[[argparse.Namespace], list[Check]]] = {

@@ -7,19 +7,7 @@ import argparse
 import sys
 from typing import Any
 
-from txdag.cli.common import (
-    CliError,
-    conn_id,
-    dags_folder,
-    emit,
-    fields,
-    redis_for,
-    store_of,
-    table,
-    topologies,
-    zk_topologies,
-    zookeeper_for,
-)
+from txdag.cli.common import CliError, clients, conn_id, dags_folder, emit, fields, store_of, table, topologies
 from txdag.cli.doctor import halted
 from txdag.errors import ConfigError, FormatVersionError
 from txdag.txid.report import batch_of, failures, read_snapshot, topology_status, txid_row
@@ -27,15 +15,15 @@ from txdag.txid.report import batch_of, failures, read_snapshot, topology_status
 __all__ = ["batch_of", "failures", "cmd_rejections", "cmd_show", "cmd_status", "status_text", "show_text"]
 
 
-def rejection_count(args: argparse.Namespace, name: str, definition: Any) -> int | None:
+def rejection_count(args: argparse.Namespace, name: str, definition: Any, using: Any) -> int | None:
     """Rejected source entries of the topology; None (with a warning) when Redis cannot tell, since the rest of
     the status comes from ZooKeeper and is still worth showing."""
     from txdag.commit.rejections import rejections_key
-    from txdag.errors import ConfigError, ServiceUnavailable
+    from txdag.errors import ServiceUnavailable
     from txdag.redisio import redis_errors
 
     try:
-        client = redis_for(conn_id(args, "redis", definition), timeout=5)
+        client = using.redis(conn_id(args, "redis", definition))
         with redis_errors(client, f"counting rejections of topology {name!r}"):
             return int(client.hlen(rejections_key(name)))
     except (ConfigError, ServiceUnavailable) as exc:
@@ -46,9 +34,9 @@ def rejection_count(args: argparse.Namespace, name: str, definition: Any) -> int
 def cmd_status(args: argparse.Namespace) -> int:
     """Per topology: last committed txid, txids in flight, failures with their cascade, rejections."""
     defined = topologies(args)
-    client, root = zookeeper_for(conn_id(args, "zookeeper", defined.get(args.topology)))
-    try:
-        in_zk = set(zk_topologies(client, root))
+    zookeeper = conn_id(args, "zookeeper", defined.get(args.topology))
+    with clients(redis_timeout=5) as using:
+        in_zk = set(using.topology_ids(zookeeper))
         names = [args.topology] if args.topology else sorted(set(defined) | in_zk)
         report: list[dict[str, Any]] = []
         for name in names:
@@ -57,17 +45,14 @@ def cmd_status(args: argparse.Namespace) -> int:
                                "failed": [], "rejections": None, "kept_txids": [], "never_ran": True})
                 continue
             try:
-                topo, records = read_snapshot(store_of(client, root, name, defined))
+                topo, records = read_snapshot(store_of(using, zookeeper, name, defined))
             except (ConfigError, FormatVersionError) as exc:  # one bad znode must not hide the other topologies
                 if args.topology:
                     raise
                 print(f"txdag status: warning: skipped topology {name!r}: {exc}", file=sys.stderr)
                 continue
-            row = topology_status(topo, records, name, rejection_count(args, name, defined.get(name)))
+            row = topology_status(topo, records, name, rejection_count(args, name, defined.get(name), using))
             report.append({**row, "halted": halted(defined[name], args) if name in defined else None})
-    finally:
-        client.stop()
-        client.close()
     emit(args, report[0] if args.topology else report, status_text)
     return 0
 
@@ -100,9 +85,8 @@ def status_text(report: dict | list) -> str:
 def cmd_show(args: argparse.Namespace) -> int:
     """One txid's record: batch, attempt, phase, run, failure and history."""
     defined = topologies(args)
-    client, root = zookeeper_for(conn_id(args, "zookeeper", defined.get(args.topology)))
-    try:
-        store = store_of(client, root, args.topology, defined)
+    with clients() as using:
+        store = store_of(using, conn_id(args, "zookeeper", defined.get(args.topology)), args.topology, defined)
         found = store.read_txid(args.txid)
         if found is None:
             topo, _ = store.read_topology()
@@ -113,9 +97,6 @@ def cmd_show(args: argparse.Namespace) -> int:
             raise CliError(f"topology {args.topology!r} has no record of txid {args.txid}: {where}")
         record = found[0]
         committed = store.read_topology()[0].committed_txid
-    finally:
-        client.stop()
-        client.close()
     data = {"topology": args.topology, **txid_row(record, committed), "commit_begun": record.commit_begun,
             "history": [{"attempt": h.attempt, "status": h.status.value, "at": h.at, "error": h.error}
                         for h in record.history]}
@@ -140,11 +121,9 @@ def cmd_rejections(args: argparse.Namespace) -> int:
         raise CliError(f"topology {args.topology!r} is not defined in the DAG folder {dags_folder(args)} (it defines "
                        f"{', '.join(sorted(defined)) or 'none'}), so its Redis connection is unknown: check the name, "
                        "give the DAG folder with --dags, or the connection with --redis-conn-id")
-    client = redis_for(conn_id(args, "redis", defined.get(args.topology)), timeout=10)
-    try:
+    with clients(redis_timeout=10) as using:
+        client = using.redis(conn_id(args, "redis", defined.get(args.topology)))
         total, rows = read_rejections(client, args.topology, args.limit)
-    finally:
-        client.close()
     data = {"topology": args.topology, "key": rejections_key(args.topology), "total": total, "rejections": rows}
     emit(args, data, rejections_text)
     return 0

@@ -90,19 +90,6 @@ def close_zk(client: KazooClient) -> None:
         client.close()
 
 
-def children(client: KazooClient, path: str, conn_id: str) -> list[str]:
-    """The children of ``path`` (none when it does not exist), sorted; NoAuth as a ConfigError that names the
-    login of connection ``conn_id`` and what to give it."""
-    try:
-        return sorted(client.get_children(path)) if client.exists(path) else []
-    except NoAuthError:
-        users = [a.split(":", 1)[0] for scheme, a in client.auth_data if scheme == "digest"]
-        who = f"logs in as digest user {users[0]!r}" if users else "has no login and password"
-        raise ConfigError(f"ZooKeeper refused to read {path} (NoAuth): txdag's znodes are readable by the digest "
-                          f"user that created them only, and connection {conn_id!r} {who}: give it the login and "
-                          "password of the connection the topologies' DAGs use") from None
-
-
 def as_txdag_error(exc: BaseException) -> TxdagError | None:
     """A kazoo error that escaped its caller, as the txdag error it is (None: not kazoo's): the last line of
     defence of the ``txdag`` command, which prints a message, never a traceback."""

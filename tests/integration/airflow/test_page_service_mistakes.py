@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 from support.mistakes import JWT_SECRET, check_answer, detail_of, page_token
 
 from txdag.airflow import transactions
+from txdag.airflow.hooks import airflow_clients
 from txdag.airflow.page import app
 from txdag.airflow.page_html import render_page
 from txdag.attempt import TransactionAttempt
@@ -83,8 +84,7 @@ def page(monkeypatch, tmp_path, conns, redis_url, zk_hosts, zk_root, prefix):
     (tmp_path / "dags" / "topologies.py").write_text(DAG_FILE.format(t=prefix))
     monkeypatch.setenv("TXDAG_DAGS_FOLDER", str(tmp_path / "dags"))
     monkeypatch.setattr(transactions, "_definitions", (0.0, {}))
-    monkeypatch.setattr(transactions, "_zk_hooks", {})
-    monkeypatch.setattr(transactions, "_redis", {})
+    monkeypatch.setattr(transactions, "_clients", airflow_clients())  # connections resolved afresh
     zk = connect_zk(zk_hosts, auth=ZK_AUTH)
     store = TransactionStore(zk, prefix, root=zk_root)
     store.ensure()
@@ -100,8 +100,7 @@ def page(monkeypatch, tmp_path, conns, redis_url, zk_hosts, zk_root, prefix):
     test_client = TestClient(app)
     test_client.headers["Authorization"] = f"Bearer {page_token(create_auth_manager(), JWT_SECRET)}"
     yield test_client
-    for hook in transactions._zk_hooks.values():
-        hook.close()
+    transactions._clients.close()
     client.delete(f"txdag:rejected:{{{prefix}}}")
     client.close()
     zk.stop()
@@ -158,7 +157,7 @@ def test_the_rejections_are_listed_newest_first_with_their_reason_and_time(page,
 
     rejected, rows, error = transactions.rejections_of(prefix)  # what the page's section of the topology shows
     assert (rejected, [r["id"] for r in rows], error) == (4, ["201", "57", "9", "3"], None)
-    topology, records = read_snapshot(transactions.store_for(prefix, "zookeeper_default"))
+    topology, records = read_snapshot(transactions.store_of(prefix))
     view = {**transactions_view(prefix, topology, records, now=datetime.now(UTC), runs={}, lag=0),
             "rejected": rejected, "rejections": rows}
     html = render_page([view], None, {prefix: False})

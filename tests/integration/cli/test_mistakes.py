@@ -153,7 +153,7 @@ ENVIRONMENTS = {  # what is wrong with where the command runs
     "airflow url another server": lambda mp, conns, port: mp.setenv("TXDAG_AIRFLOW_PASSWORD", "x"),  # + web_server
 }
 DOWN_ZK = ["ZooKeeper is not reachable at", "start it with `bash scripts/services.sh start`"]
-NOAUTH = ["ZooKeeper refused to read", "(NoAuth)", "give it the login and password of the connection"]
+NOAUTH = ["ZooKeeper refused to list", "(NoAuth)", "give this connection the digest user and password"]
 DOWN_REDIS = ["Redis at 127.0.0.1:", "is unreachable", "start it with `bash scripts/services.sh start`"]
 WRONGPASS = ["refused user", "check the login and password of the Airflow Redis connection"]
 NO_ZK = ["Airflow connection 'zookeeper_default' is not defined", "set AIRFLOW_CONN_ZOOKEEPER_DEFAULT"]
@@ -184,13 +184,13 @@ MISTAKES = [  # the environment, what the user types ({t}: the topology), the ex
                                                           "it does not answer", "start Airflow"]),
     ("airflow down", "pools sync", UNAVAILABLE, ["does not answer", "TXDAG_AIRFLOW_URL"]),
     # each wrong (or missing) password
-    ("zk wrong password", "status", CONFIG, NOAUTH + ["logs in as digest user"]),
+    ("zk wrong password", "status", CONFIG, NOAUTH),
     ("zk wrong password", "status {t}", CONFIG, NOAUTH),
     ("zk wrong password", "show {t} 2", CONFIG, ["ZooKeeper refused access to", "(NoAuth)", "same user and password"]),
     ("zk wrong password", "replay {t} --from 4 --dry-run", CONFIG, ["(NoAuth)", "same user and password"]),
     ("zk wrong password", "doctor --check zookeeper", FAILED, ["zookeeper (zookeeper_default)  fail",
-                                                               "ZooKeeper refused to read", "give it the login"]),
-    ("zk no password", "status", CONFIG, NOAUTH + ["has no login and password"]),
+                                                               "ZooKeeper refused to list", "login/password"]),
+    ("zk no password", "status", CONFIG, NOAUTH),
     ("zk no password", "show {t} 2", CONFIG, ["(NoAuth)"]),
     ("redis wrong password", "state get {t} users @a", CONFIG, WRONGPASS),
     ("redis wrong password", "state top {t} users", CONFIG, WRONGPASS),
