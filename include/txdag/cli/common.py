@@ -72,6 +72,15 @@ def seconds_arg(text: str) -> float:
     return value
 
 
+def conn_id_arg(text: str) -> str:
+    """An argparse type: an Airflow connection id (letters, digits, '_', '.', '-', as Airflow takes them)."""
+    from txdag.topology.definition import NAME
+
+    if not NAME.match(text):
+        raise argparse.ArgumentTypeError(f"a connection id is letters, digits, '_', '.' and '-', got {text!r}")
+    return text
+
+
 def topology_arg(text: str) -> str:
     """An argparse type: a topology id as a DAG id, a znode and a Redis key can hold it."""
     from txdag.topology.definition import NAME

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from txdag.cli import exits
 from txdag.cli.acl import add_cli as add_acl_cli
-from txdag.cli.common import int_at_least, seconds_arg, shorten, topology_arg, txid_arg
+from txdag.cli.common import conn_id_arg, int_at_least, seconds_arg, shorten, topology_arg, txid_arg
 from txdag.defaults import REDIS_CONN_ID, SPARK_CONN_ID, ZOOKEEPER_CONN_ID
 from txdag.errors import TxdagError
 
@@ -33,10 +33,10 @@ def _options() -> argparse.ArgumentParser:
     common.add_argument("--json", action="store_true", help="print JSON for scripts instead of tables")
     common.add_argument("--dags", metavar="DIR", help="the DAG folder holding the topologies (default: "
                         "$TXDAG_DAGS_FOLDER, $AIRFLOW__CORE__DAGS_FOLDER or ./dags)")
-    common.add_argument("--redis-conn-id", metavar="ID", help="Redis connection (default: the topology's, or "
-                        f"{REDIS_CONN_ID})")
-    common.add_argument("--zookeeper-conn-id", metavar="ID", help="ZooKeeper connection (default: the "
-                        f"topology's, or {ZOOKEEPER_CONN_ID})")
+    common.add_argument("--redis-conn-id", metavar="ID", type=conn_id_arg,
+                        help=f"Redis connection (default: the topology's, or {REDIS_CONN_ID})")
+    common.add_argument("--zookeeper-conn-id", metavar="ID", type=conn_id_arg,
+                        help=f"ZooKeeper connection (default: the topology's, or {ZOOKEEPER_CONN_ID})")
     return common
 
 
@@ -119,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("doctor", parents=common,
                        help="check Redis, ZooKeeper, Spark, Airflow and the DAGs' connections; say how to fix")
     p.add_argument("--check", action="append", choices=doctor.GROUPS, help="only these (repeatable)")
-    p.add_argument("--spark-conn-id", default=SPARK_CONN_ID, metavar="ID")
+    p.add_argument("--spark-conn-id", default=SPARK_CONN_ID, metavar="ID", type=conn_id_arg)
     p.add_argument("--timeout", type=seconds_arg, default=5.0, help="seconds per service (default 5)")
     p.set_defaults(func=doctor.cmd_doctor)
     add_acl_cli(sub)

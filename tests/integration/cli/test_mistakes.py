@@ -151,6 +151,8 @@ ENVIRONMENTS = {  # what is wrong with where the command runs
     "airflow url not a url": lambda mp, conns, port: (mp.setenv("TXDAG_AIRFLOW_PASSWORD", "x"),
                                                       mp.setenv("TXDAG_AIRFLOW_URL", "airflow.example:8080")),
     "airflow url another server": lambda mp, conns, port: mp.setenv("TXDAG_AIRFLOW_PASSWORD", "x"),  # + web_server
+    "no admin login": lambda mp, conns, port: (mp.delenv("TXDAG_REDIS_ADMIN_USER", raising=False),
+                                               mp.delenv("TXDAG_REDIS_ADMIN_PASSWORD", raising=False)),
 }
 DOWN_ZK = ["ZooKeeper is not reachable at", "start it with `bash scripts/services.sh start`"]
 NOAUTH = ["ZooKeeper refused to list", "(NoAuth)", "give this connection the digest user and password"]
@@ -198,6 +200,19 @@ MISTAKES = [  # the environment, what the user types ({t}: the topology), the ex
     ("redis wrong password", "seed words --count 2", CONFIG, WRONGPASS),
     ("redis wrong password", "reset {t}", CONFIG, ["Redis refused txdag's login", "check the login and password"]),
     ("zk wrong password", "reset {t} --confirm", CONFIG, ["(NoAuth)", "same user and password"]),
+    ("redis wrong password", "status {t}", OK, ["warning: rejections of topology", "refused user",
+                                                "committed up to txid 3"]),
+    ("redis wrong password", "state dump {t}:step", CONFIG, WRONGPASS),
+    ("redis wrong password", "state migrate {t}:step", CONFIG, WRONGPASS),
+    ("redis down", "state migrate {t}:step", UNAVAILABLE, DOWN_REDIS),
+    ("", "acl redis {t} --apply redis://admin:wrong@{redis}", CONFIG, ["refused the admin login",
+                                                                        "check TXDAG_REDIS_ADMIN_USER"]),
+    ("redis down", "acl redis {t} --apply redis://admin:pw@127.0.0.1:{port}", UNAVAILABLE,
+     ["is unreachable while logging in as the admin user 'admin'", "check the URL given to --apply"]),
+    ("no admin login", "acl redis {t} --apply redis://{redis}", CONFIG, ["--apply needs a Redis admin login",
+                                                                        "set TXDAG_REDIS_ADMIN_USER"]),
+    ("", "acl redis {t} --password-env TXDAG_NO_SUCH_VARIABLE", CONFIG,
+     ["--password-env TXDAG_NO_SUCH_VARIABLE: that environment variable is not set or empty"]),
     ("redis wrong password", "doctor --check redis", FAILED, ["redis (redis_default)  fail", "fix the login/password"]),
     ("airflow url not a url", "replay {t} --from 4", CONFIG, ["TXDAG_AIRFLOW_URL 'airflow.example:8080' is not a URL",
                                                               "http://HOST:8080"]),
@@ -245,7 +260,8 @@ def test_a_mistake_gets_its_exit_code_and_a_message_naming_the_fix(ran, conns, m
     ENVIRONMENTS[environment](monkeypatch, conns, dead_port)
     if environment == "airflow url another server":
         monkeypatch.setenv("TXDAG_AIRFLOW_URL", web_server)
-    argv = command.format(t=prefix).split()
+    redis_address = f"{conns['redis']['host']}:{conns['redis']['port']}"
+    argv = command.format(t=prefix, port=dead_port, redis=redis_address).split()
     got = main(argv)
     out, err = capsys.readouterr()
     check_answer(got, out + err, code, [f.format(t=prefix) for f in fragments], what=f"{environment}: {command}")

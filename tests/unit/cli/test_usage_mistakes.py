@@ -41,6 +41,8 @@ USAGE = [  # what the user types, and what argparse's answer must say (exit 2)
     (["pools", "sync", "a/b"], ["a topology id is letters, digits"]),
     (["reset", "*", "--confirm"], ["a topology id is letters, digits", "'*'"]),
     (["status", "--bogus"], ["unrecognized arguments: --bogus"]),
+    (["status", "--zookeeper-conn-id", "my zk"], ["argument --zookeeper-conn-id: a connection id is letters"]),
+    (["doctor", "--spark-conn-id", ""], ["argument --spark-conn-id: a connection id is letters", "got ''"]),
 ]
 
 
@@ -80,6 +82,8 @@ NO_ENVIRONMENT = [  # a command run without `eval "$(bash scripts/airflow.sh env
     (["state", "top", "tweets_analytics", "users", "--dags", DAGS], exits.CONFIG, ["set AIRFLOW_CONN_REDIS_DEFAULT"]),
     (["state", "dump", "t:s"], exits.CONFIG, ["Airflow connection 'redis_default' is not defined"]),
     (["seed", "words"], exits.CONFIG, ["set AIRFLOW_CONN_REDIS_DEFAULT"]),
+    (["state", "migrate", "t:s"], exits.CONFIG, ["set AIRFLOW_CONN_REDIS_DEFAULT"]),
+    (["reset", "tweets_analytics", "--dags", DAGS], exits.CONFIG, ["set AIRFLOW_CONN_ZOOKEEPER_DEFAULT"]),
     (["pools", "sync", "--dags", DAGS], exits.CONFIG, ["no Airflow password", "set TXDAG_AIRFLOW_PASSWORD"]),
     (["doctor", "--check", "redis", "--check", "zookeeper"], exits.FAILED,
      ["set AIRFLOW_CONN_REDIS_DEFAULT=", "set AIRFLOW_CONN_ZOOKEEPER_DEFAULT=", "2 check(s) failed"]),
