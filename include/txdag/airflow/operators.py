@@ -30,12 +30,14 @@ from txdag.protocol import (
     CoordinateOutcome,
     Emission,
     NotReady,
+    OwnerChanged,
     Processed,
     ProcessOutcome,
     SourceDown,
     Wait,
     steps,
 )
+from txdag.topology.owner import Owner
 from txdag.topology.topology import TransactionalTopology
 
 FAULTS_VARIABLE = "txdag_faults"  # test hook, see txdag.faults; honoured only where TXDAG_FAULTS_ALLOWED=1
@@ -50,16 +52,17 @@ class CoordinateOperator(BaseOperator):
 
     ui_color = "#e8f0fe"
 
-    def __init__(self, *, topology: TransactionalTopology, **kwargs: Any) -> None:
+    def __init__(self, *, topology: TransactionalTopology, dag_file: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.topology = topology
+        self.dag_file = dag_file  # where the definition comes from, recorded with the topology's owner
 
     def execute(self, context: Any) -> dict[str, Any]:
         run_id, t = context["run_id"], self.topology
         _arm_faults()
         require_connections(t)  # first: a missing connection is named, with its topology and how to add it
         with TopologyRuntime(t) as rt:
-            outcome = steps.coordinate(rt, run_id)
+            outcome = steps.coordinate(rt, run_id, Owner.of(t, self.dag_file))
             if isinstance(outcome, Emission):
                 size = rt.coordinator.spout.batch_size(outcome.metadata) if outcome.metadata else 0
                 self.log.info(
@@ -77,10 +80,13 @@ def coordinate_refusal(task: BaseOperator, t: TransactionalTopology, run_id: str
                        outcome: CoordinateOutcome) -> Exception:
     """What a run without an emission raises: a skip when it consumed no txid and has nothing to wait for, a
     reschedule when it waits (the lock, max_active_transactions, or its own failed predecessor), a failure (that
-    Airflow retries) when the source is down."""
+    Airflow retries) when the source is down, a failure without retries when the definition is not the topology's
+    owner (it names what changed and the command that accepts it)."""
     assert not isinstance(outcome, Emission)
     if isinstance(outcome, SourceDown):
         return SourceUnavailable(outcome.reason)
+    if isinstance(outcome, OwnerChanged):  # retrying cannot help: an operator accepts the change or undoes it
+        return AirflowFailException(outcome.reason)
     if isinstance(outcome, NotReady) or (isinstance(outcome, Wait) and not outcome.replay):
         task.log.info("topology=%s run=%s: skipped, no txid consumed: %s", t.topology_id, run_id, outcome.reason)
         return AirflowSkipException(outcome.reason)

@@ -5,6 +5,7 @@ from txdag.protocol.outcomes import (
     Committed,
     CoordinateOutcome,
     Failed,
+    OwnerChanged,
     Processed,
     ProcessOutcome,
     Refused,
@@ -16,6 +17,6 @@ from txdag.txid.decisions import AlreadyCommitted, Busy, Emission, NotReady, Sou
 
 __all__ = [
     "AlreadyCommitted", "Busy", "ClientsRuntime", "CommitStepOutcome", "Committed", "CoordinateOutcome", "Emission",
-    "Failed", "Job", "JobReport", "NotReady", "ProcessOutcome", "Processed", "Refused", "Runtime", "SourceDown",
-    "Superseded", "Wait", "commit", "coordinate", "fail", "process",
+    "Failed", "Job", "JobReport", "NotReady", "OwnerChanged", "ProcessOutcome", "Processed", "Refused", "Runtime",
+    "SourceDown", "Superseded", "Wait", "commit", "coordinate", "fail", "process",
 ]

@@ -4,7 +4,7 @@ in-process runner, the soak) branches on values, never on exceptions or on strin
 The coordinator's outcomes (``Emission``, ``NotReady``, ``Busy``, ``Wait``, ``SourceDown``) and the commit's
 ``AlreadyCommitted`` live in ``txdag.txid.decisions``; the step outcomes below complete them.
 
-    coordinate  Emission | NotReady | Busy | Wait | SourceDown
+    coordinate  Emission | NotReady | Busy | Wait | SourceDown | OwnerChanged
     process     Processed | AlreadyCommitted | Wait | Superseded
     commit      Committed | AlreadyCommitted | Wait | Superseded | Refused
     fail        Failed | None (the run owns no txid)
@@ -61,6 +61,16 @@ class Refused:
 
 
 @dataclass(frozen=True)
+class OwnerChanged:
+    """The definition the coordinate runs is not the one recorded as the topology's owner (its fingerprint differs:
+    ``txdag.protocol.ownership``): no txid was allocated, and none is until the change is accepted
+    (``txdag topology accept``) or undone. ``changes`` names each difference."""
+
+    reason: str
+    changes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Failed:
     """``tx`` failed for good; ``txids`` are those newly failed with it (empty: it was stale or committed)."""
 
@@ -68,6 +78,6 @@ class Failed:
     txids: tuple[int, ...]
 
 
-CoordinateOutcome = Emission | NotReady | Busy | Wait | SourceDown
+CoordinateOutcome = Emission | NotReady | Busy | Wait | SourceDown | OwnerChanged
 ProcessOutcome = Processed | AlreadyCommitted | Wait | Superseded
 CommitStepOutcome = Committed | AlreadyCommitted | Wait | Superseded | Refused

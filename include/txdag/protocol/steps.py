@@ -6,7 +6,7 @@ skip / reschedule / fail, the in-process runner into return values and errors, t
 What a step cannot decide (a Redis that stays down, a job that crashes) is raised; the driver retries it, and
 on the last failure calls ``fail``, which fails the txid and every later uncommitted one (Storm's cascade).
 
-    coordinate -> Emission | NotReady | Busy | Wait | SourceDown
+    coordinate -> Emission | NotReady | Busy | Wait | SourceDown | OwnerChanged
     process    -> Processed | AlreadyCommitted | Wait | Superseded      (runs the driver's job in between)
     commit     -> Committed | AlreadyCommitted | Wait | Superseded | Refused
     fail       -> Failed | None
@@ -33,7 +33,9 @@ from txdag.protocol.outcomes import (
     Refused,
     Superseded,
 )
+from txdag.protocol.ownership import check_owner
 from txdag.protocol.runtime import Runtime
+from txdag.topology.owner import Owner
 from txdag.txid.decisions import AlreadyCommitted, Emission, NotProcessedError, SourceDown, Wait, key_value_wait
 
 log = logging.getLogger("txdag.steps")
@@ -50,9 +52,14 @@ class JobReport:
 Job = Callable[[Emission], JobReport | None]  # stages and seals the batch of the emission it is given
 
 
-def coordinate(rt: Runtime, run_id: str) -> CoordinateOutcome:
+def coordinate(rt: Runtime, run_id: str, owner: Owner | None = None) -> CoordinateOutcome:
     """The txid of ``run_id``: its own again (a replay), else the next one. A source that cannot be read to plan
-    the batch is an outcome too (SourceDown): no txid is consumed, the run tries again later."""
+    the batch is an outcome too (SourceDown): no txid is consumed, the run tries again later. With ``owner`` (the
+    definition the driver runs), a definition that is not the topology's recorded owner is refused first
+    (OwnerChanged, see ``txdag.protocol.ownership``): one set of txids must not go into two states."""
+    refused = check_owner(rt.coordinator.store, owner) if owner is not None else None
+    if refused is not None:
+        return refused
     try:
         return rt.coordinator.coordinate(run_id)
     except SourceUnavailable as exc:

@@ -17,6 +17,7 @@ from txdag.protocol import (
     Committed,
     Emission,
     NotReady,
+    OwnerChanged,
     Processed,
     Refused,
     SourceDown,
@@ -60,6 +61,11 @@ def test_a_source_down_fails_the_try_so_that_airflow_retries_it(ops) -> None:
     exc = refusal(ops, SourceDown("partition(s) 'b' unreachable"))
     assert isinstance(exc, SourceUnavailable) and not isinstance(exc, ops.Fail)
     assert "partition(s) 'b'" in str(exc)
+
+
+def test_a_definition_that_is_not_the_owner_fails_without_retries_naming_the_change(ops) -> None:
+    exc = refusal(ops, OwnerChanged("state 'words' namespace: 'a' -> 'b'; run `txdag topology accept topo`"))
+    assert isinstance(exc, ops.Fail) and "txdag topology accept topo" in str(exc)
 
 
 EMITTED = {"txid": 4, "attempt": 1, "metadata": {"n": 1}, "replay": False, "already_committed": False,

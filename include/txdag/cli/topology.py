@@ -1,0 +1,139 @@
+"""``txdag topology owner|accept``: which definition owns a topology, and changing it on purpose.
+
+A topology's ZooKeeper record keeps the definition that owns it (its DAG file and fingerprint,
+``txdag.protocol.ownership``); a coordinate task whose definition differs is refused, naming what changed.
+``accept`` records the DAG folder's definition as the owner, so that the changed topology runs again.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from txdag.cli.common import CliError, conn_id, dags_folder, emit, fields, topology, zookeeper_for
+
+
+def add_cli(sub: Any, common: list[argparse.ArgumentParser]) -> None:
+    """``txdag topology owner|accept TOPOLOGY`` on the txdag command's subparsers."""
+    p = sub.add_parser("topology", help="the definition that owns a topology; accept a change made on purpose")
+    topo_sub = p.add_subparsers(dest="topology_command", required=True, metavar="owner|accept")
+    o = topo_sub.add_parser("owner", parents=common, help="the definition recorded as the owner, and how the DAG "
+                            "folder's differs from it")
+    o.add_argument("topology")
+    o.set_defaults(func=cmd_owner)
+    a = topo_sub.add_parser("accept", parents=common, help="record the DAG folder's definition as the owner (after "
+                            "changing the topology on purpose)")
+    a.add_argument("topology")
+    a.add_argument("--dry-run", action="store_true", help="show what would be accepted without recording it")
+    a.set_defaults(func=cmd_accept)
+
+
+def folder_owner(args: argparse.Namespace, name: str) -> Any:
+    """The DAG folder's definition of ``name`` as an Owner; refused when more than one file defines it."""
+    from txdag.airflow.rendering import defining_in
+    from txdag.topology.owner import Owner
+
+    definition = topology(args, name)
+    files = defining_in(dags_folder(args), name)
+    if len(files) > 1:
+        raise CliError(f"topology {name!r} is defined by {len(files)} DAG files ({', '.join(map(str, files))}): a "
+                       "topology has one DAG file; delete the copy, or give it its own topology_id, then run this "
+                       "again")
+    return definition, Owner.of(definition, files[0] if files else None)
+
+
+def owner_report(args: argparse.Namespace) -> tuple[dict[str, Any], Any, Any]:
+    """What ``owner`` prints, with the topology's store (None: it never ran) and the folder's Owner."""
+    from txdag.topology.owner import changes
+    from txdag.zk.store import TransactionStore
+
+    name = args.topology
+    definition, owner = folder_owner(args, name)
+    client, root = zookeeper_for(conn_id(args, "zookeeper", definition))
+    store = TransactionStore(client, name, root=root)
+    try:
+        ran = client.exists(store.path) is not None
+        got = store.read_owner() if ran else None
+    except BaseException:
+        _close(store)
+        raise
+    recorded = got[0] if got else None
+    report = {
+        "topology": name, "ran": ran,
+        "owner": None if recorded is None else {"dag_file": recorded.dag_file, "fingerprint": recorded.fingerprint,
+                                                "how": recorded.how, "since": recorded.since},
+        "dag_folder": {"dag_file": owner.dag_file, "fingerprint": owner.fingerprint},
+        "changes": [] if recorded is None else changes(recorded.definition, owner.definition),
+        "same": recorded is not None and recorded.fingerprint == owner.fingerprint,
+    }
+    return report, store, owner
+
+
+def _close(store: Any) -> None:
+    store.client.stop()
+    store.client.close()
+
+
+def cmd_owner(args: argparse.Namespace) -> int:
+    report, store, _ = owner_report(args)
+    _close(store)
+    emit(args, report, owner_text)
+    return 0
+
+
+def owner_text(r: dict[str, Any]) -> str:
+    owner, folder = r["owner"], r["dag_folder"]
+    here = f"{folder['dag_file'] or 'DAG file unknown'} (fingerprint {folder['fingerprint']})"
+    if owner is None:
+        why = "it has not run yet" if not r["ran"] else "none recorded yet"
+        return fields([("topology", r["topology"]), ("owner", f"- ({why}: its next coordinate adopts the definition "
+                                                              "it runs)"), ("DAG folder", here)])
+    verdict = "the same definition" if r["same"] else "differs: " + "; ".join(r["changes"] or ["changed"])
+    lines = [("topology", r["topology"]),
+             ("owner", f"{owner['dag_file'] or 'DAG file unknown'} (fingerprint {owner['fingerprint']}, "
+                       f"{owner['how']} {owner['since']})"),
+             ("DAG folder", f"{here}: {verdict}")]
+    if not r["same"]:
+        lines.append(("", f"coordinate tasks of this definition are refused; txdag topology accept {r['topology']} "
+                          "records it if the change is on purpose"))
+    return fields(lines)
+
+
+def cmd_accept(args: argparse.Namespace) -> int:
+    """Record the DAG folder's definition as the topology's owner; the refused runs consumed no txid."""
+    from txdag.protocol.ownership import accept
+
+    report, store, owner = owner_report(args)
+    try:
+        moved = report["owner"] is not None and report["owner"]["dag_file"] != owner.dag_file
+        if not report["ran"]:
+            report["action"] = "nothing to accept"
+        elif report["same"] and not moved:
+            report["action"] = "unchanged"
+        elif args.dry_run:
+            report["action"] = "would accept"
+        else:
+            accept(store, owner)
+            report["action"] = "accepted"
+    finally:
+        _close(store)
+    emit(args, report, accept_text)
+    return 0
+
+
+def accept_text(r: dict[str, Any]) -> str:
+    name, folder, action = r["topology"], r["dag_folder"], r["action"]
+    what = f"{folder['dag_file'] or 'DAG file unknown'} (fingerprint {folder['fingerprint']})"
+    if action == "nothing to accept":
+        return (f"topology {name} has not run yet: nothing to accept (its first coordinate adopts the definition "
+                f"it runs)")
+    if action == "unchanged":
+        return f"topology {name} is owned by {what} already: nothing to accept"
+    was = r["owner"]
+    change = "; ".join(r["changes"]) or (f"DAG file {was['dag_file']} -> {folder['dag_file']}" if was else "")
+    text = f"{'would accept' if action == 'would accept' else 'accepted'} {what} as the owner of topology {name}"
+    text += f" (was {was['fingerprint']}: {change})" if was else ""
+    if action == "accepted":
+        text += ("\nits coordinate tasks go on from the next run; the refused runs consumed no txid: clear them, or "
+                 "let the next scheduled run start")
+    return text
