@@ -114,21 +114,22 @@ def process_txid(task: BaseOperator, context: Any, run_job: Callable[[TopologyRu
         run_job(rt, current)
 
     with TopologyRuntime(t) as rt:
-        outcome = steps.process(rt, run_id, emission, job, owner=f"{run_id} try {ti.try_number}")
+        outcome = steps.process(rt, run_id, emission, job, owner=f"{run_id} try {ti.try_number}",
+                                definition=Owner.of(t, getattr(task, "dag_file", None)))
     return process_result(task, t, tx, emitted, outcome)
 
 
 def process_result(task: BaseOperator, t: TransactionalTopology, tx: Any, emitted: dict[str, Any],
                    outcome: ProcessOutcome) -> dict[str, Any]:
-    """The process task's XCom, or what it raises: a reschedule while it waits, a failure without retries when
-    its attempt was superseded (a retry could only drop its result again)."""
+    """The process task's XCom, or what it raises: a reschedule while it waits (its key-value predecessor, or a
+    definition that differs from the topology's owner), a failure without retries when its attempt was superseded
+    (a retry could only drop its result again)."""
     if isinstance(outcome, AlreadyCommitted):
         task.log.info("topology=%s txid=%s attempt=%s: committed already; nothing to process",
                       t.topology_id, tx.txid, tx.attempt)
         return emitted
-    if isinstance(outcome, Wait):
-        task.log.info("topology=%s txid=%s attempt=%s: %s; checking again in %ss", t.topology_id, tx.txid,
-                      tx.attempt, outcome.reason, t.commit_poke_interval)
+    if isinstance(outcome, Wait | OwnerChanged):
+        _wait_log(task, t, tx, outcome)
         raise _later(t.commit_poke_interval)
     if not isinstance(outcome, Processed):
         raise AirflowFailException(outcome.reason)
@@ -142,11 +143,11 @@ class ProcessOperator(SparkSubmitOperator):
 
     ui_color = "#fdf2e9"
 
-    def __init__(self, *, topology: TransactionalTopology, **kwargs: Any) -> None:
+    def __init__(self, *, topology: TransactionalTopology, dag_file: str | None = None, **kwargs: Any) -> None:
         conf = {"spark.ui.enabled": "false", **topology.spark_conf}
         super().__init__(application=topology.job_path, conn_id=topology.spark_conn_id, conf=conf,
                          name=f"txdag-{topology.topology_id}", **kwargs)
-        self.topology = topology
+        self.topology, self.dag_file = topology, dag_file
 
     def execute(self, context: Any) -> dict[str, Any]:
         def submit(rt: TopologyRuntime, emission: Emission) -> None:
@@ -168,9 +169,9 @@ class WarmProcessOperator(BaseOperator):
 
     ui_color = "#fdebd0"
 
-    def __init__(self, *, topology: TransactionalTopology, **kwargs: Any) -> None:
+    def __init__(self, *, topology: TransactionalTopology, dag_file: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.topology = topology
+        self.topology, self.dag_file = topology, dag_file
 
     def execute(self, context: Any) -> dict[str, Any]:
         def run_warm(rt: TopologyRuntime, emission: Emission) -> None:
@@ -204,9 +205,9 @@ class CommitOperator(BaseOperator):
 
     ui_color = "#e6f4ea"
 
-    def __init__(self, *, topology: TransactionalTopology, **kwargs: Any) -> None:
+    def __init__(self, *, topology: TransactionalTopology, dag_file: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.topology = topology
+        self.topology, self.dag_file = topology, dag_file
 
     def execute(self, context: Any) -> dict[str, Any]:
         t = self.topology
@@ -214,17 +215,17 @@ class CommitOperator(BaseOperator):
         tx = tx_from_xcom(processed, "process")
         _arm_faults()
         with TopologyRuntime(t) as rt:
-            outcome = steps.commit(rt, tx)
+            outcome = steps.commit(rt, tx, Owner.of(t, self.dag_file))
         return commit_result(self, t, tx, outcome)
 
 
 def commit_result(task: BaseOperator, t: TransactionalTopology, tx: Any, outcome: CommitStepOutcome
                   ) -> dict[str, Any]:
     """The commit task's XCom, or what it raises: a reschedule while txid - 1 is not committed (the pool slot is
-    released), a failure without retries when the commit is refused (cascade, never processed) or superseded."""
-    if isinstance(outcome, Wait):
-        task.log.info("topology=%s txid=%s attempt=%s: %s; checking again in %ss", t.topology_id, tx.txid,
-                      tx.attempt, outcome.reason, t.commit_poke_interval)
+    released) or while the definition differs from the topology's owner, a failure without retries when the commit
+    is refused (cascade, never processed) or superseded."""
+    if isinstance(outcome, Wait | OwnerChanged):
+        _wait_log(task, t, tx, outcome)
         raise _later(t.commit_poke_interval)
     if not isinstance(outcome, Committed | AlreadyCommitted):
         raise AirflowFailException(outcome.reason)
@@ -234,6 +235,14 @@ def commit_result(task: BaseOperator, t: TransactionalTopology, tx: Any, outcome
     task.log.info("topology=%s txid=%s attempt=%s: %s (%s keys written, %s already held this txid) %s",
                   t.topology_id, tx.txid, tx.attempt, status, applied, skipped, reason)
     return {"txid": tx.txid, "attempt": tx.attempt, "status": status, "applied": applied}
+
+
+def _wait_log(task: BaseOperator, t: TransactionalTopology, tx: Any, outcome: Wait | OwnerChanged) -> None:
+    """A waiting step's log line; a definition changed since the txid was coordinated is a warning: the step waits,
+    writing nothing, until the change is accepted or undone (the next coordinate tasks fail, naming it)."""
+    log = task.log.warning if isinstance(outcome, OwnerChanged) else task.log.info
+    log("topology=%s txid=%s attempt=%s: %s; checking again in %ss", t.topology_id, tx.txid, tx.attempt,
+        outcome.reason, t.commit_poke_interval)
 
 
 def fail_txid(context: Any) -> None:

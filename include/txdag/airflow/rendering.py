@@ -93,9 +93,9 @@ def _build(t: TransactionalTopology, dag_file: str | None = None) -> DAG:
     ) as dag:
         coordinate = CoordinateOperator(task_id="coordinate", topology=t, dag_file=dag_file, pool=t.pool)
         process_operator = WarmProcessOperator if t.spark_mode == "connect" else ProcessOperator
-        process = process_operator(task_id="process", topology=t, on_failure_callback=fail_txid)
+        process = process_operator(task_id="process", topology=t, dag_file=dag_file, on_failure_callback=fail_txid)
         # commit is idempotent: retrying it is always safe, and only its final failure fails the txid
-        commit = CommitOperator(task_id="commit", topology=t, pool=t.pool, retries=max(t.retries, 2),
-                                on_failure_callback=fail_txid)
+        commit = CommitOperator(task_id="commit", topology=t, dag_file=dag_file, pool=t.pool,
+                                retries=max(t.retries, 2), on_failure_callback=fail_txid)
         coordinate >> process >> commit
     return dag

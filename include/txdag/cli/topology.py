@@ -28,18 +28,15 @@ def add_cli(sub: Any, common: list[argparse.ArgumentParser]) -> None:
     a.set_defaults(func=cmd_accept)
 
 
-def folder_owner(args: argparse.Namespace, name: str) -> Any:
-    """The DAG folder's definition of ``name`` as an Owner; refused when more than one file defines it."""
+def folder_owner(args: argparse.Namespace, name: str) -> tuple[Any, Any, list[str]]:
+    """The DAG folder's definition of ``name`` as an Owner (the first file's, as Airflow loads it), and the files
+    that define it (more than one: the later ones fail to import)."""
     from txdag.airflow.rendering import defining_in
     from txdag.topology.owner import Owner
 
     definition = topology(args, name)
     files = defining_in(dags_folder(args), name)
-    if len(files) > 1:
-        raise CliError(f"topology {name!r} is defined by {len(files)} DAG files ({', '.join(map(str, files))}): a "
-                       "topology has one DAG file; delete the copy, or give it its own topology_id, then run this "
-                       "again")
-    return definition, Owner.of(definition, files[0] if files else None)
+    return definition, Owner.of(definition, files[0] if files else None), [str(f) for f in files]
 
 
 def owner_report(args: argparse.Namespace) -> tuple[dict[str, Any], Any, Any]:
@@ -48,7 +45,7 @@ def owner_report(args: argparse.Namespace) -> tuple[dict[str, Any], Any, Any]:
     from txdag.zk.store import TransactionStore
 
     name = args.topology
-    definition, owner = folder_owner(args, name)
+    definition, owner, files = folder_owner(args, name)
     client, root = zookeeper_for(conn_id(args, "zookeeper", definition))
     store = TransactionStore(client, name, root=root)
     try:
@@ -64,7 +61,7 @@ def owner_report(args: argparse.Namespace) -> tuple[dict[str, Any], Any, Any]:
                                                 "how": recorded.how, "since": recorded.since},
         "dag_folder": {"dag_file": owner.dag_file, "fingerprint": owner.fingerprint},
         "changes": [] if recorded is None else changes(recorded.definition, owner.definition),
-        "same": recorded is not None and recorded.fingerprint == owner.fingerprint,
+        "same": recorded is not None and recorded.fingerprint == owner.fingerprint, "defined_by": files,
     }
     return report, store, owner
 
@@ -87,7 +84,7 @@ def owner_text(r: dict[str, Any]) -> str:
     if owner is None:
         why = "it has not run yet" if not r["ran"] else "none recorded yet"
         return fields([("topology", r["topology"]), ("owner", f"- ({why}: its next coordinate adopts the definition "
-                                                              "it runs)"), ("DAG folder", here)])
+                                                              "it runs)"), ("DAG folder", here), *_copies(r)])
     verdict = "the same definition" if r["same"] else "differs: " + "; ".join(r["changes"] or ["changed"])
     lines = [("topology", r["topology"]),
              ("owner", f"{owner['dag_file'] or 'DAG file unknown'} (fingerprint {owner['fingerprint']}, "
@@ -96,7 +93,12 @@ def owner_text(r: dict[str, Any]) -> str:
     if not r["same"]:
         lines.append(("", f"coordinate tasks of this definition are refused; txdag topology accept {r['topology']} "
                           "records it if the change is on purpose"))
-    return fields(lines)
+    return fields(lines + _copies(r))
+
+
+def _copies(r: dict[str, Any]) -> list[tuple[str, str]]:
+    later = r["defined_by"][1:]
+    return [("also defined by", f"{', '.join(later)} (not loaded: delete the copy)")] if later else []
 
 
 def cmd_accept(args: argparse.Namespace) -> int:
@@ -105,6 +107,10 @@ def cmd_accept(args: argparse.Namespace) -> int:
 
     report, store, owner = owner_report(args)
     try:
+        if len(report["defined_by"]) > 1:
+            raise CliError(f"topology {args.topology!r} is defined by {len(report['defined_by'])} DAG files "
+                           f"({', '.join(report['defined_by'])}): a topology has one DAG file; delete the copy, or "
+                           "give it its own topology_id, then run this again")
         moved = report["owner"] is not None and report["owner"]["dag_file"] != owner.dag_file
         if not report["ran"]:
             report["action"] = "nothing to accept"
@@ -134,6 +140,6 @@ def accept_text(r: dict[str, Any]) -> str:
     text = f"{'would accept' if action == 'would accept' else 'accepted'} {what} as the owner of topology {name}"
     text += f" (was {was['fingerprint']}: {change})" if was else ""
     if action == "accepted":
-        text += ("\nits coordinate tasks go on from the next run; the refused runs consumed no txid: clear them, or "
-                 "let the next scheduled run start")
+        text += ("\ntxids in flight go on with it (their waiting process and commit tasks, at their next check); the "
+                 "refused runs consumed no txid: clear them, or let the next scheduled run start")
     return text

@@ -5,8 +5,8 @@ The coordinator's outcomes (``Emission``, ``NotReady``, ``Busy``, ``Wait``, ``So
 ``AlreadyCommitted`` live in ``txdag.txid.decisions``; the step outcomes below complete them.
 
     coordinate  Emission | NotReady | Busy | Wait | SourceDown | OwnerChanged
-    process     Processed | AlreadyCommitted | Wait | Superseded
-    commit      Committed | AlreadyCommitted | Wait | Superseded | Refused
+    process     Processed | AlreadyCommitted | Wait | Superseded | OwnerChanged
+    commit      Committed | AlreadyCommitted | Wait | Superseded | Refused | OwnerChanged
     fail        Failed | None (the run owns no txid)
 """
 
@@ -62,9 +62,9 @@ class Refused:
 
 @dataclass(frozen=True)
 class OwnerChanged:
-    """The definition the coordinate runs is not the one recorded as the topology's owner (its fingerprint differs:
-    ``txdag.protocol.ownership``): no txid was allocated, and none is until the change is accepted
-    (``txdag topology accept``) or undone. ``changes`` names each difference."""
+    """The definition a step runs is not the one recorded as the topology's owner (its fingerprint differs:
+    ``txdag.protocol.ownership``). A coordinate allocates no txid, a process stages nothing, a commit writes nothing,
+    until the change is accepted (``txdag topology accept``) or undone. ``changes`` names each difference."""
 
     reason: str
     changes: tuple[str, ...] = ()
@@ -79,5 +79,5 @@ class Failed:
 
 
 CoordinateOutcome = Emission | NotReady | Busy | Wait | SourceDown | OwnerChanged
-ProcessOutcome = Processed | AlreadyCommitted | Wait | Superseded
-CommitStepOutcome = Committed | AlreadyCommitted | Wait | Superseded | Refused
+ProcessOutcome = Processed | AlreadyCommitted | Wait | Superseded | OwnerChanged
+CommitStepOutcome = Committed | AlreadyCommitted | Wait | Superseded | Refused | OwnerChanged

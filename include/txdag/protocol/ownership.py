@@ -31,8 +31,9 @@ def record_of(owner: Owner, how: str) -> OwnerRecord:
                        datetime.now(UTC).isoformat(timespec="seconds"), how, FINGERPRINT_SCHEME)
 
 
-def check_owner(store: TransactionStore, owner: Owner) -> OwnerChanged | None:
-    """None when ``owner`` may run the topology (adopting it if it has no owner), else why not."""
+def check_owner(store: TransactionStore, owner: Owner, step: str = "coordinate") -> OwnerChanged | None:
+    """None when ``owner`` may run ``step`` of the topology (adopting the topology if it has no owner), else why
+    not."""
     for _ in range(TRIES):
         got = store.read_owner()
         if got is not None and got[0].scheme > FINGERPRINT_SCHEME:
@@ -42,7 +43,7 @@ def check_owner(store: TransactionStore, owner: Owner) -> OwnerChanged | None:
         if got is not None and got[0].scheme == FINGERPRINT_SCHEME:
             recorded = got[0]
             if recorded.fingerprint != owner.fingerprint:
-                return refusal(owner, recorded)
+                return refusal(owner, recorded, step)
             if owner.dag_file and recorded.dag_file and owner.dag_file != recorded.dag_file:
                 log.warning("topology=%s: defined by %s now, recorded owner %s (same definition, fingerprint %s); "
                             "txdag topology accept %s records the new file", owner.topology_id, owner.dag_file,
@@ -56,17 +57,26 @@ def check_owner(store: TransactionStore, owner: Owner) -> OwnerChanged | None:
                      f"being read {TRIES} times; retry the task")
 
 
-def refusal(owner: Owner, recorded: OwnerRecord) -> OwnerChanged:
-    """The refusal of a definition that differs from the recorded owner: what changed, and the two ways out."""
+def refusal(owner: Owner, recorded: OwnerRecord, step: str = "coordinate") -> OwnerChanged:
+    """The refusal of a definition that differs from the recorded owner: what changed, and the two ways out. A
+    coordinate allocates nothing (its run is cleared once the change is accepted); a process or commit step of a
+    txid coordinated under the owner waits for the change to be accepted (it then goes on with the new definition)
+    or undone."""
     changed = tuple(changes(recorded.definition, owner.definition))
     name = owner.topology_id
+    accept_it = f"run `txdag topology accept {name}` with the new definition in the DAG folder"
+    if step == "coordinate":
+        then = (f"No txid was allocated: two definitions of one topology would write its txids into two places. If "
+                f"the change is on purpose, {accept_it}, then clear this run; if not, restore the definition (or "
+                f"delete the copy that defines {name!r} too)")
+    else:
+        then = (f"This txid was coordinated under the owner: its {step} waits, writing nothing, until you {accept_it} "
+                f"(it then goes on with the new definition) or restore the definition")
     return OwnerChanged(
         f"topology {name!r}: the definition this run uses ({owner.dag_file or 'DAG file unknown'}, fingerprint "
         f"{owner.fingerprint}) is not the one that owns the topology ({recorded.dag_file or 'DAG file unknown'}, "
         f"fingerprint {recorded.fingerprint}, {recorded.how} {recorded.since}): {'; '.join(changed) or 'changed'}. "
-        f"No txid was allocated: two definitions of one topology would write its txids into two places. If the "
-        f"change is on purpose, run `txdag topology accept {name}` with the new definition in the DAG folder, then "
-        f"clear this run; if not, restore the definition (or delete the copy that defines {name!r} too)",
+        f"{then}",
         changed,
     )
 

@@ -7,8 +7,8 @@ What a step cannot decide (a Redis that stays down, a job that crashes) is raise
 on the last failure calls ``fail``, which fails the txid and every later uncommitted one (Storm's cascade).
 
     coordinate -> Emission | NotReady | Busy | Wait | SourceDown | OwnerChanged
-    process    -> Processed | AlreadyCommitted | Wait | Superseded      (runs the driver's job in between)
-    commit     -> Committed | AlreadyCommitted | Wait | Superseded | Refused
+    process    -> Processed | AlreadyCommitted | Wait | Superseded | OwnerChanged  (runs the job in between)
+    commit     -> Committed | AlreadyCommitted | Wait | Superseded | Refused | OwnerChanged
     fail       -> Failed | None
 """
 
@@ -28,6 +28,7 @@ from txdag.protocol.outcomes import (
     Committed,
     CoordinateOutcome,
     Failed,
+    OwnerChanged,
     Processed,
     ProcessOutcome,
     Refused,
@@ -52,12 +53,11 @@ class JobReport:
 Job = Callable[[Emission], JobReport | None]  # stages and seals the batch of the emission it is given
 
 
-def coordinate(rt: Runtime, run_id: str, owner: Owner | None = None) -> CoordinateOutcome:
+def coordinate(rt: Runtime, run_id: str, definition: Owner | None = None) -> CoordinateOutcome:
     """The txid of ``run_id``: its own again (a replay), else the next one. A source that cannot be read to plan
-    the batch is an outcome too (SourceDown): no txid is consumed, the run tries again later. With ``owner`` (the
-    definition the driver runs), a definition that is not the topology's recorded owner is refused first
-    (OwnerChanged, see ``txdag.protocol.ownership``): one set of txids must not go into two states."""
-    refused = check_owner(rt.coordinator.store, owner) if owner is not None else None
+    the batch is an outcome too (SourceDown): no txid is consumed, the run tries again later. With ``definition``
+    (what the driver runs), a definition that is not the topology's owner is refused first (OwnerChanged)."""
+    refused = owner_changed(rt, definition, "coordinate")
     if refused is not None:
         return refused
     try:
@@ -67,13 +67,18 @@ def coordinate(rt: Runtime, run_id: str, owner: Owner | None = None) -> Coordina
         return SourceDown(str(exc))
 
 
-def process(rt: Runtime, run_id: str, emission: Emission, job: Job, *, owner: str) -> ProcessOutcome:
+def process(rt: Runtime, run_id: str, emission: Emission, job: Job, *, owner: str,
+            definition: Owner | None = None) -> ProcessOutcome:
     """Claim the attempt for ``owner`` (an attempt claimed by an earlier try is re-emitted, attempt + 1, so two
     jobs never stage one attempt), run ``job`` on it, mark it processed. A job that raises is the driver's to
-    retry or fail; an attempt replaced meanwhile is Superseded, never Processed."""
+    retry or fail; an attempt replaced meanwhile is Superseded, never Processed. A ``definition`` changed since the
+    txid was coordinated waits (OwnerChanged) until the change is accepted or undone."""
     tx = emission.tx
     if emission.already_committed:  # before any client is built: there is nothing to read or write
         return AlreadyCommitted(tx, f"{tx}: committed already; nothing to process")
+    changed = owner_changed(rt, definition, "process")
+    if changed is not None:
+        return changed
     name = rt.coordinator.name
     committed = rt.coordinator.store.read_topology()[0].committed_txid if rt.kv_targets else 0
     wait = key_value_wait(name, tx, committed, bool(rt.kv_targets))
@@ -91,9 +96,13 @@ def process(rt: Runtime, run_id: str, emission: Emission, job: Job, *, owner: st
     return Processed(emission, *((report.tuples, report.rejected) if report else (None, None)))
 
 
-def commit(rt: Runtime, tx: TransactionAttempt) -> CommitStepOutcome:
+def commit(rt: Runtime, tx: TransactionAttempt, definition: Owner | None = None) -> CommitStepOutcome:
     """Commit ``tx`` when it is next (see ``txdag.commit.phase`` for the order of writes). A commit that must not
-    happen (cascade, never processed, stale attempt) is refused as an outcome and fails no txid."""
+    happen (cascade, never processed, stale attempt) is refused as an outcome and fails no txid; one whose
+    ``definition`` changed since the txid was coordinated waits (OwnerChanged), writing nothing."""
+    changed = owner_changed(rt, definition, "commit")
+    if changed is not None:
+        return changed
     try:
         done = commit_transaction(rt.coordinator, rt.staging, rt.client, tx, rt.states, marker_key=rt.marker_key,
                                   load_job=rt.job_loader, key_values=rt.kv_targets)
@@ -108,6 +117,12 @@ def commit(rt: Runtime, tx: TransactionAttempt) -> CommitStepOutcome:
     if done.status == "already committed":
         return AlreadyCommitted(tx, done.reason)
     return Committed(tx, done.applied, done.skipped)
+
+
+def owner_changed(rt: Runtime, definition: Owner | None, step: str) -> OwnerChanged | None:
+    """``definition`` (what the driver runs; None: no check) against the topology's owner, adopting it if none is
+    recorded: one set of txids must not go into two states (``txdag.protocol.ownership``)."""
+    return None if definition is None else check_owner(rt.coordinator.store, definition, step)
 
 
 def fail(rt: Runtime, run_id: str, error: str) -> Failed | None:

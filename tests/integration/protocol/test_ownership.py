@@ -11,8 +11,9 @@ import pytest
 from access import ZK_AUTH
 
 from txdag.analytics.tweets import STATES, tweet_partials
+from txdag.commit.staging import claim_key
 from txdag.errors import FormatVersionError
-from txdag.protocol import Emission, OwnerChanged, steps
+from txdag.protocol import Committed, Emission, OwnerChanged, Processed, steps
 from txdag.protocol.local import LocalTopology
 from txdag.protocol.ownership import accept, record_of
 from txdag.spouts.samples import sample_tweets
@@ -77,6 +78,28 @@ def test_the_first_coordinate_adopts_and_a_changed_definition_is_refused_until_a
     old = steps.coordinate(rt, "run3", owner(prefix))
     assert isinstance(old, OwnerChanged), "the old definition is not the owner any more"
     assert old.changes == (f"state 'users' namespace: '{prefix}:users_v2' -> '{prefix}:users'",)
+
+
+def test_a_txid_in_flight_when_its_definition_changes_waits_in_process_and_commit(local, prefix) -> None:
+    """Airflow's process and commit tasks parse the DAG file again: a txid coordinated under the owner must not be
+    staged or committed under an edited definition before the change is accepted (nor fail and cascade)."""
+    rt, store = local.runtime, local.coordinator.store
+    emission = steps.coordinate(rt, "run1", owner(prefix))
+    edited = owner(prefix, states=[State(n, namespace=f"{prefix}:v2:{n}") for n in STATES])
+    waiting = steps.process(rt, "run1", emission, local.run_job, owner="run1 try 1", definition=edited)
+    assert isinstance(waiting, OwnerChanged) and len(waiting.changes) == len(STATES)
+    assert store.read_txid(1)[0].status.value == "emitted"
+    assert not local.client.exists(claim_key(prefix, emission.tx)), "not even claimed"
+    assert isinstance(steps.process(rt, "run1", emission, local.run_job, owner="run1 try 1",
+                                    definition=owner(prefix)), Processed)
+    waiting = steps.commit(rt, emission.tx, edited)
+    assert isinstance(waiting, OwnerChanged) and waiting.reason.endswith(
+        f"This txid was coordinated under the owner: its commit waits, writing nothing, until you run `txdag "
+        f"topology accept {prefix}` with the new definition in the DAG folder (it then goes on with the new "
+        f"definition) or restore the definition")
+    assert store.read_topology()[0].committed_txid == 0, "nothing committed"
+    accept(store, edited)
+    assert isinstance(steps.commit(rt, emission.tx, edited), Committed)
 
 
 def test_tuning_and_another_dag_file_with_the_same_definition_go_on(local, prefix, caplog) -> None:

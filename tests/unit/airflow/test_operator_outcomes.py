@@ -87,6 +87,18 @@ def test_process_waiting_for_a_key_value_predecessor_is_rescheduled(ops) -> None
         ops.m.process_result(TASK, TOPOLOGY, TA(4, 1), EMITTED, Wait("read as of txid 3", 3, replay=True))
 
 
+def test_process_and_commit_of_a_changed_definition_wait_writing_nothing(ops, caplog) -> None:
+    """A txid coordinated under the owner, whose DAG file changed meanwhile: neither step fails the txid (that would
+    cascade); both wait for the change to be accepted or undone, and say so as a warning."""
+    changed = OwnerChanged("state 'words' namespace: 'a' -> 'b'; run `txdag topology accept topo`")
+    with caplog.at_level(logging.WARNING, logger=TASK.log.name):
+        with pytest.raises(ops.Reschedule):
+            ops.m.process_result(TASK, TOPOLOGY, TA(4, 1), EMITTED, changed)
+        with pytest.raises(ops.Reschedule):
+            ops.m.commit_result(TASK, TOPOLOGY, TA(4, 1), changed)
+    assert caplog.text.count("txid=4 attempt=1: state 'words' namespace: 'a' -> 'b'") == 2
+
+
 def test_a_superseded_process_fails_without_retries_with_its_reason(ops) -> None:
     with pytest.raises(ops.Fail, match="txid 4 attempt 1: processed, but the txid moved on"):
         ops.m.process_result(TASK, TOPOLOGY, TA(4, 1), EMITTED,
