@@ -26,6 +26,8 @@ from txdag.hints import airflow_url as api_url
 from txdag.hints import how_to_start
 from txdag.spouts import append_tweets
 from txdag.spouts.samples import sample_tweets
+from txdag.state.marker import read_marker, where
+from txdag.txid.decisions import check_marker
 from txdag.zk.store import TransactionStore
 
 DAG = "tweets_analytics"
@@ -145,13 +147,17 @@ def main() -> int:
     api.wait_dag_parsed(DAG, timeout=180)
     client = redis_for("redis_default")
     zk, root = zookeeper_for("zookeeper_default")
+    store = TransactionStore(zk, DAG, root=root)
+    store.ensure()
+    # A Redis that lost the demo's state while ZooKeeper kept its txids (a wipe, a Redis without its data): say so,
+    # with the ways out, before loading anything (the coordinate task would halt on it too).
+    marker = read_marker(client, MARKER, DAG, "reading the demo's commit marker")
+    check_marker(DAG, store.read_topology()[0].committed_txid, marker, where(client, MARKER))
     if not client.exists("NEXT_WRITE"):
         append_tweets(client, sample_tweets(args.tweets))
         db = client.get_connection_kwargs().get("db", 0)
         print(f"demo: loaded {args.tweets} sample tweets at keys 1..{args.tweets} of Redis database {db}")
     api.unpause(DAG)
-    store = TransactionStore(zk, DAG, root=root)
-    store.ensure()
     demo = Demo(api, store, args.at_once)
     print(f"demo: running {DAG}, {args.at_once} txids in flight, committed in txid order", flush=True)
     demo.drain()
@@ -161,7 +167,7 @@ def main() -> int:
               "(add tweets with `txdag seed tweets_analytics`)")
     else:
         print(f"demo: txids {demo.first_txid}..{committed} committed in {time.monotonic() - demo.started:.0f} s "
-              f"({MARKER} = {client.get(MARKER).decode()})")
+              f"({MARKER} = {read_marker(client, MARKER, DAG, 'reading the commit marker')})")
     check(client)
     for state in ("users", "hashtags"):
         top = sorted(((int(v), k.decode()) for k, v in client.hgetall(state).items()), reverse=True)[:5]

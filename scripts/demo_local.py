@@ -85,7 +85,7 @@ def main() -> None:
     topology = build(client, os.environ.get("TXDAG_ZK_HOSTS", "127.0.0.1:2191"), args.batch_size)
     if client.get("NEXT_WRITE") is None:
         store = topology.coordinator.store
-        if store.client.exists(store.path):  # Redis was emptied (it keeps nothing on disk): start over too
+        if store.client.exists(store.path):  # the demo's source was wiped (services.sh wipe redis): start over too
             store.client.delete(store.path, recursive=True)
             print(f"Redis holds no demo tweets: the demo's transactions in ZooKeeper ({store.path}) start over")
         ids = append_tweets(client, sample_tweets(args.tweets))

@@ -59,3 +59,20 @@ class CascadeError(TxdagError):
 class StoreWentBackwards(TxdagError):
     """A store holds less than ZooKeeper says was committed or emitted (a Redis restarted without its data, a
     backup restored, a source trimmed): txdag halts the topology rather than skip or recount silently."""
+
+
+def start_over(topology: str) -> str:
+    """The deliberate way out of a store that went backwards (txdag.cli.ops.cmd_reset)."""
+    return (f"start the topology over on purpose with `txdag reset {topology} --confirm` (it deletes the "
+            f"topology's states and txid records; the source is kept and read again from its start)")
+
+
+def source_went_backwards(topology: str, detail: str) -> StoreWentBackwards:
+    """The error for a source that no longer holds what the last emitted batch read (``detail``: what the spout
+    found, naming the key or stream and both positions)."""
+    return StoreWentBackwards(
+        f"topology {topology!r}: the source went backwards: {detail}. It was restarted without its data, "
+        f"trimmed, or restored from an older backup. txdag halts this topology rather than skip entries or read "
+        f"new ones under old ids. Ways out: restore the source's data, or "
+        f"{start_over(topology)}"
+    )

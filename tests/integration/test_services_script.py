@@ -163,7 +163,7 @@ def test_stop_and_start_keep_redis_keys_users_and_znodes(services) -> None:
     admin.execute_command("ACL", "SAVE")
     # the topologies' user exactly as scripts/airflow.sh creates it (txdag acl redis --apply: SETUSER + SAVE)
     created = subprocess.run(
-        [sys.executable, "-m", "txdag.cli", "acl", "redis", "--dags", str(ROOT / "dags"), "--user", "txdag",
+        [sys.executable, "-m", "txdag.cli.main", "acl", "redis", "--dags", str(ROOT / "dags"), "--user", "txdag",
          "--password-env", "TXDAG_ACL_PASSWORD", "--source-write", "--apply", f"redis://127.0.0.1:{port}/0"],
         env={**services.admin_env(), "TXDAG_ACL_PASSWORD": "pw-txdag"}, capture_output=True, text=True, timeout=60)
     assert created.returncode == 0 and "(ACL SAVE)" in created.stdout, created.stdout + created.stderr

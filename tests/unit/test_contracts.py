@@ -1,5 +1,6 @@
-"""txdag.contracts (Trident's aggregator contracts) on plain Python lists: the kernels the executors run, the built-ins, the
-seed 001 property (a batch cut into partitions aggregates to the same value), and the commit-time merge."""
+"""txdag.contracts (Trident's aggregator contracts) on plain Python lists: the kernels the executors run, the
+built-ins, the seed 001 property (a batch cut into partitions aggregates to the same value), and the commit-time
+merge."""
 
 import subprocess
 import sys

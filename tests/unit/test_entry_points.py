@@ -1,9 +1,9 @@
 """Every command a user is told about answers ``--help``: exit 0, a help naming the command, and nothing else.
 
 The commands: the ``txdag`` console script of .venv and every subcommand and sub-subcommand of
-``txdag.cli.main.build_parser()`` (walked, so a new one is covered without editing this file), ``python -m txdag.cli.main``,
-the two demos (``python scripts/demo_local.py``, ``python scripts/demo_airflow.py``), each bench/ script, and each
-scripts/*.sh (demo.sh and test.sh included).
+``txdag.cli.main.build_parser()`` (walked, so a new one is covered without editing this file),
+``python -m txdag.cli.main``, the two demos (``python scripts/demo_local.py``, ``python scripts/demo_airflow.py``),
+each bench/ script, and each scripts/*.sh (demo.sh and test.sh included).
 
 A help touches no service: every command runs with the addresses of Redis, ZooKeeper, PostgreSQL, Airflow's API
 and Spark Connect (TXDAG_*_PORT, TXDAG_REDIS_URL, AIRFLOW_CONN_*, ...) pointing at ports of its own on which this

@@ -59,6 +59,9 @@ RUN_BY: dict[str, tuple[str, str]] = {
     "txdag state get": (f"{CLI}::test_state_get_unwraps_transactional_and_opaque_values", '"state", "get"'),
     "txdag state top": (f"{CLI}::test_state_top_ranks_the_largest_values", '"state", "top"'),
     "txdag seed": (f"{CLI}::test_seed_appends_with_progress_and_json", 'run(capsys, "seed"'),
+    "txdag reset": ("tests/integration/cli/test_reset.py::"
+                    "test_status_and_doctor_lead_with_the_halt_and_reset_starts_over_exactly",
+                    '"reset", prefix, "--confirm"'),
     "txdag doctor": (f"{CLI}::test_doctor_passes_with_live_services_and_fails_on_a_dead_port",
                      '"doctor", "--check", "redis", "--check", "zookeeper"'),
     "txdag state dump": (f"{KV_CLI}::test_dump_shows_values_txids_and_staged_attempts", '"state", "dump"'),

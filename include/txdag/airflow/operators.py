@@ -29,6 +29,7 @@ from txdag.protocol import (
     Committed,
     CoordinateOutcome,
     Emission,
+    Halted,
     NotReady,
     OwnerChanged,
     Processed,
@@ -83,6 +84,9 @@ def coordinate_refusal(task: BaseOperator, t: TransactionalTopology, run_id: str
     Airflow retries) when the source is down, a failure without retries when the definition is not the topology's
     owner (it names what changed and the command that accepts it)."""
     assert not isinstance(outcome, Emission)
+    if isinstance(outcome, Halted):
+        task.log.error("topology=%s run=%s: halted: %s", t.topology_id, run_id, outcome.reason)
+        return AirflowFailException(outcome.reason)
     if isinstance(outcome, SourceDown):
         return SourceUnavailable(outcome.reason)
     if isinstance(outcome, OwnerChanged):  # retrying cannot help: an operator accepts the change or undoes it

@@ -114,8 +114,8 @@ class TopologyRuntime:
                 for k in t.key_values}
 
     @property
-    def marker_key(self) -> str | None:
-        return self.topology.marker_key
+    def marker_key(self) -> str:
+        return self.topology.commit_marker
 
     @property
     def job_loader(self) -> Callable[[], ModuleType]:

@@ -83,7 +83,7 @@ def lag_of(name: str, records: list[Any], last_txid: int) -> tuple[int | None, s
     try:
         clients = {c: _redis_client(c) for c in definition.source.conn_ids()}
         spout = definition.source.build(clients, name)
-        return spout.lag(last.metadata if last else None), None  # type: ignore[attr-defined]
+        return spout.lag(last.metadata if last else None), None
     except (TxdagError, OSError) as exc:
         return None, f"{type(exc).__name__}: {exc}"
 

@@ -1,15 +1,10 @@
 """Redis access control: the ACL rules of a user limited to some topologies' keys and to the commands txdag sends.
 
-A topology's keys (the layouts of ``txdag.state.redis_backing``, ``txdag.commit.staging``,
-``txdag.commit.rejections`` and the spouts):
-
-    <ns>  {<ns>}:txid  {<ns>}:prev  {<ns>}:meta     each state's namespace          read-write
-    <marker_key>                                      the last committed txid         read-write
-    txdag:stage:{<topology>}:*  txdag:claim:{<topology>}:*  txdag:rejected:{<topology>}  read-write
-    txdag:kv:{<topology>:*                            KeyValueStates (default namespaces)  read-write
-    txdag:window:{<topology>}:*  txdag:values:{<topology>}:*   window stores, new values streams   read-write
-    <prefix>[0-9]*  <prefix>NEXT_WRITE  <prefix>NEXT_READ   a tweets source           read-only (%R~)
-    <stream> ...                                      a streams source                read-only (%R~)
+A topology's keys are those of its layouts (txdag.keyspace), each granted by the layout module's
+``acl_patterns``, read-write: each state's namespace (txdag.state.redis_backing), the marker key, its staging and
+claims (txdag.state.staging_layout), rejections (txdag.commit.rejections), window stores (txdag.windows.store), new
+values streams (txdag.commit.newvalues) and its steps' KeyValueStates in their default namespaces
+(txdag.state.kv.layout); and read-only (``%R~``) the source's keys (txdag.spouts.tweets, txdag.spouts.streams).
 
 The source is read-only unless ``source_write`` (a user that also seeds the source). A read-only key can
 still be read by a script sent with EVAL_RO/EVALSHA_RO (the stream spouts' planning does so), not with EVAL.
@@ -31,10 +26,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from txdag.commit.rejections import rejections_key
+from txdag.commit import newvalues, rejections
 from txdag.errors import ConfigError, ServiceUnavailable
-from txdag.state.kv.layout import KEY_PREFIX
-from txdag.state.redis_backing import state_keys
+from txdag.keyspace import glob_escape
+from txdag.state import redis_backing, staging_layout
+from txdag.state.kv import layout as kv_layout
+from txdag.windows import store as window_store
 
 COMMANDS = (
     "ping", "select", "hello",                                                      # connection
@@ -45,31 +42,24 @@ COMMANDS = (
     "copy", "rename",                                                               # KeyValueState scripts
     "eval", "evalsha", "eval_ro", "evalsha_ro", "script|load", "script|exists",    # the Lua scripts
 )  # fmt: skip
-OWN_AREAS = ("stage", "claim", "window", "values")  # txdag:<area>:{<topology>}:* (staging.py, window_store, newvalues)
-GLOB_SPECIAL = re.compile(r"([*?\[\]\\])")
+# the layouts a topology owns by its id (each one's acl_patterns(topology_id))
+TOPOLOGY_LAYOUTS = (rejections.acl_patterns, staging_layout.acl_patterns, window_store.acl_patterns,
+                    newvalues.acl_patterns, kv_layout.acl_patterns)
 
 
-def glob_escape(key: str) -> str:
-    """A Redis key as an ACL key pattern that matches that key only."""
-    return GLOB_SPECIAL.sub(r"\\\1", key)
+def owned_patterns(topology: Any) -> list[str]:
+    """Redis globs of every key a TransactionalTopology writes (not its source): what its user may write, and
+    what ``txdag reset`` deletes."""
+    own = [p for s in topology.states for p in redis_backing.acl_patterns(s.redis_key)]
+    own += [glob_escape(topology.commit_marker)]
+    return own + [p for layout in TOPOLOGY_LAYOUTS for p in layout(topology.topology_id)]
 
 
 def key_patterns(topology: Any, *, source_write: bool = False) -> list[str]:
     """The ACL key rules (``~pattern`` read-write, ``%R~pattern`` read-only) of one TransactionalTopology."""
-    t = glob_escape(topology.topology_id)
-    own = [k for s in topology.states for k in state_keys(s.redis_key)]
-    own += [topology.marker_key] if topology.marker_key else []
-    own += [rejections_key(topology.topology_id)]
-    rules = [f"~{glob_escape(k)}" for k in own] + [f"~txdag:{area}:{{{t}}}:*" for area in OWN_AREAS]
-    rules.append(f"~{KEY_PREFIX}{{{t}:*")  # the KeyValueStates of its steps: txdag.state.kv.kv_namespace
-    source = topology.source
-    if source.type == "tweets":
-        p = glob_escape(source.prefix)
-        patterns = [f"{p}[0-9]*", f"{p}NEXT_WRITE", f"{p}NEXT_READ"]
-    else:
-        patterns = [glob_escape(s) for s in source.streams]
-    rules += [("~" if source_write else "%R~") + p for p in patterns]
-    return rules
+    own = owned_patterns(topology)
+    source = topology.source.acl_patterns()
+    return [f"~{p}" for p in own] + [("~" if source_write else "%R~") + p for p in source]
 
 
 def redis_acl_rules(*topologies: Any, source_write: bool = False) -> list[str]:

@@ -17,10 +17,20 @@ from pathlib import Path
 from typing import Any
 
 from txdag import hints
-from txdag.cli.common import DEFAULT_REDIS_CONN, DEFAULT_ZK_CONN, connection, dags_folder, emit, table
-from txdag.errors import TxdagError
+from txdag.cli.common import (
+    DEFAULT_REDIS_CONN,
+    DEFAULT_ZK_CONN,
+    connection,
+    dags_folder,
+    emit,
+    redis_for,
+    table,
+    zookeeper_for,
+)
+from txdag.cli.common import conn_id as conn_of
+from txdag.errors import StoreWentBackwards, TxdagError, start_over
 
-GROUPS = ("redis", "zookeeper", "spark", "airflow", "connections")
+GROUPS = ("redis", "zookeeper", "spark", "airflow", "connections", "stores")
 
 
 def short(exc: Exception) -> str:
@@ -205,9 +215,68 @@ def check_connections(args: argparse.Namespace) -> list[Check]:
     return checks
 
 
+def check_stores(args: argparse.Namespace) -> list[Check]:
+    """Each topology's state store and source still hold what ZooKeeper says was committed and emitted: the
+    check its coordinate task makes before it emits (txdag.protocol.steps.check_states), made ahead of a run."""
+    from txdag.topology.topology import load_definitions
+
+    checks = []
+    for t in load_definitions(dags_folder(args))[0].values():
+        try:
+            checks.append(_check_stores_of(t, args))
+        except StoreWentBackwards as exc:
+            what, _, _ = str(exc).partition(" txdag halts")
+            checks.append(Check(f"stores of {t.topology_id}", "fail", what,
+                                f"restore the data, or {start_over(t.topology_id)}"))
+        except TxdagError as exc:
+            checks.append(Check(f"stores of {t.topology_id}", "warn", f"not checked: {short(exc)}",
+                                "see the redis and zookeeper checks"))
+    return checks
+
+
+def halted(t: Any, args: argparse.Namespace) -> str | None:
+    """Why topology ``t`` is halted (a state store or its source behind ZooKeeper), None when it is not or when
+    the stores cannot be read (the other checks, and the commands' own errors, say why)."""
+    try:
+        _check_stores_of(t, args)
+    except StoreWentBackwards as exc:
+        return str(exc)
+    except TxdagError:
+        return None
+    return None
+
+
+def _check_stores_of(t: Any, args: argparse.Namespace) -> Check:
+    from txdag.state.marker import read_marker, where
+    from txdag.txid.decisions import check_marker
+    from txdag.zk.store import TransactionStore
+
+    timeout = getattr(args, "timeout", 5.0)
+    zk, root = zookeeper_for(conn_of(args, "zookeeper", t), timeout)
+    clients = {c: redis_for(c, timeout) for c, kind in t.conn_ids().items() if kind == "redis"}
+    try:
+        store = TransactionStore(zk, t.topology_id, root=root)
+        if not zk.exists(store.path):
+            return Check(f"stores of {t.topology_id}", "ok", "no txid yet")
+        topo = store.read_topology()[0]
+        redis = clients[conn_of(args, "redis", t)]
+        marker = read_marker(redis, t.commit_marker, t.topology_id, "reading the commit marker")
+        check_marker(t.topology_id, topo.committed_txid, marker, where(redis, t.commit_marker))
+        last = store.read_txid(topo.last_txid) if topo.last_txid else None
+        if last is not None and last[0].metadata:
+            t.source.build(clients, t.topology_id).lag(last[0].metadata)  # raises when the source went backwards
+        return Check(f"stores of {t.topology_id}", "ok", f"committed txid {topo.committed_txid}, commit marker "
+                     f"{marker}; the source holds txid {topo.last_txid}'s batch")
+    finally:
+        zk.stop()
+        zk.close()
+        for client in clients.values():
+            client.close()
+
+
 CHECKS: dict[str, Callable[[argparse.Namespace], list[Check]]] = {
     "redis": check_redis, "zookeeper": check_zookeeper, "spark": check_spark, "airflow": check_airflow,
-    "connections": check_connections,
+    "connections": check_connections, "stores": check_stores,
 }
 
 

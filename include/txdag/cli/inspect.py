@@ -19,6 +19,7 @@ from txdag.cli.common import (
     zk_topologies,
     zookeeper_for,
 )
+from txdag.cli.doctor import halted
 from txdag.txid.report import batch_of, failures, read_snapshot, topology_status, txid_row
 
 __all__ = ["batch_of", "failures", "cmd_show", "cmd_status", "status_text", "show_text"]
@@ -54,7 +55,8 @@ def cmd_status(args: argparse.Namespace) -> int:
                                "failed": [], "rejections": None, "kept_txids": [], "never_ran": True})
                 continue
             topo, records = read_snapshot(store_of(client, root, name))
-            report.append(topology_status(topo, records, name, rejection_count(args, name, defined.get(name))))
+            row = topology_status(topo, records, name, rejection_count(args, name, defined.get(name)))
+            report.append({**row, "halted": halted(defined[name], args) if name in defined else None})
     finally:
         client.stop()
         client.close()
@@ -65,12 +67,16 @@ def cmd_status(args: argparse.Namespace) -> int:
 def status_text(report: dict | list) -> str:
     if isinstance(report, list):
         rows = [{**r, "in_flight": len(r["in_flight"]), "failed": sum(1 + len(f["cascade"]) for f in r["failed"]),
-                 "committed_txid": "never ran" if r.get("never_ran") else r["committed_txid"]} for r in report]
-        cols = ["topology", "committed_txid", "last_txid", "in_flight", "failed", "rejections"]
-        return table(rows, cols, ["topology", "committed", "last txid", "in flight", "failed", "rejected"]) \
+                 "committed_txid": "never ran" if r.get("never_ran") else r["committed_txid"],
+                 "halted": "HALTED" if r.get("halted") else ""} for r in report]
+        cols = ["topology", "committed_txid", "last_txid", "in_flight", "failed", "rejections", "halted"]
+        halts = [f"{r['topology']} HALTED: {r['halted']}" for r in report if r.get("halted")]
+        return "\n\n".join([*halts, table(rows, cols, ["topology", "committed", "last txid", "in flight", "failed",
+                                                       "rejected", ""])]) \
             if rows else "no topologies in the DAG folder or in ZooKeeper"
     r = report
-    lines = [f"topology {r['topology']}: committed up to txid {r['committed_txid']}, last txid {r['last_txid']}, "
+    lines = [f"HALTED: {r['halted']}", ""] if r.get("halted") else []
+    lines += [f"topology {r['topology']}: committed up to txid {r['committed_txid']}, last txid {r['last_txid']}, "
              f"{len(r['in_flight'])} in flight, {r['rejections'] if r['rejections'] is not None else '?'} "
              "rejected entries"]
     if r["in_flight"]:

@@ -67,6 +67,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="list the runs without clearing them")
     p.set_defaults(func=ops.cmd_replay)
 
+    p = sub.add_parser("reset", parents=common, help="start a topology over on purpose: delete its records and "
+                       "the keys it wrote (not its source)")
+    p.add_argument("topology")
+    p.add_argument("--confirm", action="store_true", help="do it (without: say what would be deleted)")
+    p.set_defaults(func=ops.cmd_reset)
+
     p = sub.add_parser("state", help="read committed state values; dump or migrate a KeyValueState")
     state_sub = p.add_subparsers(dest="state_command", required=True, metavar="get|top|dump|migrate")
     g = state_sub.add_parser("get", parents=common, help="values of keys (hash fields as stored, e.g. @bob:#tag)")

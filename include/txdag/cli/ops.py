@@ -18,9 +18,11 @@ from txdag.cli.common import (
     store_of,
     table,
     topologies,
+    topology,
     zookeeper_for,
 )
 from txdag.txid.report import replay_targets
+from txdag.zk.store import TransactionStore
 
 SAMPLES: dict[str, tuple[str, str | tuple[str, ...]]] = {  # shipped topology -> (sample kind, key prefix or streams)
     "tweets_analytics": ("tweets", ""),
@@ -123,6 +125,45 @@ def seed_text(d: dict[str, Any]) -> str:
     noun = "tweets" if d["kind"] == "tweets" else "sentences"
     return f"appended {d['count']} {noun} for topology {d['topology']}\n" + \
         table(rows, ["target", "count", "first", "last"], ["stream or prefix", "count", "first", "last"])
+
+
+def cmd_reset(args: argparse.Namespace) -> int:
+    """Start a topology over on purpose: delete its txid records in ZooKeeper and every key it writes in Redis
+    (states, commit marker, staging, windows, new values, key-value states, rejections); its source is kept and
+    read again from its start. The way out that a store or source that went backwards names."""
+    from txdag.cli.acl import owned_patterns
+
+    definition = topology(args, args.topology)
+    client, root = zookeeper_for(conn_id(args, "zookeeper", definition))
+    redis = redis_for(conn_id(args, "redis", definition))
+    try:
+        store = TransactionStore(client, args.topology, root=root)
+        record = store.read_topology()[0] if client.exists(store.path) else None
+        keys = sorted({k for p in owned_patterns(definition) for k in redis.scan_iter(match=p, count=1000)})
+        plan = {"topology": args.topology, "zookeeper": store.path if record else None,
+                "committed_txid": record.committed_txid if record else None, "redis_keys": len(keys),
+                "confirmed": args.confirm}
+        if args.confirm:
+            if record is not None:
+                store.forget()
+            for start in range(0, len(keys), CHUNK):
+                redis.delete(*keys[start:start + CHUNK])
+    finally:
+        client.stop()
+        client.close()
+        redis.close()
+    emit(args, plan, reset_summary)
+    return 0 if args.confirm else 1
+
+
+def reset_summary(d: dict[str, Any]) -> str:
+    records = (f"its records at {d['zookeeper']} (committed up to txid {d['committed_txid']})" if d["zookeeper"]
+               else "no records in ZooKeeper")
+    done = ("the next run starts at txid 1, from the source's start" if d["confirmed"]
+            else "nothing deleted: add --confirm to do it")
+    verb = "reset" if d["confirmed"] else "would reset"
+    keys = f"{d['redis_keys']} Redis key(s) it wrote"
+    return f"{verb} topology {d['topology']}: {records} and {keys}; its source is kept; {done}"
 
 
 def cmd_pools_sync(args: argparse.Namespace) -> int:

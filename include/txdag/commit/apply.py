@@ -1,17 +1,18 @@
-"""The commit's appliers of the staged outputs that run user code: combiner partials, windows, state updaters.
+"""The commit's appliers of staged outputs: combiner partials, windows, state updaters, numeric partials (the table
+of kinds that calls them: txdag.commit.kinds; key-value states: txdag.commit.keyvalue).
 
 Each runs in the commit task, in txid order, and is idempotent for its txid: the map states skip or recompute a
 key that already holds the txid, the window store returns what a txid fired the first time, the new values
 stream takes a txid's entries once. User classes (aggregators, updaters) are rebuilt from the references the
-processing step staged (txdag.topology.refs), from the job file or txdag. Numeric partials are not here: they are added
-inside Redis by txdag.state.redis_commit, last, with the marker.
+processing step staged (txdag.topology.refs), from the job file or txdag. Numeric partials are added inside Redis by
+txdag.state.redis_commit, with the marker last.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from types import ModuleType
 from typing import Any
 
@@ -19,12 +20,15 @@ import redis
 
 from txdag.attempt import TransactionAttempt
 from txdag.commit.newvalues import emit_values
-from txdag.commit.outputs import COMBINE, PERSIST, WINDOW, OutputSpec
+from txdag.commit.outputs import OutputSpec
 from txdag.commit.rejections import record_rejections
 from txdag.errors import ConfigError
 from txdag.spouts.base import Rejection
 from txdag.state.combine_apply import apply_combined, apply_updaters
+from txdag.state.kv import KVNamespace, ProviderConfig
 from txdag.state.map_state import MapStateBase
+from txdag.state.redis_backing import RedisBackingMap
+from txdag.state.redis_commit import StagedPartials, apply_staged
 from txdag.state.snapshottable_map import GLOBAL_KEY
 from txdag.topology.refs import resolve_ref
 from txdag.windows.rules import spec_from_dict
@@ -32,14 +36,26 @@ from txdag.windows.store import Evaluate, Fired, Row, WindowStore
 
 
 @dataclass(frozen=True)
+class KVTarget:
+    """Where one key-value state lives."""
+
+    namespace: KVNamespace
+    config: ProviderConfig
+
+
+@dataclass(frozen=True)
 class CommitContext:
-    """What an applier works with: the txid attempt being committed and where its states are."""
+    """What an applier works with: the txid attempt being committed, where its states are, and what the commit
+    writes with the numeric partials (``extra`` keys, then the marker)."""
 
     topology: str
     tx: TransactionAttempt
     client: redis.Redis
     states: Mapping[str, MapStateBase]
     load_job: Callable[[], ModuleType] | None = None
+    key_values: Mapping[str, KVTarget] = field(default_factory=dict)
+    marker_key: str | None = None
+    extra: Mapping[str, str] | None = None
 
     def rebuild(self, name: str, spec: OutputSpec, base: Any) -> Any:
         if self.load_job is None and (spec.ref or {}).get("module") == "job":
@@ -146,7 +162,21 @@ def _put_global(ctx: CommitContext, name: str, value: Any) -> None:
     state.commit(ctx.tx.txid)
 
 
-APPLIERS: dict[str, Callable[[CommitContext, str, OutputSpec, dict[str, Any]], int]] = {
-    COMBINE: apply_combine, WINDOW: apply_window, PERSIST: apply_persist}
+def apply_sums(ctx: CommitContext, outputs: Mapping[str, tuple[OutputSpec, str]]) -> tuple[int, int]:
+    """Every state's numeric partials (their staging keys) added inside Redis, one script call per page of fields,
+    then ``extra`` and the marker, last (also with no partials at all); returns (applied, skipped)."""
+    sums = [StagedPartials(_namespace(ctx, name), ctx.states[name].kind, key) for name, (_, key) in outputs.items()]
+    result = apply_staged(ctx.client, ctx.tx.txid, sums, marker_key=ctx.marker_key, extra=ctx.extra,
+                          topology=ctx.topology)
+    return result.applied, result.skipped
 
-__all__ = ["APPLIERS", "CommitContext", "Fired", "window_evaluator"]
+
+def _namespace(ctx: CommitContext, name: str) -> str:
+    backing = ctx.states[name].backing
+    if not isinstance(backing, RedisBackingMap):
+        raise ConfigError(f"topology {ctx.topology!r} {ctx.tx}: committing the staged partials of state {name!r} "
+                          f"needs a state over RedisBackingMap, got {backing!r}")
+    return backing.namespace
+
+
+__all__ = ["CommitContext", "Fired", "KVTarget", "apply_sums", "window_evaluator"]

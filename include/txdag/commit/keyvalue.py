@@ -12,32 +12,23 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from txdag.commit.apply import CommitContext
-from txdag.commit.outputs import KV, OutputSpec
+from txdag.commit.apply import CommitContext, KVTarget
+from txdag.commit.outputs import OutputSpec
 from txdag.errors import ConfigError
 from txdag.faults import crash_if_requested
-from txdag.state.kv import KVNamespace, ProviderConfig, commit, make_client, prepare, recover, seal_stage
+from txdag.state.kv import ProviderConfig, commit, make_client, prepare, recover, seal_stage
 from txdag.state.kv.protocol import stage_encoded
 from txdag.state.kv.step import StatefulStep
 
 log = logging.getLogger("txdag.commit.phase")
 
 
-@dataclass(frozen=True)
-class KVTarget:
-    """Where one key-value state lives."""
-
-    namespace: KVNamespace
-    config: ProviderConfig
-
-
-def commit_key_values(ctx: CommitContext, outputs: Mapping[str, tuple[OutputSpec, Any]],
-                      targets: Mapping[str, KVTarget]) -> int:
-    """Prepare then commit every key-value state of the topology for ``ctx.tx``; returns the states committed."""
-    staged = {name: spec for name, (spec, _) in outputs.items() if spec.kind == KV}
+def commit_key_values(ctx: CommitContext, staged: Mapping[str, OutputSpec]) -> int:
+    """Prepare then commit every key-value state of the topology (``ctx.key_values``) for ``ctx.tx``, with the
+    ``kv`` outputs the job staged (``staged``, by state); returns the states committed."""
+    targets = ctx.key_values
     unknown = sorted(set(staged) - set(targets))
     if unknown:
         raise ConfigError(f"topology {ctx.topology!r} {ctx.tx}: staged key-value states {unknown} that the topology "
@@ -68,3 +59,6 @@ def commit_key_values(ctx: CommitContext, outputs: Mapping[str, tuple[OutputSpec
         for client in clients.values():
             client.close()
     return len(targets)
+
+
+__all__ = ["KVTarget", "commit_key_values"]

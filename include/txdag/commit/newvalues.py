@@ -5,7 +5,7 @@
 A commit emits its rows with the txid as the entry id's first part, in one script call that does nothing when
 the stream already holds an entry of this txid or a later one: a retried commit emits nothing twice, and the
 entries are in commit order. Another topology can read it as a source: ``StreamsSource([values_key(...)])``
-(the field ``value`` is StreamsSource's default).
+(the field ``value`` is StreamsSource's default). ``keys``/``acl_patterns``: the shape of txdag.keyspace.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 
 import redis
 
+from txdag.keyspace import below
 from txdag.redisio import redis_errors
 
 # KEYS[1]: the stream. ARGV[1]: txid; ARGV[2..]: one JSON value per entry, in order.
@@ -29,8 +30,20 @@ return #ARGV - 1
 """
 
 
+def _base(topology: str) -> str:
+    return f"txdag:values:{{{topology}}}"
+
+
 def values_key(topology: str, state: str) -> str:
-    return f"txdag:values:{{{topology}}}:{state}"
+    return f"{_base(topology)}:{state}"
+
+
+def keys(topology: str, state: str) -> list[str]:
+    return [values_key(topology, state)]
+
+
+def acl_patterns(topology: str) -> list[str]:
+    return [below(_base(topology))]
 
 
 def emit_values(client: redis.Redis, topology: str, state: str, txid: int, rows: Sequence[Any]) -> int:

@@ -1,18 +1,7 @@
 """What a processing step staged for one state, as recorded in the staging seal, so the commit knows how to apply it.
 
-Kinds of output:
-
-- ``sum``: numeric partials per hash field (Count, Sum): added inside Redis by one script call per chunk, with the
-  state's txid rule per key (``txdag.state.redis_commit``). A plain DataFrame returned by a job is this kind.
-- ``combine``: a combiner aggregator's partial value per hash field (JSON), merged into the stored value by the
-  aggregator's ``combine`` at commit time, through the map state's ``multi_update`` (Trident's persistentAggregate
-  with a CombinerAggregator). ``ref`` names the aggregator so that the commit task can rebuild it.
-- ``window``: the txid's window rows (JSON ``[ts, field, ...]`` per staged sequence number), appended to the
-  window store at commit time, in txid order; the windows they close are aggregated with ``ref``'s aggregator
-  (``options``: the window spec, the field names, how many are group keys, top N, new values).
-- ``persist``: rows handed to a StateUpdater (``ref``) at commit time (Trident's partitionPersist).
-- ``kv``: a stateful step's writes to a KeyValueState, staged in the state's own namespace (txdag.state.kv), so
-  the seal only counts them; prepared and committed by txdag.commit.keyvalue (``ref``: the step, for its hooks).
+``kind`` names an entry of the table of kinds, txdag.commit.kinds, which says for each kind how its values are
+staged and read back and how the commit applies them; this bottom layer only knows the names it is handed.
 
 The seal of an attempt holding only ``sum`` outputs keeps format version 1 (``state -> number of fields``), which
 every txdag reads; any other output makes it version 2, where each state's entry is a JSON object.
@@ -21,18 +10,13 @@ every txdag reads; any other output makes it version 2, where each state's entry
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
 from txdag.errors import FormatVersionError
 
-SUM = "sum"
-COMBINE = "combine"
-WINDOW = "window"
-PERSIST = "persist"
-KV = "kv"
-KINDS = (SUM, COMBINE, WINDOW, PERSIST, KV)
-STAGED_ELSEWHERE = (KV,)  # kinds whose values are not in txdag's staging hash
+SUM = "sum"  # numeric partials: the one kind a version 1 seal holds
 
 
 @dataclass(frozen=True)
@@ -43,10 +27,6 @@ class OutputSpec:
     count: int = 0
     ref: dict[str, Any] | None = None
     options: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise FormatVersionError(f"unknown staged output kind {self.kind!r}; this txdag knows {list(KINDS)}")
 
     def seal_value(self, version: int) -> str:
         if version == 1:
@@ -59,14 +39,19 @@ def seal_version(outputs: dict[str, OutputSpec]) -> int:
     return 1 if all(o.kind == SUM for o in outputs.values()) else 2
 
 
-def encode_seal(outputs: dict[str, OutputSpec]) -> dict[str, str]:
-    """The seal hash: ``v`` and one entry per state."""
+def encode_seal(outputs: dict[str, OutputSpec], kinds: Collection[str]) -> dict[str, str]:
+    """The seal hash: ``v`` and one entry per state; refuses a kind not in ``kinds``."""
+    for name, o in outputs.items():
+        if o.kind not in kinds:
+            raise FormatVersionError(f"state {name!r}: unknown staged output kind {o.kind!r}; this txdag knows "
+                                     f"{sorted(kinds)}: stage the state with one of txdag's outputs")
     version = seal_version(outputs)
     return {"v": str(version), **{name: o.seal_value(version) for name, o in outputs.items()}}
 
 
-def decode_seal(raw: dict[str, str], where: str) -> dict[str, OutputSpec] | None:
-    """The outputs of a seal hash (None when there is no seal); refuses versions and entries it does not know."""
+def decode_seal(raw: dict[str, str], where: str, kinds: Collection[str]) -> dict[str, OutputSpec] | None:
+    """The outputs of a seal hash (None when there is no seal); refuses versions, entries and kinds (not in
+    ``kinds``) it does not know."""
     fields = dict(raw)
     version = fields.pop("v", None)
     if version is None:
@@ -85,6 +70,11 @@ def decode_seal(raw: dict[str, str], where: str) -> dict[str, OutputSpec] | None
         except (ValueError, KeyError, TypeError) as exc:
             raise FormatVersionError(f"staging seal of {where}: entry {name!r} is malformed ({exc}): replay the "
                                      f"txid to process it again") from None
+        kind = outputs[name].kind
+        if kind not in kinds:
+            raise FormatVersionError(f"staging seal of {where}: state {name!r} has output kind {kind!r}, which this "
+                                     f"txdag does not know (it knows {sorted(kinds)}): process the txid with the txdag "
+                                     f"version that commits it")
     return outputs
 
 

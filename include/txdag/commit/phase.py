@@ -2,9 +2,9 @@
 
 Order of writes, and why each crash point is safe:
 1. ZooKeeper: status COMMITTING (freezes the batch: any replay re-emits the same metadata).
-2. Redis: the outputs of each state, each idempotent for the txid (txdag.commit.apply: combiner partials, windows,
-   state updaters; txdag.commit.keyvalue: key-value states, prepared then committed), then the numeric partials, read
-   from the staging and added inside Redis, one script call per page of fields, with the marker written last.
+2. Redis: the outputs of each state, each idempotent for the txid, applied kind by kind as the table of kinds says
+   (txdag.commit.kinds): combiner partials, windows, state updaters, key-value states (prepared then committed),
+   then the numeric partials, read from the staging and added inside Redis, with the marker written last.
 3. ZooKeeper: COMMITTED and committed_txid = txid, in one transaction.
 4. Redis: the staging of every attempt of txid is deleted; ZooKeeper: txids older than the kept window.
 A crash after 1 or 2 leaves a txid that re-runs 2 with the same partials (no change where already applied);
@@ -21,17 +21,15 @@ from types import ModuleType
 import redis
 
 from txdag.attempt import TransactionAttempt
-from txdag.commit.apply import APPLIERS, CommitContext
-from txdag.commit.keyvalue import KVTarget, commit_key_values
-from txdag.commit.outputs import SUM
-from txdag.commit.staging import Staging, stage_key
+from txdag.commit.apply import CommitContext, KVTarget
+from txdag.commit.kinds import apply_outputs
+from txdag.commit.staging import Staging
 from txdag.errors import ConfigError
 from txdag.faults import crash_if_requested
-from txdag.redisio import redis_errors
 from txdag.state.map_state import MapStateBase
-from txdag.state.redis_backing import RedisBackingMap
-from txdag.state.redis_commit import StagedPartials, apply_staged
+from txdag.state.marker import read_marker, where
 from txdag.txid.coordinator import AlreadyCommitted, Coordinator, Wait
+from txdag.txid.decisions import check_marker
 
 log = logging.getLogger("txdag.commit.phase")
 
@@ -68,7 +66,7 @@ def commit_transaction(
     if isinstance(decision, AlreadyCommitted):
         staging.delete(tx.txid, range(1, tx.attempt + 1), states)
         return CommitOutcome(tx, "already committed", reason=decision.reason)
-    outputs = staging.read_outputs(tx, sums=False)
+    outputs = staging.read_outputs(tx, commit=True)
     unknown = sorted(set(outputs) - set(states) - set(key_values or {}))
     if unknown:
         raise ConfigError(
@@ -77,15 +75,8 @@ def commit_transaction(
         )
     applied = skipped = 0
     if not _marker_at(client, marker_key, tx.txid, topology):  # a marker >= txid: every output is in already
-        ctx = CommitContext(topology, tx, client, states, load_job)
-        for name, (spec, values) in outputs.items():
-            if spec.kind in APPLIERS:
-                applied += APPLIERS[spec.kind](ctx, name, spec, values)
-        applied += commit_key_values(ctx, outputs, key_values or {})
-        sums = [StagedPartials(_namespace(states[name]), states[name].kind, stage_key(topology, tx, name))
-                for name, (spec, _) in outputs.items() if spec.kind == SUM]
-        result = apply_staged(client, tx.txid, sums, marker_key=marker_key, extra=extra, topology=topology)
-        applied, skipped = applied + result.applied, result.skipped
+        ctx = CommitContext(topology, tx, client, states, load_job, key_values or {}, marker_key, extra)
+        applied, skipped = apply_outputs(ctx, outputs)
     crash_if_requested("commit", topology, tx)  # the states hold txid, ZooKeeper does not know yet
     coordinator.record_commit(tx)
     crash_if_requested("committed", topology, tx)  # recorded; the staging is still there
@@ -103,20 +94,11 @@ def commit_transaction(
 
 
 def _marker_at(client: redis.Redis, marker_key: str | None, txid: int, topology: str) -> bool:
-    """True when the marker shows ``txid`` (or a later one) committed already."""
+    """True when the marker shows ``txid`` (or a later one) committed already. ``txid`` is next (txid - 1 is
+    ZooKeeper's committed txid), so a marker behind txid - 1 is a Redis that lost committed state: halt."""
     if marker_key is None:
         return False
-    with redis_errors(client, f"reading the marker of txid {txid}", topology=topology, keys=[marker_key]):
-        value = client.get(marker_key)
-    if value is None:
-        return False
-    if not value.isdigit():
-        raise ConfigError(f"topology {topology!r} txid {txid}: marker key {marker_key!r} holds {value[:40]!r}, not a "
-                          f"txid; another writer uses the key: give the topology a marker_key of its own")
-    return int(value) >= txid
+    value = read_marker(client, marker_key, topology, f"reading the marker of txid {txid}")
+    check_marker(topology, txid - 1, value, where(client, marker_key))
+    return value is not None and value >= txid
 
-
-def _namespace(state: MapStateBase) -> str:
-    if not isinstance(state.backing, RedisBackingMap):
-        raise ConfigError(f"committing staged partials needs states over RedisBackingMap, got {state.backing!r}")
-    return state.backing.namespace

@@ -2,7 +2,8 @@
 
     txdag:rejected:{topology}   hash  entry id -> JSON {"txid", "attempt", "partition", "reason"}
 
-Keyed by entry id, so a replay of the same batch does not count a rejection twice.
+Keyed by entry id, so a replay of the same batch does not count a rejection twice. ``keys``/``acl_patterns``: the
+shape of txdag.keyspace.
 """
 
 from __future__ import annotations
@@ -13,12 +14,21 @@ from collections.abc import Iterable
 import redis
 
 from txdag.attempt import TransactionAttempt
+from txdag.keyspace import glob_escape
 from txdag.redisio import redis_errors
 from txdag.spouts.base import Rejection
 
 
 def rejections_key(topology: str) -> str:
     return f"txdag:rejected:{{{topology}}}"
+
+
+def keys(topology: str) -> list[str]:
+    return [rejections_key(topology)]
+
+
+def acl_patterns(topology: str) -> list[str]:
+    return [glob_escape(rejections_key(topology))]
 
 
 def record_rejections(

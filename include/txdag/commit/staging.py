@@ -1,11 +1,7 @@
 """The staging area: a batch's partial results, keyed by (txid, attempt), in Redis until the commit applies them.
 
-Key layout (``{topology}`` is a Redis Cluster hash tag, so a topology's staging shares one slot):
-
-    txdag:stage:{topology}:<txid>:<attempt>:<state>   hash  field -> partial (a number, or JSON: txdag.commit.outputs)
-    txdag:stage:{topology}:<txid>:<attempt>           hash  the seal: v, and per state its output (txdag.commit.outputs)
-    txdag:claim:{topology}:<txid>:<attempt>           string  which processing try owns the attempt
-
+Its keys (the seal, one hash of partials per state, the claim) are built by ``txdag.state.staging_layout``;
+how each state's partials are decoded is its output kind's (``txdag.commit.kinds``).
 Partials are written with HSET, not HINCRBY: the processing step aggregates per key first, so every key is
 written by exactly one Spark task, and a retried task rewrites the same value instead of adding it twice.
 The seal is written last, after the job succeeded; the commit refuses staging without a seal or with fewer
@@ -15,29 +11,22 @@ being committed as zero. Keying by attempt keeps a stale attempt's partials from
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from numbers import Number
 from typing import Any
 
 import redis
 
 from txdag.attempt import TransactionAttempt
-from txdag.commit.outputs import STAGED_ELSEWHERE, SUM, OutputSpec, decode_seal, encode_seal
+from txdag.commit.kinds import KINDS
+from txdag.commit.outputs import SUM, OutputSpec, decode_seal, encode_seal
 from txdag.errors import BatchReadError
 from txdag.faults import crash_if_requested
 from txdag.redisio import redis_errors
+from txdag.state.staging_layout import claim_key, stage_key
+from txdag.state.staging_layout import keys as staging_keys
 
 WRITE_CHUNK = 5000
-
-
-def claim_key(topology: str, tx: TransactionAttempt) -> str:
-    return f"txdag:claim:{{{topology}}}:{tx.txid}:{tx.attempt}"
-
-
-def stage_key(topology: str, tx: TransactionAttempt, state: str | None = None) -> str:
-    base = f"txdag:stage:{{{topology}}}:{tx.txid}:{tx.attempt}"
-    return base if state is None else f"{base}:{state}"
 
 
 class Staging:
@@ -84,7 +73,7 @@ class Staging:
         key = stage_key(self.topology, tx)
         specs = {s: o if isinstance(o, OutputSpec) else OutputSpec(SUM, o) for s, o in outputs.items()}
         with redis_errors(self.client, f"sealing the staging of {tx}", topology=self.topology, keys=[key]):
-            self.client.hset(key, mapping=encode_seal(specs))
+            self.client.hset(key, mapping=encode_seal(specs, KINDS))
 
     def stage(self, tx: TransactionAttempt, partials: Mapping[str, Mapping[str, Number]]) -> None:
         """Write every state's encoded partials, then seal; the ``process`` fault point is after the first state."""
@@ -98,15 +87,15 @@ class Staging:
         """The sealed values per state (see read_outputs)."""
         return {state: values for state, (_, values) in self.read_outputs(tx).items()}
 
-    def read_outputs(self, tx: TransactionAttempt, *, sums: bool = True) -> dict[str, tuple[OutputSpec, Any]]:
-        """Per state its sealed output and values (numbers for ``sum``, decoded JSON otherwise; with
-        ``sums=False`` the numeric partials stay in Redis, where the commit adds them, and only their number is
-        checked); BatchReadError when the seal is missing or a state lost fields."""
+    def read_outputs(self, tx: TransactionAttempt, *, commit: bool = False) -> dict[str, tuple[OutputSpec, Any]]:
+        """Per state its sealed output and values, decoded as its kind says (txdag.commit.kinds); for the
+        ``commit``, values it applies inside Redis stay there: their key is read, and only their number checked.
+        BatchReadError when the seal is missing or a state lost fields."""
         where = f"{tx} of topology {self.topology!r}"
         seal_key = stage_key(self.topology, tx)
         with redis_errors(self.client, f"reading the staging of {tx}", topology=self.topology, keys=[seal_key]):
             raw = {k.decode(): v.decode() for k, v in self.client.hgetall(seal_key).items()}
-            seal = decode_seal(raw, where)
+            seal = decode_seal(raw, where, KINDS)
             if seal is None:
                 raise BatchReadError(
                     f"no sealed staging for {where} in Redis (key {seal_key}): the processing "
@@ -115,13 +104,14 @@ class Staging:
             result: dict[str, tuple[OutputSpec, Any]] = {}
             counted: dict[str, int] = {}
             for state, spec in seal.items():
-                if spec.kind in STAGED_ELSEWHERE:
+                kind = KINDS[spec.kind]
+                if not kind.in_staging:
                     result[state] = (spec, {})
-                elif spec.kind == SUM and not sums:
-                    result[state] = (spec, None)
-                    counted[state] = int(self.client.hlen(stage_key(self.topology, tx, state)))
+                elif kind.in_redis and commit:
+                    result[state] = (spec, stage_key(self.topology, tx, state))
+                    counted[state] = int(self.client.hlen(result[state][1]))
                 else:
-                    result[state] = (spec, self._read_state(tx, state, spec.kind))
+                    result[state] = (spec, self._read_state(tx, state, kind.decode))
                     counted[state] = len(result[state][1])
         for state, found in counted.items():
             expected = result[state][0].count
@@ -132,32 +122,16 @@ class Staging:
                 )
         return result
 
-    def _read_state(self, tx: TransactionAttempt, state: str, kind: str = SUM) -> dict[str, Any]:
+    def _read_state(self, tx: TransactionAttempt, state: str, decode: Callable[[bytes], Any]) -> dict[str, Any]:
         key = stage_key(self.topology, tx, state)
-        decode = _number if kind == SUM else _json
         return {f.decode(): decode(v) for f, v in self.client.hscan_iter(key, count=WRITE_CHUNK)}
 
     def delete(self, txid: int, attempts: Iterable[int], states: Iterable[str]) -> int:
         """Delete the staging of ``txid``'s attempts (sealed or not) in one DEL; keys already gone are fine."""
         names = list(states)
-        keys = []
-        for attempt in attempts:
-            tx = TransactionAttempt(txid, attempt)
-            keys += [stage_key(self.topology, tx), claim_key(self.topology, tx)]
-            keys += [stage_key(self.topology, tx, s) for s in names]
+        keys = [k for a in attempts for k in staging_keys(self.topology, TransactionAttempt(txid, a), names)]
         if not keys:
             return 0
         with redis_errors(self.client, f"cleaning the staging of txid {txid}", topology=self.topology, keys=keys):
             return int(self.client.delete(*keys))
 
-
-def _number(raw: bytes) -> int | float:
-    text = raw.decode()
-    try:
-        return int(text)
-    except ValueError:
-        return float(text)
-
-
-def _json(raw: bytes) -> Any:
-    return json.loads(raw)

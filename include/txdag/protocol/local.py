@@ -17,13 +17,14 @@ import redis
 from txdag.attempt import TransactionAttempt
 from txdag.commit.phase import CommitOutcome
 from txdag.commit.rejections import record_rejections
-from txdag.errors import CascadeError, StaleAttemptError
+from txdag.errors import CascadeError, StaleAttemptError, StoreWentBackwards
 from txdag.protocol import (
     AlreadyCommitted,
     ClientsRuntime,
     CommitStepOutcome,
     Committed,
     CoordinateOutcome,
+    Halted,
     JobReport,
     Refused,
     Superseded,
@@ -51,14 +52,18 @@ class LocalTopology:
         *,
         marker_key: str | None = None,
     ) -> None:
-        self.runtime = ClientsRuntime(coordinator, client, dict(states), marker_key=marker_key)
+        self.runtime = ClientsRuntime(coordinator, client, dict(states), marker_key=marker_key or "")
         self.coordinator, self.client, self.states = coordinator, client, self.runtime.states
         self.staging = self.runtime.staging
         self.process_fn = process
-        self.marker_key = marker_key
+        self.marker_key = self.runtime.marker_key
 
     def coordinate(self, run_id: str) -> CoordinateOutcome:
-        return steps.coordinate(self.runtime, run_id)
+        """The run's emission, or why there is none; a store behind ZooKeeper raises StoreWentBackwards."""
+        outcome = steps.coordinate(self.runtime, run_id)
+        if isinstance(outcome, Halted):
+            raise StoreWentBackwards(outcome.reason)
+        return outcome
 
     def process(self, emission: Emission, run_id: str | None = None) -> int:
         """Process the batch (claim, stage, seal, mark processed); returns its tuple count. Raises
@@ -139,6 +144,8 @@ def commit_outcome(tx: TransactionAttempt, outcome: CommitStepOutcome) -> Commit
         return CommitOutcome(tx, "waiting", outcome.waiting_on, reason=outcome.reason)
     if isinstance(outcome, Superseded):
         raise StaleAttemptError(outcome.reason)
+    if isinstance(outcome, Halted):
+        raise StoreWentBackwards(outcome.reason)
     if isinstance(outcome, Refused) and outcome.failed_txid is not None:
         raise CascadeError(outcome.reason, outcome.failed_txid)
     raise TransactionStateError(outcome.reason)

@@ -4,9 +4,9 @@ in-process runner, the soak) branches on values, never on exceptions or on strin
 The coordinator's outcomes (``Emission``, ``NotReady``, ``Busy``, ``Wait``, ``SourceDown``) and the commit's
 ``AlreadyCommitted`` live in ``txdag.txid.decisions``; the step outcomes below complete them.
 
-    coordinate  Emission | NotReady | Busy | Wait | SourceDown | OwnerChanged
+    coordinate  Emission | NotReady | Busy | Wait | SourceDown | Halted | OwnerChanged
     process     Processed | AlreadyCommitted | Wait | Superseded | OwnerChanged
-    commit      Committed | AlreadyCommitted | Wait | Superseded | Refused | OwnerChanged
+    commit      Committed | AlreadyCommitted | Wait | Superseded | Refused | Halted | OwnerChanged
     fail        Failed | None (the run owns no txid)
 """
 
@@ -61,6 +61,16 @@ class Refused:
 
 
 @dataclass(frozen=True)
+class Halted:
+    """A store or the source holds less than ZooKeeper says was committed or emitted (a Redis restarted without
+    its data, a backup restored): the topology stops until an operator restores the data or resets it; no retry
+    can help. ``tx``: the txid whose commit found it, None at coordinate."""
+
+    reason: str
+    tx: TransactionAttempt | None = None
+
+
+@dataclass(frozen=True)
 class OwnerChanged:
     """The definition a step runs is not the one recorded as the topology's owner (its fingerprint differs:
     ``txdag.protocol.ownership``). A coordinate allocates no txid, a process stages nothing, a commit writes nothing,
@@ -78,6 +88,6 @@ class Failed:
     txids: tuple[int, ...]
 
 
-CoordinateOutcome = Emission | NotReady | Busy | Wait | SourceDown | OwnerChanged
+CoordinateOutcome = Emission | NotReady | Busy | Wait | SourceDown | Halted | OwnerChanged
 ProcessOutcome = Processed | AlreadyCommitted | Wait | Superseded | OwnerChanged
-CommitStepOutcome = Committed | AlreadyCommitted | Wait | Superseded | Refused | OwnerChanged
+CommitStepOutcome = Committed | AlreadyCommitted | Wait | Superseded | Refused | Halted | OwnerChanged

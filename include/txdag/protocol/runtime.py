@@ -18,6 +18,7 @@ import redis
 from txdag.commit.keyvalue import KVTarget
 from txdag.commit.staging import Staging
 from txdag.state.map_state import MapStateBase
+from txdag.state.marker import default_key
 from txdag.txid.coordinator import Coordinator
 
 
@@ -44,9 +45,9 @@ class Runtime(Protocol):
         ...
 
     @property
-    def marker_key(self) -> str | None:
-        """A Redis key holding the last committed txid, written with the last state write (Storm's
-        LAST_COMMITED_TRANSACTION), or None."""
+    def marker_key(self) -> str:
+        """The Redis key holding the last committed txid, written with the last state write (Storm's
+        LAST_COMMITED_TRANSACTION; txdag.state.marker)."""
         ...
 
     @property
@@ -62,10 +63,11 @@ class ClientsRuntime:
     coordinator: Coordinator
     client: redis.Redis
     states: Mapping[str, MapStateBase]
-    marker_key: str | None = None
+    marker_key: str = ""  # "" : the topology's default marker (txdag.state.marker)
     kv_targets: Mapping[str, KVTarget] = field(default_factory=dict)
     job_loader: Callable[[], ModuleType] | None = None
     staging: Staging = field(init=False)
 
     def __post_init__(self) -> None:
         self.staging = Staging(self.client, self.coordinator.name)
+        self.marker_key = self.marker_key or default_key(self.coordinator.name)

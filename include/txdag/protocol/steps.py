@@ -6,9 +6,9 @@ skip / reschedule / fail, the in-process runner into return values and errors, t
 What a step cannot decide (a Redis that stays down, a job that crashes) is raised; the driver retries it, and
 on the last failure calls ``fail``, which fails the txid and every later uncommitted one (Storm's cascade).
 
-    coordinate -> Emission | NotReady | Busy | Wait | SourceDown | OwnerChanged
+    coordinate -> Emission | NotReady | Busy | Wait | SourceDown | Halted | OwnerChanged
     process    -> Processed | AlreadyCommitted | Wait | Superseded | OwnerChanged  (runs the job in between)
-    commit     -> Committed | AlreadyCommitted | Wait | Superseded | Refused | OwnerChanged
+    commit     -> Committed | AlreadyCommitted | Wait | Superseded | Refused | Halted | OwnerChanged
     fail       -> Failed | None
 """
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from txdag.attempt import TransactionAttempt
 from txdag.commit.phase import commit_transaction
-from txdag.errors import CascadeError, SourceUnavailable, StaleAttemptError
+from txdag.errors import CascadeError, SourceUnavailable, StaleAttemptError, StoreWentBackwards
 from txdag.faults import crash_if_requested
 from txdag.protocol.claims import ReemitError, claim_attempt
 from txdag.protocol.outcomes import (
@@ -28,6 +28,7 @@ from txdag.protocol.outcomes import (
     Committed,
     CoordinateOutcome,
     Failed,
+    Halted,
     OwnerChanged,
     Processed,
     ProcessOutcome,
@@ -36,8 +37,17 @@ from txdag.protocol.outcomes import (
 )
 from txdag.protocol.ownership import check_owner
 from txdag.protocol.runtime import Runtime
+from txdag.state.marker import read_marker, where
 from txdag.topology.owner import Owner
-from txdag.txid.decisions import AlreadyCommitted, Emission, NotProcessedError, SourceDown, Wait, key_value_wait
+from txdag.txid.decisions import (
+    AlreadyCommitted,
+    Emission,
+    NotProcessedError,
+    SourceDown,
+    Wait,
+    check_marker,
+    key_value_wait,
+)
 
 log = logging.getLogger("txdag.steps")
 
@@ -55,16 +65,30 @@ Job = Callable[[Emission], JobReport | None]  # stages and seals the batch of th
 
 def coordinate(rt: Runtime, run_id: str, definition: Owner | None = None) -> CoordinateOutcome:
     """The txid of ``run_id``: its own again (a replay), else the next one. A source that cannot be read to plan
-    the batch is an outcome too (SourceDown): no txid is consumed, the run tries again later. With ``definition``
+    the batch is an outcome too (SourceDown): no txid is consumed, the run tries again later. A state store or
+    source behind ZooKeeper halts the topology (Halted) before anything is emitted over it. With ``definition``
     (what the driver runs), a definition that is not the topology's owner is refused first (OwnerChanged)."""
     refused = owner_changed(rt, definition, "coordinate")
     if refused is not None:
         return refused
     try:
+        check_states(rt)
         return rt.coordinator.coordinate(run_id)
     except SourceUnavailable as exc:
         log.warning("topology=%s run=%s: source down: %s", rt.coordinator.name, run_id, exc)
         return SourceDown(str(exc))
+    except StoreWentBackwards as exc:
+        log.error("topology=%s run=%s: halted: %s", rt.coordinator.name, run_id, exc)
+        return Halted(str(exc))
+
+
+def check_states(rt: Runtime) -> None:
+    """ZooKeeper's committed txid against the states' commit marker (one read each); raises StoreWentBackwards.
+    A commit checks the same before it writes (txdag.commit.phase), so a loss between two runs is caught too."""
+    name = rt.coordinator.name
+    committed = rt.coordinator.committed_txid()
+    marker = read_marker(rt.client, rt.marker_key, name, "checking the commit marker against ZooKeeper")
+    check_marker(name, committed, marker, where(rt.client, rt.marker_key))
 
 
 def process(rt: Runtime, run_id: str, emission: Emission, job: Job, *, owner: str,
@@ -112,6 +136,9 @@ def commit(rt: Runtime, tx: TransactionAttempt, definition: Owner | None = None)
         return Refused(tx, str(exc))
     except StaleAttemptError as exc:
         return Superseded(tx, str(exc))
+    except StoreWentBackwards as exc:
+        log.error("topology=%s %s: halted: %s", rt.coordinator.name, tx, exc)
+        return Halted(str(exc), tx)
     if done.status == "waiting":
         return Wait(done.reason, done.waiting_on or tx.txid - 1, replay=True)
     if done.status == "already committed":

@@ -1,11 +1,14 @@
-"""What a job's ``process`` returns per state, and how each is staged from the executors.
+"""What a job's ``process`` returns per state, and how each is staged from the executors; each output stages one
+kind of the table of kinds (txdag.commit.kinds), which says how the commit reads and applies it.
 
-- a DataFrame (key columns, then one numeric column): numeric partials, summed per key (``sum`` output, added in
-  Redis at commit time);
-- a ``CombinedOutput``: a combiner aggregator's partial per key (``combine`` output, merged at commit time with
-  the aggregator's ``combine``); txdag.trident's persistent_aggregate builds it.
+- a DataFrame (key columns, then one numeric column): numeric partials, summed per key (``sum``);
+- a ``CombinedOutput``: a combiner aggregator's partial per key (``combine``); txdag.trident's persistent_aggregate
+  builds it;
+- txdag.spark.rows' ``WindowOutput`` and ``PersistOutput`` (``window``, ``persist``), txdag.spark.stateful's
+  ``StatefulOutput`` (``kv``).
 
-Each stage writes one hash per state under (txid, attempt) and returns the OutputSpec the seal records.
+Each stage writes one hash per state under (txid, attempt) (``kv``: the key-value state's own namespace) and returns
+the OutputSpec the seal records.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DecimalType, NumericType, StringType
 
 from txdag.attempt import TransactionAttempt
-from txdag.commit.outputs import COMBINE, SUM, OutputSpec
+from txdag.commit.kinds import COMBINE, SUM
+from txdag.commit.outputs import OutputSpec
 from txdag.commit.staging import stage_key
 from txdag.errors import ConfigError
 from txdag.spark.stage import write_fields, write_rows

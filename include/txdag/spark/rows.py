@@ -15,7 +15,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DateType, NumericType, TimestampNTZType, TimestampType
 
-from txdag.commit.outputs import PERSIST, WINDOW, OutputSpec
+from txdag.commit.kinds import PERSIST, WINDOW
+from txdag.commit.outputs import OutputSpec
 from txdag.errors import ConfigError
 from txdag.spark.outputs import StageContext, json_value, map_state
 from txdag.spark.stage import write_fields

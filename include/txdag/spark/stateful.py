@@ -20,7 +20,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from txdag.commit.outputs import KV, OutputSpec
+from txdag.commit.kinds import KV
+from txdag.commit.outputs import OutputSpec
 from txdag.contracts import Collector
 from txdag.errors import ConfigError, TxdagError
 from txdag.spark.context import current_job

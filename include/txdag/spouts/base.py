@@ -76,3 +76,8 @@ class TransactionalSpout(Protocol):
     def batch_size(self, metadata: Metadata) -> int:
         """How many source entries ``metadata`` covers (records + rejections)."""
         ...
+
+    def lag(self, prev_metadata: Metadata | None) -> int:
+        """Source entries after ``prev_metadata``'s batch; raises StoreWentBackwards when the source no longer
+        holds that batch (restarted without its data, trimmed): the coordinator must not skip or re-read."""
+        ...

@@ -4,7 +4,8 @@ Metadata: ``{"v": 1, "partitions": {name: {"after": id, "last": id | None, "coun
 partition, the ``count`` entries in ``(after, last]``; an opaque spout adds ``"unavailable": true`` to a
 partition it could not reach (count 0, position unchanged). Partition clients should fail fast: build them with
 ``StreamPartition.from_url`` (or ``socket_timeout``/``socket_connect_timeout`` and a short ``retry``), since
-redis-py 8 retries a refused connection ten times (~5 s) by default.
+redis-py 8 retries a refused connection ten times (~5 s) by default. The keys are the streams the user names;
+``keys``/``acl_patterns``: the shape of txdag.keyspace (the owner is the list of streams).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 from txdag.attempt import TransactionAttempt
-from txdag.errors import BatchReadError, ConfigError, FormatVersionError, SourceUnavailable
+from txdag.errors import BatchReadError, ConfigError, FormatVersionError, SourceUnavailable, source_went_backwards
+from txdag.keyspace import glob_escape
 from txdag.redisio import access_denied, describe, is_refusal, redis_errors
 from txdag.spouts.base import Batch, Metadata, Record, Rejection, SpoutKind
 from txdag.spouts.tweets import CONNECTION_ERRORS, FORMAT_VERSION, require_bytes_client
@@ -27,6 +29,14 @@ from txdag.spouts.tweets import CONNECTION_ERRORS, FORMAT_VERSION, require_bytes
 XRANGE_CHUNK = 10_000  # entries per XRANGE reply when reading a very large partition batch
 ENTRY_ID = re.compile(r"\d+-\d+")
 PartitionMeta = dict[str, Any]
+
+
+def keys(streams: Sequence[str]) -> list[str]:
+    return list(streams)
+
+
+def acl_patterns(streams: Sequence[str]) -> list[str]:
+    return [glob_escape(s) for s in streams]
 
 
 @dataclass(frozen=True, eq=False)
@@ -115,6 +125,12 @@ def unavailable_partitions(metadata: Metadata) -> tuple[str, ...]:
     return tuple(sorted(name for name, part in parts.items() if isinstance(part, dict) and part.get("unavailable")))
 
 
+def _entry_id(text: str) -> tuple[int, int]:
+    """A stream entry id as a number pair, so ids compare as Redis orders them (``"10-0" > "9-0"``)."""
+    ms, _, seq = text.partition("-")
+    return int(ms), int(seq or 0)
+
+
 def partition_start(prev_metadata: Metadata | None, name: str) -> str:
     """Where ``name``'s next batch starts: after prev's last entry, or prev's start when its batch was empty."""
     if prev_metadata is None:
@@ -147,9 +163,12 @@ def parse_entry(partition: str, entry_id: str, fields: dict[Any, Any], field: st
 # a read-only script runs on a replica, and for a user whose ACL gives it the stream read-only (%R~).
 COUNT_AFTER_LUA = """
 local r = redis.call('XRANGE', KEYS[1], ARGV[1], '+', 'COUNT', ARGV[2])
-if #r == 0 then return {0, false} end
-return {#r, r[#r][1]}
-"""
+local top = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+local newest = false
+if #top > 0 then newest = top[1][1] end
+if #r == 0 then return {0, false, newest} end
+return {#r, r[#r][1], newest}
+"""  # how many entries after ARGV[1] (up to ARGV[2]), the last of them, and the stream's newest entry
 
 
 class _StreamSpout:
@@ -236,9 +255,20 @@ class _StreamSpout:
             pipe.eval_ro(COUNT_AFTER_LUA, 1, part.stream, f"({start}", limit)
         results = self._execute(group, pipe)
         plan: dict[str, PartitionMeta] = {}
-        for part, start, (count, last) in zip(group, starts, results):
+        for part, start, (count, last, newest) in zip(group, starts, results):
+            self._check_not_behind(part, start, _text(newest) if newest else None)
             plan[part.name] = {"after": start, "last": _text(last) if count else None, "count": int(count)}
         return plan
+
+    def _check_not_behind(self, part: StreamPartition, start: str, newest: str | None) -> None:
+        """The stream must still reach where the last batch read it up to: an entry id only grows, so a newest
+        entry below ``start`` (or no stream at all) is a stream deleted or restored from an older backup."""
+        if start == "0-0" or (newest is not None and _entry_id(newest) >= _entry_id(start)):
+            return
+        holds = f"its newest entry is {newest}" if newest else "it holds no entry (or does not exist)"
+        raise source_went_backwards(
+            self.topology, f"partition {part.name!r} (Redis {describe(part.client)} stream {part.stream!r}): "
+            f"{holds}, but the last emitted batch read it up to entry {start}")
 
     def _plan(self, prev: Metadata | None, limit: int) -> dict[str, PartitionMeta]:
         """Every partition's next range; an unreachable one halts (transactional) or is carried over (opaque)."""

@@ -2,7 +2,8 @@
 
 ``<prefix>NEXT_WRITE`` holds the id the next tweet will be written at and ``<prefix>NEXT_READ`` where the very
 first txid starts (1 when absent). Batch metadata is ``{"v": 1, "from": id, "quantity": n}``; a replay reads the
-same keys again, so the batch is the same as long as the keys are kept.
+same keys again, so the batch is the same as long as the keys are kept. ``keys``/``acl_patterns``: the shape of
+txdag.keyspace (the owner is the prefix; a topology's user may only read them).
 """
 
 from __future__ import annotations
@@ -14,13 +15,36 @@ from typing import Any
 import redis
 
 from txdag.attempt import TransactionAttempt
-from txdag.errors import BatchReadError, ConfigError, FormatVersionError
+from txdag.errors import BatchReadError, ConfigError, FormatVersionError, source_went_backwards
+from txdag.keyspace import glob_escape
 from txdag.redisio import describe, is_refusal, redis_errors
 from txdag.spouts.base import Batch, Metadata, Record, Rejection, SpoutKind
 
 FORMAT_VERSION = 1
 MGET_CHUNK = 10_000  # keys per MGET: bounds one reply's size; all chunks still go in one round trip
 CONNECTION_ERRORS = (redis.ConnectionError, redis.TimeoutError)
+
+
+def tweet_key(prefix: str, tweet_id: int) -> str:
+    return f"{prefix}{tweet_id}"
+
+
+def next_read_key(prefix: str) -> str:
+    return f"{prefix}NEXT_READ"
+
+
+def next_write_key(prefix: str) -> str:
+    return f"{prefix}NEXT_WRITE"
+
+
+def keys(prefix: str, tweet_ids: Iterable[int]) -> list[str]:
+    """The cursors and the tweets ``tweet_ids``."""
+    return [next_read_key(prefix), next_write_key(prefix), *(tweet_key(prefix, i) for i in tweet_ids)]
+
+
+def acl_patterns(prefix: str) -> list[str]:
+    """Ids are decimal, written by APPEND_TWEETS_LUA as ``prefix .. id``."""
+    return [f"{glob_escape(prefix)}[0-9]*", glob_escape(next_write_key(prefix)), glob_escape(next_read_key(prefix))]
 
 
 def require_bytes_client(client: Any, what: str) -> None:
@@ -114,11 +138,11 @@ class TweetsTransactionalSpout:
         self.topology = topology
 
     def key(self, tweet_id: int) -> str:
-        return f"{self.prefix}{tweet_id}"
+        return tweet_key(self.prefix, tweet_id)
 
     def _cursors(self) -> tuple[int, int]:
         """(NEXT_READ, NEXT_WRITE) in one MGET; NEXT_WRITE absent means nothing was written (next id 1)."""
-        read_key, write_key = f"{self.prefix}NEXT_READ", f"{self.prefix}NEXT_WRITE"
+        read_key, write_key = next_read_key(self.prefix), next_write_key(self.prefix)
         with redis_errors(self.client, "reading the tweet cursors", topology=self.topology, keys=[read_key, write_key]):
             pipe = self.client.pipeline(transaction=False)
             pipe.mget([read_key, write_key])
@@ -131,10 +155,16 @@ class TweetsTransactionalSpout:
         )
 
     def lag(self, prev_metadata: Metadata | None) -> int:
-        """Tweets in the source that no batch up to ``prev_metadata`` covers (for the operator's UI)."""
+        """Tweets in the source that no batch up to ``prev_metadata`` covers (for the operator's UI). NEXT_WRITE
+        below the end of the last batch is a source that went backwards: raises StoreWentBackwards."""
         next_read, next_write = self._cursors()
         with self._metadata_errors("previous txid's"):
-            return max(0, next_write - next_from(prev_metadata, next_read))
+            start = next_from(prev_metadata, next_read)
+        if next_write < start:
+            raise source_went_backwards(
+                self.topology, f"Redis {describe(self.client)} key {self.prefix}NEXT_WRITE is {next_write}, but the "
+                f"last emitted batch ended at tweet {start - 1} (NEXT_WRITE must be past it)")
+        return next_write - start
 
     def is_ready(self, prev_metadata: Metadata | None) -> bool:
         return self.lag(prev_metadata) > 0
@@ -242,16 +272,16 @@ def append_tweets(client: redis.Redis, tweets: Iterable[str | bytes], prefix: st
     items = list(tweets)
     script = client.register_script(APPEND_TWEETS_LUA)
     ids: list[int] = []
-    with redis_errors(client, f"appending tweets under prefix {prefix!r}", keys=[f"{prefix}NEXT_WRITE"]):
+    with redis_errors(client, f"appending tweets under prefix {prefix!r}", keys=[next_write_key(prefix)]):
         for i in range(0, len(items), MGET_CHUNK):
             chunk = items[i : i + MGET_CHUNK]
             try:
-                first = int(script(keys=[f"{prefix}NEXT_WRITE"], args=[prefix, *chunk]))
+                first = int(script(keys=[next_write_key(prefix)], args=[prefix, *chunk]))
             except redis.ResponseError as exc:
                 if is_refusal(exc):
                     raise
                 raise ConfigError(
-                    f"cannot append tweets: {exc}; {prefix}NEXT_WRITE must hold an integer tweet id"
+                    f"cannot append tweets: {exc}; {next_write_key(prefix)} must hold an integer tweet id"
                 ) from exc
             ids.extend(range(first, first + len(chunk)))
     return ids

@@ -10,6 +10,7 @@ Key layout of a namespace ``ns`` (``{ns}`` is a Redis Cluster hash tag, so one s
 A field is the key tuple through a KeyCodec. Integers are stored as decimal text, so the server-side commit
 (``txdag.state.redis_commit``) can HINCRBY them exactly. The kind in ``{ns}:meta`` is checked by every
 write, so two topologies writing different kinds of state into one namespace fail loudly.
+``keys``/``acl_patterns``: the shape of txdag.keyspace (the owner is the namespace).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 import redis
 
 from txdag.errors import ConfigError, FormatVersionError
+from txdag.keyspace import glob_escape
 from txdag.redisio import redis_errors
 from txdag.state.base import Key, StateKind, check_keys
 from txdag.state.keys import DEFAULT_KEY_CODEC, KeyCodec
@@ -39,6 +41,13 @@ def aux_key(namespace: str, suffix: str) -> str:
 def state_keys(namespace: str) -> list[str]:
     """The four keys of a namespace, in the order the scripts expect them."""
     return [namespace, aux_key(namespace, "txid"), aux_key(namespace, "prev"), aux_key(namespace, "meta")]
+
+
+keys = state_keys
+
+
+def acl_patterns(namespace: str) -> list[str]:
+    return [glob_escape(k) for k in state_keys(namespace)]
 
 
 def dumps(value: Any) -> str:

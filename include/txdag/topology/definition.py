@@ -18,6 +18,8 @@ import redis
 
 from txdag.attempt import TransactionAttempt
 from txdag.errors import ConfigError, FormatVersionError
+from txdag.spouts import streams as streams_layout
+from txdag.spouts import tweets as tweets_layout
 from txdag.spouts.base import SpoutKind, TransactionalSpout
 from txdag.spouts.streams import OpaquePartitionedStreamSpout, PartitionedTransactionalStreamSpout, StreamPartition
 from txdag.spouts.tweets import TweetsTransactionalSpout
@@ -119,6 +121,10 @@ class TweetsSource:
     def conn_ids(self) -> list[str]:
         return [self.redis_conn_id]
 
+    def acl_patterns(self) -> list[str]:
+        """The keys the spout reads (txdag.keyspace's shape)."""
+        return tweets_layout.acl_patterns(self.prefix)
+
     def build(self, clients: Mapping[str, redis.Redis], topology: str) -> TransactionalSpout:
         return TweetsTransactionalSpout(
             _client(clients, self.redis_conn_id), prefix=self.prefix,
@@ -174,6 +180,10 @@ class StreamsSource:
 
     def conn_ids(self) -> list[str]:
         return sorted({self.conn_id_of(s) for s in self.streams})
+
+    def acl_patterns(self) -> list[str]:
+        """The keys the spout reads (txdag.keyspace's shape)."""
+        return streams_layout.acl_patterns(self.streams)
 
     def build(self, clients: Mapping[str, redis.Redis], topology: str) -> TransactionalSpout:
         partitions = [StreamPartition(s, _client(clients, self.conn_id_of(s)), s) for s in self.streams]

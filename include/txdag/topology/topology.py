@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from txdag.errors import ConfigError
+from txdag.state.marker import default_key
 from txdag.topology.definition import (
     DEFAULT_REDIS_CONN_ID,
     KeyValue,
@@ -127,6 +128,12 @@ class TransactionalTopology:
     def pool(self) -> str:
         """The topology's 1-slot pool: its coordinate and commit tasks run one at a time, in it."""
         return f"txdag_{self.topology_id}"
+
+    @property
+    def commit_marker(self) -> str:
+        """The Redis key every commit writes its txid to, last: ``marker_key``, else txdag's own (the marker is
+        what tells a Redis that lost committed state from one that holds it, txdag.state.marker)."""
+        return self.marker_key or default_key(self.topology_id)
 
     @property
     def job_path(self) -> str:

@@ -336,6 +336,11 @@ class Coordinator:
                 log.info("topology=%s: %s", self.name, exc)
         raise TxdagError(f"topology {self.name!r}: {CAS_TRIES} conflicting writes in a row; retry the task")
 
+    def committed_txid(self) -> int:
+        """ZooKeeper's committed txid (0 for a topology that never ran)."""
+        self._ensure()
+        return self.store.read_topology()[0].committed_txid
+
     def _ensure(self) -> None:
         """Create the topology's znodes the first time this coordinator needs them."""
         if not self._ensured:

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from txdag.attempt import TransactionAttempt
-from txdag.errors import CascadeError, StaleAttemptError, StoreWentBackwards, TxdagError
+from txdag.errors import CascadeError, StaleAttemptError, StoreWentBackwards, TxdagError, start_over
 from txdag.spouts.base import Metadata, SpoutKind
 from txdag.zk.records import TopologyRecord, TxidRecord, TxStatus
 
@@ -156,12 +156,9 @@ def key_value_wait(topology: str, tx: TransactionAttempt, committed_txid: int, k
     )
 
 
-RESET_HINT = "txdag reset {topology} --confirm"  # the deliberate way out: forget the topology's txid records
-
-
 def check_marker(topology: str, committed_txid: int, marker: int | None, store: str) -> None:
     """ZooKeeper's committed txid against the state store's commit marker (written last by every commit, in the
-    same script as the sums). The marker may be one ahead (a commit whose ZooKeeper record was cut short), never
+    same pipeline as the sums). The marker may be one ahead (a commit whose ZooKeeper record was cut short), never
     behind, and never two ahead: either is a store or a ZooKeeper that lost what it acknowledged."""
     held = marker or 0
     if committed_txid <= held <= committed_txid + 1:
@@ -172,23 +169,12 @@ def check_marker(topology: str, committed_txid: int, marker: int | None, store: 
             f"topology {topology!r}: ZooKeeper records txid {committed_txid} committed, but the state store "
             f"({store}) holds {shown}: the store lost committed state (restarted without its data, or restored "
             f"from an older backup). txdag halts this topology rather than build on it. Ways out: restore the "
-            f"store's data (its appendonly file or a backup taken after txid {committed_txid}), or start the "
-            f"topology over on purpose: empty its states, then `{RESET_HINT.format(topology=topology)}`"
+            f"store's data (its appendonly file or a backup taken after txid {committed_txid}), or "
+            f"{start_over(topology)}"
         )
     raise StoreWentBackwards(
         f"topology {topology!r}: the state store ({store}) holds {shown}, but ZooKeeper records only txid "
         f"{committed_txid} committed: ZooKeeper lost the topology's records (a new data directory, or restored "
         f"from an older snapshot). txdag halts this topology rather than emit txids twice. Ways out: restore "
-        f"ZooKeeper's data, or start the topology over on purpose: empty its states, then "
-        f"`{RESET_HINT.format(topology=topology)}`"
-    )
-
-
-def source_went_backwards(topology: str, txid: int, detail: str) -> StoreWentBackwards:
-    """The error for a source that no longer holds what txid's batch read (``detail``: what the spout found)."""
-    return StoreWentBackwards(
-        f"topology {topology!r}: the source went backwards: {detail} (txid {txid} is the last emitted batch). "
-        f"It was restarted without its data, trimmed, or restored from an older backup. txdag halts this "
-        f"topology rather than skip entries or read new ones under old ids. Ways out: restore the source's data, "
-        f"or start the topology over on purpose: empty its states, then `{RESET_HINT.format(topology=topology)}`"
+        f"ZooKeeper's data, or {start_over(topology)}"
     )

@@ -11,7 +11,8 @@ Layout (``{topology}`` is the hash tag of the topology's staging too, so one scr
 Appending a txid happens at its commit, in txid order, so the blocks are final once written. The first
 evaluation of a txid writes its block, its fired windows (seed 001's "in-process trigger key") and their
 results in one script call; a retried commit of the txid finds the window's txid already at it and returns the
-recorded results, so it fires exactly the windows it fired the first time.
+recorded results, so it fires exactly the windows it fired the first time. ``keys``/``acl_patterns``: the shape of
+txdag.keyspace.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 import redis
 
 from txdag.errors import ConfigError, FormatVersionError
+from txdag.keyspace import below
 from txdag.redisio import redis_errors
 from txdag.windows.rules import Block, Progress, WindowSpec, fires_when_empty, spec_to_dict
 
@@ -53,6 +55,40 @@ return 1
 """
 
 
+def _base(topology: str) -> str:
+    return f"txdag:window:{{{topology}}}"
+
+
+def window_key(topology: str, name: str) -> str:
+    return f"{_base(topology)}:{name}"
+
+
+def blocks_key(window: str) -> str:
+    return f"{window}:blocks"
+
+
+def rows_key(window: str, txid: int) -> str:
+    return f"{window}:rows:{txid}"
+
+
+def fired_key(window: str, txid: int) -> str:
+    return f"{window}:fired:{txid}"
+
+
+def result_key(window: str, window_id: int) -> str:
+    return f"{window}:result:{window_id}"
+
+
+def keys(topology: str, name: str, txid: int, window_id: int) -> list[str]:
+    """Every key of window ``name``, with txid ``txid``'s rows and fired list and fired window ``window_id``."""
+    window = window_key(topology, name)
+    return [window, blocks_key(window), rows_key(window, txid), fired_key(window, txid), result_key(window, window_id)]
+
+
+def acl_patterns(topology: str) -> list[str]:
+    return [below(_base(topology))]
+
+
 @dataclass(frozen=True)
 class Fired:
     """One fired window and its result rows (``[group keys..., aggregate values...]``)."""
@@ -75,17 +111,8 @@ class WindowStore:
         self.topology = topology
         self.name = name
         self.spec = spec
-        self.key = f"txdag:window:{{{topology}}}:{name}"
+        self.key = window_key(topology, name)
         self._append = client.register_script(APPEND_SCRIPT)
-
-    def rows_key(self, txid: int) -> str:
-        return f"{self.key}:rows:{txid}"
-
-    def fired_key(self, txid: int) -> str:
-        return f"{self.key}:fired:{txid}"
-
-    def result_key(self, window_id: int) -> str:
-        return f"{self.key}:result:{window_id}"
 
     def commit(self, txid: int, rows: Sequence[Row], evaluate: Evaluate) -> tuple[list[Fired], list[int]]:
         """Append ``txid``'s rows (in order), fire the windows they close, store and return the fired windows,
@@ -104,10 +131,10 @@ class WindowStore:
         fired = self._fire(txid, advance.closed, progress.fired, blocks, {txid: kept}, evaluate)
         after = Progress(**{**asdict(advance.progress), "fired": progress.fired + len(fired)})
         dropped = [t for t, b in blocks.items() if not self.spec.needed(b, after)]
-        sets = {self.rows_key(txid): _dumps(kept), self.fired_key(txid): _dumps([f.id for f in fired]),
-                **{self.result_key(f.id): f.to_json() for f in fired}}
-        deletes = [self.rows_key(t) for t in dropped] + [self.fired_key(txid - KEEP_RESULTS)]
-        deletes += [self.result_key(f.id - KEEP_RESULTS) for f in fired if f.id > KEEP_RESULTS]
+        sets = {rows_key(self.key, txid): _dumps(kept), fired_key(self.key, txid): _dumps([f.id for f in fired]),
+                **{result_key(self.key, f.id): f.to_json() for f in fired}}
+        deletes = [rows_key(self.key, t) for t in dropped] + [fired_key(self.key, txid - KEEP_RESULTS)]
+        deletes += [result_key(self.key, f.id - KEEP_RESULTS) for f in fired if f.id > KEEP_RESULTS]
         window = {"v": FORMAT_VERSION, "spec": _dumps(spec_to_dict(self.spec)), "progress": _dumps(asdict(after)),
                   "txid": str(txid)}
         with self._errors(f"appending txid {txid}"):
@@ -119,10 +146,10 @@ class WindowStore:
     def fired(self, txid: int) -> list[Fired]:
         """The windows ``txid`` fired, as recorded when it was first committed."""
         with self._errors(f"reading the windows txid {txid} fired"):
-            ids = self.client.get(self.fired_key(txid))
+            ids = self.client.get(fired_key(self.key, txid))
             if ids is None:
                 return []
-            results = self.client.mget([self.result_key(i) for i in json.loads(ids)]) if json.loads(ids) else []
+            results = self.client.mget([result_key(self.key, i) for i in json.loads(ids)]) if json.loads(ids) else []
         return [Fired(**json.loads(r)) for r in results if r is not None]
 
     def latest(self) -> Fired | None:
@@ -130,7 +157,7 @@ class WindowStore:
         with self._errors("reading the last fired window"):
             progress = self.client.hget(self.key, "progress")
             fired = json.loads(progress)["fired"] if progress else 0
-            raw = self.client.get(self.result_key(fired)) if fired else None
+            raw = self.client.get(result_key(self.key, fired)) if fired else None
         return Fired(**json.loads(raw)) if raw else None
 
     def _fire(self, txid: int, closed: Sequence[tuple[float, float]], fired_before: int, blocks: dict[int, Block],
@@ -148,14 +175,14 @@ class WindowStore:
 
     def _blocks(self) -> dict[int, Block]:
         with self._errors("reading the window's blocks"):
-            raw = self.client.hgetall(f"{self.key}:blocks")
+            raw = self.client.hgetall(blocks_key(self.key))
         return {int(t): Block(**json.loads(b)) for t, b in raw.items()}
 
     def _rows(self, txids: Sequence[int]) -> dict[int, list[Row]]:
         if not txids:
             return {}
         with self._errors("reading the window's rows"):
-            raw = self.client.mget([self.rows_key(t) for t in txids])
+            raw = self.client.mget([rows_key(self.key, t) for t in txids])
         missing = [t for t, r in zip(txids, raw) if r is None]
         if missing:
             raise FormatVersionError(f"window {self.name!r} of topology {self.topology!r} lost the rows of txids "

@@ -110,6 +110,10 @@ class TransactionStore:
             except NodeExistsError:
                 pass
 
+    def forget(self) -> None:
+        """Delete every record of the topology (txids, runs, lock): ``txdag reset`` starts it over."""
+        self._retry(lambda: self.client.delete(self.path, recursive=True))
+
     def read_topology(self) -> tuple[TopologyRecord, int]:
         try:
             data, stat = self._retry(self.client.get, self.path)

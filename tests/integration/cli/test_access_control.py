@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import redis
 from access import PASSWORDS, ZK_AUTH, redis_user
+from support.keys import every_kind_of_key, source_keys, written_keys
 
 from txdag.analytics.tweets import tweet_partials
 from txdag.attempt import TransactionAttempt
@@ -94,6 +95,21 @@ def test_a_restricted_user_runs_its_topology_and_nothing_else(redis_client, zk_h
     messages = [r.getMessage() for r in caplog.records]
     assert any("Auth(" in m and "***" in m for m in messages)  # the filter did mask kazoo's Auth record
     no_password_in("\n".join(messages), password)
+
+
+def test_redis_grants_every_key_of_the_layouts_and_none_of_another_topology(redis_client, prefix, password) -> None:
+    """Redis itself (ACL DRYRUN) on the keys the layout modules build: the topology's own ones read-write, its
+    source's read-only, another topology's refused."""
+    mine, other, user = every_kind_of_key(f"{prefix}a"), every_kind_of_key(f"{prefix}b"), f"{prefix}-user"
+
+    def allowed(*command: str) -> bool:
+        return redis_client.execute_command("ACL", "DRYRUN", user, *command) == b"OK"
+
+    with redis_user(redis_client, user, [mine], password):
+        assert [k for k in written_keys(mine) if not allowed("SET", k, "1")] == []
+        assert [k for k in source_keys(mine) if not allowed("GET", k) or allowed("SET", k, "1")] == []
+        assert [k for k in written_keys(other) + source_keys(other) if allowed("GET", k)] == []
+        assert not allowed("SET", f"{prefix}a:LAST1", "1")  # the marker's glob characters are escaped
 
 
 def test_stream_partitions_read_only_plan_with_eval_ro_and_refuse_unknown_streams(redis_client, zk_hosts, zk_root,

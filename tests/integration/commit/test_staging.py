@@ -3,8 +3,10 @@
 import pytest
 
 from txdag import TransactionAttempt
+from txdag.commit.kinds import COMBINE, KV, SUM
+from txdag.commit.outputs import OutputSpec
 from txdag.commit.staging import Staging, stage_key
-from txdag.errors import BatchReadError
+from txdag.errors import BatchReadError, FormatVersionError
 
 
 def test_write_seal_read_round_trip(redis_client, prefix):
@@ -50,3 +52,26 @@ def test_an_attempt_is_claimed_by_one_processing_try_and_delete_frees_it(redis_c
     assert staging.claim(tx, "run_a try 2") == "run_a try 1"  # a retry must take a fresh attempt
     staging.delete(6, [1], ["words"])
     assert redis_client.keys(f"txdag:*{{{prefix}}}*") == []
+
+
+def test_each_kind_is_read_back_as_the_table_of_kinds_says(redis_client, prefix):
+    staging = Staging(redis_client, prefix)
+    tx = TransactionAttempt(7, 1)
+    staging.write(tx, "words", [("a", 2), ("b", 0.5)])
+    staging.write(tx, "longest", [("a", '{"w": "abc"}')])
+    staging.seal(tx, {"words": OutputSpec(SUM, 2), "longest": OutputSpec(COMBINE, 1), "counts": OutputSpec(KV, 4)})
+    assert staging.read(tx) == {"words": {"a": 2, "b": 0.5}, "longest": {"a": {"w": "abc"}}, "counts": {}}
+    at_commit = {name: values for name, (_, values) in staging.read_outputs(tx, commit=True).items()}
+    assert at_commit == {"words": stage_key(prefix, tx, "words"), "longest": {"a": {"w": "abc"}}, "counts": {}}
+    redis_client.hdel(stage_key(prefix, tx, "words"), "b")  # the sums left in Redis are counted all the same
+    with pytest.raises(BatchReadError, match="state 'words' holds 1 of 2 partials"):
+        staging.read_outputs(tx, commit=True)
+
+
+def test_a_seal_with_a_kind_this_txdag_does_not_know_is_refused_naming_it(redis_client, prefix):
+    staging = Staging(redis_client, prefix)
+    tx = TransactionAttempt(8, 2)
+    redis_client.hset(stage_key(prefix, tx), mapping={"v": "2", "words": '{"kind": "frobnicate", "count": 1}'})
+    with pytest.raises(FormatVersionError, match=rf"txid 8 attempt 2 of topology '{prefix}': state 'words' has output "
+                                                 r"kind 'frobnicate', which this txdag does not know"):
+        staging.read_outputs(tx, commit=True)

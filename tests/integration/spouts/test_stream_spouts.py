@@ -248,3 +248,27 @@ def test_lag_counts_entries_after_the_last_batch_and_refuses_a_partial_count(
     server.kill()
     with pytest.raises(SourceUnavailable, match=r"partition\(s\) 'b' .* the lag is unknown"):
         spout.lag(m1)
+
+
+@pytest.mark.parametrize("kind", [PartitionedTransactionalStreamSpout, OpaquePartitionedStreamSpout])
+def test_a_stream_that_went_backwards_halts_instead_of_skipping(parts: list[StreamPartition], kind) -> None:
+    """A stream recreated (or restored from an older backup) below the last batch's end: planning the next batch
+    raises StoreWentBackwards naming the partition, the stream and both ids (issue 20); a stream that only grew,
+    or whose old entries were trimmed, goes on."""
+    from txdag.errors import StoreWentBackwards
+
+    append_entries(parts[0], ["a0", "a1", "a2"])
+    spout = kind(parts[:1], max_per_partition=5)
+    m1 = spout.initialize_transaction(1, None)
+    parts[0].client.xtrim(parts[0].stream, maxlen=1)  # trimmed from the front: the newest entry is kept
+    assert not spout.is_ready(m1)
+    last = m1["partitions"]["a"]["last"]
+    parts[0].client.delete(parts[0].stream)
+    with pytest.raises(StoreWentBackwards) as caught:
+        spout.is_ready(m1)
+    message = str(caught.value)
+    assert "partition 'a'" in message and f"stream '{parts[0].stream}'" in message
+    assert f"read it up to entry {last}" in message and "holds no entry" in message
+    parts[0].client.xadd(parts[0].stream, {"value": "old"}, id="1-1")  # restored from a backup older than m1
+    with pytest.raises(StoreWentBackwards, match="its newest entry is 1-1"):
+        spout.initialize_transaction(2, m1)

@@ -2,25 +2,24 @@
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import logging
 from pathlib import Path
 
 import pytest
 import redis
+from support.keys import every_kind_of_key, granted, redis_match, source_keys, written_keys
 
 from txdag.attempt import TransactionAttempt
 from txdag.cli.acl import glob_escape, key_patterns, redis_acl_rules, setuser_args, setuser_line
 from txdag.cli.main import main
-from txdag.commit.rejections import rejections_key
 from txdag.commit.staging import claim_key, stage_key
 from txdag.errors import AccessDenied, ConfigError
 from txdag.masking import mask, register_secret
 from txdag.redisio import access_denied
 from txdag.state.kv import KVNamespace, kv_namespace
 from txdag.state.redis_backing import state_keys
-from txdag.topology.definition import State, StreamsSource, TweetsSource
+from txdag.topology.definition import KeyValue, State, StreamsSource, TweetsSource
 from txdag.topology.topology import TransactionalTopology
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -30,30 +29,48 @@ DANGEROUS = ("+@all", "+flushall", "+flushdb", "+keys", "+scan", "+config", "+ac
 def topology(name: str = "tw", **kwargs) -> TransactionalTopology:
     kwargs.setdefault("source", TweetsSource(prefix="src:"))
     kwargs.setdefault("states", [State("users"), State("pairs", key_fields=2, separator=":")])
-    return TransactionalTopology(name, job="spark_jobs/tweets_analytics.py", marker_key="LAST",
-                                 project_dir=str(ROOT), **kwargs)
+    kwargs.setdefault("marker_key", "LAST")
+    return TransactionalTopology(name, job="spark_jobs/tweets_analytics.py", project_dir=str(ROOT), **kwargs)
 
 
 def matches(rules: list[str], key: str, prefix: str = "~") -> bool:
-    return any(fnmatch.fnmatchcase(key, r[len(prefix):]) for r in rules if r.startswith(prefix))
+    return bool(granted(rules, key, prefix))
 
 
-def test_every_key_the_code_writes_is_granted_read_write() -> None:
+def test_every_key_the_layouts_write_is_granted_and_each_pattern_is_needed() -> None:
+    t = every_kind_of_key("tw")
+    rules, written = key_patterns(t), written_keys(t)
+    assert len(written) > 30 and [k for k in written if not matches(rules, k)] == []
+    assert [k for k in source_keys(t) if not matches(rules, k, "%R~") or matches(rules, k)] == []
+    for rule in rules:  # no rule is there for nothing: without it, some key is refused
+        rest = [r for r in rules if r != rule]
+        assert [k for k in written + source_keys(t) if not (matches(rest, k) or matches(rest, k, "%R~"))], rule
+
+
+@pytest.mark.parametrize("other", ["tw2", "t", "tw-x", "tw.b", "TW", "xtw", "tw_"])
+def test_a_topologys_patterns_match_no_key_of_another(other: str) -> None:
+    rules = key_patterns(every_kind_of_key("tw"), source_write=True)
+    theirs = every_kind_of_key(other)
+    assert [k for k in written_keys(theirs) + source_keys(theirs) if matches(rules, k)] == []
+
+
+def test_near_misses_are_refused() -> None:
     t = topology()
     rules = key_patterns(t)
     tx = TransactionAttempt(12, 3)
-    kv = KVNamespace(kv_namespace("tw", "counter"))
-    kv_keys = [kv.committed, kv.meta, kv.prepared, kv.stages, kv.stage(tx), f"{kv.committed}:migrating",
-               f"{kv.stage(tx)}:migrating"]
-    written = [*state_keys("users"), *state_keys("pairs"), "LAST", stage_key("tw", tx), stage_key("tw", tx, "users"),
-               claim_key("tw", tx), rejections_key("tw"), *kv_keys, "txdag:window:{tw}:trending:rows:3",
-               "txdag:values:{tw}:trending"]
-    assert [k for k in written if not matches(rules, k)] == []
+    assert [k for k in written_keys(topology(key_values=[KeyValue("counter")])) if not matches(rules, k)] == []
     assert not matches(rules, stage_key("other", tx)) and not matches(rules, "users2")
     assert not matches(rules, claim_key("tw2", tx)) and not matches(rules, state_keys("pairsx")[1])
     others = [KVNamespace(kv_namespace("tw2", "counter")).committed, KVNamespace("twx:c").meta,
-              KVNamespace("tw").committed, "txdag:kv:{tw}:meta"]
+              KVNamespace("tw").committed, "txdag:kv:{tw}:meta", "LAST2", "txdag:rejected:{tw}:x"]
     assert [k for k in others if matches(rules, k)] == []
+
+
+def test_redis_globs_as_fnmatch() -> None:
+    assert redis_match(glob_escape("a*b?[c]\\d"), "a*b?[c]\\d")
+    assert not redis_match(glob_escape("a*b"), "axxb") and redis_match("a*b", "axxb")
+    assert redis_match("s:[0-9]*", "s:12") and not redis_match("s:[0-9]*", "s:x1")
+    assert redis_match("s:[^0-9]", "s:x") and not redis_match("s:[^0-9]", "s:1")
 
 
 def test_the_source_is_read_only_unless_asked() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from txdag.errors import StoreWentBackwards
-from txdag.txid.decisions import check_marker, source_went_backwards
+from txdag.errors import StoreWentBackwards, source_went_backwards
+from txdag.txid.decisions import check_marker
 
 
 @pytest.mark.parametrize(("committed", "marker"), [(0, None), (0, 1), (5, 5), (5, 6)])
@@ -30,6 +30,6 @@ def test_a_marker_two_ahead_means_zookeeper_lost_its_records() -> None:
 
 
 def test_the_source_error_names_what_the_spout_found() -> None:
-    error = source_went_backwards("tweets", 14, "NEXT_WRITE is 501 but txid 14's batch ended at tweet 1314")
+    error = source_went_backwards("tweets", "NEXT_WRITE is 501 but the last batch ended at tweet 1314")
     assert isinstance(error, StoreWentBackwards)
     assert "NEXT_WRITE is 501" in str(error) and "txdag reset tweets --confirm" in str(error)

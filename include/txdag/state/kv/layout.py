@@ -14,6 +14,9 @@ Cluster hash tag, so every key of a namespace is in one slot and one Lua script 
     txdag:kv:{ns}:stages                   hash  "<txid>:<attempt>" -> "open" or the sealed number of keys
     txdag:kv:{ns}:migrating, <stage key>:migrating   the converted half of a hash during ``txdag state migrate``
 
+The two staging keys are the KeyValueState part of the one staging layout, ``txdag.state.staging_layout``.
+``keys``/``acl_patterns``: the shape of txdag.keyspace; a topology's user is granted its steps' default namespaces.
+
 A tagged write is ``b"="`` + the encoded value for a put and ``b"-"`` alone for a delete: every put is at least
 one byte longer than the tombstone and starts with another byte, so no value can pass for a delete.
 """
@@ -24,7 +27,9 @@ from dataclasses import dataclass
 
 from txdag.attempt import TransactionAttempt
 from txdag.errors import ConfigError
+from txdag.keyspace import glob_escape
 from txdag.state.kv.serializers import DEFAULT_SERIALIZER, Serializer, get_serializer
+from txdag.state.staging_layout import kv_stage_key, kv_stage_prefix, kv_stages_key
 
 FORMAT_VERSION = "1"
 PUT_TAG = b"="
@@ -50,9 +55,26 @@ def check_namespace(namespace: str) -> str:
 
 
 def kv_namespace(topology: str, step: str) -> str:
-    """The default namespace of a step's state: ``<topology>:<step>`` (txdag.cli.acl grants a topology's user
-    ``txdag:kv:{<topology>:*``, so a namespace outside that prefix needs its own grant)."""
+    """The default namespace of a step's state: ``<topology>:<step>`` (:func:`acl_patterns` grants a topology's
+    user these, so a namespace outside them needs its own grant)."""
     return check_namespace(f"{check_namespace(topology)}:{check_namespace(step)}")
+
+
+def migrating_key(key: str) -> str:
+    """The converted half of hash ``key`` while ``txdag state migrate`` runs."""
+    return f"{key}:migrating"
+
+
+def keys(namespace: str, tx: TransactionAttempt) -> list[str]:
+    """Every key of a namespace, with attempt ``tx``'s staging."""
+    ns = KVNamespace(namespace)
+    hashes = [ns.committed, ns.meta, ns.prepared, ns.undo, ns.stages, ns.stage(tx)]
+    return [*hashes, migrating_key(ns.committed), migrating_key(ns.stage(tx))]
+
+
+def acl_patterns(topology: str) -> list[str]:
+    """The keys of every namespace :func:`kv_namespace` gives the topology's steps: ``<prefix>{<topology>:*``."""
+    return [glob_escape(f"{KEY_PREFIX}{{{check_namespace(topology)}:") + "*"]
 
 
 @dataclass(frozen=True)
@@ -99,10 +121,14 @@ class KVNamespace:
 
     @property
     def stages(self) -> str:
-        return f"{self.base}:stages"
+        return kv_stages_key(self.base)
+
+    @property
+    def stage_prefix(self) -> str:
+        return kv_stage_prefix(self.base)
 
     def stage(self, tx: TransactionAttempt) -> str:
-        return f"{self.base}:stage:{tx.txid}:{tx.attempt}"
+        return kv_stage_key(self.base, tx)
 
     def encode_write(self, value: object) -> bytes:
         """The tagged form of a put of ``value`` (or of a delete, for DELETE)."""
@@ -115,13 +141,3 @@ class KVNamespace:
         if not tagged.startswith(PUT_TAG):
             raise ConfigError(f"namespace {self.namespace!r}: staged write {tagged[:40]!r} has no put/delete tag")
         return self.values_codec.decode(tagged[1:])
-
-
-def attempt_id(tx: TransactionAttempt) -> str:
-    """The field of ``stages`` naming an attempt."""
-    return f"{tx.txid}:{tx.attempt}"
-
-
-def parse_attempt_id(text: str) -> TransactionAttempt:
-    txid, attempt = text.split(":")
-    return TransactionAttempt(int(txid), int(attempt))

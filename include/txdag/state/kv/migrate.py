@@ -22,9 +22,10 @@ from dataclasses import dataclass
 import redis
 
 from txdag.state.kv.errors import KVStateError, raise_kv_error, script_error
-from txdag.state.kv.layout import PUT_TAG, TOMBSTONE, KVNamespace, parse_attempt_id
+from txdag.state.kv.layout import PUT_TAG, TOMBSTONE, KVNamespace, migrating_key
 from txdag.state.kv.protocol import kv_errors, run_script
 from txdag.state.kv.serializers import SerializationError, Serializer, get_serializer
+from txdag.state.staging_layout import parse_attempt_id
 
 Progress = Callable[[int, int, str], None]  # (converted so far, total, what)
 
@@ -95,7 +96,7 @@ class _Migration:
             for key, tagged in hashes:
                 if not self._convert(key, tagged):
                     return self._result("interrupted", already)
-            pairs = [k for key, _ in hashes for k in (key, f"{key}:migrating")]
+            pairs = [k for key, _ in hashes for k in (key, migrating_key(key))]
             try:
                 run_script(self.client, "MIGRATE_FINISH_SCRIPT", [spec.meta, spec.stages, *pairs],
                            [spec.namespace, self.target, *ids])
@@ -134,7 +135,7 @@ class _Migration:
                 raise self._collision(key, field, firsts[new_field])
             args += [field, value, new_field, new_value]
         try:
-            moved, _ = run_script(self.client, "MIGRATE_MOVE_SCRIPT", [self.spec.meta, key, f"{key}:migrating"], args)
+            moved, _ = run_script(self.client, "MIGRATE_MOVE_SCRIPT", [self.spec.meta, key, migrating_key(key)], args)
         except redis.ResponseError as exc:
             raise self._explain(exc, page, key) from exc
         self.moved += int(moved)

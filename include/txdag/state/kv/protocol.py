@@ -28,7 +28,8 @@ from txdag.errors import ServiceUnavailable
 from txdag.redisio import describe, how_to_start_redis, redis_errors
 from txdag.state.kv import scripts
 from txdag.state.kv.errors import KVStateError, raise_kv_error
-from txdag.state.kv.layout import PUT_TAG, TOMBSTONE, KVNamespace, attempt_id, parse_attempt_id
+from txdag.state.kv.layout import PUT_TAG, TOMBSTONE, KVNamespace
+from txdag.state.staging_layout import attempt_id, parse_attempt_id
 
 HOW_TO_START_CLUSTER = ("start its nodes (the tests start one with txdag.testing.cluster.RedisClusterServers), or "
                         "fix the provider config's \"nodes\"")
@@ -203,7 +204,7 @@ def commit(client: redis.Redis, spec: KVNamespace, txid: int, *, hooks: StateHoo
         hooks.pre_commit(txid)
     with kv_errors(client, f"committing txid {txid}", spec):
         reply = run_script(client, "COMMIT_SCRIPT", [spec.meta, spec.committed, spec.prepared, spec.stages, spec.undo],
-                           [spec.namespace, spec.key_serializer, spec.value_serializer, txid, f"{spec.base}:stage:"])
+                           [spec.namespace, spec.key_serializer, spec.value_serializer, txid, spec.stage_prefix])
     if _text(reply[0]) == "already committed":
         return StepResult(spec.namespace, "commit", "already committed", int(reply[1]))
     return StepResult(spec.namespace, "commit", "committed", txid, int(reply[1]), int(reply[2]))

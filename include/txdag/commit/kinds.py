@@ -1,0 +1,90 @@
+"""The kinds of staged output, one entry each: where the processing step staged its values, how the staging reads
+them back, and how the commit applies them. Adding a kind is one entry here, plus the Spark side's output class
+that stages it (txdag.spark: a DataFrame is ``sum``; CombinedOutput, WindowOutput, PersistOutput, StatefulOutput).
+
+The commit calls every kind's applier at every txid, in the table's order (sums last, for the marker), with the
+outputs of that kind (maybe none: the key-value states and the marker are committed at every txid all the same).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from txdag.commit.apply import CommitContext, apply_combine, apply_persist, apply_sums, apply_window
+from txdag.commit.keyvalue import commit_key_values
+from txdag.commit.outputs import SUM, OutputSpec
+
+COMBINE = "combine"
+WINDOW = "window"
+PERSIST = "persist"
+KV = "kv"
+
+Outputs = Mapping[str, tuple[OutputSpec, Any]]  # state -> (its output, its staged values as the staging read them)
+Applier = Callable[[CommitContext, Outputs], tuple[int, int]]  # -> (keys applied, keys that held the txid already)
+
+
+def decode_number(raw: bytes) -> int | float:
+    text = raw.decode()
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
+@dataclass(frozen=True)
+class OutputKind:
+    """One kind: its name in the seal, how its staged values are stored and read, and its applier."""
+
+    name: str
+    apply: Applier
+    in_staging: bool = True  # in txdag's staging hash (else staged elsewhere: the seal only counts them)
+    decode: Callable[[bytes], Any] = json.loads  # one staged field's value
+    in_redis: bool = False  # the commit applies them inside Redis: it reads only their key, and counts them
+
+
+def each(applier: Callable[[CommitContext, str, OutputSpec, Any], int]) -> Applier:
+    """An applier of one state's output, run for each state of its kind in seal order."""
+
+    def apply(ctx: CommitContext, outputs: Outputs) -> tuple[int, int]:
+        return sum(applier(ctx, name, spec, values) for name, (spec, values) in outputs.items()), 0
+
+    return apply
+
+
+def _key_values(ctx: CommitContext, outputs: Outputs) -> tuple[int, int]:
+    return commit_key_values(ctx, {name: spec for name, (spec, _) in outputs.items()}), 0
+
+
+KINDS: dict[str, OutputKind] = {kind.name: kind for kind in (
+    # a combiner aggregator's partial value per hash field (JSON), merged into the stored value with the aggregator's
+    # ``combine`` through the map state's multi_update (Trident's persistentAggregate); ``ref``: the aggregator
+    OutputKind(COMBINE, each(apply_combine)),
+    # the txid's window rows (JSON ``[ts, field, ...]`` per staged sequence number), appended to the window store in
+    # txid order; the windows they close are aggregated with ``ref``'s aggregator (``options``: the window spec, the
+    # field names, how many are group keys, top N, new values)
+    OutputKind(WINDOW, each(apply_window)),
+    # rows (JSON arrays) handed to a StateUpdater (``ref``; Trident's partitionPersist), or folded per key by a
+    # ReducerAggregator (``options["key_fields"]``)
+    OutputKind(PERSIST, each(apply_persist)),
+    # a stateful step's writes to a KeyValueState, staged in the state's own namespace (txdag.state.kv), so the seal
+    # only counts them; every key-value state is prepared, then committed (``ref``: the step, for its hooks)
+    OutputKind(KV, _key_values, in_staging=False),
+    # numeric partials per hash field (Count, Sum; a job's plain DataFrame), added inside Redis with the state's txid
+    # rule per key, one script call per page of fields; last, because ``extra`` and the marker are written with them
+    OutputKind(SUM, apply_sums, decode=decode_number, in_redis=True),
+)}
+
+
+def apply_outputs(ctx: CommitContext, outputs: Outputs) -> tuple[int, int]:
+    """Every kind's applier in the table's order, each with the outputs of its kind; (applied, skipped) in all."""
+    applied = skipped = 0
+    for kind in KINDS.values():
+        a, s = kind.apply(ctx, {name: out for name, out in outputs.items() if out[0].kind == kind.name})
+        applied, skipped = applied + a, skipped + s
+    return applied, skipped
+
+
+__all__ = ["COMBINE", "KINDS", "KV", "PERSIST", "SUM", "WINDOW", "OutputKind", "apply_outputs"]

@@ -1,0 +1,80 @@
+"""A state store or a source that went backwards relative to ZooKeeper halts the topology, naming both sides and
+the ways out, and changes nothing (issue 20): a Redis that lost its data must never be built on silently."""
+
+import pytest
+from test_local_pipeline import Flaky, build, committed_state, truth
+
+from txdag.errors import StoreWentBackwards
+from txdag.spouts.samples import sample_tweets
+from txdag.spouts.tweets import append_tweets
+from txdag.txid.coordinator import Emission
+
+
+@pytest.fixture
+def tweets(redis_client, prefix):
+    data = sample_tweets(120, seed=5)
+    append_tweets(redis_client, data, prefix=f"{prefix}:")
+    return data
+
+
+def drain(topology, runs):
+    for n in range(runs):
+        emission = topology.coordinate(f"run{n}")
+        assert isinstance(emission, Emission)
+        topology.process(emission, f"run{n}")
+        assert topology.commit(emission.tx).status == "committed"
+
+
+def lose_states(redis_client, prefix):
+    """What a Redis restarted without its data shows: no state, no marker (the source kept, to isolate it)."""
+    lost = [k for k in redis_client.scan_iter(match=f"{prefix}:*") if not k.decode()[len(prefix) + 1:].isdigit()
+            and not k.decode().endswith("NEXT_WRITE")]
+    redis_client.delete(*lost)
+
+
+def test_a_store_that_lost_its_states_halts_the_next_coordinate(redis_client, zk_hosts, zk_root, prefix, tweets):
+    topology = build(redis_client, zk_hosts, zk_root, prefix, Flaky())
+    drain(topology, 2)  # txids 1, 2 committed: 100 tweets
+    lose_states(redis_client, prefix)
+    with pytest.raises(StoreWentBackwards) as caught:
+        topology.coordinate("run2")
+    message = str(caught.value)
+    assert "ZooKeeper records txid 2 committed" in message and "no commit marker" in message
+    assert f"{prefix}:LAST_COMMITTED" in message and f"txdag reset {prefix} --confirm" in message
+    record = topology.coordinator.status().topology
+    assert (record.committed_txid, record.last_txid) == (2, 2)  # nothing emitted over the lost store
+
+
+def test_a_marker_lost_between_coordinate_and_commit_halts_the_commit(redis_client, zk_hosts, zk_root, prefix, tweets):
+    topology = build(redis_client, zk_hosts, zk_root, prefix, Flaky())
+    drain(topology, 1)
+    emission = topology.coordinate("run1")
+    topology.process(emission, "run1")
+    before = committed_state(redis_client, prefix)
+    redis_client.delete(f"{prefix}:LAST_COMMITTED")
+    with pytest.raises(StoreWentBackwards, match="ZooKeeper records txid 1 committed"):
+        topology.commit(emission.tx)
+    assert committed_state(redis_client, prefix) == before  # the halted commit wrote nothing
+    assert topology.coordinator.status().topology.committed_txid == 1
+
+
+def test_a_source_cursor_behind_the_last_batch_halts_instead_of_skipping(
+    redis_client, zk_hosts, zk_root, prefix, tweets
+):
+    topology = build(redis_client, zk_hosts, zk_root, prefix, Flaky())
+    drain(topology, 2)
+    assert committed_state(redis_client, prefix) == truth(tweets[:100])
+    redis_client.set(f"{prefix}:NEXT_WRITE", 31)  # a source restored from an older backup
+    with pytest.raises(StoreWentBackwards) as caught:
+        topology.coordinate("run2")
+    assert f"key {prefix}:NEXT_WRITE is 31, but the last emitted batch ended at tweet 100" in str(caught.value)
+    assert topology.coordinator.status().topology.last_txid == 2
+
+
+def test_a_marker_one_ahead_is_a_commit_cut_short_and_goes_on(redis_client, zk_hosts, zk_root, prefix, tweets):
+    """Redis holds txid 2 (its commit wrote the marker), ZooKeeper does not know yet: consistent, the run goes on."""
+    topology = build(redis_client, zk_hosts, zk_root, prefix, Flaky())
+    drain(topology, 1)
+    redis_client.set(f"{prefix}:LAST_COMMITTED", 2)
+    emission = topology.coordinate("run1")
+    assert isinstance(emission, Emission) and emission.tx.txid == 2
