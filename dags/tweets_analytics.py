@@ -2,6 +2,7 @@
 
 from txdag import TransactionalTopology
 from txdag.airflow import render
+from txdag.analytics.tweets import MARKER_KEY
 from txdag.topology.definition import State, TweetsSource
 
 topology = TransactionalTopology(
@@ -13,7 +14,7 @@ topology = TransactionalTopology(
         State("hashtags"),
         State("users_hashtags", key_fields=2, separator=":"),
     ],
-    marker_key="LAST_COMMITED_TRANSACTION",
+    marker_key=MARKER_KEY,
     max_active_transactions=2,
     schedule="@hourly",
 )

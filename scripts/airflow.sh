@@ -30,6 +30,7 @@
 # AIRFLOW_CONN_REDIS_DEFAULT, AIRFLOW_CONN_ZOOKEEPER_DEFAULT, AIRFLOW_CONN_SPARK_DEFAULT (JSON connections to the
 # servers of scripts/services.sh and Spark local[*]), AIRFLOW_CONN_SPARK_CONNECT_DEFAULT (the server of
 # scripts/spark-connect.sh, for spark_mode="connect") and SPARK_LOCAL_IP=127.0.0.1; .venv/bin goes first on PATH.
+# (Those connection ids are the defaults of txdag's topologies and CLI, defined in include/txdag/defaults.py.)
 # Access control: redis_default logs in as TXDAG_REDIS_USER of .run/credentials.env, which 'start' (re)creates
 # with `txdag acl redis` for the topologies in the DAGs folder; zookeeper_default has the ZooKeeper digest.
 # So to add or override a connection, variable or option, export AIRFLOW_CONN_<ID>, AIRFLOW_VAR_<KEY> or

@@ -19,8 +19,9 @@ import requests
 
 from txdag.airflow.api import AirflowAPI, AirflowAPIError, api_from_env, unique_run_id
 from txdag.airflow.timings import run_timings
-from txdag.analytics.tweets import STATES, tweet_partials
+from txdag.analytics.tweets import MARKER_KEY, STATES, tweet_partials
 from txdag.cli.common import redis_for, zookeeper_for
+from txdag.defaults import REDIS_CONN_ID, ZOOKEEPER_CONN_ID
 from txdag.errors import TxdagError
 from txdag.hints import airflow_url as api_url
 from txdag.hints import how_to_start
@@ -31,7 +32,6 @@ from txdag.txid.decisions import check_marker
 from txdag.zk.store import TransactionStore
 
 DAG = "tweets_analytics"
-MARKER = "LAST_COMMITED_TRANSACTION"
 SEPARATOR = {"users_hashtags": ":"}  # the topology's key_fields=2 state joins user and hashtag with ':'
 RUN_TIMEOUT = 900.0
 
@@ -145,14 +145,14 @@ def main() -> int:
     except RuntimeError as exc:  # no password where the instance's home should be: the message says where
         raise SystemExit(f"demo: {exc}") from None
     api.wait_dag_parsed(DAG, timeout=180)
-    client = redis_for("redis_default")
-    zk, root = zookeeper_for("zookeeper_default")
+    client = redis_for(REDIS_CONN_ID)
+    zk, root = zookeeper_for(ZOOKEEPER_CONN_ID)
     store = TransactionStore(zk, DAG, root=root)
     store.ensure()
     # A Redis that lost the demo's state while ZooKeeper kept its txids (a wipe, a Redis without its data): say so,
     # with the ways out, before loading anything (the coordinate task would halt on it too).
-    marker = read_marker(client, MARKER, DAG, "reading the demo's commit marker")
-    check_marker(DAG, store.read_topology()[0].committed_txid, marker, where(client, MARKER))
+    marker = read_marker(client, MARKER_KEY, DAG, "reading the demo's commit marker")
+    check_marker(DAG, store.read_topology()[0].committed_txid, marker, where(client, MARKER_KEY))
     if not client.exists("NEXT_WRITE"):
         append_tweets(client, sample_tweets(args.tweets))
         db = client.get_connection_kwargs().get("db", 0)
@@ -167,7 +167,7 @@ def main() -> int:
               "(add tweets with `txdag seed tweets_analytics`)")
     else:
         print(f"demo: txids {demo.first_txid}..{committed} committed in {time.monotonic() - demo.started:.0f} s "
-              f"({MARKER} = {read_marker(client, MARKER, DAG, 'reading the commit marker')})")
+              f"({MARKER_KEY} = {read_marker(client, MARKER_KEY, DAG, 'reading the commit marker')})")
     check(client)
     for state in ("users", "hashtags"):
         top = sorted(((int(v), k.decode()) for k, v in client.hgetall(state).items()), reverse=True)[:5]

@@ -17,7 +17,7 @@ import time
 
 import redis
 
-from txdag.analytics.tweets import STATES, tweet_partials
+from txdag.analytics.tweets import MARKER_KEY, STATES, tweet_partials
 from txdag.protocol.local import LocalTopology
 from txdag.redisio import describe
 from txdag.spouts.samples import sample_tweets
@@ -43,7 +43,7 @@ def build(client: redis.Redis, zk_hosts: str, batch_size: int) -> LocalTopology:
         for name in STATES
     }
     process = lambda records: tweet_partials(r.value for r in records)  # noqa: E731
-    return LocalTopology(coordinator, client, states, process, marker_key="LAST_COMMITED_TRANSACTION")
+    return LocalTopology(coordinator, client, states, process, marker_key=MARKER_KEY)
 
 
 def resume(topology: LocalTopology) -> None:

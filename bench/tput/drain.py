@@ -18,8 +18,7 @@ from tput.dags import Variant
 from tput.services import BenchError
 from txdag.airflow.api import AirflowAPI, unique_run_id
 from txdag.airflow.timings import TASKS, all_timings, run_timings
-
-MARKER = "LAST_COMMITED_TRANSACTION"
+from txdag.analytics.tweets import MARKER_KEY
 
 
 @dataclass
@@ -43,7 +42,7 @@ class Drain:
 
 
 def _marker(client: redis.Redis) -> int:
-    raw = client.get(MARKER)
+    raw = client.get(MARKER_KEY)
     return int(raw) if raw is not None else 0
 
 

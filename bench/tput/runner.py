@@ -15,6 +15,7 @@ from tput.memory import machine_load
 from tput.phases import Bench
 from tput.profile import profile_drain
 from tput.services import BenchError, Ports, Stack
+from txdag.defaults import REDIS_CONN_ID, SPARK_CONNECT_CONN_ID, ZOOKEEPER_CONN_ID
 
 
 def airflow_needed(args: Namespace) -> bool:
@@ -121,8 +122,8 @@ def start_airflow(stack: Stack, roles: dict[str, dags.Variant], chosen: list[str
 
     stack.create_redis_user(list(load_definitions(folder)[0].values()))
     connections = {v.conn_id: stack.redis_connection(v.db) for v in variants}
-    connections.update(redis_default=stack.redis_connection(0), zookeeper_default=stack.zookeeper_connection(),
-                       spark_connect_default=stack.spark_connect_connection())
+    connections.update({REDIS_CONN_ID: stack.redis_connection(0), ZOOKEEPER_CONN_ID: stack.zookeeper_connection(),
+                        SPARK_CONNECT_CONN_ID: stack.spark_connect_connection()})
     print("bench: starting Spark Connect and Airflow (scripts/spark-connect.sh, scripts/airflow.sh)", flush=True)
     stack.start_spark_connect()
     stack.start_airflow(folder, connections)

@@ -23,6 +23,8 @@ import os
 from pathlib import Path
 from typing import Literal
 
+from txdag.defaults import ZK_ROOT
+
 Kind = Literal["checkout", "container", "installed"]
 KINDS: tuple[Kind, ...] = ("checkout", "container", "installed")
 ENV = "TXDAG_DEPLOYMENT"
@@ -84,7 +86,7 @@ _SPARK_CONNECT_EXAMPLE: dict[Kind, str] = {
 
 HOW_TO_ADD = {
     "redis": "redis://HOST:PORT (extra {\"db\": N} for another database)",
-    "zookeeper": "zookeeper://HOST:PORT (extra {\"root\": \"/txdag\"})",
+    "zookeeper": f"zookeeper://HOST:PORT (extra {{\"root\": \"{ZK_ROOT}\"}})",
     "spark": "spark://local[*], or your master (spark://host:7077, yarn, k8s://...)",
 }
 

@@ -131,6 +131,13 @@ def test_every_module_sits_in_one_layer_and_the_core_is_every_layer_below_the_ed
     assert sorted(CONTRACTS["core"]["source_modules"]) == sorted(m for layer in layers()[1:] for m in layer)
 
 
+def test_only_txdag_zk_may_import_kazoo() -> None:
+    """The kazoo contract lists every child of txdag but txdag.zk: a new module or package is covered at once."""
+    children = {m.split(".")[1] for m in package_modules() if m != "txdag"}
+    assert sorted(CONTRACTS["kazoo"]["source_modules"]) == sorted(f"txdag.{c}" for c in children - {"zk"})
+    assert CONTRACTS["kazoo"]["forbidden_modules"] == ["kazoo"] and not CONTRACTS["kazoo"].get("ignore_imports")
+
+
 IGNORED = [(cid, entry) for cid, c in CONTRACTS.items() for entry in c.get("ignore_imports", [])]
 
 

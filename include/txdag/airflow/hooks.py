@@ -12,26 +12,24 @@ from urllib.parse import quote
 import redis
 from airflow.providers.redis.hooks.redis import RedisHook
 from airflow.sdk import BaseHook
-from kazoo.client import KazooClient
 
+from txdag.defaults import ZK_ROOT, ZK_TIMEOUT, ZOOKEEPER_CONN_ID
 from txdag.masking import register_secret
-from txdag.zk.client import close_zk, connect_zk
-
-DEFAULT_ZK_ROOT = "/txdag"
+from txdag.zk.client import ZkClient, close_zk, connect_zk
 
 
 class ZooKeeperHook(BaseHook):
     """A started KazooClient for a ``zookeeper`` connection; ``close()`` stops it."""
 
     conn_name_attr = "zookeeper_conn_id"
-    default_conn_name = "zookeeper_default"
+    default_conn_name = ZOOKEEPER_CONN_ID
     conn_type = "zookeeper"
     hook_name = "ZooKeeper"
 
     def __init__(self, zookeeper_conn_id: str = default_conn_name, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.zookeeper_conn_id = zookeeper_conn_id
-        self.client: KazooClient | None = None
+        self.client: ZkClient | None = None
         self._settings: tuple[str, tuple[str, str] | None, str, float] | None = None
 
     @classmethod
@@ -39,7 +37,8 @@ class ZooKeeperHook(BaseHook):
         return {
             "hidden_fields": ["schema"],
             "relabeling": {"host": "Hosts (host1,host2:2182,...)", "login": "Digest user (optional)"},
-            "placeholders": {"host": "127.0.0.1", "port": "2181", "extra": '{"root": "/txdag", "timeout": 10}'},
+            "placeholders": {"host": "127.0.0.1", "port": "2181",
+                             "extra": f'{{"root": "{ZK_ROOT}", "timeout": {ZK_TIMEOUT:g}}}'},
         }
 
     def settings(self) -> tuple[str, tuple[str, str] | None, str, float]:
@@ -48,7 +47,7 @@ class ZooKeeperHook(BaseHook):
             self._settings = zookeeper_settings(self.get_connection(self.zookeeper_conn_id))
         return self._settings
 
-    def get_conn(self) -> KazooClient:
+    def get_conn(self) -> ZkClient:
         if self.client is None:
             hosts, auth, _, timeout = self.settings()
             self.client = connect_zk(hosts, auth=auth, timeout=timeout)
@@ -99,4 +98,4 @@ def zookeeper_settings(conn: Any) -> tuple[str, tuple[str, str] | None, str, flo
     )
     auth = (conn.login, conn.password) if conn.login else None
     extra = conn.extra_dejson
-    return hosts, auth, extra.get("root", DEFAULT_ZK_ROOT), float(extra.get("timeout", 10.0))
+    return hosts, auth, extra.get("root", ZK_ROOT), float(extra.get("timeout", ZK_TIMEOUT))

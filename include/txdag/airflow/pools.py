@@ -11,8 +11,9 @@ from typing import Any
 
 from airflow.listeners import hookimpl
 
+from txdag.defaults import POOL_PREFIX
+
 log = logging.getLogger("txdag.airflow.pools")
-POOL_PREFIX = "txdag_"
 POOL_DESCRIPTION = "txdag: the topology's coordinate and commit tasks, one at a time (keep 1 slot)"
 
 

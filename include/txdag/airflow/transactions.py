@@ -17,13 +17,14 @@ from typing import Any
 
 from txdag.airflow.api import AirflowAPI
 from txdag.airflow.hooks import ZooKeeperHook, redis_client
+from txdag.defaults import ZOOKEEPER_CONN_ID
 from txdag.errors import TxdagError
 from txdag.topology.topology import TransactionalTopology, load_definitions
 from txdag.txid.report import read_snapshot, replay_targets, transactions_view
 from txdag.zk.store import TransactionStore
 
 DEFINITIONS_TTL = 30.0
-DEFAULT_ZK_CONN = "zookeeper_default"
+DEFAULT_ZK_CONN = ZOOKEEPER_CONN_ID
 _lock = threading.Lock()
 _definitions: tuple[float, dict[str, TransactionalTopology]] = (0.0, {})
 _zk_hooks: dict[str, ZooKeeperHook] = {}

@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 STATES = ("users", "hashtags", "users_hashtags")
+MARKER_KEY = "LAST_COMMITED_TRANSACTION"  # the seed's marker of the last committed txid, spelled as the seed does
 
 
 def tokens(tweet: str) -> list[str]:

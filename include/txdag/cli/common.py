@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from txdag import hints
+from txdag.defaults import REDIS_CONN_ID, ZOOKEEPER_CONN_ID
 from txdag.errors import ConfigError, TxdagError
 
-DEFAULT_REDIS_CONN = "redis_default"
-DEFAULT_ZK_CONN = "zookeeper_default"
+DEFAULT_REDIS_CONN = REDIS_CONN_ID
+DEFAULT_ZK_CONN = ZOOKEEPER_CONN_ID
 
 
 class CliError(TxdagError):

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from txdag.cli.common import CliError, conn_id, emit, fields, redis_for, table
+from txdag.defaults import REDIS_CONN_ID
 from txdag.redisio import describe
 from txdag.state.kv import KVNamespace, get_serializer, make_client, migrate, parse_provider_config, status
 from txdag.state.kv.config import PROVIDERS, STORM_PROVIDER
@@ -29,7 +30,7 @@ def add_cli(state_sub: Any, common: list[argparse.ArgumentParser]) -> None:
     provider.add_argument("namespace", help="the KeyValueState's namespace (default naming: TOPOLOGY:STEP)")
     provider.add_argument("--provider", choices=[*PROVIDERS, STORM_PROVIDER], metavar="NAME",
                           help="state provider (seed 002): redis, redis_cluster or Storm's RedisKeyValueStateProvider "
-                          "class; without it, the Airflow Redis connection --redis-conn-id (default redis_default)")
+                          f"class; without it, the Airflow Redis connection --redis-conn-id (default {REDIS_CONN_ID})")
     how = provider.add_mutually_exclusive_group()
     how.add_argument("--config", metavar="JSON", help="the provider's JSON config (txdag's or Storm's shape; a "
                      "password on a command line shows in ps and the shell history: prefer --config-file)")

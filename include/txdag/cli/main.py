@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from txdag.cli.acl import add_cli as add_acl_cli
+from txdag.defaults import REDIS_CONN_ID, SPARK_CONN_ID, ZOOKEEPER_CONN_ID
 from txdag.errors import TxdagError
 
 DESCRIPTION = "Inspect a txdag topology's transactions and state, replay txids, seed demo data, sync pools, doctor."
@@ -28,9 +29,9 @@ def _options() -> argparse.ArgumentParser:
     common.add_argument("--dags", metavar="DIR", help="the DAG folder holding the topologies (default: "
                         "$TXDAG_DAGS_FOLDER, $AIRFLOW__CORE__DAGS_FOLDER or ./dags)")
     common.add_argument("--redis-conn-id", metavar="ID", help="Redis connection (default: the topology's, or "
-                        "redis_default)")
+                        f"{REDIS_CONN_ID})")
     common.add_argument("--zookeeper-conn-id", metavar="ID", help="ZooKeeper connection (default: the "
-                        "topology's, or zookeeper_default)")
+                        f"topology's, or {ZOOKEEPER_CONN_ID})")
     return common
 
 
@@ -104,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("doctor", parents=common,
                        help="check Redis, ZooKeeper, Spark, Airflow and the DAGs' connections; say how to fix")
     p.add_argument("--check", action="append", choices=doctor.GROUPS, help="only these (repeatable)")
-    p.add_argument("--spark-conn-id", default="spark_default", metavar="ID")
+    p.add_argument("--spark-conn-id", default=SPARK_CONN_ID, metavar="ID")
     p.add_argument("--timeout", type=float, default=5.0, help="seconds per service (default 5)")
     p.set_defaults(func=doctor.cmd_doctor)
     add_acl_cli(sub)

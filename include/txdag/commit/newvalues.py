@@ -17,6 +17,7 @@ from typing import Any
 import redis
 
 from txdag.keyspace import below
+from txdag.luascripts import declare, run
 from txdag.redisio import redis_errors
 
 # KEYS[1]: the stream. ARGV[1]: txid; ARGV[2..]: one JSON value per entry, in order.
@@ -28,6 +29,7 @@ if #last > 0 and tonumber(string.match(last[1][1], '^(%d+)-')) >= txid then retu
 for i = 2, #ARGV do redis.call('XADD', KEYS[1], ARGV[1] .. '-' .. (i - 1), 'value', ARGV[i]) end
 return #ARGV - 1
 """
+EMIT = declare("newvalues.emit", EMIT_SCRIPT)
 
 
 def _base(topology: str) -> str:
@@ -51,7 +53,6 @@ def emit_values(client: redis.Redis, topology: str, state: str, txid: int, rows:
     if not rows:
         return 0
     key = values_key(topology, state)
-    script = client.register_script(EMIT_SCRIPT)
     encoded = [json.dumps(row, separators=(",", ":"), ensure_ascii=False, default=str) for row in rows]
     with redis_errors(client, f"emitting the new values of txid {txid}", topology=topology, keys=[key]):
-        return int(script(keys=[key], args=[txid, *encoded]))
+        return int(run(client, EMIT, [key], [txid, *encoded]))

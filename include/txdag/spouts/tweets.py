@@ -15,8 +15,9 @@ from typing import Any
 import redis
 
 from txdag.attempt import TransactionAttempt
-from txdag.errors import BatchReadError, ConfigError, FormatVersionError, source_went_backwards
+from txdag.errors import BatchReadError, ConfigError, FormatVersionError, TxdagError, source_went_backwards
 from txdag.keyspace import glob_escape
+from txdag.luascripts import declare, run
 from txdag.redisio import describe, is_refusal, redis_errors
 from txdag.spouts.base import Batch, Metadata, Record, Rejection, SpoutKind
 
@@ -252,13 +253,22 @@ class TweetsTransactionalSpout:
 # Returns the id of the first tweet written. Ids are formatted with %d (tostring would give 1e+14).
 APPEND_TWEETS_LUA = """
 local first = tonumber(redis.call('GET', KEYS[1]) or '1')
-if not first then return redis.error_reply('NEXT_WRITE is not an integer') end
+if not first then error({err = 'TXDAG_NOT_INTEGER ' .. KEYS[1]}) end
 for i = 2, #ARGV do
   redis.call('SET', ARGV[1] .. string.format('%d', first + i - 2), ARGV[i])
 end
 redis.call('SET', KEYS[1], string.format('%d', first + #ARGV - 1))
 return first
 """
+
+
+def _not_integer(*key: str) -> TxdagError:
+    name = " ".join(key)
+    return ConfigError(f"cannot append tweets: {name} does not hold an integer; {name} must hold an integer tweet id "
+                       f"(the id the next tweet gets)")
+
+
+APPEND_TWEETS = declare("tweets.append", APPEND_TWEETS_LUA, {"TXDAG_NOT_INTEGER": _not_integer})
 
 
 def append_tweets(client: redis.Redis, tweets: Iterable[str | bytes], prefix: str = "") -> list[int]:
@@ -270,13 +280,12 @@ def append_tweets(client: redis.Redis, tweets: Iterable[str | bytes], prefix: st
     appear together. Large lists go in chunks of MGET_CHUNK; each chunk is contiguous.
     """
     items = list(tweets)
-    script = client.register_script(APPEND_TWEETS_LUA)
     ids: list[int] = []
     with redis_errors(client, f"appending tweets under prefix {prefix!r}", keys=[next_write_key(prefix)]):
         for i in range(0, len(items), MGET_CHUNK):
             chunk = items[i : i + MGET_CHUNK]
             try:
-                first = int(script(keys=[next_write_key(prefix)], args=[prefix, *chunk]))
+                first = int(run(client, APPEND_TWEETS, [next_write_key(prefix)], [prefix, *chunk]))
             except redis.ResponseError as exc:
                 if is_refusal(exc):
                     raise

@@ -1,13 +1,12 @@
-"""The server-side scripts of the Redis state, registered once per client, and the errors they raise.
+"""The server-side scripts of the Redis map states, declared in ``txdag.luascripts``, and the errors they raise.
 
-Both scripts check ``{ns}:meta`` first: the namespace's format version and kind must match the writer's.
+Each script checks ``{ns}:meta`` first: the namespace's format version and kind must match the writer's.
 """
 
 from __future__ import annotations
 
-import redis
-
 from txdag.errors import ConfigError, FormatVersionError, TxdagError, TxidOrderError
+from txdag.luascripts import ErrorBuilder, declare
 
 _CHECK_META = """
 local function check_meta(meta, kind, ns)
@@ -165,30 +164,29 @@ return {page[1], applied, skipped}
 )
 
 
-def raise_script_error(exc: redis.ResponseError, where: str) -> None:
-    """Map a script's TXDAG_* error to the txdag exception that says what to do; re-raise anything else."""
-    words = str(exc).split(" script: ")[0].split()
-    tag = next((w for w in words if w.startswith("TXDAG_")), None)
-    if tag is None:
-        raise exc
-    rest = words[words.index(tag) + 1 :]
-    if tag == "TXDAG_BACKWARDS":
-        raise TxidOrderError(
-            int(rest[2]), int(rest[1]), where=f"state {rest[0]!r} field {' '.join(rest[3:])!r}"
-        ) from exc
-    if tag == "TXDAG_KIND":
-        raise ConfigError(
-            f"state namespace {rest[0]!r} holds state of kind {rest[1]}, not {rest[2]}: two topologies share the "
-            f"namespace, or the state kind changed; give this state its own namespace"
-        ) from exc
-    if tag == "TXDAG_VERSION":
-        raise FormatVersionError(
-            f"state namespace {rest[0]!r} has format version {rest[1]!r}; this txdag writes version 1: "
-            f"upgrade txdag or migrate the namespace"
-        ) from exc
-    if tag == "TXDAG_NOTNUM":
-        raise TxdagError(
-            f"state namespace {rest[0]!r} field {' '.join(rest[1:-1])!r} is not a number, so partial "
-            f"{rest[-1]} cannot be added; a numeric aggregate and another value share the namespace"
-        ) from exc
-    raise exc
+def _backwards(ns: str, stored: str, txid: str, *field: str) -> TxdagError:
+    return TxidOrderError(int(txid), int(stored), where=f"state {ns!r} field {' '.join(field)!r}")
+
+
+def _kind(ns: str, stored: str, kind: str) -> TxdagError:
+    return ConfigError(f"state namespace {ns!r} holds state of kind {stored}, not {kind}: two topologies share the "
+                       f"namespace, or the state kind changed; give this state its own namespace")
+
+
+def _version(ns: str, version: str) -> TxdagError:
+    return FormatVersionError(f"state namespace {ns!r} has format version {version!r}; this txdag writes version 1: "
+                              f"upgrade txdag or migrate the namespace")
+
+
+def _not_a_number(ns: str, *field_and_partial: str) -> TxdagError:
+    *field, partial = field_and_partial
+    return TxdagError(f"state namespace {ns!r} field {' '.join(field)!r} is not a number, so partial {partial} cannot "
+                      f"be added; a numeric aggregate and another value share the namespace")
+
+
+ERRORS: dict[str, ErrorBuilder] = {
+    "TXDAG_BACKWARDS": _backwards, "TXDAG_KIND": _kind, "TXDAG_VERSION": _version, "TXDAG_NOTNUM": _not_a_number,
+}
+PUT = declare("state.put", PUT_SCRIPT, ERRORS)
+APPLY = declare("state.apply", APPLY_SCRIPT, ERRORS)
+APPLY_STAGED = declare("state.apply_staged", APPLY_STAGED_SCRIPT, ERRORS)

@@ -23,10 +23,11 @@ import redis
 
 from txdag.errors import ConfigError, FormatVersionError
 from txdag.keyspace import glob_escape
+from txdag.luascripts import run
 from txdag.redisio import redis_errors
 from txdag.state.base import Key, StateKind, check_keys
 from txdag.state.keys import DEFAULT_KEY_CODEC, KeyCodec
-from txdag.state.lua import PUT_SCRIPT, raise_script_error
+from txdag.state.lua import PUT
 from txdag.state.values import OpaqueValue, TransactionalValue
 
 FORMAT_VERSION = "1"
@@ -67,7 +68,6 @@ class RedisBackingMap:
         self.key_codec = key_codec
         self.chunk_size = chunk_size
         self.keys = state_keys(namespace)
-        self._put = client.register_script(PUT_SCRIPT)
 
     def multi_get(self, keys: Sequence[Key]) -> list[Any]:
         check_keys(keys)
@@ -102,10 +102,7 @@ class RedisBackingMap:
             args += self._put_args(key, value)
         with redis_errors(self.client, f"writing state {self.namespace!r}", keys=self.keys):
             for start in range(0, len(args), 4 * self.chunk_size):
-                try:
-                    self._put(keys=self.keys, args=[kind.value, *args[start : start + 4 * self.chunk_size]])
-                except redis.ResponseError as exc:
-                    raise_script_error(exc, self.namespace)
+                run(self.client, PUT, self.keys, [kind.value, *args[start : start + 4 * self.chunk_size]])
 
     def _put_args(self, key: Key, value: Any) -> list[str]:
         field = self.key_codec.encode(key)

@@ -23,9 +23,10 @@ from numbers import Number
 import redis
 
 from txdag.errors import ConfigError
+from txdag.luascripts import run
 from txdag.redisio import redis_errors
 from txdag.state.base import Key, StateKind
-from txdag.state.lua import APPLY_SCRIPT, APPLY_STAGED_SCRIPT, raise_script_error
+from txdag.state.lua import APPLY, APPLY_STAGED
 from txdag.state.map_state import MapStateBase
 from txdag.state.redis_backing import RedisBackingMap, state_keys
 
@@ -84,17 +85,13 @@ def apply_encoded(
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     items = [(p, field, _number(p, field, d)) for p in partials for field, d in p.deltas.items()]
     chunks = [items[i : i + chunk_size] for i in range(0, len(items), chunk_size)] or [[]]
-    script = client.register_script(APPLY_SCRIPT)
     applied = skipped = 0
     touched = [k for p in partials for k in state_keys(p.namespace)] + ([marker_key] if marker_key else [])
     with redis_errors(client, f"committing txid {txid}", topology=topology, keys=touched + list(extra or {})):
         for n, chunk in enumerate(chunks):
             last = n == len(chunks) - 1
             keys, args = _call(txid, chunk, marker_key, last, (extra or {}) if last else {})
-            try:
-                a, s = script(keys=keys, args=args)
-            except redis.ResponseError as exc:
-                raise_script_error(exc, f"txid {txid}")
+            a, s = run(client, APPLY, keys, args, where=_where(topology, txid))
             if a == -1:
                 return ApplyResult(applied, skipped, True, n + 1)
             applied, skipped = applied + a, skipped + s
@@ -123,18 +120,14 @@ def apply_staged(
     """Add staged partials of batch ``txid``, read and applied inside Redis a page of ``page`` fields per script
     call (the partials never go through the client); then ``extra`` and the marker, last. The caller checks the
     marker first: a marker >= txid means every state already holds the txid."""
-    script = client.register_script(APPLY_STAGED_SCRIPT)
     applied = skipped = calls = 0
     touched = [k for p in partials for k in (*state_keys(p.namespace), p.stage_key)]
     with redis_errors(client, f"committing txid {txid}", topology=topology, keys=touched + [marker_key or ""]):
         for p in partials:
             cursor = "0"
             while True:
-                try:
-                    cursor, a, s = script(keys=[*state_keys(p.namespace), p.stage_key],
-                                          args=[str(txid), p.kind.value, cursor, str(page)])
-                except redis.ResponseError as exc:
-                    raise_script_error(exc, f"txid {txid}")
+                cursor, a, s = run(client, APPLY_STAGED, [*state_keys(p.namespace), p.stage_key],
+                                   [str(txid), p.kind.value, cursor, str(page)], where=_where(topology, txid))
                 applied, skipped, calls = applied + a, skipped + s, calls + 1
                 cursor = cursor.decode() if isinstance(cursor, bytes) else str(cursor)
                 if cursor == "0":
@@ -148,6 +141,11 @@ def apply_staged(
     return ApplyResult(applied, skipped, False, calls)
 
 
+def _where(topology: str | None, txid: int) -> str:
+    """What a script error's message starts with: the topology (when known) and the txid being committed."""
+    return f"topology {topology!r}, committing txid {txid}" if topology else f"committing txid {txid}"
+
+
 def _call(
     txid: int,
     chunk: list[tuple[EncodedPartials, str, str]],
@@ -155,7 +153,7 @@ def _call(
     last: bool,
     extra: Mapping[str, str],
 ) -> tuple[list[str], list[str]]:
-    """KEYS and ARGV of one script call (layout in APPLY_SCRIPT's header)."""
+    """KEYS and ARGV of one script call (layout in APPLY_SCRIPT's header, txdag.state.lua)."""
     by_state: dict[tuple[str, StateKind], list[str]] = {}
     for p, field, delta in chunk:
         by_state.setdefault((p.namespace, p.kind), []).extend((field, delta))

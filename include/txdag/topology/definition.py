@@ -17,6 +17,7 @@ from typing import Any
 import redis
 
 from txdag.attempt import TransactionAttempt
+from txdag.defaults import REDIS_CONN_ID
 from txdag.errors import ConfigError, FormatVersionError
 from txdag.spouts import streams as streams_layout
 from txdag.spouts import tweets as tweets_layout
@@ -28,7 +29,7 @@ from txdag.state.map_state import MapStateBase
 from txdag.state.snapshottable_map import GLOBAL_KEY
 
 FORMAT_VERSION = 1
-DEFAULT_REDIS_CONN_ID = "redis_default"
+DEFAULT_REDIS_CONN_ID = REDIS_CONN_ID  # (the name trident.query and others import)
 NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
 

@@ -23,6 +23,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from txdag.defaults import (
+    COMMIT_POKE_INTERVAL,
+    KEEP_TXIDS,
+    POOL_PREFIX,
+    SPARK_CONN_ID,
+    SPARK_CONNECT_CONN_ID,
+    ZOOKEEPER_CONN_ID,
+)
 from txdag.errors import ConfigError
 from txdag.state.marker import default_key
 from txdag.topology.definition import (
@@ -74,13 +82,13 @@ class TransactionalTopology:
     retries: int = 1
     retry_delay: timedelta = timedelta(seconds=5)
     redis_conn_id: str = DEFAULT_REDIS_CONN_ID
-    zookeeper_conn_id: str = "zookeeper_default"
-    spark_conn_id: str = "spark_default"
+    zookeeper_conn_id: str = ZOOKEEPER_CONN_ID
+    spark_conn_id: str = SPARK_CONN_ID
     spark_conf: Mapping[str, str] = field(default_factory=dict)
     spark_mode: str = "submit"
-    spark_connect_conn_id: str = "spark_connect_default"
-    keep_txids: int = 100
-    commit_poke_interval: float = 10.0  # shorter reschedules sometimes race the worker's exit (AIRFLOW-FACTS)
+    spark_connect_conn_id: str = SPARK_CONNECT_CONN_ID
+    keep_txids: int = KEEP_TXIDS
+    commit_poke_interval: float = COMMIT_POKE_INTERVAL  # why 10 s: txdag.defaults
     description: str | None = None
     project_dir: str | None = None
 
@@ -127,7 +135,7 @@ class TransactionalTopology:
     @property
     def pool(self) -> str:
         """The topology's 1-slot pool: its coordinate and commit tasks run one at a time, in it."""
-        return f"txdag_{self.topology_id}"
+        return f"{POOL_PREFIX}{self.topology_id}"
 
     @property
     def commit_marker(self) -> str:

@@ -21,9 +21,8 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TypeVar
 
-from kazoo.exceptions import KazooException, LockTimeout
-
 from txdag.attempt import TransactionAttempt
+from txdag.defaults import KEEP_TXIDS
 from txdag.errors import ConfigError, StaleAttemptError, TxdagError
 from txdag.faults import crash_if_requested
 from txdag.spouts.base import Metadata, SpoutKind, TransactionalSpout
@@ -46,7 +45,7 @@ from txdag.txid.decisions import (  # noqa: F401  (re-exported: the coordinator'
     lowest_failed,
 )
 from txdag.zk.records import TopologyRecord, TxidRecord, TxStatus
-from txdag.zk.store import TransactionStore, VersionConflict
+from txdag.zk.store import LockBusy, TransactionStore, VersionConflict
 
 log = logging.getLogger("txdag.txid.coordinator")
 T = TypeVar("T")
@@ -66,7 +65,7 @@ class Coordinator:
         spout: TransactionalSpout,
         *,
         max_active_transactions: int = 1,
-        keep_txids: int = 100,
+        keep_txids: int = KEEP_TXIDS,
         lock_timeout: float = 30.0,
     ) -> None:
         for name, value in (("max_active_transactions", max_active_transactions), ("keep_txids", keep_txids)):
@@ -84,7 +83,7 @@ class Coordinator:
         lock = self.store.lock()
         try:
             lock.acquire(timeout=self.lock_timeout)
-        except LockTimeout:
+        except LockBusy:
             return Busy(
                 f"topology {self.name!r}: another coordinator held the lock for {self.lock_timeout:g}s; "
                 f"run {run_id!r} should try again"
@@ -352,7 +351,7 @@ class Coordinator:
         try:
             deleted = self.store.cleanup_before(txid - self.keep_txids + 1)
             self.store.cleanup_runs(txid)
-        except (TxdagError, KazooException) as exc:
+        except TxdagError as exc:
             log.warning("topology=%s txid=%s: cleanup failed (%s); retried after the next commit", self.name, txid, exc)
             return
         if deleted:

@@ -26,6 +26,7 @@ import redis
 
 from txdag.errors import ConfigError, FormatVersionError
 from txdag.keyspace import below
+from txdag.luascripts import declare, run
 from txdag.redisio import redis_errors
 from txdag.windows.rules import Block, Progress, WindowSpec, fires_when_empty, spec_to_dict
 
@@ -53,6 +54,7 @@ for i = 1, nset do redis.call('SET', KEYS[1 + i], ARGV[5 + i]) end
 for i = 2 + nset, #KEYS do redis.call('DEL', KEYS[i]) end
 return 1
 """
+APPEND = declare("windows.append", APPEND_SCRIPT)
 
 
 def _base(topology: str) -> str:
@@ -112,7 +114,6 @@ class WindowStore:
         self.name = name
         self.spec = spec
         self.key = window_key(topology, name)
-        self._append = client.register_script(APPEND_SCRIPT)
 
     def commit(self, txid: int, rows: Sequence[Row], evaluate: Evaluate) -> tuple[list[Fired], list[int]]:
         """Append ``txid``'s rows (in order), fire the windows they close, store and return the fired windows,
@@ -138,7 +139,7 @@ class WindowStore:
         window = {"v": FORMAT_VERSION, "spec": _dumps(spec_to_dict(self.spec)), "progress": _dumps(asdict(after)),
                   "txid": str(txid)}
         with self._errors(f"appending txid {txid}"):
-            self._append(keys=[self.key, *sets, *deletes], args=[
+            run(self.client, APPEND, [self.key, *sets, *deletes], [
                 txid, len(sets), _dumps({str(txid): _dumps(asdict(block))}), _dumps([str(t) for t in dropped]),
                 _dumps(window), *sets.values()])
         return fired, advance.late

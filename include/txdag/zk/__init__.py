@@ -2,17 +2,20 @@
 
 from txdag.zk.client import close_zk, connect_zk
 from txdag.zk.records import HistoryEntry, RunRecord, TopologyRecord, TxidRecord, TxStatus
-from txdag.zk.store import AllocationRefused, TransactionStore, VersionConflict
+from txdag.zk.store import AllocationRefused, LockBusy, TransactionStore, VersionConflict, ZnodeExists, ZnodeMissing
 
 __all__ = [
     "AllocationRefused",
     "HistoryEntry",
+    "LockBusy",
     "RunRecord",
     "TopologyRecord",
     "TransactionStore",
     "TxStatus",
     "TxidRecord",
     "VersionConflict",
+    "ZnodeExists",
+    "ZnodeMissing",
     "close_zk",
     "connect_zk",
 ]

@@ -11,14 +11,17 @@ import logging
 import warnings
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import AuthFailedError, KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.security import make_digest_acl
 
 from txdag import hints
+from txdag.defaults import ZK_TIMEOUT
 from txdag.errors import ConfigError, ServiceUnavailable
 from txdag.masking import register_secret
 
 log = logging.getLogger("txdag.zk")
+ZkClient = KazooClient  # the client type, for annotations outside txdag.zk (which alone imports kazoo)
 
 
 def how_to_start() -> str:
@@ -27,7 +30,7 @@ def how_to_start() -> str:
             "in Airflow (Admin > Connections)")
 
 
-def connect_zk(hosts: str, *, auth: tuple[str, str] | None = None, timeout: float = 10.0) -> KazooClient:
+def connect_zk(hosts: str, *, auth: tuple[str, str] | None = None, timeout: float = ZK_TIMEOUT) -> KazooClient:
     """A started KazooClient for ``hosts``, or ServiceUnavailable naming ZooKeeper and how to start it.
 
     With ``auth=(user, password)`` the session authenticates with the digest scheme and every znode it
@@ -56,11 +59,20 @@ def connect_zk(hosts: str, *, auth: tuple[str, str] | None = None, timeout: floa
         with warnings.catch_warnings():  # kazoo warns about a missing chroot; we raise a clearer error below
             warnings.filterwarnings("ignore", message="No chroot path exists")
             client.start(timeout=timeout)
+        missing_chroot = bool(client.chroot) and not client.exists("/")
     except KazooTimeoutError:
         raise ServiceUnavailable(
             f"ZooKeeper is not reachable at {hosts} (no session within {timeout:g}s); {how_to_start()}"
         ) from None
-    if client.chroot and not client.exists("/"):
+    except AuthFailedError:
+        close_zk(client)
+        raise ConfigError(f"ZooKeeper at {hosts} refused the digest credentials of user {auth[0] if auth else ''!r}: "
+                          f"fix the login and password of the ZooKeeper connection") from None
+    except KazooException as exc:
+        close_zk(client)
+        raise ServiceUnavailable(f"ZooKeeper at {hosts} failed while connecting ({type(exc).__name__}: {exc}); "
+                                 f"{how_to_start()}") from None
+    if missing_chroot:
         close_zk(client)
         raise ConfigError(
             f"the ZooKeeper chroot {client.chroot} in hosts {hosts!r} does not exist: create it "

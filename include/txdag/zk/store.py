@@ -13,6 +13,9 @@ Layout (one subtree per topology; every value is a versioned JSON record from :m
                                           fingerprint); missing until the first coordinate adopts one
 
 Like Storm's RotatingTransactionalState, only recent txids are kept: :meth:`TransactionStore.cleanup_before`.
+
+kazoo's exceptions stay in this package: every call goes through ``_retry``, which raises them as txdag errors
+(:func:`zk_error`), so the coordinator and the edges catch TxdagErrors only.
 """
 
 from __future__ import annotations
@@ -24,22 +27,27 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, NoReturn, TypeVar, cast
+from typing import Any, TypeVar, cast
 from urllib.parse import quote
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
     BadVersionError,
+    ConnectionLoss,
     KazooException,
     LockTimeout,
     NoAuthError,
     NodeExistsError,
     NoNodeError,
+    OperationTimeoutError,
     RolledBackError,
+    SessionExpiredError,
 )
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.lock import Lock
 from kazoo.retry import RetryFailedError
 
+from txdag.defaults import ZK_ROOT
 from txdag.errors import ConfigError, ServiceUnavailable, TxdagError
 from txdag.zk.client import how_to_start
 from txdag.zk.records import OwnerRecord, RunRecord, TopologyRecord, TxidRecord
@@ -57,6 +65,18 @@ class AllocationRefused(TxdagError):
     """A txid that is not ``last_txid + 1``: txids are allocated in order, with no gaps."""
 
 
+class LockBusy(TxdagError):
+    """Another coordinator held the topology's lock for the whole timeout (kazoo's LockTimeout)."""
+
+
+class ZnodeMissing(TxdagError):
+    """A znode is not there (kazoo's NoNodeError): never created, already cleaned up, or deleted by hand."""
+
+
+class ZnodeExists(TxdagError):
+    """A znode to create is there already (kazoo's NodeExistsError)."""
+
+
 def txid_node(txid: int) -> str:
     """Zero-padded so that a lexical listing is in txid order."""
     return f"{txid:020d}"
@@ -71,7 +91,7 @@ def run_node(run_id: str) -> str:
 class TransactionStore:
     """The znodes of one topology. Readers return ``(record, version)``; writers take the versions back."""
 
-    def __init__(self, client: KazooClient, topology: str, root: str = "/txdag", *, keep_runs: int = 10000):
+    def __init__(self, client: KazooClient, topology: str, root: str = ZK_ROOT, *, keep_runs: int = 10000):
         if not isinstance(topology, str) or not _NAME.match(topology) or topology in (".", ".."):
             raise ConfigError(
                 f"topology id {topology!r} cannot name a znode: use letters, digits, '_', '-' and '.' "
@@ -107,7 +127,7 @@ class TransactionStore:
                            (self.runs_path, b""), (self.lock_path, b"")):
             try:
                 self._retry(self.client.create, path, data)
-            except NodeExistsError:
+            except ZnodeExists:
                 pass
 
     def forget(self) -> None:
@@ -117,7 +137,7 @@ class TransactionStore:
     def read_topology(self) -> tuple[TopologyRecord, int]:
         try:
             data, stat = self._retry(self.client.get, self.path)
-        except NoNodeError:
+        except ZnodeMissing:
             raise TxdagError(
                 f"topology {self.topology!r} has no znode {self.path}: call TransactionStore.ensure() (the "
                 "coordinator does) before reading it, or check the ZooKeeper root"
@@ -137,7 +157,7 @@ class TransactionStore:
     def txid_of_run(self, run_id: str) -> int | None:
         try:
             data, _ = self._retry(self.client.get, self.run_path(run_id))
-        except NoNodeError:
+        except ZnodeMissing:
             return None
         return RunRecord.from_bytes(data, self.run_path(run_id)).txid
 
@@ -177,7 +197,7 @@ class TransactionStore:
         """The topology's owner and its znode version; None when none is recorded (or the topology never ran)."""
         try:
             data, stat = self._retry(self.client.get, self.owner_path)
-        except NoNodeError:
+        except ZnodeMissing:
             return None
         return OwnerRecord.from_bytes(data, self.owner_path), stat.version
 
@@ -190,7 +210,7 @@ class TransactionStore:
                 self._retry(self.client.create, self.owner_path, record.to_bytes())
             else:
                 self._retry(self.client.set, self.owner_path, record.to_bytes(), version)
-        except (NodeExistsError, BadVersionError, NoNodeError):
+        except (ZnodeExists, VersionConflict, ZnodeMissing):
             return False
         return True
 
@@ -203,7 +223,7 @@ class TransactionStore:
             try:
                 self._retry(self.client.delete, self.txid_path(old))
                 deleted.append(old)
-            except NoNodeError:
+            except ZnodeMissing:
                 pass
         return deleted
 
@@ -220,7 +240,7 @@ class TransactionStore:
         for path in doomed:
             try:
                 self._retry(self.client.delete, path)
-            except NoNodeError:
+            except ZnodeMissing:
                 pass
         return len(doomed)
 
@@ -254,7 +274,7 @@ class TransactionStore:
         results = self._retry(attempt)
         for (kind, path, _, version), result in zip(ops, results):  # the first non-RolledBack is the cause
             if isinstance(result, NoAuthError):
-                self._no_auth(path)
+                raise self._no_auth(path)
             if isinstance(result, Exception) and not isinstance(result, RolledBackError):
                 raise VersionConflict(
                     f"topology {self.topology!r}: {what} conflicted at {path} ({type(result).__name__}, "
@@ -267,12 +287,28 @@ class TransactionStore:
         return got is not None and got[0] == record.to_bytes() and self.txid_of_run(record.run_id) == record.txid
 
     def _retry(self, func: Callable[..., T], *args: Any) -> T:
+        """``func(*args)`` with kazoo's retries once connected; a kazoo exception is raised as a txdag error."""
         try:
             return cast(T, self.client.retry(self._connected, func, *args))
-        except RetryFailedError as exc:
-            raise self.unavailable(f"stopped answering ({exc})") from None
-        except NoAuthError:
-            self._no_auth(self.path)
+        except (KazooException, KazooTimeoutError) as exc:
+            raise self.zk_error(exc, args[0] if args and isinstance(args[0], str) else self.path) from None
+
+    def zk_error(self, exc: Exception, path: str) -> TxdagError:
+        """The txdag error of a kazoo exception met at ``path``: what happened, where, and what to do."""
+        if isinstance(exc, NoNodeError):
+            return ZnodeMissing(f"topology {self.topology!r}: znode {path} does not exist (never created, cleaned "
+                                f"up already, or deleted by hand); check the topology status")
+        if isinstance(exc, NodeExistsError):
+            return ZnodeExists(f"topology {self.topology!r}: znode {path} exists already")
+        if isinstance(exc, BadVersionError):
+            return VersionConflict(f"topology {self.topology!r}: znode {path} changed since it was read; re-read it")
+        if isinstance(exc, NoAuthError):
+            return self._no_auth(path)
+        if isinstance(exc, RetryFailedError | ConnectionLoss | SessionExpiredError | OperationTimeoutError
+                      | KazooTimeoutError):
+            return self.unavailable(f"stopped answering ({type(exc).__name__}: {exc})")
+        return TxdagError(f"ZooKeeper at {self.hosts()} refused an operation on {path} (topology {self.topology!r}):"
+                          f" {type(exc).__name__} {exc}; check the ZooKeeper server's log, then retry the task")
 
     def _connected(self, func: Callable[..., T], *args: Any) -> T:
         """Call ``func`` once connected. kazoo queues a request made while disconnected until the connection
@@ -292,22 +328,26 @@ class TransactionStore:
                 raise self.unavailable(f"has been unreachable for {seconds:g}s")
             time.sleep(0.05)
 
+    def hosts(self) -> str:
+        """The client's hosts (and chroot), as ZooKeeper spells them."""
+        return ",".join(f"{h}:{p}" for h, p in self.client.hosts or ()) + (self.client.chroot or "")
+
     def unavailable(self, what: str) -> ServiceUnavailable:
         """ServiceUnavailable naming ZooKeeper, its address and what to do."""
-        hosts = ",".join(f"{h}:{p}" for h, p in self.client.hosts or ()) + (self.client.chroot or "")
         return ServiceUnavailable(
-            f"ZooKeeper at {hosts} {what} (topology {self.topology!r}); {how_to_start()}, then retry the task"
+            f"ZooKeeper at {self.hosts()} {what} (topology {self.topology!r}); {how_to_start()}, then retry the task"
         )
 
-    def _no_auth(self, path: str) -> NoReturn:
-        raise ConfigError(
+    def _no_auth(self, path: str) -> ConfigError:
+        return ConfigError(
             f"ZooKeeper refused access to {path} (NoAuth): topology {self.topology!r}'s znodes were created "
             "with digest credentials; give this connection the same user and password"
         )
 
 
 class TopologyLock:
-    """kazoo's Lock, with ZooKeeper outages as ServiceUnavailable instead of a hang or a silent False.
+    """kazoo's Lock, with ZooKeeper outages as ServiceUnavailable instead of a hang or a silent False, and a timeout
+    as LockBusy.
 
     kazoo's ``acquire`` returns False (it does not raise) when its retries run out on a lost connection, and a
     request made while disconnected waits for the reconnection however long it takes.
@@ -328,7 +368,8 @@ class TopologyLock:
         try:
             got = self.lock.acquire(blocking=blocking, timeout=timeout)
         except LockTimeout:
-            raise
+            raise LockBusy(f"topology {self.store.topology!r}: another coordinator held the lock "
+                           f"{self.store.lock_path} for {timeout:g}s; try again") from None
         except KazooException as exc:
             raise self.store.unavailable(f"failed while taking the lock {self.store.lock_path} ({exc!r})") from None
         if not got and blocking and not self.lock.cancelled:

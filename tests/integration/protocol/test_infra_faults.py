@@ -272,7 +272,7 @@ def test_redis_restarted_between_emit_and_seal(second_redis, shared_zk, zk_root,
     ("mode", "state"),
     [("down", TransactionalMap), ("down", OpaqueMap), ("bounce", TransactionalMap), ("after_apply", OpaqueMap)],
 )
-def test_redis_restarted_during_a_commit(second_redis, shared_zk, zk_root, prefix, mode, state):
+def test_redis_restarted_during_a_commit(second_redis, shared_zk, zk_root, prefix, mode, state, monkeypatch):
     """txid 2 holds ~10,000 keys, so its commit is several server-side script calls (a page of a state's staged
     partials each). ``down``: Redis dies after the first page; the commit fails naming Redis; the txid is
     re-emitted and its re-commit applies the remaining keys while the keys of the first page (already at txid 2)
@@ -290,29 +290,25 @@ def test_redis_restarted_during_a_commit(second_redis, shared_zk, zk_root, prefi
     assert topology.commit(e1.tx).status == "committed"
     assert sum(len(p) for p in topology.staging.read(e2.tx).values()) > 2 * DEFAULT_CHUNK
 
-    calls, applied = [], []
-    register = client.register_script
+    calls, applied, faulty, commit_client = [], [], [mode != "after_apply"], client
+    call_script = redis.commands.core.Script.__call__
 
-    def register_with_fault(script_text):
-        script = register(script_text)
-
-        def call(keys, args):
-            result = script(keys=keys, args=args)
-            calls.append(args[0])
-            applied.append(result)
-            if args[0] == "2" and calls.count("2") == 1:  # after txid 2's first chunk
-                second_redis.kill()
-                if mode == "bounce":
-                    second_redis.start()
+    def call_with_fault(script, keys=None, args=None, client=None):  # every script of the commit's client
+        result = call_script(script, keys=keys, args=args, client=client)
+        if not faulty[0] or (client or script.registered_client) is not commit_client:
             return result
+        calls.append(args[0])
+        applied.append(result)
+        if args[0] == "2" and calls.count("2") == 1:  # after txid 2's first chunk
+            second_redis.kill()
+            if mode == "bounce":
+                second_redis.start()
+        return result
 
-        return call
-
+    monkeypatch.setattr(redis.commands.core.Script, "__call__", call_with_fault)
     record = topology.coordinator.record_commit
     if mode == "after_apply":
         topology.coordinator.record_commit = lambda tx: (second_redis.kill(), record(tx))[1]
-    else:
-        client.register_script = register_with_fault
     pid = second_redis.process.pid
     if mode == "bounce":
         outcome = topology.commit(e2.tx)
@@ -323,7 +319,7 @@ def test_redis_restarted_during_a_commit(second_redis, shared_zk, zk_root, prefi
             topology.commit(e2.tx)
         assert_names(failed.value, "Redis", f"127.0.0.1:{second_redis.port}/0")
         second_redis.start()
-        client.register_script, topology.coordinator.record_commit = register, record
+        faulty[0], topology.coordinator.record_commit = False, record
         if mode == "down":
             assert "committing txid 2" in str(failed.value)
             assert int(client.get(f"{prefix}:LAST_COMMITTED")) == 1, "the marker is written with the last chunk"

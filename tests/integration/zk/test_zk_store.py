@@ -4,17 +4,30 @@ from __future__ import annotations
 
 import pytest
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoAuthError
+from kazoo.exceptions import (
+    ConnectionLoss,
+    NoAuthError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    OperationTimeoutError,
+    SessionExpiredError,
+)
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.retry import RetryFailedError
 from kazoo.security import OPEN_ACL_UNSAFE
 
-from txdag.errors import ConfigError, FormatVersionError, ServiceUnavailable
+from txdag.errors import ConfigError, FormatVersionError, ServiceUnavailable, TxdagError
 from txdag.zk import (
     AllocationRefused,
+    LockBusy,
     TopologyRecord,
     TransactionStore,
     TxidRecord,
     TxStatus,
     VersionConflict,
+    ZnodeExists,
+    ZnodeMissing,
     close_zk,
     connect_zk,
 )
@@ -134,6 +147,46 @@ def test_unknown_format_version_or_garbage_names_the_znode(store: TransactionSto
 def test_reading_before_ensure_says_what_to_do(zk_client: KazooClient, zk_root: str, prefix: str) -> None:
     with pytest.raises(Exception, match=r"call TransactionStore.ensure\(\)"):
         TransactionStore(zk_client, prefix, root=zk_root).read_topology()
+
+
+def test_a_missing_znode_is_a_txdag_error_naming_it(zk_client: KazooClient, zk_root: str, prefix: str) -> None:
+    store = TransactionStore(zk_client, prefix, root=zk_root)  # never ensured: no znode at all
+    with pytest.raises(ZnodeMissing, match=f"topology '{prefix}': znode {store.txids_path} does not exist"):
+        store.list_txids()
+
+
+@pytest.mark.parametrize(("kazoo_error", "kind", "words"), [
+    (NoNodeError(), ZnodeMissing, ["does not exist", "check the topology status"]),
+    (NodeExistsError(), ZnodeExists, ["exists already"]),
+    (NoAuthError(), ConfigError, ["NoAuth", "same user and password"]),
+    (ConnectionLoss(), ServiceUnavailable, ["stopped answering (ConnectionLoss", "services.sh start"]),
+    (SessionExpiredError(), ServiceUnavailable, ["stopped answering (SessionExpiredError", "retry the task"]),
+    (OperationTimeoutError(), ServiceUnavailable, ["stopped answering (OperationTimeoutError"]),
+    (RetryFailedError("Too many retry attempts"), ServiceUnavailable, ["Too many retry attempts"]),
+    (KazooTimeoutError(), ServiceUnavailable, ["stopped answering (KazooTimeoutError"]),
+    (NotEmptyError(), TxdagError, ["refused an operation on", "NotEmptyError", "server's log"]),
+])
+def test_each_kazoo_exception_becomes_a_txdag_error(store: TransactionStore, zk_hosts: str, kazoo_error: Exception,
+                                                    kind: type, words: list[str]) -> None:
+    error = store.zk_error(kazoo_error, store.txid_path(7))
+    assert type(error) is kind
+    assert f"'{store.topology}'" in str(error)
+    for word in words:
+        assert word in str(error)
+    if kind in (ServiceUnavailable, TxdagError):
+        assert zk_hosts in str(error), "names the server"
+    else:
+        assert store.txid_path(7) in str(error), "names the znode"
+
+
+def test_a_lock_held_for_the_whole_timeout_is_lock_busy(store: TransactionStore) -> None:
+    holder = store.lock()
+    assert holder.acquire()
+    try:
+        with pytest.raises(LockBusy, match=f"another coordinator held the lock {store.lock_path} for 0.2s"):
+            store.lock().acquire(timeout=0.2)
+    finally:
+        holder.release()
 
 
 @pytest.mark.parametrize("topology,root", [("a/b", "/txdag"), ("", "/txdag"), ("..", "/txdag"), ("t", "txdag")])

@@ -1,17 +1,25 @@
-"""The TXDAG_KV_* errors of the namespace scripts as txdag exceptions that say what to do."""
+"""The TXDAG_KV_* errors of the namespace scripts as txdag exceptions that say what to do (the table
+``txdag.luascripts`` translates them with)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NoReturn
-
-import redis
 
 from txdag.errors import BatchReadError, ConfigError, FormatVersionError, StaleAttemptError, TxdagError, TxidOrderError
 
 
 class KVStateError(TxdagError):
     """A KeyValueState protocol step cannot run in the namespace's current state (the message says why)."""
+
+
+class KeyCollision(KVStateError):
+    """Two fields of one migration chunk convert to one key; ``index`` is the first one's place in the chunk."""
+
+    def __init__(self, namespace: str, index: int) -> None:
+        super().__init__(f"KeyValueState {namespace!r}: field number {index} of a migration chunk converts to a key "
+                         f"that is taken already: two keys would merge; delete one of the two (HDEL), then run the "
+                         f"same migrate again")
+        self.index = index
 
 
 def _migrate_hint(ns: str, target: str) -> str:
@@ -84,26 +92,15 @@ def _rerun(ns: str) -> TxdagError:
                         f"to convert): run the same `txdag state migrate` again to finish")
 
 
-_BUILDERS: dict[str, Callable[..., TxdagError]] = {
+def _collision(ns: str, index: str) -> TxdagError:
+    return KeyCollision(ns, int(index))
+
+
+ERRORS: dict[str, Callable[..., TxdagError]] = {
     "TXDAG_KV_BEHIND": _behind, "TXDAG_KV_SERIALIZERS": _serializers, "TXDAG_KV_MIGRATING": _migrating,
     "TXDAG_KV_OTHER_PREPARED": _other_prepared, "TXDAG_KV_STALE": _stale, "TXDAG_KV_NOT_STAGED": _not_staged,
     "TXDAG_KV_NOT_SEALED": _not_sealed, "TXDAG_KV_LOST": _lost, "TXDAG_KV_NOT_PREPARED": _not_prepared,
     "TXDAG_KV_PREPARED": _prepared, "TXDAG_KV_VERSION": _version, "TXDAG_KV_NOMETA": _nometa,
     "TXDAG_KV_NEW_STAGING": _rerun, "TXDAG_KV_UNFINISHED": _rerun, "TXDAG_KV_NOT_MIGRATING": _rerun,
+    "TXDAG_KV_COLLISION": _collision,
 }
-
-
-def script_error(exc: redis.ResponseError) -> tuple[str, list[str]] | None:
-    """(tag, words) of a TXDAG_KV_* script error, None for any other error."""
-    words = str(exc).split(" script: ")[0].split()
-    tag = next((w for w in words if w.startswith("TXDAG_KV_")), None)
-    return None if tag is None else (tag, words[words.index(tag) + 1:])
-
-
-def raise_kv_error(exc: redis.ResponseError) -> NoReturn:
-    """Raise the txdag exception of a TXDAG_KV_* error; re-raise anything else."""
-    parsed = script_error(exc)
-    if parsed is None or parsed[0] not in _BUILDERS:
-        raise exc
-    tag, words = parsed
-    raise _BUILDERS[tag](*words) from exc

@@ -21,9 +21,11 @@ from dataclasses import dataclass
 
 import redis
 
-from txdag.state.kv.errors import KVStateError, raise_kv_error, script_error
+from txdag.luascripts import run
+from txdag.state.kv import scripts
+from txdag.state.kv.errors import KeyCollision, KVStateError
 from txdag.state.kv.layout import PUT_TAG, TOMBSTONE, KVNamespace, migrating_key
-from txdag.state.kv.protocol import kv_errors, run_script
+from txdag.state.kv.protocol import kv_errors
 from txdag.state.kv.serializers import SerializationError, Serializer, get_serializer
 from txdag.state.staging_layout import parse_attempt_id
 
@@ -63,8 +65,8 @@ def migrate(client: redis.Redis, namespace: str, key_serializer: str, value_seri
         if name:
             get_serializer(name)
     with kv_errors(client, "starting the migration", target_spec):
-        outcome, source = run_script(client, "MIGRATE_BEGIN_SCRIPT", [target_spec.meta],
-                                     [namespace, target, from_key_serializer, from_value_serializer])
+        outcome, source = run(client, scripts.MIGRATE_BEGIN, [target_spec.meta],
+                              [namespace, target, from_key_serializer, from_value_serializer])
     source = source.decode() if isinstance(source, bytes) else str(source)
     if (outcome.decode() if isinstance(outcome, bytes) else outcome) == "nothing to do":
         return MigrationResult(namespace, source, target, "nothing to do", 0, 0, 0)
@@ -97,11 +99,8 @@ class _Migration:
                 if not self._convert(key, tagged):
                     return self._result("interrupted", already)
             pairs = [k for key, _ in hashes for k in (key, migrating_key(key))]
-            try:
-                run_script(self.client, "MIGRATE_FINISH_SCRIPT", [spec.meta, spec.stages, *pairs],
-                           [spec.namespace, self.target, *ids])
-            except redis.ResponseError as exc:
-                raise self._explain(exc, [], key) from exc
+            run(self.client, scripts.MIGRATE_FINISH, [spec.meta, spec.stages, *pairs],
+                [spec.namespace, self.target, *ids])
         return self._result("migrated", already)
 
     def _result(self, outcome: str, already: int) -> MigrationResult:
@@ -135,9 +134,9 @@ class _Migration:
                 raise self._collision(key, field, firsts[new_field])
             args += [field, value, new_field, new_value]
         try:
-            moved, _ = run_script(self.client, "MIGRATE_MOVE_SCRIPT", [self.spec.meta, key, migrating_key(key)], args)
-        except redis.ResponseError as exc:
-            raise self._explain(exc, page, key) from exc
+            moved, _ = run(self.client, scripts.MIGRATE_MOVE, [self.spec.meta, key, migrating_key(key)], args)
+        except KeyCollision as exc:
+            raise self._collision(key, page[exc.index][0], None) from exc
         self.moved += int(moved)
         self.chunks += 1
         if self.progress is not None:
@@ -157,12 +156,6 @@ class _Migration:
                                f"converted from {self.source} to {self.target} ({exc}); {self.moved} values were "
                                f"converted by this run and stay converted: fix or delete that field (HDEL), then "
                                f"run the same migrate again") from exc
-
-    def _explain(self, exc: redis.ResponseError, page: list[tuple[bytes, bytes]], key: str) -> Exception:
-        parsed = script_error(exc)
-        if parsed and parsed[0] == "TXDAG_KV_COLLISION":
-            return self._collision(key, page[int(parsed[1][1])][0], None)
-        raise_kv_error(exc)
 
     def _collision(self, key: str, field: bytes, other: bytes | None) -> KVStateError:
         which = f"field {other[:60]!r}" if other is not None else "a field converted earlier"

@@ -16,7 +16,6 @@ Each step's docstring gives the race its script closes.
 from __future__ import annotations
 
 import contextlib
-import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -25,9 +24,10 @@ import redis
 
 from txdag.attempt import TransactionAttempt
 from txdag.errors import ServiceUnavailable
+from txdag.luascripts import run
 from txdag.redisio import describe, how_to_start_redis, redis_errors
 from txdag.state.kv import scripts
-from txdag.state.kv.errors import KVStateError, raise_kv_error
+from txdag.state.kv.errors import KVStateError
 from txdag.state.kv.layout import PUT_TAG, TOMBSTONE, KVNamespace
 from txdag.state.staging_layout import attempt_id, parse_attempt_id
 
@@ -82,20 +82,9 @@ class NamespaceStatus:
     moved: int = 0
 
 
-_registered: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
-
-
-def run_script(client: redis.Redis, name: str, keys: list[str], args: list[Any]) -> Any:
-    """Run one of ``scripts``' scripts, registered once per client (EVALSHA; loaded again on NOSCRIPT)."""
-    per_client = _registered.setdefault(client, {})
-    if name not in per_client:
-        per_client[name] = client.register_script(getattr(scripts, name))
-    return per_client[name](keys=keys, args=args)
-
-
 @contextlib.contextmanager
 def kv_errors(client: redis.Redis, doing: str, spec: KVNamespace) -> Iterator[None]:
-    """Script refusals as txdag exceptions; a server or cluster that is down as ServiceUnavailable."""
+    """A server or cluster that is down as ServiceUnavailable (script refusals are txdag exceptions already)."""
     try:
         with redis_errors(client, f"{doing} of KeyValueState {spec.namespace!r}", keys=[spec.committed, spec.meta]):
             yield
@@ -105,8 +94,6 @@ def kv_errors(client: redis.Redis, doing: str, spec: KVNamespace) -> Iterator[No
         raise _down(client, doing, spec, exc.__cause__ or exc) from exc
     except redis.exceptions.ClusterDownError as exc:
         raise _down(client, doing, spec, exc) from exc
-    except redis.ResponseError as exc:
-        raise_kv_error(exc)
     except (redis.exceptions.ClusterError, redis.exceptions.RedisClusterException) as exc:
         raise _down(client, doing, spec, exc) from exc
 
@@ -124,8 +111,8 @@ def _text(value: Any) -> str | None:
 def open_namespace(client: redis.Redis, spec: KVNamespace) -> tuple[int, int | None]:
     """Create the namespace's record if absent, refuse other serializers; returns (committed, prepared) txids."""
     with kv_errors(client, "opening", spec):
-        committed, prepared = run_script(client, "OPEN_SCRIPT", [spec.meta],
-                                         [spec.namespace, spec.key_serializer, spec.value_serializer])
+        committed, prepared = run(client, scripts.OPEN, [spec.meta],
+                                  [spec.namespace, spec.key_serializer, spec.value_serializer])
     return int(_text(committed) or 0), int(_text(prepared)) if _text(prepared) else None
 
 
@@ -184,9 +171,9 @@ def prepare(client: redis.Redis, spec: KVNamespace, tx: TransactionAttempt, *,
     if hooks is not None:
         hooks.pre_prepare(tx.txid)
     with kv_errors(client, f"preparing {tx}", spec):
-        outcome, n = run_script(client, "PREPARE_SCRIPT", [spec.meta, spec.prepared, spec.stage(tx), spec.stages],
-                                [spec.namespace, spec.key_serializer, spec.value_serializer, tx.txid, tx.attempt,
-                                 attempt_id(tx)])
+        outcome, n = run(client, scripts.PREPARE, [spec.meta, spec.prepared, spec.stage(tx), spec.stages],
+                         [spec.namespace, spec.key_serializer, spec.value_serializer, tx.txid, tx.attempt,
+                          attempt_id(tx)])
     outcome = _text(outcome)
     return StepResult(spec.namespace, "prepare", outcome, tx.txid if outcome != "already committed" else int(n),
                       int(n) if outcome != "already committed" else 0)
@@ -203,8 +190,8 @@ def commit(client: redis.Redis, spec: KVNamespace, txid: int, *, hooks: StateHoo
     if hooks is not None:
         hooks.pre_commit(txid)
     with kv_errors(client, f"committing txid {txid}", spec):
-        reply = run_script(client, "COMMIT_SCRIPT", [spec.meta, spec.committed, spec.prepared, spec.stages, spec.undo],
-                           [spec.namespace, spec.key_serializer, spec.value_serializer, txid, spec.stage_prefix])
+        reply = run(client, scripts.COMMIT, [spec.meta, spec.committed, spec.prepared, spec.stages, spec.undo],
+                    [spec.namespace, spec.key_serializer, spec.value_serializer, txid, spec.stage_prefix])
     if _text(reply[0]) == "already committed":
         return StepResult(spec.namespace, "commit", "already committed", int(reply[1]))
     return StepResult(spec.namespace, "commit", "committed", txid, int(reply[1]), int(reply[2]))
@@ -221,8 +208,8 @@ def rollback(client: redis.Redis, spec: KVNamespace, txid: int | None = None, *,
     if hooks is not None:
         hooks.pre_rollback()
     with kv_errors(client, "rolling back", spec):
-        outcome, held = run_script(client, "ROLLBACK_SCRIPT", [spec.meta, spec.prepared],
-                                   [spec.namespace, "" if txid is None else txid])
+        outcome, held = run(client, scripts.ROLLBACK, [spec.meta, spec.prepared],
+                            [spec.namespace, "" if txid is None else txid])
     return StepResult(spec.namespace, "rollback", _text(outcome), int(held) or None)
 
 

@@ -3,10 +3,14 @@
 Every key a script touches is a key of one namespace (``txdag:kv:{ns}...``, one hash tag, so one Redis Cluster
 slot). The commit script also deletes staging hashes it finds listed in ``stages``: their names are built from
 the namespace's own prefix (ARGV), so they are in the same slot as the keys it was given. Errors are raised as
-``TXDAG_KV_<WHAT> <namespace> <words...>`` and mapped to txdag exceptions by ``txdag.state.kv.errors``.
+``TXDAG_KV_<WHAT> <namespace> <words...>`` and translated by ``txdag.luascripts`` with the table of
+``txdag.state.kv.errors``; each script is declared there at the end of this module.
 """
 
 from __future__ import annotations
+
+from txdag.luascripts import declare
+from txdag.state.kv.errors import ERRORS
 
 # check_meta(meta, ns, key serializer, value serializer): create the namespace's record if absent; refuse an
 # unknown format version, a migration in progress, or other serializers than the caller's.
@@ -212,3 +216,11 @@ redis.call('HDEL', meta, 'migrating', 'moved', 'undo_txid')
 redis.call('DEL', string.sub(meta, 1, -6) .. ':undo')  -- old-format images of the last txid: dropped
 return swapped
 """
+
+OPEN = declare("kv.open", OPEN_SCRIPT, ERRORS)
+PREPARE = declare("kv.prepare", PREPARE_SCRIPT, ERRORS)
+COMMIT = declare("kv.commit", COMMIT_SCRIPT, ERRORS)
+ROLLBACK = declare("kv.rollback", ROLLBACK_SCRIPT, ERRORS)
+MIGRATE_BEGIN = declare("kv.migrate_begin", MIGRATE_BEGIN_SCRIPT, ERRORS)
+MIGRATE_MOVE = declare("kv.migrate_move", MIGRATE_MOVE_SCRIPT, ERRORS)
+MIGRATE_FINISH = declare("kv.migrate_finish", MIGRATE_FINISH_SCRIPT, ERRORS)

@@ -4,9 +4,9 @@ representation) to json in place, interrupted and resumed, each value converted 
 from __future__ import annotations
 
 import pytest
-import redis
 
 from txdag.attempt import TransactionAttempt as Tx
+from txdag.luascripts import run
 from txdag.state import KeyValueState
 from txdag.state.kv import (
     DELETE,
@@ -16,11 +16,12 @@ from txdag.state.kv import (
     get_serializer,
     migrate,
     prepare,
+    scripts,
     seal_stage,
     stage_writes,
     status,
 )
-from txdag.state.kv.protocol import run_script
+from txdag.state.kv.errors import KeyCollision
 
 N = 1000
 
@@ -81,15 +82,16 @@ def test_migrate_base64_to_json_interrupted_twice_then_resumed(kv_provider, pref
     b64_keys, json_keys = get_serializer("base64", for_keys=True), get_serializer("json", for_keys=True)
     old_field = b64_keys.encode(json_keys.decode(moved_field))
     old_value = get_serializer("base64").encode(get_serializer("json").decode(moved_value))
-    replay = run_script(client, "MIGRATE_MOVE_SCRIPT", [spec.meta, spec.committed, f"{spec.committed}:migrating"],
-                        [spec.namespace, "json,json", old_field, old_value, moved_field, moved_value])
+    replay = run(client, scripts.MIGRATE_MOVE, [spec.meta, spec.committed, f"{spec.committed}:migrating"],
+                 [spec.namespace, "json,json", old_field, old_value, moved_field, moved_value])
     assert replay == [0, 1]
     # a chunk whose second field would land on a converted key is refused before it moves its first field
     (f1, v1), (f2, v2) = [pair for pair, _ in zip(client.hscan_iter(spec.committed, count=10), range(2))]
     converted_before = client.hlen(f"{spec.committed}:migrating")
-    with pytest.raises(redis.ResponseError, match="TXDAG_KV_COLLISION"):
-        run_script(client, "MIGRATE_MOVE_SCRIPT", [spec.meta, spec.committed, f"{spec.committed}:migrating"],
-                   [spec.namespace, "json,json", f1, v1, b"fresh-field", b"1", f2, v2, moved_field, b"2"])
+    with pytest.raises(KeyCollision, match="two keys would merge") as collision:
+        run(client, scripts.MIGRATE_MOVE, [spec.meta, spec.committed, f"{spec.committed}:migrating"],
+            [spec.namespace, "json,json", f1, v1, b"fresh-field", b"1", f2, v2, moved_field, b"2"])
+    assert collision.value.index == 1, "the second group of the chunk collides"
     assert client.hget(spec.committed, f1) == v1 and client.hget(f"{spec.committed}:migrating", b"fresh-field") is None
     assert client.hlen(f"{spec.committed}:migrating") == converted_before
 
