@@ -20,7 +20,7 @@ import requests
 from txdag.airflow.api import AirflowAPI, AirflowAPIError, api_from_env, unique_run_id
 from txdag.airflow.timings import run_timings
 from txdag.analytics.tweets import MARKER_KEY, STATES, tweet_partials
-from txdag.cli.common import redis_for, zookeeper_for
+from txdag.cli.common import clients
 from txdag.defaults import REDIS_CONN_ID, ZOOKEEPER_CONN_ID
 from txdag.errors import TxdagError
 from txdag.hints import airflow_url as api_url
@@ -29,7 +29,6 @@ from txdag.spouts import append_tweets
 from txdag.spouts.samples import sample_tweets
 from txdag.state.marker import read_marker, where
 from txdag.txid.decisions import check_marker
-from txdag.zk.store import TransactionStore
 
 DAG = "tweets_analytics"
 SEPARATOR = {"users_hashtags": ":"}  # the topology's key_fields=2 state joins user and hashtag with ':'
@@ -145,9 +144,9 @@ def main() -> int:
     except RuntimeError as exc:  # no password where the instance's home should be: the message says where
         raise SystemExit(f"demo: {exc}") from None
     api.wait_dag_parsed(DAG, timeout=180)
-    client = redis_for(REDIS_CONN_ID)
-    zk, root = zookeeper_for(ZOOKEEPER_CONN_ID)
-    store = TransactionStore(zk, DAG, root=root)
+    using = clients()  # for the whole demo: closed when the process ends
+    client = using.redis(REDIS_CONN_ID)
+    store = using.store(DAG, ZOOKEEPER_CONN_ID)
     store.ensure()
     # A Redis that lost the demo's state while ZooKeeper kept its txids (a wipe, a Redis without its data): say so,
     # with the ways out, before loading anything (the coordinate task would halt on it too).

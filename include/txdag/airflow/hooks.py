@@ -1,4 +1,5 @@
-"""Connections the provider way: a ZooKeeper hook, and Redis clients and URLs from Redis connections.
+"""Connections the provider way: a ZooKeeper hook, and the settings of Redis and ZooKeeper connections, from
+which ``txdag.protocol.clients.Clients`` builds every client of a task or of the transactions page.
 
 Storm's ``transactional.zookeeper.servers/port`` is an Airflow connection of type ``zookeeper``: host (several
 hosts comma-separated), port, login/password for digest auth, extra ``{"root": "/txdag", "timeout": 10}``.
@@ -9,13 +10,12 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
-import redis
-from airflow.providers.redis.hooks.redis import RedisHook
 from airflow.sdk import BaseHook
 
 from txdag.defaults import ZK_ROOT, ZK_TIMEOUT, ZOOKEEPER_CONN_ID
 from txdag.masking import register_secret
-from txdag.zk.client import ZkClient, close_zk, connect_zk
+from txdag.protocol.clients import Clients, RedisSettings, ZooKeeperSettings
+from txdag.zk.client import ZkClient, close_zk
 
 
 class ZooKeeperHook(BaseHook):
@@ -30,7 +30,7 @@ class ZooKeeperHook(BaseHook):
         super().__init__(**kwargs)
         self.zookeeper_conn_id = zookeeper_conn_id
         self.client: ZkClient | None = None
-        self._settings: tuple[str, tuple[str, str] | None, str, float] | None = None
+        self._settings: ZooKeeperSettings | None = None
 
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
@@ -41,16 +41,15 @@ class ZooKeeperHook(BaseHook):
                              "extra": f'{{"root": "{ZK_ROOT}", "timeout": {ZK_TIMEOUT:g}}}'},
         }
 
-    def settings(self) -> tuple[str, tuple[str, str] | None, str, float]:
-        """(hosts, auth, root, timeout) of the connection, looked up once per hook."""
+    def settings(self) -> ZooKeeperSettings:
+        """The connection's settings, looked up once per hook."""
         if self._settings is None:
             self._settings = zookeeper_settings(self.get_connection(self.zookeeper_conn_id))
         return self._settings
 
     def get_conn(self) -> ZkClient:
         if self.client is None:
-            hosts, auth, _, timeout = self.settings()
-            self.client = connect_zk(hosts, auth=auth, timeout=timeout)
+            self.client = self.settings().connect()
         return self.client
 
     def close(self) -> None:
@@ -59,13 +58,15 @@ class ZooKeeperHook(BaseHook):
             self.client = None
 
 
-def redis_client(conn_id: str) -> redis.Redis:
-    """The Redis provider's client for ``conn_id`` (bytes replies, as the spouts require)."""
-    return RedisHook(redis_conn_id=conn_id).get_conn()
+def airflow_clients() -> Clients:
+    """Clients of Airflow connections, by connection id: each connection is looked up on first use."""
+    return Clients(redis=lambda conn_id: RedisSettings(redis_url(conn_id)),
+                   zookeeper=lambda conn_id: zookeeper_settings(BaseHook.get_connection(conn_id)))
 
 
 def redis_url(conn_id: str) -> str:
-    """A redis-py URL for ``conn_id``, handed to the Spark job in its environment (never on its command line)."""
+    """A redis-py URL for ``conn_id``: the tasks' clients are made from it, and the Spark job gets it in its
+    environment (never on its command line)."""
     return redis_url_of(BaseHook.get_connection(conn_id))
 
 
@@ -91,11 +92,12 @@ def _mask(password: str) -> None:
     register_secret(password)
 
 
-def zookeeper_settings(conn: Any) -> tuple[str, tuple[str, str] | None, str, float]:
-    """(hosts, auth, root, timeout) of a ``zookeeper`` connection object; a host without a port gets its port."""
+def zookeeper_settings(conn: Any) -> ZooKeeperSettings:
+    """The settings of a ``zookeeper`` connection object; a host without a port gets the connection's port."""
     hosts = ",".join(
         h if ":" in h or not conn.port else f"{h}:{conn.port}" for h in (conn.host or "").split(",") if h
     )
     auth = (conn.login, conn.password) if conn.login else None
     extra = conn.extra_dejson
-    return hosts, auth, extra.get("root", ZK_ROOT), float(extra.get("timeout", ZK_TIMEOUT))
+    return ZooKeeperSettings(hosts, auth, root=extra.get("root", ZK_ROOT),
+                             timeout=float(extra.get("timeout", ZK_TIMEOUT)))

@@ -153,7 +153,9 @@ class ProcessOperator(SparkSubmitOperator):
                          name=f"txdag-{topology.topology_id}", **kwargs)
         self.topology, self.dag_file = topology, dag_file
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    # Airflow pushes whatever execute returns to XCom (BaseOperator.execute returns Any); SparkSubmitOperator's
+    # says None because it returns nothing, and this one returns the batch the commit task reads.
+    def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]
         def submit(rt: TopologyRuntime, emission: Emission) -> None:
             self.application_args = ["--job", rt.job_spec(emission).to_json()]
             self.env_vars = {**(self.env_vars or {}), **rt.job_env(), **self._local_env(), **_faults()}
@@ -184,7 +186,7 @@ class WarmProcessOperator(BaseOperator):
             from txdag.spark.connect import run_connected
 
             spec = rt.job_spec(emission)
-            clients = {c: rt.redis(c) for c in {spec.redis_conn_id, *spec.source.conn_ids()}}
+            clients = {c: rt.clients.redis(c) for c in {spec.redis_conn_id, *spec.source.conn_ids()}}
             url = SparkConnectHook(self.topology.spark_connect_conn_id).get_connection_url()
             result = run_connected(spec, self.topology.job_path, clients, url, rt.kv_configs)
             self.log.info("%s", result.summary())

@@ -1,8 +1,9 @@
 """What a task needs at run time, built from the topology and its Airflow connections, and closed after: the
 Airflow implementation of ``txdag.protocol.Runtime``, which the per-txid steps run on.
 
-Clients are made lazily and once per task: the coordinate task needs ZooKeeper and the source's Redis; the
-process task also builds the Spark job's environment; the commit task needs the states' Redis.
+Clients are made lazily and once per task (``txdag.protocol.clients``, from the topology's connections): the
+coordinate task needs ZooKeeper and the source's Redis; the process task also builds the Spark job's environment;
+the commit task needs the states' Redis.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from functools import cached_property
 from types import ModuleType
 from typing import Any
 
-import redis
+from redis import Redis
 
-from txdag.airflow.hooks import ZooKeeperHook, redis_client, redis_url
+from txdag.airflow.hooks import airflow_clients
 from txdag.attempt import TransactionAttempt
 from txdag.commit.keyvalue import KVTarget
 from txdag.commit.staging import Staging
@@ -27,7 +28,6 @@ from txdag.topology.jobfile import load_job_module
 from txdag.topology.kvstates import configs_to_env, namespace, provider_config
 from txdag.topology.topology import TransactionalTopology
 from txdag.txid.coordinator import Coordinator, Emission
-from txdag.zk.store import TransactionStore
 
 log = logging.getLogger("txdag.airflow")
 
@@ -51,8 +51,7 @@ class TopologyRuntime:
 
     def __init__(self, topology: TransactionalTopology) -> None:
         self.topology = topology
-        self._redis: dict[str, redis.Redis] = {}
-        self._zk_hook = ZooKeeperHook(topology.zookeeper_conn_id)
+        self.clients = airflow_clients()
 
     def __enter__(self) -> TopologyRuntime:
         return self
@@ -60,23 +59,15 @@ class TopologyRuntime:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def redis(self, conn_id: str) -> redis.Redis:
-        if conn_id not in self._redis:
-            self._redis[conn_id] = redis_client(conn_id)
-        return self._redis[conn_id]
-
     @property
-    def client(self) -> redis.Redis:
+    def client(self) -> Redis:
         """The Redis of the states, the staging and the rejections."""
-        return self.redis(self.topology.redis_conn_id)
+        return self.clients.redis(self.topology.redis_conn_id)
 
     @cached_property
     def coordinator(self) -> Coordinator:
         t = self.topology
-        clients = {c: self.redis(c) for c in t.source.conn_ids()}
-        _, _, root, _ = self._zk_hook.settings()
-        store = TransactionStore(self._zk_hook.get_conn(), t.topology_id, root=root)
-        return Coordinator(store, t.source.build(clients, t.topology_id),
+        return Coordinator(self.clients.store(t.topology_id, t.zookeeper_conn_id), self.clients.spout(t),
                            max_active_transactions=t.max_active_transactions, keep_txids=t.keep_txids)
 
     @cached_property
@@ -89,22 +80,22 @@ class TopologyRuntime:
 
     def job_spec(self, emission: Emission) -> JobSpec:
         t = self.topology
-        return JobSpec(t.topology_id, emission.tx, emission.metadata, t.source, t.states, t.redis_conn_id,
-                       t.key_values)
+        return JobSpec(t.topology_id, emission.tx, emission.metadata, t.source, tuple(t.states), t.redis_conn_id,
+                       tuple(t.key_values))
 
     def job_env(self) -> dict[str, str]:
         """The Spark job's Redis URLs, by connection id, and its key-value states' provider configs (passwords
         travel in the environment only)."""
         t = self.topology
         conn_ids = sorted({t.redis_conn_id, *t.source.conn_ids()})
-        return {"TXDAG_REDIS_URLS": json.dumps({c: redis_url(c) for c in conn_ids}),
+        return {"TXDAG_REDIS_URLS": json.dumps({c: self.clients.redis_settings(c).url for c in conn_ids}),
                 **configs_to_env(self.kv_configs)}
 
     @cached_property
     def kv_configs(self) -> dict[str, ProviderConfig]:
         """Where each key-value state lives: its own config, else the topology's Redis connection."""
         t = self.topology
-        url = redis_url(t.redis_conn_id) if any(k.config is None for k in t.key_values) else None
+        url = self.clients.redis_settings(t.redis_conn_id).url if any(k.config is None for k in t.key_values) else None
         return {k.name: provider_config(k, url) for k in t.key_values}
 
     @cached_property
@@ -126,7 +117,4 @@ class TopologyRuntime:
         return load_job_module(self.topology.job_path)
 
     def close(self) -> None:
-        self._zk_hook.close()
-        for client in self._redis.values():
-            client.close()
-        self._redis.clear()
+        self.clients.close()

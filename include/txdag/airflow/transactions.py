@@ -3,8 +3,9 @@ ZooKeeper, the lag from each topology's source in Redis, run states and paused f
 Its actions go through Airflow's REST API *as the logged-in user* (their own token), so Airflow's permission
 checks and audit log apply to them exactly as to the UI's own buttons.
 
-Clients are cached per process (the API server is long-lived): one ZooKeeper session per connection id, one
-Redis client per connection id, the DAG folder's definitions re-read every DEFINITIONS_TTL seconds.
+Clients are cached per process (the API server is long-lived; ``txdag.protocol.clients``): one ZooKeeper session
+per connection id, one Redis client per connection id, the DAG folder's definitions re-read every DEFINITIONS_TTL
+seconds.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from txdag.airflow.api import AirflowAPI
-from txdag.airflow.hooks import ZooKeeperHook, redis_client
+from txdag.airflow.hooks import airflow_clients
 from txdag.defaults import ZOOKEEPER_CONN_ID
 from txdag.errors import TxdagError
 from txdag.topology.topology import TransactionalTopology, load_definitions
@@ -27,8 +28,7 @@ DEFINITIONS_TTL = 30.0
 DEFAULT_ZK_CONN = ZOOKEEPER_CONN_ID
 _lock = threading.Lock()
 _definitions: tuple[float, dict[str, TransactionalTopology]] = (0.0, {})
-_zk_hooks: dict[str, ZooKeeperHook] = {}
-_redis: dict[str, Any] = {}
+_clients = airflow_clients()
 
 
 def dags_folder() -> str:
@@ -46,18 +46,10 @@ def definitions() -> dict[str, TransactionalTopology]:
         return _definitions[1]
 
 
-def store_for(topology: str, zk_conn_id: str) -> TransactionStore:
-    with _lock:
-        hook = _zk_hooks.get(zk_conn_id)
-        if hook is None:
-            hook = _zk_hooks[zk_conn_id] = ZooKeeperHook(zk_conn_id)
-    client = hook.get_conn()
-    return TransactionStore(client, topology, root=hook.settings()[2])
-
-
-def zk_conn_of(name: str) -> str:
+def store_of(name: str) -> TransactionStore:
+    """The topology's znodes, under the root of its ZooKeeper connection (the default one when not defined)."""
     definition = definitions().get(name)
-    return definition.zookeeper_conn_id if definition is not None else DEFAULT_ZK_CONN
+    return _clients.store(name, definition.zookeeper_conn_id if definition is not None else DEFAULT_ZK_CONN)
 
 
 def topology_names() -> list[str]:
@@ -65,11 +57,7 @@ def topology_names() -> list[str]:
     defined = definitions()
     names = set(defined)
     for conn_id in {DEFAULT_ZK_CONN, *(d.zookeeper_conn_id for d in defined.values())}:
-        store = store_for("x", conn_id)
-        root = store.path.rsplit("/", 1)[0] or "/"
-        store.wait_connected()  # a request made while disconnected would wait for the reconnection
-        if store.client.exists(root):
-            names.update(store.client.get_children(root))
+        names.update(_clients.topology_ids(conn_id))
     return sorted(names)
 
 
@@ -82,18 +70,10 @@ def lag_of(name: str, records: list[Any], last_txid: int) -> tuple[int | None, s
     if last_txid and last is None:
         return None, f"txid {last_txid}'s record is not in ZooKeeper: the lag is unknown"
     try:
-        clients = {c: _redis_client(c) for c in definition.source.conn_ids()}
-        spout = definition.source.build(clients, name)
+        spout = _clients.spout(definition)
         return spout.lag(last.metadata if last else None), None
     except (TxdagError, OSError) as exc:
         return None, f"{type(exc).__name__}: {exc}"
-
-
-def _redis_client(conn_id: str) -> Any:
-    with _lock:
-        if conn_id not in _redis:
-            _redis[conn_id] = redis_client(conn_id)
-        return _redis[conn_id]
 
 
 def airflow_runs(dag_id: str, run_ids: list[str]) -> tuple[dict[str, str], bool | None]:
@@ -114,7 +94,7 @@ def airflow_runs(dag_id: str, run_ids: list[str]) -> tuple[dict[str, str], bool 
 def view(name: str) -> dict[str, Any]:
     """One topology's figures; a service that fails is reported in the view (``error``), never as a 500."""
     try:
-        store = store_for(name, zk_conn_of(name))
+        store = store_of(name)
         store.wait_connected()
         if not store.client.exists(store.path):
             runs, paused = airflow_runs(name, [])
@@ -140,7 +120,7 @@ def api_as(token: str) -> AirflowAPI:
 
 def replay(name: str, from_txid: int, token: str) -> list[dict[str, Any]]:
     """Clear the run of txid ``from_txid`` and of every later kept txid, in txid order (``txdag replay``)."""
-    records = replay_targets(store_for(name, zk_conn_of(name)), from_txid)
+    records = replay_targets(store_of(name), from_txid)
     api = api_as(token)
     for record in records:
         api.clear_run(name, record.run_id)

@@ -9,11 +9,17 @@ import logging
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from txdag import hints
 from txdag.defaults import REDIS_CONN_ID, ZOOKEEPER_CONN_ID
 from txdag.errors import ConfigError, TxdagError
+
+if TYPE_CHECKING:  # imported where used: a command that only prints does not load redis-py or kazoo
+    from redis import Redis
+
+    from txdag.protocol.clients import Clients, RedisSettings, ZooKeeperSettings
+    from txdag.zk.store import TransactionStore
 
 DEFAULT_REDIS_CONN = REDIS_CONN_ID
 DEFAULT_ZK_CONN = ZOOKEEPER_CONN_ID
@@ -61,39 +67,45 @@ def connection(conn_id: str) -> Any:
         ) from None
 
 
-def redis_for(conn_id: str, timeout: float | None = None) -> Any:
-    """A redis-py client for a Redis connection (bytes replies, as the spouts and state read them)."""
-    import redis
-
+def redis_settings(conn_id: str, timeout: float | None = None) -> RedisSettings:
+    """Where the Redis connection ``conn_id`` points, with ``timeout`` on connects and replies."""
     from txdag.airflow.hooks import redis_url_of
+    from txdag.protocol.clients import RedisSettings
 
-    return redis.Redis.from_url(redis_url_of(connection(conn_id)), socket_connect_timeout=timeout,
-                                socket_timeout=timeout)
-
-
-def zookeeper_for(conn_id: str, timeout: float | None = None) -> tuple[Any, str]:
-    """A started KazooClient for a ZooKeeper connection, and the connection's root znode."""
-    from txdag.airflow.hooks import zookeeper_settings
-    from txdag.zk.client import connect_zk
-
-    hosts, auth, root, conn_timeout = zookeeper_settings(connection(conn_id))
-    return connect_zk(hosts, auth=auth, timeout=timeout or conn_timeout), root
+    return RedisSettings(redis_url_of(connection(conn_id)), timeout)
 
 
-def store_of(client: Any, root: str, topology: str) -> Any:
+def zookeeper_settings(conn_id: str, timeout: float | None = None) -> ZooKeeperSettings:
+    """Where the ZooKeeper connection ``conn_id`` points; ``timeout`` replaces the connection's own."""
+    from dataclasses import replace
+
+    from txdag.airflow.hooks import zookeeper_settings as settings_of
+
+    settings = settings_of(connection(conn_id))
+    return settings if timeout is None else replace(settings, timeout=timeout)
+
+
+def clients(redis_timeout: float | None = None, zookeeper_timeout: float | None = None) -> Clients:
+    """The command's clients of the Airflow connections its flags name; use as a context manager, so that its
+    ZooKeeper sessions are closed."""
+    from txdag.protocol.clients import Clients
+
+    return Clients(redis=lambda c: redis_settings(c, redis_timeout),
+                   zookeeper=lambda c: zookeeper_settings(c, zookeeper_timeout))
+
+
+def redis_for(conn_id: str, timeout: float | None = None) -> Redis:
+    """A redis-py client for a Redis connection (bytes replies, as the spouts and state read them)."""
+    return redis_settings(conn_id, timeout).connect()
+
+
+def store_of(using: Clients, zookeeper_conn_id: str, topology: str) -> TransactionStore:
     """The topology's TransactionStore, refusing a topology that has no znode (it never ran, or a wrong root)."""
-    from txdag.zk.store import TransactionStore
-
-    store = TransactionStore(client, topology, root=root)
-    if not client.exists(store.path):
+    store = using.store(topology, zookeeper_conn_id)
+    if not store.client.exists(store.path):
         raise CliError(f"topology {topology!r} has no transactions in ZooKeeper ({store.path} does not exist): "
                        "it has not run yet, or the ZooKeeper connection's root is not the one its DAG uses")
     return store
-
-
-def zk_topologies(client: Any, root: str) -> list[str]:
-    """Topology ids with a znode under the root."""
-    return sorted(client.get_children(root)) if client.exists(root) else []
 
 
 def conn_id(args: argparse.Namespace, name: str, topology: Any = None) -> str:

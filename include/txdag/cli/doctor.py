@@ -20,12 +20,13 @@ from txdag import hints
 from txdag.cli.common import (
     DEFAULT_REDIS_CONN,
     DEFAULT_ZK_CONN,
+    clients,
     connection,
     dags_folder,
     emit,
-    redis_for,
+    redis_settings,
     table,
-    zookeeper_for,
+    zookeeper_settings,
 )
 from txdag.cli.common import conn_id as conn_of
 from txdag.errors import StoreWentBackwards, TxdagError, start_over
@@ -53,16 +54,14 @@ class Check:
 def check_redis(args: argparse.Namespace) -> list[Check]:
     import redis
 
-    from txdag.airflow.hooks import redis_url_of
-
     name = f"redis ({args.redis_conn_id})"
     try:
-        url = redis_url_of(connection(args.redis_conn_id))
+        settings = redis_settings(args.redis_conn_id, args.timeout)
     except TxdagError as exc:
         return [Check(name, "fail", short(exc), f"set AIRFLOW_CONN_{args.redis_conn_id.upper()}='redis://HOST:PORT/DB' "
                       "or add the connection in Admin > Connections")]
-    address = url.rsplit("@", 1)[-1]
-    client = redis.Redis.from_url(url, socket_connect_timeout=args.timeout, socket_timeout=args.timeout)
+    address = settings.url.rsplit("@", 1)[-1]
+    client = settings.connect()
     try:
         client.ping()
         version = _redis_version(client)
@@ -87,25 +86,28 @@ def _redis_version(client: Any) -> str:
 
 
 def check_zookeeper(args: argparse.Namespace) -> list[Check]:
-    from txdag.airflow.hooks import zookeeper_settings
-    from txdag.zk.client import close_zk, connect_zk
+    from txdag.zk.client import close_zk
+    from txdag.zk.store import topology_ids
 
     name = f"zookeeper ({args.zookeeper_conn_id})"
     try:
-        hosts, auth, root, _ = zookeeper_settings(connection(args.zookeeper_conn_id))
+        settings = zookeeper_settings(args.zookeeper_conn_id, args.timeout)
     except TxdagError as exc:
         return [Check(name, "fail", short(exc), f"set AIRFLOW_CONN_{args.zookeeper_conn_id.upper()}="
                       "'{\"conn_type\": \"zookeeper\", \"host\": \"HOST\", \"port\": 2181}' or add it in the UI")]
     try:
-        client = connect_zk(hosts, auth=auth, timeout=args.timeout)
+        client = settings.connect()
     except TxdagError as exc:
         return [Check(name, "fail", short(exc),
                       f"{hints.how_to_start('zookeeper')}, or fix the hosts of connection {args.zookeeper_conn_id}")]
     try:
-        count = len(client.get_children(root)) if client.exists(root) else 0
+        count = len(topology_ids(client, settings.root))
+    except TxdagError as exc:
+        return [Check(name, "fail", short(exc), f"check connection {args.zookeeper_conn_id}: its hosts, "
+                                                "login/password and extra root")]
     finally:
         close_zk(client)
-    return [Check(name, "ok", f"{hosts} answers; {count} topologies under {root}")]
+    return [Check(name, "ok", f"{settings.hosts} answers; {count} topologies under {settings.root}")]
 
 
 def check_spark(args: argparse.Namespace) -> list[Check]:
@@ -249,29 +251,21 @@ def halted(t: Any, args: argparse.Namespace) -> str | None:
 def _check_stores_of(t: Any, args: argparse.Namespace) -> Check:
     from txdag.state.marker import read_marker, where
     from txdag.txid.decisions import check_marker
-    from txdag.zk.store import TransactionStore
 
     timeout = getattr(args, "timeout", 5.0)
-    zk, root = zookeeper_for(conn_of(args, "zookeeper", t), timeout)
-    clients = {c: redis_for(c, timeout) for c, kind in t.conn_ids().items() if kind == "redis"}
-    try:
-        store = TransactionStore(zk, t.topology_id, root=root)
-        if not zk.exists(store.path):
+    with clients(redis_timeout=timeout, zookeeper_timeout=timeout) as using:
+        store = using.store(t.topology_id, conn_of(args, "zookeeper", t))
+        if not store.client.exists(store.path):
             return Check(f"stores of {t.topology_id}", "ok", "no txid yet")
         topo = store.read_topology()[0]
-        redis = clients[conn_of(args, "redis", t)]
+        redis = using.redis(conn_of(args, "redis", t))
         marker = read_marker(redis, t.commit_marker, t.topology_id, "reading the commit marker")
         check_marker(t.topology_id, topo.committed_txid, marker, where(redis, t.commit_marker))
         last = store.read_txid(topo.last_txid) if topo.last_txid else None
         if last is not None and last[0].metadata:
-            t.source.build(clients, t.topology_id).lag(last[0].metadata)  # raises when the source went backwards
+            using.spout(t).lag(last[0].metadata)  # raises when the source went backwards
         return Check(f"stores of {t.topology_id}", "ok", f"committed txid {topo.committed_txid}, commit marker "
                      f"{marker}; the source holds txid {topo.last_txid}'s batch")
-    finally:
-        zk.stop()
-        zk.close()
-        for client in clients.values():
-            client.close()
 
 
 CHECKS: dict[str, Callable[[argparse.Namespace], list[Check]]] = {

@@ -7,25 +7,14 @@ import argparse
 import sys
 from typing import Any
 
-from txdag.cli.common import (
-    CliError,
-    conn_id,
-    emit,
-    fields,
-    redis_for,
-    store_of,
-    table,
-    topologies,
-    zk_topologies,
-    zookeeper_for,
-)
+from txdag.cli.common import CliError, clients, conn_id, emit, fields, store_of, table, topologies
 from txdag.cli.doctor import halted
 from txdag.txid.report import batch_of, failures, read_snapshot, topology_status, txid_row
 
 __all__ = ["batch_of", "failures", "cmd_show", "cmd_status", "status_text", "show_text"]
 
 
-def rejection_count(args: argparse.Namespace, name: str, definition: Any) -> int | None:
+def rejection_count(args: argparse.Namespace, name: str, definition: Any, using: Any) -> int | None:
     """Rejected source entries of the topology; None (with a warning) when Redis cannot tell, since the rest of
     the status comes from ZooKeeper and is still worth showing."""
     from txdag.commit.rejections import rejections_key
@@ -33,7 +22,7 @@ def rejection_count(args: argparse.Namespace, name: str, definition: Any) -> int
     from txdag.redisio import redis_errors
 
     try:
-        client = redis_for(conn_id(args, "redis", definition), timeout=5)
+        client = using.redis(conn_id(args, "redis", definition))
         with redis_errors(client, f"counting rejections of topology {name!r}"):
             return int(client.hlen(rejections_key(name)))
     except (ConfigError, ServiceUnavailable) as exc:
@@ -44,9 +33,9 @@ def rejection_count(args: argparse.Namespace, name: str, definition: Any) -> int
 def cmd_status(args: argparse.Namespace) -> int:
     """Per topology: last committed txid, txids in flight, failures with their cascade, rejections."""
     defined = topologies(args)
-    client, root = zookeeper_for(conn_id(args, "zookeeper", defined.get(args.topology)))
-    try:
-        in_zk = set(zk_topologies(client, root))
+    zookeeper = conn_id(args, "zookeeper", defined.get(args.topology))
+    with clients(redis_timeout=5) as using:
+        in_zk = set(using.topology_ids(zookeeper))
         names = [args.topology] if args.topology else sorted(set(defined) | in_zk)
         report: list[dict[str, Any]] = []
         for name in names:
@@ -54,12 +43,9 @@ def cmd_status(args: argparse.Namespace) -> int:
                 report.append({"topology": name, "last_txid": 0, "committed_txid": 0, "in_flight": [],
                                "failed": [], "rejections": None, "kept_txids": [], "never_ran": True})
                 continue
-            topo, records = read_snapshot(store_of(client, root, name))
-            row = topology_status(topo, records, name, rejection_count(args, name, defined.get(name)))
+            topo, records = read_snapshot(store_of(using, zookeeper, name))
+            row = topology_status(topo, records, name, rejection_count(args, name, defined.get(name), using))
             report.append({**row, "halted": halted(defined[name], args) if name in defined else None})
-    finally:
-        client.stop()
-        client.close()
     emit(args, report[0] if args.topology else report, status_text)
     return 0
 
@@ -92,9 +78,8 @@ def status_text(report: dict | list) -> str:
 def cmd_show(args: argparse.Namespace) -> int:
     """One txid's record: batch, attempt, phase, run, failure and history."""
     defined = topologies(args)
-    client, root = zookeeper_for(conn_id(args, "zookeeper", defined.get(args.topology)))
-    try:
-        store = store_of(client, root, args.topology)
+    with clients() as using:
+        store = store_of(using, conn_id(args, "zookeeper", defined.get(args.topology)), args.topology)
         found = store.read_txid(args.txid)
         if found is None:
             topo, _ = store.read_topology()
@@ -105,9 +90,6 @@ def cmd_show(args: argparse.Namespace) -> int:
             raise CliError(f"topology {args.topology!r} has no record of txid {args.txid}: {where}")
         record = found[0]
         committed = store.read_topology()[0].committed_txid
-    finally:
-        client.stop()
-        client.close()
     data = {"topology": args.topology, **txid_row(record, committed), "commit_begun": record.commit_begun,
             "history": [{"attempt": h.attempt, "status": h.status.value, "at": h.at, "error": h.error}
                         for h in record.history]}

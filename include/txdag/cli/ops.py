@@ -11,6 +11,7 @@ from txdag import hints
 from txdag.cli.common import (
     CliError,
     Progress,
+    clients,
     conn_id,
     dags_folder,
     emit,
@@ -19,10 +20,8 @@ from txdag.cli.common import (
     table,
     topologies,
     topology,
-    zookeeper_for,
 )
 from txdag.txid.report import replay_targets
-from txdag.zk.store import TransactionStore
 
 SAMPLES: dict[str, tuple[str, str | tuple[str, ...]]] = {  # shipped topology -> (sample kind, key prefix or streams)
     "tweets_analytics": ("tweets", ""),
@@ -55,12 +54,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     >= N, in txid order, through Airflow's REST API. Works where *Clear* with *Future* cannot (runs without a
     logical date, or logical dates that do not grow with the txid)."""
     definition = topologies(args).get(args.topology)
-    client, root = zookeeper_for(conn_id(args, "zookeeper", definition))
-    try:
-        records = replay_targets(store_of(client, root, args.topology), args.from_txid)
-    finally:
-        client.stop()
-        client.close()
+    with clients() as using:
+        records = replay_targets(store_of(using, conn_id(args, "zookeeper", definition), args.topology),
+                                 args.from_txid)
     api = None if args.dry_run else airflow_api()
     progress = Progress(len(records), sys.stderr if args.json else sys.stdout)
     cleared = []
@@ -134,11 +130,10 @@ def cmd_reset(args: argparse.Namespace) -> int:
     from txdag.cli.acl import owned_patterns
 
     definition = topology(args, args.topology)
-    client, root = zookeeper_for(conn_id(args, "zookeeper", definition))
-    redis = redis_for(conn_id(args, "redis", definition))
-    try:
-        store = TransactionStore(client, args.topology, root=root)
-        record = store.read_topology()[0] if client.exists(store.path) else None
+    with clients() as using:
+        store = using.store(args.topology, conn_id(args, "zookeeper", definition))
+        redis = using.redis(conn_id(args, "redis", definition))
+        record = store.read_topology()[0] if store.client.exists(store.path) else None
         keys = sorted({k for p in owned_patterns(definition) for k in redis.scan_iter(match=p, count=1000)})
         plan = {"topology": args.topology, "zookeeper": store.path if record else None,
                 "committed_txid": record.committed_txid if record else None, "redis_keys": len(keys),
@@ -148,10 +143,6 @@ def cmd_reset(args: argparse.Namespace) -> int:
                 store.forget()
             for start in range(0, len(keys), CHUNK):
                 redis.delete(*keys[start:start + CHUNK])
-    finally:
-        client.stop()
-        client.close()
-        redis.close()
     emit(args, plan, reset_summary)
     return 0 if args.confirm else 1
 

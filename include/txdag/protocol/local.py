@@ -11,13 +11,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from numbers import Number
+from operator import add
 
 import redis
 
 from txdag.attempt import TransactionAttempt
 from txdag.commit.phase import CommitOutcome
 from txdag.commit.rejections import record_rejections
-from txdag.errors import CascadeError, StaleAttemptError, StoreWentBackwards
+from txdag.errors import CascadeError, ConfigError, StaleAttemptError, StoreWentBackwards
 from txdag.protocol import (
     AlreadyCommitted,
     ClientsRuntime,
@@ -34,6 +35,7 @@ from txdag.protocol import (
 from txdag.spouts.base import Record
 from txdag.state.base import Key
 from txdag.state.map_state import MapStateBase
+from txdag.state.redis_backing import RedisBackingMap
 from txdag.txid.coordinator import Coordinator, Emission, TransactionStateError
 
 log = logging.getLogger("txdag.protocol.local")
@@ -97,11 +99,15 @@ class LocalTopology:
 
     def encode(self, name: str, deltas: Mapping[Key, Number]) -> dict[str, Number]:
         """The state's hash fields of ``deltas``; keys that encode to one field are summed."""
-        codec = self.states[name].backing.key_codec  # type: ignore[attr-defined]
+        backing = self.states[name].backing
+        if not isinstance(backing, RedisBackingMap):
+            raise ConfigError(f"topology {self.coordinator.name!r}: state {name!r} is over a {type(backing).__name__}; "
+                              "this runner stages into Redis, so give it a state over a RedisBackingMap")
         fields: dict[str, Number] = {}
         for key, delta in deltas.items():  # distinct keys may share a field ("@u:#v" + "#w" = "@u" + "#v:#w")
-            field = codec.encode(key)
-            fields[field] = fields.get(field, 0) + delta  # type: ignore[operator]
+            field = backing.key_codec.encode(key)
+            # numbers.Number declares no "+"; the numbers a processor returns (int, float, Decimal) all have one
+            fields[field] = add(fields[field], delta) if field in fields else delta
         return fields
 
     def commit(self, tx: TransactionAttempt) -> CommitOutcome:

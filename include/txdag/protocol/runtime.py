@@ -1,9 +1,9 @@
 """What the per-txid steps need of a topology at run time, built in one place per driver.
 
 ``Runtime`` is the contract; three drivers fulfil it: ``txdag.airflow.runtime.TopologyRuntime`` builds everything
-lazily from the topology's Airflow connections (one task needs ZooKeeper only, another the states' Redis too);
-``ClientsRuntime`` holds clients given explicitly (the in-process runner, the tests, and the soak, which makes them
-from its URLs). The steps never build a client themselves.
+lazily from the topology's Airflow connections, through ``txdag.protocol.clients`` (one task needs ZooKeeper only,
+another the states' Redis too); ``ClientsRuntime`` holds clients given explicitly (the in-process runner, the tests,
+and the soak, which makes them from its URLs). The steps never build a client themselves.
 """
 
 from __future__ import annotations

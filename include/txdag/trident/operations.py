@@ -1,4 +1,5 @@
-"""Trident's batch operations over a DataFrame (seed 001): partition_aggregate, aggregate, group_by().aggregate.
+"""Trident's batch operations over a DataFrame (seed 001): partition_aggregate, aggregate, group_by().aggregate,
+and persistent_aggregate's output (``persisted``; ``txdag.trident.persist`` has the rest of what a job returns).
 
 Only DataFrame APIs (mapInArrow, groupBy().applyInArrow, unionByName, repartition), so the same code runs in a
 classic session and over Spark Connect; every row is handled on the executors. A CombinerAggregator runs in two
@@ -19,13 +20,17 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, StructField, StructType
 
-from txdag.contracts import AnyAggregator, CombinerAggregator, check_aggregator
+from txdag.contracts import Aggregator, AnyAggregator, CombinerAggregator, ReducerAggregator, check_aggregator
 from txdag.errors import ConfigError
+from txdag.spark.outputs import CombinedOutput
+from txdag.spark.rows import PersistOutput
 from txdag.trident import executors as ex
+from txdag.trident.aggregators import Count, Sum
 from txdag.trident.schema import check_clash, check_output, resolve
 
 PLACEHOLDER = "__txdag_row"  # the one column handed over when an aggregator reads none (Count)
 PARTITION = "__txdag_partition"
+ADDITIVE = (Count, Sum)  # combine is +: their partials are added inside Redis
 
 
 def col(name: str) -> Column:
@@ -167,8 +172,29 @@ class GroupedFrame:
         return keyed.groupBy(*hidden).applyInArrow(run, out)
 
     def persistent_aggregate(self, aggregator: AnyAggregator, input_fields: Sequence[str] | str | None = None, *,
-                             new_values: bool = False) -> Any:
-        """Trident's persistentAggregate into the map state this is returned for (txdag.trident.persist)."""
-        from txdag.trident.persist import persistent_aggregate
+                             new_values: bool = False) -> DataFrame | CombinedOutput | PersistOutput:
+        """Trident's persistentAggregate into the map state this is returned for, keyed by the grouping fields."""
+        return persisted(self.df, self.keys, aggregator, input_fields, new_values=new_values)
 
-        return persistent_aggregate(self, aggregator, input_fields, new_values=new_values)
+
+def persisted(df: DataFrame, keys: tuple[str, ...], aggregator: Any, input_fields: Sequence[str] | str | None, *,
+              new_values: bool) -> DataFrame | CombinedOutput | PersistOutput:
+    """What a job returns for Trident's persistentAggregate of ``df`` grouped by ``keys`` (none: the whole batch,
+    a global value). Count and Sum are staged as numeric partials (added in Redis); another CombinerAggregator
+    stages its per-key partial, merged with ``combine`` at the commit; a ReducerAggregator stages the rows, folded
+    into the stored value with ``reduce`` at the commit."""
+    if isinstance(aggregator, CombinerAggregator):
+        partials = (GroupedFrame(df, keys).aggregate(aggregator, input_fields) if keys
+                    else aggregate(df, aggregator, input_fields))
+        if isinstance(aggregator, ADDITIVE) and not new_values:
+            return partials
+        return CombinedOutput(partials, aggregator, new_values)
+    if isinstance(aggregator, ReducerAggregator):
+        names = field_names(df, input_fields, [c for c in df.columns if c not in keys], aggregator, "input fields")
+        rows = df.select(*[col(k) for k in keys], *[col(n) for n in names])
+        return PersistOutput(rows, aggregator, new_values, key_fields=len(keys))
+    if isinstance(aggregator, Aggregator):
+        raise ConfigError(f"{aggregator!r} is a general Aggregator: persistent_aggregate takes a CombinerAggregator or "
+                          f"a ReducerAggregator (as Trident's does); aggregate first, then persist the result")
+    raise ConfigError(f"{aggregator!r} is not an aggregator: subclass txdag.trident.CombinerAggregator or "
+                      f"ReducerAggregator")

@@ -20,38 +20,21 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-from txdag.contracts import Aggregator, CombinerAggregator, ReducerAggregator, StateUpdater
+from txdag.contracts import StateUpdater
 from txdag.errors import ConfigError
 from txdag.spark.outputs import CombinedOutput
 from txdag.spark.rows import PersistOutput, WindowOutput
-from txdag.trident.aggregators import Count, Sum
-from txdag.trident.operations import GroupedFrame, aggregate, col, field_names
+from txdag.trident.operations import GroupedFrame, persisted
 from txdag.windows.rules import WindowSpec
-
-ADDITIVE = (Count, Sum)  # combine is +: their partials are added inside Redis
 
 
 def persistent_aggregate(df: DataFrame | GroupedFrame, aggregator: Any, input_fields: Sequence[str] | str | None = None,
-                         *, new_values: bool = False) -> Any:
+                         *, new_values: bool = False) -> DataFrame | CombinedOutput | PersistOutput:
     """Trident's persistentAggregate of a grouped frame (a map state keyed by the grouping fields) or of a whole
-    batch (a global value: a state with key_fields=0, Trident's SnapshottableMap)."""
-    grouped = isinstance(df, GroupedFrame)
-    frame, keys = (df.df, df.keys) if grouped else (df, ())
-    if isinstance(aggregator, CombinerAggregator):
-        partials = df.aggregate(aggregator, input_fields) if grouped else aggregate(frame, aggregator, input_fields)
-        if isinstance(aggregator, ADDITIVE) and not new_values:
-            return partials
-        return CombinedOutput(partials, aggregator, new_values)
-    if isinstance(aggregator, ReducerAggregator):
-        names = field_names(frame, input_fields, [c for c in frame.columns if c not in keys], aggregator,
-                            "input fields")
-        rows = frame.select(*[col(k) for k in keys], *[col(n) for n in names])
-        return PersistOutput(rows, aggregator, new_values, key_fields=len(keys))
-    if isinstance(aggregator, Aggregator):
-        raise ConfigError(f"{aggregator!r} is a general Aggregator: persistent_aggregate takes a CombinerAggregator or "
-                          f"a ReducerAggregator (as Trident's does); aggregate first, then persist the result")
-    raise ConfigError(f"{aggregator!r} is not an aggregator: subclass txdag.trident.CombinerAggregator or "
-                      f"ReducerAggregator")
+    batch (a global value: a state with key_fields=0, Trident's SnapshottableMap); see operations.persisted."""
+    if isinstance(df, GroupedFrame):
+        return df.persistent_aggregate(aggregator, input_fields, new_values=new_values)
+    return persisted(df, (), aggregator, input_fields, new_values=new_values)
 
 
 def partition_persist(df: DataFrame, updater: StateUpdater, *, new_values: bool = False) -> PersistOutput:

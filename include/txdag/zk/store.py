@@ -13,6 +13,7 @@ Layout (one subtree per topology; every value is a versioned JSON record from :m
                                           fingerprint); missing until the first coordinate adopts one
 
 Like Storm's RotatingTransactionalState, only recent txids are kept: :meth:`TransactionStore.cleanup_before`.
+:func:`topology_ids` lists the topologies under a root.
 
 kazoo's exceptions stay in this package: every call goes through ``_retry``, which raises them as txdag errors
 (:func:`zk_error`), so the coordinator and the edges catch TxdagErrors only.
@@ -86,6 +87,48 @@ def run_node(run_id: str) -> str:
     """A znode-safe name for an Airflow run_id (which holds ':', '+', maybe '/')."""
     name = quote(run_id, safe="")
     return name.replace(".", "%2E") if name in (".", "..") else name
+
+
+def topology_ids(client: KazooClient, root: str = ZK_ROOT) -> list[str]:
+    """The topologies with a subtree under ``root`` (none before the first one ran): each a ``TransactionStore(
+    client, id, root)``, listed without naming one. Waits and errors as a store's reads do."""
+
+    def unavailable(what: str) -> ServiceUnavailable:
+        return ServiceUnavailable(f"ZooKeeper at {hosts_of(client)} {what} (listing the topologies under {root}); "
+                                  f"{how_to_start()}")
+
+    def children() -> list[str]:
+        wait_connected(client, unavailable)
+        return cast(list[str], client.get_children(root))
+
+    try:
+        return sorted(client.retry(children))
+    except NoNodeError:
+        return []
+    except NoAuthError:
+        raise ConfigError(f"ZooKeeper refused to list {root} (NoAuth): give this connection the digest user and "
+                          "password its topologies' znodes were created with") from None
+    except (KazooException, KazooTimeoutError) as exc:
+        raise unavailable(f"stopped answering ({type(exc).__name__}: {exc})") from None
+
+
+def wait_connected(client: KazooClient, unavailable: Callable[[str], TxdagError]) -> None:
+    """Wait up to the (requested) session timeout for a connection; past it the session is likely lost anyway,
+    and the task's retry is the better place to wait. kazoo queues a request made while disconnected until the
+    connection is back, however long that takes: without this bounded wait a task would hang."""
+    seconds = client._session_timeout / 1000  # kazoo keeps the timeout given to KazooClient here
+    deadline = time.monotonic() + seconds
+    while not client.connected:
+        if client.client_state == "CLOSED":
+            raise unavailable("cannot be used: this client was stopped (close_zk)")
+        if time.monotonic() >= deadline:
+            raise unavailable(f"has been unreachable for {seconds:g}s")
+        time.sleep(0.05)
+
+
+def hosts_of(client: KazooClient) -> str:
+    """The client's hosts (and chroot), as ZooKeeper spells them."""
+    return ",".join(f"{h}:{p}" for h, p in client.hosts or ()) + (client.chroot or "")
 
 
 class TransactionStore:
@@ -317,20 +360,11 @@ class TransactionStore:
         return func(*args)
 
     def wait_connected(self) -> None:
-        """Wait up to the (requested) session timeout for a connection; past it the session is likely lost anyway,
-        and the task's retry is the better place to wait."""
-        seconds = self.client._session_timeout / 1000  # kazoo keeps the timeout given to KazooClient here
-        deadline = time.monotonic() + seconds
-        while not self.client.connected:
-            if self.client.client_state == "CLOSED":
-                raise self.unavailable("cannot be used: this client was stopped (close_zk)")
-            if time.monotonic() >= deadline:
-                raise self.unavailable(f"has been unreachable for {seconds:g}s")
-            time.sleep(0.05)
+        """See :func:`wait_connected`."""
+        wait_connected(self.client, self.unavailable)
 
     def hosts(self) -> str:
-        """The client's hosts (and chroot), as ZooKeeper spells them."""
-        return ",".join(f"{h}:{p}" for h, p in self.client.hosts or ()) + (self.client.chroot or "")
+        return hosts_of(self.client)
 
     def unavailable(self, what: str) -> ServiceUnavailable:
         """ServiceUnavailable naming ZooKeeper, its address and what to do."""

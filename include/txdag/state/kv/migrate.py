@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 import redis
 
@@ -77,6 +78,9 @@ def migrate(client: redis.Redis, namespace: str, key_serializer: str, value_seri
 
 
 class _Migration:
+    """One run of a migration. Its client is made without decode_responses (make_client, the CLI's), so every
+    reply is bytes; redis-py's hints say ``bytes | str`` for either kind of client, hence the casts."""
+
     def __init__(self, client: redis.Redis, spec: KVNamespace, source: str, target: str, codecs: _Codecs,
                  chunk: int, max_chunks: int | None, progress: Progress | None) -> None:
         self.client, self.spec, self.source, self.target, self.codecs = client, spec, source, target, codecs
@@ -86,7 +90,7 @@ class _Migration:
     def run(self) -> MigrationResult:
         spec = self.spec
         with kv_errors(self.client, "migrating", spec):
-            ids = sorted(k.decode() for k in self.client.hkeys(spec.stages))
+            ids = sorted(k.decode() for k in cast(list[bytes], self.client.hkeys(spec.stages)))
             hashes = [(spec.committed, False)] + [(spec.stage(parse_attempt_id(i)), True) for i in ids]
             pipe = self.client.pipeline(transaction=False)
             for key, _ in hashes:
@@ -114,7 +118,7 @@ class _Migration:
             while True:
                 if self.max_chunks is not None and self.chunks >= self.max_chunks:
                     return False
-                cursor, page = self.client.hscan(key, cursor, count=self.chunk)
+                cursor, page = cast(tuple[int, dict[bytes, bytes]], self.client.hscan(key, cursor, count=self.chunk))
                 if page:
                     self._move(key, tagged, list(page.items()))
                 if cursor == 0:

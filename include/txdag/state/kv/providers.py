@@ -30,13 +30,12 @@ def make_client(config: ProviderConfig) -> Any:
     """A redis.Redis or RedisCluster for ``config`` (a cluster is contacted now, to learn its slots)."""
     register_secret(config.password)
     seconds = config.timeout_ms / 1000
-    auth = {"username": config.username, "password": config.password}
     if config.provider == "redis":
         return redis.Redis(host=config.host, port=config.port, db=config.database, socket_timeout=seconds,
-                           socket_connect_timeout=seconds, **auth)
+                           socket_connect_timeout=seconds, username=config.username, password=config.password)
     try:
         client = RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in config.nodes], socket_timeout=seconds,
-                              socket_connect_timeout=seconds, **auth)
+                              socket_connect_timeout=seconds, username=config.username, password=config.password)
     except (redis.exceptions.RedisClusterException, redis.RedisError) as exc:
         refusal = _refusal(exc)
         if refusal is not None:
