@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from txdag.cli.common import CliError, conn_id, dags_folder, emit, fields, topology, zookeeper_for
+from txdag.cli.common import CliError, clients, conn_id, dags_folder, emit, fields, topology
 
 
 def add_cli(sub: Any, common: list[argparse.ArgumentParser]) -> None:
@@ -39,41 +39,28 @@ def folder_owner(args: argparse.Namespace, name: str) -> tuple[Any, Any, list[st
     return definition, Owner.of(definition, files[0] if files else None), [str(f) for f in files]
 
 
-def owner_report(args: argparse.Namespace) -> tuple[dict[str, Any], Any, Any]:
-    """What ``owner`` prints, with the topology's store (None: it never ran) and the folder's Owner."""
+def owner_report(args: argparse.Namespace, store: Any, owner: Any, files: list[str]) -> dict[str, Any]:
+    """What ``owner`` prints: the recorded owner (none: the topology never ran, or has none yet), the DAG folder's
+    definition, and the changes between them."""
     from txdag.topology.owner import changes
-    from txdag.zk.store import TransactionStore
 
-    name = args.topology
-    definition, owner, files = folder_owner(args, name)
-    client, root = zookeeper_for(conn_id(args, "zookeeper", definition))
-    store = TransactionStore(client, name, root=root)
-    try:
-        ran = client.exists(store.path) is not None
-        got = store.read_owner() if ran else None
-    except BaseException:
-        _close(store)
-        raise
+    ran = store.client.exists(store.path) is not None
+    got = store.read_owner() if ran else None
     recorded = got[0] if got else None
-    report = {
-        "topology": name, "ran": ran,
+    return {
+        "topology": args.topology, "ran": ran,
         "owner": None if recorded is None else {"dag_file": recorded.dag_file, "fingerprint": recorded.fingerprint,
                                                 "how": recorded.how, "since": recorded.since},
         "dag_folder": {"dag_file": owner.dag_file, "fingerprint": owner.fingerprint},
         "changes": [] if recorded is None else changes(recorded.definition, owner.definition),
         "same": recorded is not None and recorded.fingerprint == owner.fingerprint, "defined_by": files,
     }
-    return report, store, owner
-
-
-def _close(store: Any) -> None:
-    store.client.stop()
-    store.client.close()
 
 
 def cmd_owner(args: argparse.Namespace) -> int:
-    report, store, _ = owner_report(args)
-    _close(store)
+    definition, owner, files = folder_owner(args, args.topology)
+    with clients() as using:
+        report = owner_report(args, using.store(args.topology, conn_id(args, "zookeeper", definition)), owner, files)
     emit(args, report, owner_text)
     return 0
 
@@ -105,12 +92,14 @@ def cmd_accept(args: argparse.Namespace) -> int:
     """Record the DAG folder's definition as the topology's owner; the refused runs consumed no txid."""
     from txdag.protocol.ownership import accept
 
-    report, store, owner = owner_report(args)
-    try:
-        if len(report["defined_by"]) > 1:
-            raise CliError(f"topology {args.topology!r} is defined by {len(report['defined_by'])} DAG files "
-                           f"({', '.join(report['defined_by'])}): a topology has one DAG file; delete the copy, or "
-                           "give it its own topology_id, then run this again")
+    definition, owner, files = folder_owner(args, args.topology)
+    if len(files) > 1:
+        raise CliError(f"topology {args.topology!r} is defined by {len(files)} DAG files ({', '.join(files)}): a "
+                       "topology has one DAG file; delete the copy, or give it its own topology_id, then run this "
+                       "again")
+    with clients() as using:
+        store = using.store(args.topology, conn_id(args, "zookeeper", definition))
+        report = owner_report(args, store, owner, files)
         moved = report["owner"] is not None and report["owner"]["dag_file"] != owner.dag_file
         if not report["ran"]:
             report["action"] = "nothing to accept"
@@ -121,8 +110,6 @@ def cmd_accept(args: argparse.Namespace) -> int:
         else:
             accept(store, owner)
             report["action"] = "accepted"
-    finally:
-        _close(store)
     emit(args, report, accept_text)
     return 0
 
