@@ -51,7 +51,7 @@ def version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from txdag.cli import doctor, inspect, kvstate, ops, state
+    from txdag.cli import doctor, inspect, kvstate, ops, state, topology
 
     common = [_options()]
     parser = argparse.ArgumentParser(prog="txdag", description=DESCRIPTION)
@@ -123,13 +123,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=seconds_arg, default=5.0, help="seconds per service (default 5)")
     p.set_defaults(func=doctor.cmd_doctor)
     add_acl_cli(sub)
+    topology.add_cli(sub, common)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     name = " ".join(filter(None, [args.command, getattr(args, "state_command", None),
-                                  getattr(args, "pools_command", None)]))
+                                  getattr(args, "pools_command", None), getattr(args, "topology_command", None)]))
     try:
         return int(args.func(args))
     except KeyboardInterrupt:
