@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from txdag.cli.common import CliError, clients, conn_id, dags_folder, emit, fields, topology
+from txdag.cli.common import CliError, clients, conn_id, dags_folder, emit, fields, topology, topology_arg
 
 
 def add_cli(sub: Any, common: list[argparse.ArgumentParser]) -> None:
@@ -19,11 +19,11 @@ def add_cli(sub: Any, common: list[argparse.ArgumentParser]) -> None:
     topo_sub = p.add_subparsers(dest="topology_command", required=True, metavar="owner|accept")
     o = topo_sub.add_parser("owner", parents=common, help="the definition recorded as the owner, and how the DAG "
                             "folder's differs from it")
-    o.add_argument("topology")
+    o.add_argument("topology", type=topology_arg)
     o.set_defaults(func=cmd_owner)
     a = topo_sub.add_parser("accept", parents=common, help="record the DAG folder's definition as the owner (after "
                             "changing the topology on purpose)")
-    a.add_argument("topology")
+    a.add_argument("topology", type=topology_arg)
     a.add_argument("--dry-run", action="store_true", help="show what would be accepted without recording it")
     a.set_defaults(func=cmd_accept)
 
@@ -58,9 +58,11 @@ def owner_report(args: argparse.Namespace, store: Any, owner: Any, files: list[s
 
 
 def cmd_owner(args: argparse.Namespace) -> int:
-    definition, owner, files = folder_owner(args, args.topology)
+    definition = topology(args, args.topology)
     with clients() as using:
-        report = owner_report(args, using.store(args.topology, conn_id(args, "zookeeper", definition)), owner, files)
+        store = using.store(args.topology, conn_id(args, "zookeeper", definition))  # before Airflow is imported
+        _, owner, files = folder_owner(args, args.topology)  # (defining_in): a shell without it gets its error first
+        report = owner_report(args, store, owner, files)
     emit(args, report, owner_text)
     return 0
 

@@ -98,6 +98,7 @@ def ran(env, zk_hosts, zk_root, prefix, tmp_path):
 
 
 def run(capsys, *argv):
+    capsys.readouterr()  # what the test logged before (kazoo's INFO lines, once Airflow set logging up): not the CLI's
     code = main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err

@@ -238,6 +238,11 @@ MISTAKES = [  # the environment, what the user types ({t}: the topology), the ex
     ("", "pools sync nosuch", FAILED, ["no topology nosuch in the DAG folder"]),
     ("", "reset nosuch --confirm", FAILED, ["topology 'nosuch' is not defined in the DAG folder"]),
     ("", "reset {t}", FAILED, ["would reset topology {t}", "nothing deleted: add --confirm to do it"]),
+    ("", "topology owner nosuch", FAILED, ["topology 'nosuch' is not defined in the DAG folder"]),
+    ("", "topology accept nosuch", FAILED, ["topology 'nosuch' is not defined in the DAG folder"]),
+    ("zk down", "topology owner {t}", UNAVAILABLE, DOWN_ZK),
+    ("zk wrong password", "topology accept {t}", CONFIG, ["(NoAuth)", "same user and password"]),
+    ("no zk connection", "topology owner {t}", CONFIG, NO_ZK),
     ("", "acl redis nosuch", FAILED, ["no topology ['nosuch'] in the DAG folder", "give topology ids defined there"]),
     # out-of-range numbers and keys
     ("", "show {t} 9", FAILED, ["has no record of txid 9: it is not allocated yet (last txid 5)"]),
@@ -262,6 +267,7 @@ def test_a_mistake_gets_its_exit_code_and_a_message_naming_the_fix(ran, conns, m
         monkeypatch.setenv("TXDAG_AIRFLOW_URL", web_server)
     redis_address = f"{conns['redis']['host']}:{conns['redis']['port']}"
     argv = command.format(t=prefix, port=dead_port, redis=redis_address).split()
+    capsys.readouterr()  # what the fixtures logged: not the command's answer
     got = main(argv)
     out, err = capsys.readouterr()
     check_answer(got, out + err, code, [f.format(t=prefix) for f in fragments], what=f"{environment}: {command}")
@@ -273,6 +279,7 @@ def test_a_corrupt_znode_and_a_value_that_is_not_json_are_named(ran, zk_client, 
     """A hostile hand in ZooKeeper or Redis: the record or value is named, with how to inspect and fix it."""
     zk_client.set(f"{zk_root}/{prefix}/txids/{2:020d}", b"{not json")
     ran.hset(f"{prefix}:users", "@evil", "not json")
+    capsys.readouterr()
     assert main(["show", prefix, "2"]) == CONFIG
     err = capsys.readouterr().err
     check_answer(CONFIG, err, CONFIG, [f"znode {zk_root}/{prefix}/txids/{2:020d} does not hold a valid txdag txid "
@@ -287,6 +294,7 @@ def test_a_znode_that_is_no_topology_is_skipped_with_a_warning_and_named_when_as
     """A hostile hand under the root: the list still shows the topologies, the bad one is named on stderr."""
     zk_client.create(f"{zk_root}/garbage", b"{not json")
     zk_client.create(f"{zk_root}/bad name", b"")
+    capsys.readouterr()
     assert main(["status"]) == OK
     out, err = capsys.readouterr()
     assert [line.split()[0] for line in out.splitlines()[1:]] == [prefix, f"{prefix}_new"]
@@ -299,6 +307,7 @@ def test_a_znode_that_is_no_topology_is_skipped_with_a_warning_and_named_when_as
 
 
 def test_rejections_lists_each_rejected_entry_with_its_txid_reason_and_time(ran, capsys, prefix) -> None:
+    capsys.readouterr()
     assert main(["rejections", prefix]) == OK
     out = capsys.readouterr().out
     head, columns, row = out.splitlines()

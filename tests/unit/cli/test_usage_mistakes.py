@@ -40,6 +40,7 @@ USAGE = [  # what the user types, and what argparse's answer must say (exit 2)
     (["state", "migrate", "t:s", "--chunk", "0"], ["argument --chunk: must be an integer >= 1"]),
     (["pools", "sync", "a/b"], ["a topology id is letters, digits"]),
     (["reset", "*", "--confirm"], ["a topology id is letters, digits", "'*'"]),
+    (["topology", "accept", "../x"], ["a topology id is letters, digits", "'../x'"]),
     (["status", "--bogus"], ["unrecognized arguments: --bogus"]),
     (["status", "--zookeeper-conn-id", "my zk"], ["argument --zookeeper-conn-id: a connection id is letters"]),
     (["doctor", "--spark-conn-id", ""], ["argument --spark-conn-id: a connection id is letters", "got ''"]),
@@ -84,6 +85,7 @@ NO_ENVIRONMENT = [  # a command run without `eval "$(bash scripts/airflow.sh env
     (["seed", "words"], exits.CONFIG, ["set AIRFLOW_CONN_REDIS_DEFAULT"]),
     (["state", "migrate", "t:s"], exits.CONFIG, ["set AIRFLOW_CONN_REDIS_DEFAULT"]),
     (["reset", "tweets_analytics", "--dags", DAGS], exits.CONFIG, ["set AIRFLOW_CONN_ZOOKEEPER_DEFAULT"]),
+    (["topology", "owner", "tweets_analytics", "--dags", DAGS], exits.CONFIG, ["set AIRFLOW_CONN_ZOOKEEPER_DEFAULT"]),
     (["pools", "sync", "--dags", DAGS], exits.CONFIG, ["no Airflow password", "set TXDAG_AIRFLOW_PASSWORD"]),
     (["doctor", "--check", "redis", "--check", "zookeeper"], exits.FAILED,
      ["set AIRFLOW_CONN_REDIS_DEFAULT=", "set AIRFLOW_CONN_ZOOKEEPER_DEFAULT=", "2 check(s) failed"]),
@@ -122,6 +124,7 @@ READS = [["status"], ["status", "--dags", DAGS], ["show", "tweets_analytics", "2
                                                               DAGS], ["state", "dump", "t:s"], ["seed", "tweets"],
          ["replay", "tweets_analytics", "--from", "1", "--dags", DAGS], ["pools", "sync", "--dags", DAGS],
          ["acl", "redis", "--dags", DAGS], ["reset", "tweets_analytics", "--dags", DAGS],
+         ["topology", "owner", "tweets_analytics", "--dags", DAGS],
          ["doctor", "--timeout", "1", "--dags", DAGS], ["--version"]]
 SCRIPT = """
 import json, os, sys
