@@ -56,6 +56,9 @@ RUN_BY: dict[str, tuple[str, str]] = {
     "txdag status": (f"{CLI}::test_status_names_the_committed_txid_the_failure_and_its_cascade",
                      'run(capsys, "status"'),
     "txdag show": (f"{CLI}::test_show_prints_a_txids_record", 'run(capsys, "show"'),
+    "txdag rejections": ("tests/integration/cli/test_mistakes.py::"
+                         "test_rejections_lists_each_rejected_entry_with_its_txid_reason_and_time",
+                         'main(["rejections", prefix'),
     "txdag state get": (f"{CLI}::test_state_get_unwraps_transactional_and_opaque_values", '"state", "get"'),
     "txdag state top": (f"{CLI}::test_state_top_ranks_the_largest_values", '"state", "top"'),
     "txdag seed": (f"{CLI}::test_seed_appends_with_progress_and_json", 'run(capsys, "seed"'),

@@ -352,5 +352,9 @@ def api_from_env() -> AirflowAPI:
         if passwords is None:
             raise RuntimeError(f"no Airflow password: set TXDAG_AIRFLOW_PASSWORD, or AIRFLOW_HOME to the instance's "
                                f"home (no {' or '.join(map(str, candidates))}; {hints.how_to_env()})")
-        password = json.loads(passwords.read_text())[user]
+        try:
+            password = json.loads(passwords.read_text())[user]
+        except (ValueError, KeyError, TypeError):
+            raise RuntimeError(f"no password of Airflow user {user!r} in {passwords}: set TXDAG_AIRFLOW_USER to one "
+                               f"of its users, or TXDAG_AIRFLOW_PASSWORD") from None
     return AirflowAPI(url, user, password)

@@ -31,12 +31,14 @@ from txdag.protocol import (
     Emission,
     Halted,
     NotReady,
+    OwnerChanged,
     Processed,
     ProcessOutcome,
     SourceDown,
     Wait,
     steps,
 )
+from txdag.topology.owner import Owner
 from txdag.topology.topology import TransactionalTopology
 
 FAULTS_VARIABLE = "txdag_faults"  # test hook, see txdag.faults; honoured only where TXDAG_FAULTS_ALLOWED=1
@@ -51,16 +53,17 @@ class CoordinateOperator(BaseOperator):
 
     ui_color = "#e8f0fe"
 
-    def __init__(self, *, topology: TransactionalTopology, **kwargs: Any) -> None:
+    def __init__(self, *, topology: TransactionalTopology, dag_file: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.topology = topology
+        self.dag_file = dag_file  # where the definition comes from, recorded with the topology's owner
 
     def execute(self, context: Any) -> dict[str, Any]:
         run_id, t = context["run_id"], self.topology
         _arm_faults()
         require_connections(t)  # first: a missing connection is named, with its topology and how to add it
         with TopologyRuntime(t) as rt:
-            outcome = steps.coordinate(rt, run_id)
+            outcome = steps.coordinate(rt, run_id, Owner.of(t, self.dag_file))
             if isinstance(outcome, Emission):
                 size = rt.coordinator.spout.batch_size(outcome.metadata) if outcome.metadata else 0
                 self.log.info(
@@ -78,13 +81,16 @@ def coordinate_refusal(task: BaseOperator, t: TransactionalTopology, run_id: str
                        outcome: CoordinateOutcome) -> Exception:
     """What a run without an emission raises: a skip when it consumed no txid and has nothing to wait for, a
     reschedule when it waits (the lock, max_active_transactions, or its own failed predecessor), a failure (that
-    Airflow retries) when the source is down."""
+    Airflow retries) when the source is down, a failure without retries when the definition is not the topology's
+    owner (it names what changed and the command that accepts it)."""
     assert not isinstance(outcome, Emission)
     if isinstance(outcome, Halted):
         task.log.error("topology=%s run=%s: halted: %s", t.topology_id, run_id, outcome.reason)
         return AirflowFailException(outcome.reason)
     if isinstance(outcome, SourceDown):
         return SourceUnavailable(outcome.reason)
+    if isinstance(outcome, OwnerChanged):  # retrying cannot help: an operator accepts the change or undoes it
+        return AirflowFailException(outcome.reason)
     if isinstance(outcome, NotReady) or (isinstance(outcome, Wait) and not outcome.replay):
         task.log.info("topology=%s run=%s: skipped, no txid consumed: %s", t.topology_id, run_id, outcome.reason)
         return AirflowSkipException(outcome.reason)
@@ -112,21 +118,22 @@ def process_txid(task: BaseOperator, context: Any, run_job: Callable[[TopologyRu
         run_job(rt, current)
 
     with TopologyRuntime(t) as rt:
-        outcome = steps.process(rt, run_id, emission, job, owner=f"{run_id} try {ti.try_number}")
+        outcome = steps.process(rt, run_id, emission, job, owner=f"{run_id} try {ti.try_number}",
+                                definition=Owner.of(t, getattr(task, "dag_file", None)))
     return process_result(task, t, tx, emitted, outcome)
 
 
 def process_result(task: BaseOperator, t: TransactionalTopology, tx: Any, emitted: dict[str, Any],
                    outcome: ProcessOutcome) -> dict[str, Any]:
-    """The process task's XCom, or what it raises: a reschedule while it waits, a failure without retries when
-    its attempt was superseded (a retry could only drop its result again)."""
+    """The process task's XCom, or what it raises: a reschedule while it waits (its key-value predecessor, or a
+    definition that differs from the topology's owner), a failure without retries when its attempt was superseded
+    (a retry could only drop its result again)."""
     if isinstance(outcome, AlreadyCommitted):
         task.log.info("topology=%s txid=%s attempt=%s: committed already; nothing to process",
                       t.topology_id, tx.txid, tx.attempt)
         return emitted
-    if isinstance(outcome, Wait):
-        task.log.info("topology=%s txid=%s attempt=%s: %s; checking again in %ss", t.topology_id, tx.txid,
-                      tx.attempt, outcome.reason, t.commit_poke_interval)
+    if isinstance(outcome, Wait | OwnerChanged):
+        _wait_log(task, t, tx, outcome)
         raise _later(t.commit_poke_interval)
     if not isinstance(outcome, Processed):
         raise AirflowFailException(outcome.reason)
@@ -140,11 +147,11 @@ class ProcessOperator(SparkSubmitOperator):
 
     ui_color = "#fdf2e9"
 
-    def __init__(self, *, topology: TransactionalTopology, **kwargs: Any) -> None:
+    def __init__(self, *, topology: TransactionalTopology, dag_file: str | None = None, **kwargs: Any) -> None:
         conf = {"spark.ui.enabled": "false", **topology.spark_conf}
         super().__init__(application=topology.job_path, conn_id=topology.spark_conn_id, conf=conf,
                          name=f"txdag-{topology.topology_id}", **kwargs)
-        self.topology = topology
+        self.topology, self.dag_file = topology, dag_file
 
     # Airflow pushes whatever execute returns to XCom (BaseOperator.execute returns Any); SparkSubmitOperator's
     # says None because it returns nothing, and this one returns the batch the commit task reads.
@@ -168,9 +175,9 @@ class WarmProcessOperator(BaseOperator):
 
     ui_color = "#fdebd0"
 
-    def __init__(self, *, topology: TransactionalTopology, **kwargs: Any) -> None:
+    def __init__(self, *, topology: TransactionalTopology, dag_file: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.topology = topology
+        self.topology, self.dag_file = topology, dag_file
 
     def execute(self, context: Any) -> dict[str, Any]:
         def run_warm(rt: TopologyRuntime, emission: Emission) -> None:
@@ -204,9 +211,9 @@ class CommitOperator(BaseOperator):
 
     ui_color = "#e6f4ea"
 
-    def __init__(self, *, topology: TransactionalTopology, **kwargs: Any) -> None:
+    def __init__(self, *, topology: TransactionalTopology, dag_file: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.topology = topology
+        self.topology, self.dag_file = topology, dag_file
 
     def execute(self, context: Any) -> dict[str, Any]:
         t = self.topology
@@ -214,17 +221,17 @@ class CommitOperator(BaseOperator):
         tx = tx_from_xcom(processed, "process")
         _arm_faults()
         with TopologyRuntime(t) as rt:
-            outcome = steps.commit(rt, tx)
+            outcome = steps.commit(rt, tx, Owner.of(t, self.dag_file))
         return commit_result(self, t, tx, outcome)
 
 
 def commit_result(task: BaseOperator, t: TransactionalTopology, tx: Any, outcome: CommitStepOutcome
                   ) -> dict[str, Any]:
     """The commit task's XCom, or what it raises: a reschedule while txid - 1 is not committed (the pool slot is
-    released), a failure without retries when the commit is refused (cascade, never processed) or superseded."""
-    if isinstance(outcome, Wait):
-        task.log.info("topology=%s txid=%s attempt=%s: %s; checking again in %ss", t.topology_id, tx.txid,
-                      tx.attempt, outcome.reason, t.commit_poke_interval)
+    released) or while the definition differs from the topology's owner, a failure without retries when the commit
+    is refused (cascade, never processed) or superseded."""
+    if isinstance(outcome, Wait | OwnerChanged):
+        _wait_log(task, t, tx, outcome)
         raise _later(t.commit_poke_interval)
     if not isinstance(outcome, Committed | AlreadyCommitted):
         raise AirflowFailException(outcome.reason)
@@ -234,6 +241,14 @@ def commit_result(task: BaseOperator, t: TransactionalTopology, tx: Any, outcome
     task.log.info("topology=%s txid=%s attempt=%s: %s (%s keys written, %s already held this txid) %s",
                   t.topology_id, tx.txid, tx.attempt, status, applied, skipped, reason)
     return {"txid": tx.txid, "attempt": tx.attempt, "status": status, "applied": applied}
+
+
+def _wait_log(task: BaseOperator, t: TransactionalTopology, tx: Any, outcome: Wait | OwnerChanged) -> None:
+    """A waiting step's log line; a definition changed since the txid was coordinated is a warning: the step waits,
+    writing nothing, until the change is accepted or undone (the next coordinate tasks fail, naming it)."""
+    log = task.log.warning if isinstance(outcome, OwnerChanged) else task.log.info
+    log("topology=%s txid=%s attempt=%s: %s; checking again in %ss", t.topology_id, tx.txid, tx.attempt,
+        outcome.reason, t.commit_poke_interval)
 
 
 def fail_txid(context: Any) -> None:

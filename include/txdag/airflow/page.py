@@ -4,19 +4,25 @@ Airflow does not authenticate a plugin's app, so every route here does: the UI's
 ``Authorization: Bearer`` header) is validated by Airflow's own ``resolve_user_from_token``, reads need the
 user to be allowed to read the topology's DAG, actions to edit its runs (replay) or the DAG (pause). Actions are
 POSTs that must carry the ``X-Txdag-Csrf`` header, which a cross-site form cannot send.
+
+Every refusal is a JSON ``{"detail": "<one sentence: the problem and what to do>"}``: 401 not logged in, 403 not
+allowed, 404 a topology no DAG file defines, 409 a refused action (a replay beyond the last txid), 422 a malformed
+request, 500 txdag's connections on this server to fix (a wrong password), 502 Airflow answered badly, 503 ZooKeeper,
+Redis or Airflow's REST API did not answer.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import Body, FastAPI, HTTPException, Request
+from fastapi import Body, FastAPI, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from txdag.airflow import transactions
 from txdag.airflow.page_html import render_page
-from txdag.errors import TxdagError
+from txdag.errors import ConfigError, ServiceUnavailable, TxdagError
 
 CSRF_HEADER = "X-Txdag-Csrf"
 app = FastAPI(title="txdag transactions", description="Per topology: txids committed, in flight, failed; replay, pause")
@@ -84,11 +90,38 @@ async def list_views(request: Request) -> dict[str, Any]:
     return {"topologies": views, "error": error}
 
 
+@app.exception_handler(RequestValidationError)
+async def malformed(request: Request, exc: RequestValidationError) -> JSONResponse:
+    """FastAPI's list of pydantic errors as one sentence the page's message line can show."""
+    said = "; ".join(f"{'.'.join(str(x) for x in e.get('loc', ())[1:]) or 'body'}: {e.get('msg')}"
+                     for e in exc.errors())
+    return JSONResponse({"detail": f"malformed request ({said}): send JSON such as the page's buttons do"},
+                        status_code=422)
+
+
+async def defined(dag_id: str) -> None:
+    """404 for a topology no DAG file defines: the page must not invent one (an empty record, a refusal)."""
+    found = await run_in_threadpool(transactions.definitions)
+    if dag_id not in found:
+        raise HTTPException(404, f"no DAG file defines topology {dag_id!r} (DAG folder {transactions.dags_folder()}; "
+                                 f"it defines {', '.join(sorted(found)) or 'none'}): check the name")
+
+
 @app.get("/api/topologies/{dag_id}")
 async def one_view(dag_id: str, request: Request) -> dict[str, Any]:
     user, _ = await authenticated(request)
+    await defined(dag_id)
     require(user, dag_id, "GET", "read the transactions")
     return await run_in_threadpool(transactions.view, dag_id)
+
+
+@app.get("/api/topologies/{dag_id}/rejections")
+async def rejections(dag_id: str, request: Request, limit: int = Query(50, ge=0, le=10000)) -> Response:
+    """The source entries the topology rejected, newest first (``txdag rejections``)."""
+    user, _ = await authenticated(request)
+    await defined(dag_id)
+    require(user, dag_id, "GET", "read the rejections")
+    return await act(lambda: transactions.rejections(dag_id, limit))
 
 
 def check_csrf(request: Request) -> None:
@@ -100,7 +133,10 @@ def check_csrf(request: Request) -> None:
 async def replay(dag_id: str, request: Request, from_txid: int = Body(..., embed=True)) -> Response:
     check_csrf(request)
     user, token = await authenticated(request)
+    await defined(dag_id)
     require(user, dag_id, "PUT", "clear the runs", runs=True)
+    if from_txid < 1:
+        raise HTTPException(422, f"from_txid must be a txid >= 1, got {from_txid}")
     return await act(lambda: {"topology": dag_id, "from_txid": from_txid,
                               "cleared": transactions.replay(dag_id, from_txid, token)})
 
@@ -109,17 +145,28 @@ async def replay(dag_id: str, request: Request, from_txid: int = Body(..., embed
 async def pause(dag_id: str, request: Request, paused: bool = Body(..., embed=True)) -> Response:
     check_csrf(request)
     user, token = await authenticated(request)
+    await defined(dag_id)
     require(user, dag_id, "PUT", "pause or unpause the DAG")
     return await act(lambda: {"topology": dag_id, "paused": transactions.set_paused(dag_id, paused, token)})
 
 
 async def act(action: Any) -> Response:
-    """Run an action in a thread (it calls this server's REST API); a refusal is a 409 that says what to do."""
+    """Run an action (or a read) in a thread; a refusal is a 409 that says what to do, a service that does not
+    answer a 503, a connection to fix on this server a 500."""
+    import requests
+
     from txdag.airflow.api import AirflowAPIError
 
     try:
         return JSONResponse(await run_in_threadpool(action))
     except AirflowAPIError as exc:
         return JSONResponse({"detail": f"Airflow refused: {exc}"}, status_code=exc.status if exc.status >= 400 else 502)
+    except requests.RequestException as exc:
+        return JSONResponse({"detail": f"Airflow's REST API did not answer ({type(exc).__name__}): check the API "
+                                       "server's [api] base_url, then retry"}, status_code=503)
+    except ServiceUnavailable as exc:
+        return JSONResponse({"detail": str(exc)}, status_code=503)
+    except ConfigError as exc:  # this server's connections: an operator's fix, not the user's request
+        return JSONResponse({"detail": f"txdag is misconfigured on this Airflow: {exc}"}, status_code=500)
     except TxdagError as exc:
         return JSONResponse({"detail": str(exc)}, status_code=409)

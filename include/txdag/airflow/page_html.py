@@ -90,7 +90,8 @@ def topology_html(v: dict[str, Any], can_act: bool) -> str:
                ("in flight", "in-flight", len(v["in_flight"])),
                ("failed", "failed", sum(1 + len(f["cascade"]) for f in v["failed"])),
                ("lag (entries not in a batch)", "lag", lag),
-               ("commits / min (10 min)", "rate", v["commits_per_minute"])]
+               ("commits / min (10 min)", "rate", v["commits_per_minute"]),
+               ("rejected entries", "rejected", v["rejected"] if v.get("rejected") is not None else "?")]
     dl = "".join(f'<div><dt>{label}</dt><dd data-figure="{key}">{escape(str(value))}</dd></div>'
                  for label, key, value in figures)
     parts = [head, f"<dl>{dl}</dl>"]
@@ -98,8 +99,10 @@ def topology_html(v: dict[str, Any], can_act: bool) -> str:
         parts.append('<p class="empty">No txid yet: the topology has not run.</p>')
     if v.get("lag_error"):
         parts.append(f'<p class="error" data-lag-error>lag unknown: {escape(v["lag_error"])}</p>')
+    if v.get("rejections_error"):
+        parts.append(f'<p class="error" data-rejections-error>rejections unknown: {escape(v["rejections_error"])}</p>')
     parts += [failed_html(name, v["failed"], can_act), in_flight_html(name, v["in_flight"]),
-              txids_html(name, v["txids"])]
+              rejections_html(name, v.get("rejections") or [], v.get("rejected")), txids_html(name, v["txids"])]
     return f'<section class="topology" data-topology="{escape(name)}">{"".join(parts)}</section>'
 
 
@@ -145,6 +148,21 @@ def in_flight_html(dag: str, rows: list[dict[str, Any]]) -> str:
         f'<td><span class="state">{escape(str(r.get("run_state") or "-"))}</span></td></tr>' for r in rows)
     return ('<h3>In flight</h3><table data-in-flight><tr><th>txid</th><th>phase</th><th>attempt</th><th>batch size</th>'
             f"<th>run</th><th>run state</th></tr>{body}</table>")
+
+
+def rejections_html(dag: str, rows: list[dict[str, Any]], total: int | None) -> str:
+    """The newest rejected source entries: id, txid, attempt, when, and the reason (``txdag rejections``)."""
+    if not rows:
+        return ""
+    body = "".join(
+        f'<tr data-rejected-id="{escape(r["id"])}"><td>{escape(r["id"])}</td><td>{r["txid"] or "-"}</td>'
+        f'<td>{r["attempt"] or "-"}</td><td>{escape(str(r.get("partition") or "-"))}</td>'
+        f'<td>{escape(str(r["at"] or "-"))}</td><td class="error">{escape(str(r["reason"]))}</td></tr>' for r in rows)
+    newest = f" (the newest {len(rows)} of {total})" if total is not None and total > len(rows) else ""
+    return (f'<h3>Rejected source entries{newest}</h3><table data-rejections><tr><th>entry id</th><th>txid</th>'
+            f'<th>attempt</th><th>partition</th><th>when</th><th>reason</th></tr>{body}</table>'
+            f'<p class="empty">all of them: <code>txdag rejections {escape(dag)}</code>, or '
+            f'<a target="_blank" href="api/topologies/{quote(dag)}/rejections?limit=1000">as JSON</a></p>')
 
 
 def txids_html(dag: str, rows: list[dict[str, Any]]) -> str:

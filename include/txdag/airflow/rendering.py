@@ -1,17 +1,20 @@
 """Renders a TransactionalTopology as an Airflow DAG: coordinate -> process -> commit, one run per txid.
 
 A DAG file calls it explicitly (``dag = render(TransactionalTopology(...), dag_file=__file__)``, with ``from
-txdag.airflow import render``). Rendering is a function of the definition and of the DAG file's location only:
-it reads no environment variable and looks up no connection (Airflow's rule for top-level DAG code: the coordinate
-task checks the connections, and ``txdag doctor --check connections`` does before that).
+txdag.airflow import render``). The DAG is a function of the definition and of the DAG file's location only; the
+DAG folder's other files are read (not run) to refuse a second definition of the topology. Rendering looks up no
+connection (Airflow's rule for top-level DAG code: the coordinate task checks the connections, and ``txdag doctor
+--check connections`` does before that).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from airflow.sdk import DAG
 
+from txdag.airflow import located
 from txdag.airflow.operators import (
     CommitOperator,
     CoordinateOperator,
@@ -19,7 +22,7 @@ from txdag.airflow.operators import (
     WarmProcessOperator,
     fail_txid,
 )
-from txdag.errors import ConfigError
+from txdag.topology.owner import check_one_file, files_defining
 from txdag.topology.topology import TransactionalTopology
 
 
@@ -27,19 +30,44 @@ def render(topology: TransactionalTopology, *, dag_file: str | Path | None = Non
     """The Airflow DAG of ``topology``. ``dag_file`` (the DAG file's ``__file__``) locates a relative ``job``:
     the project root is the folder above the DAG file's folder, unless the topology names its ``project_dir``.
     The DAG carries the located definition as ``dag.txdag_topology`` (``txdag.topology.topology.load_definitions`` reads
-    it)."""
-    t = topology.located(dag_file) if dag_file is not None else topology
-    if not t.job_located:
-        raise ConfigError(
-            f"topology {t.topology_id!r}: the job {t.job!r} is relative and render() does not know where the DAG "
-            f"file is: write render(TransactionalTopology(...), dag_file=__file__), or give project_dir=..."
-        )
-    dag = _build(t)
+    it). One owner: when another file of the DAG folder, earlier in path order, defines the same topology id, this
+    file fails to import with an error naming both (``txdag.topology.owner.check_one_file``; it reads the files'
+    text, it runs none and connects to nothing)."""
+    t = located(topology, dag_file)
+    if dag_file is not None:
+        check_one_file(t.topology_id, dag_file, defining_files(t.topology_id, dag_file))
+    dag = _build(t, None if dag_file is None else str(dag_file))
     dag.txdag_topology = t  # type: ignore[attr-defined]  # a DAG takes attributes; load_definitions reads it
     return dag
 
 
-def _build(t: TransactionalTopology) -> DAG:
+def defining_files(topology_id: str, dag_file: str | Path) -> list[Path]:
+    """The files that define ``topology_id`` in the DAG folder that holds ``dag_file``: Airflow's ``dags_folder``
+    when the file is in it, else the file's own folder (another bundle, a test's folder)."""
+    try:
+        from airflow.configuration import conf
+    except ImportError:
+        return []
+    path = Path(os.path.abspath(dag_file))
+    root = Path(os.path.abspath(os.path.expanduser(conf.get("core", "dags_folder"))))
+    return defining_in(root if path.is_relative_to(root) else path.parent, topology_id)
+
+
+def defining_in(folder: str | Path, topology_id: str) -> list[Path]:
+    """The files of ``folder`` that define ``topology_id`` and that Airflow's DAG processor reads: its
+    ``.airflowignore`` and safe mode applied, the safe-mode test (which reads a file) only to the few that name the
+    id. Empty where Airflow's core is not installed (a Task SDK-only worker): the DAG processor checked already."""
+    try:
+        from airflow.configuration import conf
+        from airflow.utils.file import list_py_file_paths, might_contain_dag
+    except ImportError:
+        return []
+    found = files_defining(list_py_file_paths(str(folder), safe_mode=False), topology_id)
+    safe_mode = conf.getboolean("core", "dag_discovery_safe_mode", fallback=True)
+    return [f for f in found if might_contain_dag(str(f), safe_mode)]
+
+
+def _build(t: TransactionalTopology, dag_file: str | None = None) -> DAG:
     doc = (
         f"txdag topology **{t.topology_id}**: each run is one transaction (txid). `coordinate` allocates or "
         f"re-emits the txid, `process` runs `{t.job}` on Spark ({t.spark_mode} mode) for its batch, `commit` "
@@ -58,11 +86,11 @@ def _build(t: TransactionalTopology) -> DAG:
         description=t.description or f"txdag transactional topology {t.topology_id}",
         doc_md=doc,
     ) as dag:
-        coordinate = CoordinateOperator(task_id="coordinate", topology=t, pool=t.pool)
+        coordinate = CoordinateOperator(task_id="coordinate", topology=t, dag_file=dag_file, pool=t.pool)
         process_operator = WarmProcessOperator if t.spark_mode == "connect" else ProcessOperator
-        process = process_operator(task_id="process", topology=t, on_failure_callback=fail_txid)
+        process = process_operator(task_id="process", topology=t, dag_file=dag_file, on_failure_callback=fail_txid)
         # commit is idempotent: retrying it is always safe, and only its final failure fails the txid
-        commit = CommitOperator(task_id="commit", topology=t, pool=t.pool, retries=max(t.retries, 2),
-                                on_failure_callback=fail_txid)
+        commit = CommitOperator(task_id="commit", topology=t, dag_file=dag_file, pool=t.pool,
+                                retries=max(t.retries, 2), on_failure_callback=fail_txid)
         coordinate >> process >> commit
     return dag

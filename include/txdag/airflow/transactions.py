@@ -25,6 +25,7 @@ from txdag.txid.report import read_snapshot, replay_targets, transactions_view
 from txdag.zk.store import TransactionStore
 
 DEFINITIONS_TTL = 30.0
+REJECTIONS_SHOWN = 20  # the newest rejected entries a topology's section lists
 DEFAULT_ZK_CONN = ZOOKEEPER_CONN_ID
 _lock = threading.Lock()
 _definitions: tuple[float, dict[str, TransactionalTopology]] = (0.0, {})
@@ -76,6 +77,25 @@ def lag_of(name: str, records: list[Any], last_txid: int) -> tuple[int | None, s
         return None, f"{type(exc).__name__}: {exc}"
 
 
+def rejections(name: str, limit: int) -> dict[str, Any]:
+    """The entries a topology of the DAG folder rejected: the total and the newest ``limit`` (txdag rejections)."""
+    from txdag.commit.rejections import read_rejections
+
+    total, rows = read_rejections(_clients.redis(definitions()[name].redis_conn_id), name, limit)
+    return {"topology": name, "total": total, "rejections": rows}
+
+
+def rejections_of(name: str, limit: int = REJECTIONS_SHOWN) -> tuple[int | None, list[dict[str, Any]], str | None]:
+    """For a view: (how many entries the topology rejected, the newest ``limit``, None), or (None, [], why not)."""
+    if name not in definitions():
+        return None, [], f"topology {name!r} is not defined in the DAG folder {dags_folder()}: its Redis is unknown"
+    try:
+        found = rejections(name, limit)
+    except (TxdagError, OSError) as exc:
+        return None, [], f"{type(exc).__name__}: {exc}"
+    return found["total"], found["rejections"], None
+
+
 def airflow_runs(dag_id: str, run_ids: list[str]) -> tuple[dict[str, str], bool | None]:
     """States of the given runs and of the DAG's active runs, and whether the DAG is paused (None: not parsed)."""
     from airflow.models.dag import DagModel
@@ -96,17 +116,19 @@ def view(name: str) -> dict[str, Any]:
     try:
         store = store_of(name)
         store.wait_connected()
+        rejected, rejections, rejections_error = rejections_of(name)
+        rejected_view = {"rejected": rejected, "rejections": rejections, "rejections_error": rejections_error}
         if not store.client.exists(store.path):
             runs, paused = airflow_runs(name, [])
             lag, lag_error = lag_of(name, [], 0)
             return {"topology": name, "never_ran": True, "paused": paused, "committed_txid": 0, "last_txid": 0,
                     "in_flight": [], "failed": [], "txids": [], "lag": lag, "lag_error": lag_error,
-                    "commits_per_minute": 0.0}
+                    "commits_per_minute": 0.0, **rejected_view}
         topo, records = read_snapshot(store)
         lag, lag_error = lag_of(name, records, topo.last_txid)
         runs, paused = airflow_runs(name, [r.run_id for r in records])
-        return transactions_view(name, topo, records, now=datetime.now(UTC), runs=runs, lag=lag,
-                                 lag_error=lag_error, paused=paused)
+        return {**transactions_view(name, topo, records, now=datetime.now(UTC), runs=runs, lag=lag,
+                                    lag_error=lag_error, paused=paused), **rejected_view}
     except TxdagError as exc:
         return {"topology": name, "error": f"{type(exc).__name__}: {exc}"}
 

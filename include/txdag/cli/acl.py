@@ -98,13 +98,17 @@ def setuser_line(args: Sequence[str]) -> str:
 
 def load_topologies(names: Sequence[str], dags_folder: str | Path) -> list[Any]:
     """The topologies named (every one when none is) among those the DAG files in ``dags_folder`` define."""
+    from txdag.airflow import definitions_only
     from txdag.topology.topology import load_definitions
 
-    found, errors = load_definitions(dags_folder)
+    with definitions_only():
+        found, errors = load_definitions(dags_folder)
     missing = [n for n in names if n not in found]
     if missing or not found:
+        from txdag.cli.common import CliError
+
         broken = f"; these DAG files fail to load: {errors}" if errors else ""
-        raise ConfigError(
+        raise CliError(
             f"no topology {missing or ''} in the DAG folder {dags_folder} (it defines {sorted(found)}{broken}): "
             f"give topology ids defined there, or the folder with --dags"
         )
@@ -118,9 +122,9 @@ def cmd_acl(args: argparse.Namespace) -> int:
         password = os.environ.get(args.password_env)
         if not password:
             raise ConfigError(f"--password-env {args.password_env}: that environment variable is not set or empty")
-    from txdag.topology.topology import dags_folder
+    from txdag.cli.common import dags_folder
 
-    topologies = load_topologies(args.topology, dags_folder(args.dags))
+    topologies = load_topologies(args.topology, dags_folder(args))
     setuser = setuser_args(args.user, topologies, password=password, source_write=args.source_write)
     if args.apply:
         print(apply_setuser(args.apply, setuser))

@@ -4,14 +4,18 @@
 from __future__ import annotations
 
 import argparse
+import configparser
 import json
 import logging
+import math
+import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from txdag import hints
+from txdag.cli import exits
 from txdag.defaults import REDIS_CONN_ID, ZOOKEEPER_CONN_ID
 from txdag.errors import ConfigError, TxdagError
 
@@ -26,7 +30,67 @@ DEFAULT_ZK_CONN = ZOOKEEPER_CONN_ID
 
 
 class CliError(TxdagError):
-    """A command cannot do what was asked; the message says what to do instead."""
+    """A command cannot do what was asked; the message says what to do instead, ``exit_code`` (txdag.cli.exits)
+    which kind of answer it is."""
+
+    def __init__(self, message: str, exit_code: int = exits.FAILED) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+# --- arguments: a value out of range is a usage error (exit 2), as argparse's own are ---------------------
+
+
+def int_at_least(minimum: int, what: str = "", maximum: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer >= ``minimum`` (and <= ``maximum``); argparse names the argument first."""
+    bounds = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum or (maximum is not None and value > maximum):
+            raise argparse.ArgumentTypeError(f"{what}must be an integer {bounds}, got {text!r}")
+        return value
+
+    return parse
+
+
+txid_arg = int_at_least(1, "a txid ")
+MAX_SECONDS = 600.0
+
+
+def seconds_arg(text: str) -> float:
+    """An argparse type: a number of seconds, more than 0 and at most MAX_SECONDS."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= MAX_SECONDS:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"seconds must be a number > 0 and <= {MAX_SECONDS:g}, got {text!r}")
+    return value
+
+
+def conn_id_arg(text: str) -> str:
+    """An argparse type: an Airflow connection id (letters, digits, '_', '.', '-', as Airflow takes them)."""
+    from txdag.topology.definition import NAME
+
+    if not NAME.match(text):
+        raise argparse.ArgumentTypeError(f"a connection id is letters, digits, '_', '.' and '-', got {text!r}")
+    return text
+
+
+def topology_arg(text: str) -> str:
+    """An argparse type: a topology id as a DAG id, a znode and a Redis key can hold it."""
+    from txdag.topology.definition import NAME
+
+    if not NAME.match(text):
+        raise argparse.ArgumentTypeError(f"a topology id is letters, digits, '_', '.' and '-' (its DAG id), "
+                                         f"got {text!r}")
+    return text
+
+
 
 
 # --- connections -------------------------------------------------------------------------------------------
@@ -48,13 +112,21 @@ def logs_to_stderr() -> None:
     root = logging.getLogger()
     root.setLevel(logging.WARNING)
     logging.getLogger("kazoo").setLevel(logging.ERROR)  # its reconnection warnings; the commands report outages
+    logging.getLogger("airflow.models.crypto").setLevel(logging.ERROR)  # "empty cryptography key": not ours to say
     for handler in root.handlers:
         if type(handler) is logging.StreamHandler and not isinstance(handler.stream, _Stderr):  # not pytest's
             handler.setStream(_Stderr())
 
 
 def connection(conn_id: str) -> Any:
-    """The Airflow connection ``conn_id`` (environment variables, secrets backend or metadata database)."""
+    """The Airflow connection ``conn_id`` (environment variables, secrets backend or metadata database). Where
+    Airflow has only the environment to look in, Airflow is not even imported: looking would create its logs
+    folder and an empty metadata database (a command that reads must leave nothing behind)."""
+    variable = f"AIRFLOW_CONN_{conn_id.upper()}"
+    nowhere = None if variable in os.environ else airflow_store_missing()
+    if nowhere:
+        raise ConfigError(f"Airflow connection {conn_id!r} is not defined ({variable} is not set, and {nowhere}): "
+                          f"set {variable} or add it in Admin > Connections ({hints.how_to_env()})")
     from airflow.models.connection import Connection
 
     logs_to_stderr()
@@ -67,21 +139,48 @@ def connection(conn_id: str) -> Any:
         ) from None
 
 
+DATABASE_SETTINGS = ("sql_alchemy_conn", "sql_alchemy_conn_cmd", "sql_alchemy_conn_secret")
+
+
+def airflow_store_missing() -> str | None:
+    """Why Airflow has nowhere but AIRFLOW_CONN_* variables to find a connection in (None: it has a metadata
+    database or a secrets backend): no database configured, and no airflow.db in AIRFLOW_HOME."""
+    variables = [f"AIRFLOW__DATABASE__{s.upper()}" for s in DATABASE_SETTINGS] + ["AIRFLOW__SECRETS__BACKEND"]
+    if any(os.environ.get(v) for v in variables):
+        return None
+    home = Path(os.environ.get("AIRFLOW_HOME") or "~/airflow").expanduser()
+    if (home / "airflow.db").exists():
+        return None
+    config = Path(os.environ.get("AIRFLOW_CONFIG") or home / "airflow.cfg").expanduser()
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read(config)
+    except configparser.Error:
+        return None  # Airflow will say what is wrong with it
+    database = parser["database"] if parser.has_section("database") else {}
+    secrets = parser["secrets"] if parser.has_section("secrets") else {}
+    if any(database.get(s) for s in DATABASE_SETTINGS) or secrets.get("backend"):
+        return None
+    return f"Airflow has no metadata database here: no {home / 'airflow.db'}, no sql_alchemy_conn in {config}"
+
+
 def redis_settings(conn_id: str, timeout: float | None = None) -> RedisSettings:
     """Where the Redis connection ``conn_id`` points, with ``timeout`` on connects and replies."""
+    conn = connection(conn_id)  # before importing the hooks: they import Airflow
     from txdag.airflow.hooks import redis_url_of
     from txdag.protocol.clients import RedisSettings
 
-    return RedisSettings(redis_url_of(connection(conn_id)), timeout)
+    return RedisSettings(redis_url_of(conn), timeout)
 
 
 def zookeeper_settings(conn_id: str, timeout: float | None = None) -> ZooKeeperSettings:
     """Where the ZooKeeper connection ``conn_id`` points; ``timeout`` replaces the connection's own."""
     from dataclasses import replace
 
+    conn = connection(conn_id)  # before importing the hooks: they import Airflow
     from txdag.airflow.hooks import zookeeper_settings as settings_of
 
-    settings = settings_of(connection(conn_id))
+    settings = settings_of(conn)
     return settings if timeout is None else replace(settings, timeout=timeout)
 
 
@@ -99,12 +198,18 @@ def redis_for(conn_id: str, timeout: float | None = None) -> Redis:
     return redis_settings(conn_id, timeout).connect()
 
 
-def store_of(using: Clients, zookeeper_conn_id: str, topology: str) -> TransactionStore:
-    """The topology's TransactionStore, refusing a topology that has no znode (it never ran, or a wrong root)."""
+def store_of(using: Clients, zookeeper_conn_id: str, topology: str,
+             defined: Collection[str] | None = None) -> TransactionStore:
+    """The topology's TransactionStore, refusing a topology that has no znode (it never ran, or a wrong root);
+    ``defined``, the topologies of the DAG folder, tells a typo from a topology that has not run."""
     store = using.store(topology, zookeeper_conn_id)
     if not store.client.exists(store.path):
-        raise CliError(f"topology {topology!r} has no transactions in ZooKeeper ({store.path} does not exist): "
-                       "it has not run yet, or the ZooKeeper connection's root is not the one its DAG uses")
+        if defined is not None and topology not in defined:
+            raise CliError(f"no topology {topology!r}: the DAG folder defines {', '.join(sorted(defined)) or 'none'} "
+                           f"and ZooKeeper has no {store.path}: check the name (txdag status lists them all)")
+        raise CliError(f"topology {topology!r} has not run yet: no txid in ZooKeeper ({store.path} does not exist); "
+                       "trigger its DAG in Airflow, or, if it has run, give the ZooKeeper connection the root its "
+                       "DAG uses")
     return store
 
 
@@ -121,33 +226,65 @@ def conn_id(args: argparse.Namespace, name: str, topology: Any = None) -> str:
 # --- topologies in the DAG folder -------------------------------------------------------------------------
 
 
+FOLDER_SOURCES = (("dags", "--dags"), ("TXDAG_DAGS_FOLDER", "$TXDAG_DAGS_FOLDER"),
+                  ("AIRFLOW__CORE__DAGS_FOLDER", "$AIRFLOW__CORE__DAGS_FOLDER"))
+
+
 def dags_folder(args: argparse.Namespace) -> Path:
-    """``--dags``, else $TXDAG_DAGS_FOLDER, else Airflow's $AIRFLOW__CORE__DAGS_FOLDER, else ./dags."""
+    """``--dags``, else $TXDAG_DAGS_FOLDER, else Airflow's $AIRFLOW__CORE__DAGS_FOLDER, else ./dags. A folder given
+    that does not exist is an error (2 from --dags, 5 from a variable); ./dags may be missing."""
     from txdag.topology.topology import dags_folder as resolve
 
-    return resolve(getattr(args, "dags", None))
+    folder = resolve(getattr(args, "dags", None))
+    given = getattr(args, "dags", None)
+    source = next((label for key, label in FOLDER_SOURCES
+                   if (given if key == "dags" else os.environ.get(key))), None)
+    if source is not None and not folder.is_dir():
+        problem = "does not exist" if not folder.exists() else "is not a folder"
+        raise CliError(f"the DAG folder {folder} ({source}) {problem}: give the folder that holds the topologies' "
+                       "DAG files", exits.USAGE if source == "--dags" else exits.CONFIG)
+    return folder
 
 
 def topologies(args: argparse.Namespace) -> dict[str, Any]:
-    """The topologies of the DAG folder; a DAG file that fails is reported on stderr, not fatal."""
+    """The topologies of the DAG folder, read once per command; a DAG file that fails is reported on stderr, not
+    fatal. The files run without building Airflow DAGs (txdag.airflow.definitions_only): no Airflow import."""
+    cached = getattr(args, "_topologies", None)
+    if cached is not None:
+        return dict(cached[0])
+    from txdag.airflow import definitions_only
     from txdag.topology.topology import load_definitions
 
-    found, errors = load_definitions(dags_folder(args))
+    folder = dags_folder(args)
+    with definitions_only():
+        found, errors = load_definitions(folder) if folder.is_dir() else ({}, {})
     for path, error in errors.items():
         print(f"txdag: warning: skipped DAG file {path}: {error}", file=sys.stderr)
-    return found
+    args._topologies = (found, errors)
+    return dict(found)
 
 
 def topology(args: argparse.Namespace, name: str) -> Any:
-    """One topology's definition, or an error listing the ones the DAG folder has."""
+    """One topology's definition, or an error listing the ones the DAG folder has (and the files that failed)."""
     found = topologies(args)
     if name not in found:
-        raise CliError(f"topology {name!r} is not defined in {dags_folder(args)} (found: "
-                       f"{', '.join(sorted(found)) or 'none'}): give the DAG folder with --dags or TXDAG_DAGS_FOLDER")
+        broken: dict[str, str] = getattr(args, "_topologies", ({}, {}))[1]
+        failed = f"; {len(broken)} DAG file(s) failed to load, see the warnings above" if broken else ""
+        raise CliError(f"topology {name!r} is not defined in the DAG folder {dags_folder(args)} (it defines "
+                       f"{', '.join(sorted(found)) or 'none'}{failed}): check the name, or give the DAG folder with "
+                       "--dags or TXDAG_DAGS_FOLDER")
     return found[name]
 
 
 # --- output ------------------------------------------------------------------------------------------------
+
+
+def shorten(text: str, keep: int = 300) -> str:
+    """A server's answer cut to one readable line (an HTML error page is not one)."""
+    line = " ".join(text.split())
+    return line if len(line) <= keep else line[:keep] + "..."
+
+
 
 
 def cell(value: Any) -> str:

@@ -189,10 +189,12 @@ def check_airflow(args: argparse.Namespace) -> list[Check]:
 def check_connections(args: argparse.Namespace) -> list[Check]:
     """Every connection a topology of the DAG folder names is defined, with the type it needs. Rendering a DAG
     looks up none (Airflow's rule for top-level DAG code), so this is where a missing one shows before a run."""
+    from txdag.airflow import definitions_only
     from txdag.topology.topology import load_definitions
 
     folder = dags_folder(args)
-    found, errors = load_definitions(folder)
+    with definitions_only():
+        found, errors = load_definitions(folder)
     checks = [Check(f"dag file {Path(path).name}", "fail", error, f"fix {path}: the error says what to change")
               for path, error in errors.items()]
     if not found:
@@ -220,10 +222,13 @@ def check_connections(args: argparse.Namespace) -> list[Check]:
 def check_stores(args: argparse.Namespace) -> list[Check]:
     """Each topology's state store and source still hold what ZooKeeper says was committed and emitted: the
     check its coordinate task makes before it emits (txdag.protocol.steps.check_states), made ahead of a run."""
+    from txdag.airflow import definitions_only
     from txdag.topology.topology import load_definitions
 
     checks = []
-    for t in load_definitions(dags_folder(args))[0].values():
+    with definitions_only():
+        found = load_definitions(dags_folder(args))[0]
+    for t in found.values():
         try:
             checks.append(_check_stores_of(t, args))
         except StoreWentBackwards as exc:

@@ -7,18 +7,19 @@ import argparse
 import sys
 from typing import Any
 
-from txdag.cli.common import CliError, clients, conn_id, emit, fields, store_of, table, topologies
+from txdag.cli.common import CliError, clients, conn_id, dags_folder, emit, fields, store_of, table, topologies
 from txdag.cli.doctor import halted
+from txdag.errors import ConfigError, FormatVersionError
 from txdag.txid.report import batch_of, failures, read_snapshot, topology_status, txid_row
 
-__all__ = ["batch_of", "failures", "cmd_show", "cmd_status", "status_text", "show_text"]
+__all__ = ["batch_of", "failures", "cmd_rejections", "cmd_show", "cmd_status", "status_text", "show_text"]
 
 
 def rejection_count(args: argparse.Namespace, name: str, definition: Any, using: Any) -> int | None:
     """Rejected source entries of the topology; None (with a warning) when Redis cannot tell, since the rest of
     the status comes from ZooKeeper and is still worth showing."""
     from txdag.commit.rejections import rejections_key
-    from txdag.errors import ConfigError, ServiceUnavailable
+    from txdag.errors import ServiceUnavailable
     from txdag.redisio import redis_errors
 
     try:
@@ -43,7 +44,13 @@ def cmd_status(args: argparse.Namespace) -> int:
                 report.append({"topology": name, "last_txid": 0, "committed_txid": 0, "in_flight": [],
                                "failed": [], "rejections": None, "kept_txids": [], "never_ran": True})
                 continue
-            topo, records = read_snapshot(store_of(using, zookeeper, name))
+            try:
+                topo, records = read_snapshot(store_of(using, zookeeper, name, defined))
+            except (ConfigError, FormatVersionError) as exc:  # one bad znode must not hide the other topologies
+                if args.topology:
+                    raise
+                print(f"txdag status: warning: skipped topology {name!r}: {exc}", file=sys.stderr)
+                continue
             row = topology_status(topo, records, name, rejection_count(args, name, defined.get(name), using))
             report.append({**row, "halted": halted(defined[name], args) if name in defined else None})
     emit(args, report[0] if args.topology else report, status_text)
@@ -79,7 +86,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     """One txid's record: batch, attempt, phase, run, failure and history."""
     defined = topologies(args)
     with clients() as using:
-        store = store_of(using, conn_id(args, "zookeeper", defined.get(args.topology)), args.topology)
+        store = store_of(using, conn_id(args, "zookeeper", defined.get(args.topology)), args.topology, defined)
         found = store.read_txid(args.txid)
         if found is None:
             topo, _ = store.read_topology()
@@ -103,3 +110,31 @@ def show_text(d: dict[str, Any]) -> str:
                    ("batch size", d["batch_size"]), ("updated", d["updated_at"]), ("failed by", d["failed_by"]),
                    ("error", d["error"])])
     return f"{head}\n\nhistory:\n{table(d['history'], ['attempt', 'status', 'at', 'error'])}"
+
+
+def cmd_rejections(args: argparse.Namespace) -> int:
+    """The source entries the topology rejected (``txdag:rejected:{topology}``), newest first, with the reason."""
+    from txdag.commit.rejections import read_rejections, rejections_key
+
+    defined = topologies(args)
+    if args.topology not in defined and not args.redis_conn_id:
+        raise CliError(f"topology {args.topology!r} is not defined in the DAG folder {dags_folder(args)} (it defines "
+                       f"{', '.join(sorted(defined)) or 'none'}), so its Redis connection is unknown: check the name, "
+                       "give the DAG folder with --dags, or the connection with --redis-conn-id")
+    with clients(redis_timeout=10) as using:
+        client = using.redis(conn_id(args, "redis", defined.get(args.topology)))
+        total, rows = read_rejections(client, args.topology, args.limit)
+    data = {"topology": args.topology, "key": rejections_key(args.topology), "total": total, "rejections": rows}
+    emit(args, data, rejections_text)
+    return 0
+
+
+def rejections_text(d: dict[str, Any]) -> str:
+    head = f"topology {d['topology']}: {d['total']} rejected entries (Redis hash {d['key']})"
+    rows = d["rejections"]
+    if not rows:
+        return head
+    shown = f", the newest {len(rows)}" if len(rows) < d["total"] else ""
+    columns = ["id", "txid", "attempt"] + (["partition"] if any(r["partition"] for r in rows) else [])
+    columns += ["at", "reason"]
+    return f"{head}{shown}:\n{table(rows, columns, [c if c != 'at' else 'when' for c in columns])}"

@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from txdag.cli.common import CliError, conn_id, emit, fields, redis_for, table
+from txdag.cli import exits
+from txdag.cli.common import CliError, conn_id, emit, fields, int_at_least, redis_for, table
 from txdag.defaults import REDIS_CONN_ID
 from txdag.redisio import describe
 from txdag.state.kv import KVNamespace, get_serializer, make_client, migrate, parse_provider_config, status
@@ -38,7 +39,7 @@ def add_cli(state_sub: Any, common: list[argparse.ArgumentParser]) -> None:
 
     d = state_sub.add_parser("dump", parents=[*common, provider], help="a KeyValueState namespace: committed "
                              "values, committed and prepared txids, staged attempts")
-    d.add_argument("--limit", type=int, default=50, help="values to show (default 50)")
+    d.add_argument("--limit", type=int_at_least(0), default=50, help="values to show (default 50)")
     d.set_defaults(func=cmd_dump)
 
     names = ", ".join(serializer_names())
@@ -49,8 +50,8 @@ def add_cli(state_sub: Any, common: list[argparse.ArgumentParser]) -> None:
     m.add_argument("--from-key-serializer", default="", help="only for a namespace without txdag's record: the "
                    "key serializer that wrote it")
     m.add_argument("--from-value-serializer", default="", help="likewise, its value serializer")
-    m.add_argument("--chunk", type=int, default=500, help="fields converted per step (default 500)")
-    m.add_argument("--max-chunks", type=int, help="stop after this many steps (resume by running it again)")
+    m.add_argument("--chunk", type=int_at_least(1), default=500, help="fields converted per step (default 500)")
+    m.add_argument("--max-chunks", type=int_at_least(1), help="stop after this many steps (resume by running it again)")
     m.set_defaults(func=cmd_migrate)
 
 
@@ -58,20 +59,18 @@ def client_of(args: argparse.Namespace) -> Any:
     """The client of ``--provider``/``--config``, or of the Airflow Redis connection."""
     if args.provider is None:
         if args.config or args.config_file:
-            raise CliError("--config/--config-file need --provider (redis or redis_cluster)")
+            raise CliError("--config/--config-file need --provider (redis or redis_cluster)", exits.USAGE)
         return redis_for(conn_id(args, "redis"), timeout=10)
     text = args.config
     if args.config_file:
         try:
             text = Path(args.config_file).read_text()
         except OSError as exc:
-            raise CliError(f"cannot read --config-file {args.config_file}: {exc.strerror}") from None
+            raise CliError(f"cannot read --config-file {args.config_file}: {exc.strerror}", exits.USAGE) from None
     return make_client(parse_provider_config(args.provider, text or "{}"))
 
 
 def cmd_dump(args: argparse.Namespace) -> int:
-    if args.limit < 0:
-        raise CliError(f"--limit must be >= 0, got {args.limit}")
     client = client_of(args)
     probe = KVNamespace(args.namespace)
     st = status(client, probe)
@@ -150,10 +149,6 @@ def dump_text(d: dict[str, Any]) -> str:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    for option in ("chunk", "max_chunks"):
-        value = getattr(args, option)
-        if value is not None and value < 1:
-            raise CliError(f"--{option.replace('_', '-')} must be >= 1, got {value}")
     client = client_of(args)
 
     def progress(done: int, total: int, key: str) -> None:

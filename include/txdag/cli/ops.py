@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from txdag import hints
+from txdag.cli import exits
 from txdag.cli.common import (
     CliError,
     Progress,
@@ -16,6 +17,7 @@ from txdag.cli.common import (
     dags_folder,
     emit,
     redis_for,
+    shorten,
     store_of,
     table,
     topologies,
@@ -35,28 +37,40 @@ POOL_SLOTS = 1
 
 
 def airflow_api() -> Any:
-    """The REST API client of the configured Airflow, or a CliError saying how to point at one."""
+    """The REST API client of the configured Airflow, or a CliError saying how to point at one: a server that does
+    not answer is unavailable (exit 3), a login or an address to fix is configuration (exit 5)."""
     import requests
 
     from txdag.airflow.api import AirflowAPIError, api_from_env
 
+    url = hints.airflow_url()
+    head = f"cannot use Airflow's REST API at {url}"
+    fix = "set TXDAG_AIRFLOW_URL, TXDAG_AIRFLOW_USER and TXDAG_AIRFLOW_PASSWORD for your instance"
     try:
         return api_from_env()
-    except (RuntimeError, requests.RequestException) as exc:
-        if isinstance(exc, AirflowAPIError) and exc.status not in (401, 403):
-            raise
-        raise CliError(f"cannot use Airflow's REST API ({exc}); {hints.how_to_start('airflow')}, or set "
-                       "TXDAG_AIRFLOW_URL, TXDAG_AIRFLOW_USER and TXDAG_AIRFLOW_PASSWORD") from None
+    except AirflowAPIError as exc:
+        if exc.status in (401, 403):
+            raise CliError(f"{head}: it refused the login ({shorten(str(exc))}): {fix}", exits.CONFIG) from None
+        raise CliError(f"{head}: that server is not Airflow's API server (it answered {shorten(str(exc), 120)}): "
+                       f"{fix}", exits.CONFIG) from None
+    except (requests.exceptions.InvalidURL, requests.exceptions.MissingSchema, requests.exceptions.InvalidSchema):
+        raise CliError(f"{head}: TXDAG_AIRFLOW_URL {url!r} is not a URL: give the API server's, e.g. "
+                       "http://HOST:8080", exits.CONFIG) from None
+    except requests.RequestException as exc:
+        raise CliError(f"{head}: it does not answer ({type(exc).__name__}); {hints.how_to_start('airflow')}, or "
+                       f"{fix}", exits.UNAVAILABLE) from None
+    except RuntimeError as exc:
+        raise CliError(f"{head}: {exc}", exits.CONFIG) from None
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """Storm's re-emission from txid N, for runs of any kind: clears (all tasks of) the run of every kept txid
     >= N, in txid order, through Airflow's REST API. Works where *Clear* with *Future* cannot (runs without a
     logical date, or logical dates that do not grow with the txid)."""
-    definition = topologies(args).get(args.topology)
+    defined = topologies(args)
     with clients() as using:
-        records = replay_targets(store_of(using, conn_id(args, "zookeeper", definition), args.topology),
-                                 args.from_txid)
+        records = replay_targets(store_of(using, conn_id(args, "zookeeper", defined.get(args.topology)),
+                                          args.topology, defined), args.from_txid)
     api = None if args.dry_run else airflow_api()
     progress = Progress(len(records), sys.stderr if args.json else sys.stdout)
     cleared = []
@@ -80,8 +94,6 @@ def cmd_seed(args: argparse.Namespace) -> int:
 
     name = ALIASES.get(args.topology, args.topology)
     kind, where = SAMPLES[name]
-    if args.count < 1:
-        raise CliError(f"--count must be >= 1, got {args.count}")
     client = redis_for(conn_id(args, "redis"), timeout=10)
     if kind == "streams":
         per = args.count // len(where)
@@ -159,8 +171,6 @@ def reset_summary(d: dict[str, Any]) -> str:
 
 def cmd_pools_sync(args: argparse.Namespace) -> int:
     """Create the topologies' 1-slot pools that are missing and set back to 1 slot the ones that are not."""
-    from txdag.airflow.pools import POOL_DESCRIPTION
-
     defined = topologies(args)
     names = args.topologies or sorted(defined)
     unknown = [n for n in names if n not in defined]
@@ -168,6 +178,8 @@ def cmd_pools_sync(args: argparse.Namespace) -> int:
         raise CliError(f"no topology {', '.join(unknown) or ''} in the DAG folder {dags_folder(args)} (found: "
                        f"{', '.join(sorted(defined)) or 'none'}): give the DAG folder with --dags or TXDAG_DAGS_FOLDER")
     api = airflow_api()
+    from txdag.airflow.pools import POOL_DESCRIPTION  # imports Airflow: after the checks that need none
+
     progress = Progress(len(names), sys.stderr if args.json else sys.stdout)
     rows = []
     for name in names:

@@ -4,10 +4,15 @@ txid of the batch a value includes, and an opaque value's previous value), so an
 from __future__ import annotations
 
 import argparse
+import contextlib
 import heapq
 import json
+from collections.abc import Iterator
 from typing import Any
 
+import redis
+
+from txdag.cli import exits
 from txdag.cli.common import CliError, conn_id, emit, redis_for, table, topology
 from txdag.redisio import redis_errors
 from txdag.state import OpaqueValue, RedisBackingMap, TransactionalValue
@@ -35,9 +40,50 @@ def unwrap(field: str, stored: Any) -> dict[str, Any]:
     return {"key": field, "value": stored, "txid": None, "kind": kind, "found": stored is not None}
 
 
-def read(backing: RedisBackingMap, field_names: list[str]) -> list[dict[str, Any]]:
-    keys = [backing.key_codec.decode(f) for f in field_names]
-    return [unwrap(f, v) for f, v in zip(field_names, backing.multi_get(keys))]
+def key_format(state: Any) -> str:
+    """How the keys of ``state`` are spelled on the command line (its hash fields as stored)."""
+    if state.key_fields == 0:
+        return "it is global (one value): give no key"
+    if state.separator is not None and state.key_fields > 1:
+        return (f"its keys are {state.key_fields} fields joined by {state.separator!r}, as stored (e.g. "
+                f"{state.separator.join(['a', 'b', 'c'][:state.key_fields])!r})")
+    if state.key_fields > 1:
+        return f"its keys are JSON arrays of {state.key_fields} fields, as stored (e.g. '[\"a\",\"b\"]')"
+    return "its keys are plain strings, as stored"
+
+
+def read(backing: RedisBackingMap, field_names: list[str], state: Any, given: bool = True) -> list[dict[str, Any]]:
+    """The rows of the fields; a field that is not one of the state's keys is a usage error when the user gave
+    it, and a hash shared with another program when it came from the hash itself."""
+    keys = []
+    for field_name in field_names:
+        try:
+            key = backing.key_codec.decode(field_name)
+            backing.key_codec.encode(key)
+        except ValueError:
+            if given:
+                raise CliError(f"{field_name!r} is not a key of state {state.name!r}: {key_format(state)}",
+                               exits.USAGE) from None
+            raise CliError(f"the Redis hash {state.redis_key!r} of state {state.name!r} holds the field "
+                           f"{field_name!r}, which is not one of its keys: another program writes that hash; give "
+                           "the state a namespace of its own", exits.CONFIG) from None
+        keys.append(key)
+    with wrong_type(state):
+        stored = backing.multi_get(keys)
+    return [unwrap(f, v) for f, v in zip(field_names, stored)]
+
+
+@contextlib.contextmanager
+def wrong_type(state: Any) -> Iterator[None]:
+    """A state's key that holds another Redis type than a hash (WRONGTYPE) is a key shared with another program."""
+    try:
+        yield
+    except redis.ResponseError as exc:
+        if "WRONGTYPE" not in str(exc):
+            raise
+        raise CliError(f"the Redis key {state.redis_key!r} of state {state.name!r} is not a hash (WRONGTYPE): "
+                       "another program uses that key; give the state a namespace of its own in its DAG file",
+                       exits.CONFIG) from None
 
 
 def open_state(args: argparse.Namespace) -> tuple[Any, Any, RedisBackingMap]:
@@ -50,33 +96,33 @@ def open_state(args: argparse.Namespace) -> tuple[Any, Any, RedisBackingMap]:
 def cmd_get(args: argparse.Namespace) -> int:
     """Values of the given keys (hash fields as stored: ``hello``, ``@bob:#tag``; none for a global state)."""
     definition, state, backing = open_state(args)
-    if not args.keys and state.key_fields != 0:
-        raise CliError(f"state {state.name!r} of topology {definition.topology_id!r} is keyed: give one or more keys")
+    if bool(args.keys) != (state.key_fields != 0):
+        raise CliError(f"state {state.name!r} of topology {definition.topology_id!r}: {key_format(state)}"
+                       + ("" if args.keys else "; give one or more"), exits.USAGE)
     field_names = list(args.keys) or [GLOBAL_KEY[0]]
-    data = report(definition, state, read(backing, field_names))
+    data = report(definition, state, read(backing, field_names, state))
     emit(args, data, state_text)
     return 0
 
 
 def cmd_top(args: argparse.Namespace) -> int:
     """The ``-n`` keys with the largest numeric values (HSCAN, so a large hash is never read in one reply)."""
-    if args.n < 1:
-        raise CliError(f"-n must be >= 1, got {args.n}")
     definition, state, backing = open_state(args)
     client = backing.client
     best: list[tuple[float, str]] = []
-    with redis_errors(client, f"reading state {state.name!r} of topology {definition.topology_id!r}"):
+    with redis_errors(client, f"reading state {state.name!r} of topology {definition.topology_id!r}"), \
+            wrong_type(state):
         total = int(client.hlen(state.redis_key))
         for raw_field, raw_value in client.hscan_iter(state.redis_key, count=SCAN_COUNT):
             number = numeric(raw_value)
             if number is not None:
-                item = (number, raw_field.decode())
+                item = (number, raw_field.decode(errors="replace"))
                 if len(best) < args.n:
                     heapq.heappush(best, item)
                 else:
                     heapq.heappushpop(best, item)
     ranked = [f for _, f in sorted(best, key=lambda item: (-item[0], item[1]))]
-    data = {**report(definition, state, read(backing, ranked)), "total_keys": total}
+    data = {**report(definition, state, read(backing, ranked, state, given=False)), "total_keys": total}
     emit(args, data, state_text)
     return 0
 

@@ -6,6 +6,7 @@ from txdag.protocol.outcomes import (
     CoordinateOutcome,
     Failed,
     Halted,
+    OwnerChanged,
     Processed,
     ProcessOutcome,
     Refused,
@@ -17,6 +18,6 @@ from txdag.txid.decisions import AlreadyCommitted, Busy, Emission, NotReady, Sou
 
 __all__ = [
     "AlreadyCommitted", "Busy", "ClientsRuntime", "CommitStepOutcome", "Committed", "CoordinateOutcome", "Emission",
-    "Failed", "Halted", "Job", "JobReport", "NotReady", "ProcessOutcome", "Processed", "Refused", "Runtime",
-    "SourceDown", "Superseded", "Wait", "commit", "coordinate", "fail", "process",
+    "Failed", "Halted", "Job", "JobReport", "NotReady", "OwnerChanged", "ProcessOutcome", "Processed", "Refused",
+    "Runtime", "SourceDown", "Superseded", "Wait", "commit", "coordinate", "fail", "process",
 ]

@@ -27,6 +27,7 @@ from txdag.protocol import (
     CoordinateOutcome,
     Halted,
     JobReport,
+    OwnerChanged,
     Refused,
     Superseded,
     Wait,
@@ -79,7 +80,7 @@ class LocalTopology:
             raise
         if isinstance(outcome, Superseded):
             raise StaleAttemptError(outcome.reason)
-        if isinstance(outcome, Wait):  # key-value states are not built by this runner; kept for completeness
+        if isinstance(outcome, Wait | OwnerChanged):  # neither key-value states nor owners here: for completeness
             raise TransactionStateError(outcome.reason)
         if isinstance(outcome, AlreadyCommitted):
             log.info("topology=%s %s: already committed; nothing to process", self.coordinator.name, tx)

@@ -4,9 +4,9 @@ in-process runner, the soak) branches on values, never on exceptions or on strin
 The coordinator's outcomes (``Emission``, ``NotReady``, ``Busy``, ``Wait``, ``SourceDown``) and the commit's
 ``AlreadyCommitted`` live in ``txdag.txid.decisions``; the step outcomes below complete them.
 
-    coordinate  Emission | NotReady | Busy | Wait | SourceDown | Halted
-    process     Processed | AlreadyCommitted | Wait | Superseded
-    commit      Committed | AlreadyCommitted | Wait | Superseded | Refused | Halted
+    coordinate  Emission | NotReady | Busy | Wait | SourceDown | Halted | OwnerChanged
+    process     Processed | AlreadyCommitted | Wait | Superseded | OwnerChanged
+    commit      Committed | AlreadyCommitted | Wait | Superseded | Refused | Halted | OwnerChanged
     fail        Failed | None (the run owns no txid)
 """
 
@@ -71,6 +71,16 @@ class Halted:
 
 
 @dataclass(frozen=True)
+class OwnerChanged:
+    """The definition a step runs is not the one recorded as the topology's owner (its fingerprint differs:
+    ``txdag.protocol.ownership``). A coordinate allocates no txid, a process stages nothing, a commit writes nothing,
+    until the change is accepted (``txdag topology accept``) or undone. ``changes`` names each difference."""
+
+    reason: str
+    changes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Failed:
     """``tx`` failed for good; ``txids`` are those newly failed with it (empty: it was stale or committed)."""
 
@@ -78,6 +88,6 @@ class Failed:
     txids: tuple[int, ...]
 
 
-CoordinateOutcome = Emission | NotReady | Busy | Wait | SourceDown | Halted
-ProcessOutcome = Processed | AlreadyCommitted | Wait | Superseded
-CommitStepOutcome = Committed | AlreadyCommitted | Wait | Superseded | Refused | Halted
+CoordinateOutcome = Emission | NotReady | Busy | Wait | SourceDown | Halted | OwnerChanged
+ProcessOutcome = Processed | AlreadyCommitted | Wait | Superseded | OwnerChanged
+CommitStepOutcome = Committed | AlreadyCommitted | Wait | Superseded | Refused | Halted | OwnerChanged

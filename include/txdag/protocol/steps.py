@@ -6,9 +6,9 @@ skip / reschedule / fail, the in-process runner into return values and errors, t
 What a step cannot decide (a Redis that stays down, a job that crashes) is raised; the driver retries it, and
 on the last failure calls ``fail``, which fails the txid and every later uncommitted one (Storm's cascade).
 
-    coordinate -> Emission | NotReady | Busy | Wait | SourceDown | Halted
-    process    -> Processed | AlreadyCommitted | Wait | Superseded      (runs the driver's job in between)
-    commit     -> Committed | AlreadyCommitted | Wait | Superseded | Refused | Halted
+    coordinate -> Emission | NotReady | Busy | Wait | SourceDown | Halted | OwnerChanged
+    process    -> Processed | AlreadyCommitted | Wait | Superseded | OwnerChanged  (runs the job in between)
+    commit     -> Committed | AlreadyCommitted | Wait | Superseded | Refused | Halted | OwnerChanged
     fail       -> Failed | None
 """
 
@@ -29,13 +29,16 @@ from txdag.protocol.outcomes import (
     CoordinateOutcome,
     Failed,
     Halted,
+    OwnerChanged,
     Processed,
     ProcessOutcome,
     Refused,
     Superseded,
 )
+from txdag.protocol.ownership import check_owner
 from txdag.protocol.runtime import Runtime
 from txdag.state.marker import read_marker, where
+from txdag.topology.owner import Owner
 from txdag.txid.decisions import (
     AlreadyCommitted,
     Emission,
@@ -60,10 +63,14 @@ class JobReport:
 Job = Callable[[Emission], JobReport | None]  # stages and seals the batch of the emission it is given
 
 
-def coordinate(rt: Runtime, run_id: str) -> CoordinateOutcome:
+def coordinate(rt: Runtime, run_id: str, definition: Owner | None = None) -> CoordinateOutcome:
     """The txid of ``run_id``: its own again (a replay), else the next one. A source that cannot be read to plan
     the batch is an outcome too (SourceDown): no txid is consumed, the run tries again later. A state store or
-    source behind ZooKeeper halts the topology (Halted) before anything is emitted over it."""
+    source behind ZooKeeper halts the topology (Halted) before anything is emitted over it. With ``definition``
+    (what the driver runs), a definition that is not the topology's owner is refused first (OwnerChanged)."""
+    refused = owner_changed(rt, definition, "coordinate")
+    if refused is not None:
+        return refused
     try:
         check_states(rt)
         return rt.coordinator.coordinate(run_id)
@@ -84,13 +91,18 @@ def check_states(rt: Runtime) -> None:
     check_marker(name, committed, marker, where(rt.client, rt.marker_key))
 
 
-def process(rt: Runtime, run_id: str, emission: Emission, job: Job, *, owner: str) -> ProcessOutcome:
+def process(rt: Runtime, run_id: str, emission: Emission, job: Job, *, owner: str,
+            definition: Owner | None = None) -> ProcessOutcome:
     """Claim the attempt for ``owner`` (an attempt claimed by an earlier try is re-emitted, attempt + 1, so two
     jobs never stage one attempt), run ``job`` on it, mark it processed. A job that raises is the driver's to
-    retry or fail; an attempt replaced meanwhile is Superseded, never Processed."""
+    retry or fail; an attempt replaced meanwhile is Superseded, never Processed. A ``definition`` changed since the
+    txid was coordinated waits (OwnerChanged) until the change is accepted or undone."""
     tx = emission.tx
     if emission.already_committed:  # before any client is built: there is nothing to read or write
         return AlreadyCommitted(tx, f"{tx}: committed already; nothing to process")
+    changed = owner_changed(rt, definition, "process")
+    if changed is not None:
+        return changed
     name = rt.coordinator.name
     committed = rt.coordinator.store.read_topology()[0].committed_txid if rt.kv_targets else 0
     wait = key_value_wait(name, tx, committed, bool(rt.kv_targets))
@@ -108,9 +120,13 @@ def process(rt: Runtime, run_id: str, emission: Emission, job: Job, *, owner: st
     return Processed(emission, *((report.tuples, report.rejected) if report else (None, None)))
 
 
-def commit(rt: Runtime, tx: TransactionAttempt) -> CommitStepOutcome:
+def commit(rt: Runtime, tx: TransactionAttempt, definition: Owner | None = None) -> CommitStepOutcome:
     """Commit ``tx`` when it is next (see ``txdag.commit.phase`` for the order of writes). A commit that must not
-    happen (cascade, never processed, stale attempt) is refused as an outcome and fails no txid."""
+    happen (cascade, never processed, stale attempt) is refused as an outcome and fails no txid; one whose
+    ``definition`` changed since the txid was coordinated waits (OwnerChanged), writing nothing."""
+    changed = owner_changed(rt, definition, "commit")
+    if changed is not None:
+        return changed
     try:
         done = commit_transaction(rt.coordinator, rt.staging, rt.client, tx, rt.states, marker_key=rt.marker_key,
                                   load_job=rt.job_loader, key_values=rt.kv_targets)
@@ -128,6 +144,12 @@ def commit(rt: Runtime, tx: TransactionAttempt) -> CommitStepOutcome:
     if done.status == "already committed":
         return AlreadyCommitted(tx, done.reason)
     return Committed(tx, done.applied, done.skipped)
+
+
+def owner_changed(rt: Runtime, definition: Owner | None, step: str) -> OwnerChanged | None:
+    """``definition`` (what the driver runs; None: no check) against the topology's owner, adopting it if none is
+    recorded: one set of txids must not go into two states (``txdag.protocol.ownership``)."""
+    return None if definition is None else check_owner(rt.coordinator.store, definition, step)
 
 
 def fail(rt: Runtime, run_id: str, error: str) -> Failed | None:

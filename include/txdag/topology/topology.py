@@ -15,10 +15,12 @@ file's location, and :func:`load_definitions` reads the topologies of a DAG fold
 
 from __future__ import annotations
 
+import difflib
 import os
+import re
 import runpy
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -181,6 +183,9 @@ class TransactionalTopology:
         where = f"topology {self.topology_id!r}"
         if self.marker_key is not None and (not isinstance(self.marker_key, str) or not self.marker_key):
             raise ConfigError(f"{where}: marker_key must be a non-empty Redis key or None, got {self.marker_key!r}")
+        if isinstance(self.schedule, str) and not schedule_ok(self.schedule):
+            raise ConfigError(f"{where}: schedule {self.schedule!r} is neither one of {', '.join(PRESETS)} nor a cron "
+                              "expression (five fields, e.g. '*/5 * * * *')")
         poke = self.commit_poke_interval
         if isinstance(poke, bool) or not isinstance(poke, int | float) or poke <= 0:
             raise ConfigError(f"{where}: commit_poke_interval must be a number of seconds > 0, got {poke!r}")
@@ -203,6 +208,25 @@ class TransactionalTopology:
                 f"topology {self.topology_id!r}: the Spark job {self.job_path} does not exist: put the job in "
                 f"spark_jobs/ next to dags/, or give an absolute path or a URL the Spark cluster can read"
             )
+
+
+PRESETS = ("@once", "@continuous", "@hourly", "@daily", "@weekly", "@monthly", "@quarterly", "@yearly")
+
+
+CRON_FIELD = re.compile(r"^[0-9A-Za-z*/,?#-]+$")
+
+
+def schedule_ok(schedule: str) -> bool:
+    """A schedule string Airflow can run: a preset, or five cron fields (Airflow builds a DAG with any string and
+    fails later, in its DAG processor; a field's values are left to it)."""
+    if schedule.startswith("@"):
+        return schedule in PRESETS
+    fields_ = schedule.split()
+    return len(fields_) == 5 and all(CRON_FIELD.match(f) for f in fields_)
+
+
+DEFINITION_CLASSES: dict[str, type] = {c.__name__: c for c in (TransactionalTopology, State, TweetsSource,
+                                                                   StreamsSource, KeyValue)}
 
 
 def dags_folder(given: str | Path | None = None) -> Path:
@@ -236,8 +260,8 @@ def load_definitions(folder: str | Path, recursive: bool = False
         seen.add(path.resolve())
         try:
             defined = definitions_of(path)
-        except Exception as exc:  # one broken DAG file must not hide the others
-            errors[str(path)] = f"{type(exc).__name__}: {exc}"
+        except (Exception, SystemExit) as exc:  # one broken DAG file must not hide (nor end) the others
+            errors[str(path)] = error_text(exc)
             continue
         twice = sorted(set(defined) & set(found))
         if twice:
@@ -275,3 +299,19 @@ def _rendered(value: Any) -> TransactionalTopology | None:
     except Exception:  # a global whose attribute lookup fails (a lazy proxy...) is not a rendered DAG
         return None
     return topology if isinstance(topology, TransactionalTopology) else None
+
+
+UNEXPECTED = re.compile(r"^(\w+)\.__init__\(\) got an unexpected keyword argument '(\w+)'$")
+
+
+def error_text(exc: BaseException) -> str:
+    """A DAG file's error in one line; a misspelt keyword of a txdag class comes with the ones it takes."""
+    text = f"{type(exc).__name__}: {exc}"
+    match = UNEXPECTED.match(str(exc)) if isinstance(exc, TypeError) else None
+    kind = DEFINITION_CLASSES.get(match.group(1)) if match else None
+    if match is None or kind is None:
+        return text
+    names = [f.name for f in fields(kind)]
+    close = difflib.get_close_matches(match.group(2), names, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return f"{text} ({hint}{match.group(1)} takes {', '.join(names)})"

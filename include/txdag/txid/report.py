@@ -107,9 +107,16 @@ def txid_row(record: TxidRecord, committed_txid: int) -> dict[str, Any]:
 
 def replay_targets(store: Any, from_txid: int) -> list[TxidRecord]:
     """The records of txid ``from_txid`` and every later txid, in txid order: the runs a replay clears."""
+    if not store.client.exists(store.path):
+        raise ReplayRefused(f"topology {store.topology!r} has not run yet (no txid in ZooKeeper): nothing to replay; "
+                            "trigger its DAG first")
     topo, _ = store.read_topology()
+    if topo.last_txid == 0:
+        raise ReplayRefused(f"topology {store.topology!r} has no txid yet: nothing to replay; trigger its DAG first")
     if not 1 <= from_txid <= topo.last_txid:
-        raise ReplayRefused(f"topology {store.topology!r} has txids 1..{topo.last_txid}; nothing at {from_txid}")
+        raise ReplayRefused(f"topology {store.topology!r} has txids 1..{topo.last_txid}, so there is no txid "
+                            f"{from_txid} to replay from: give one in 1..{topo.last_txid} (the first failed txid "
+                            f"to retry a failure)")
     records = store.read_txids(range(from_txid, topo.last_txid + 1))
     missing = [t for t in range(from_txid, topo.last_txid + 1) if t not in records]
     if missing:

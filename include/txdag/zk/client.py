@@ -11,13 +11,13 @@ import logging
 import warnings
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import AuthFailedError, KazooException
+from kazoo.exceptions import AuthFailedError, KazooException, NoAuthError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.security import make_digest_acl
 
 from txdag import hints
 from txdag.defaults import ZK_TIMEOUT
-from txdag.errors import ConfigError, ServiceUnavailable
+from txdag.errors import ConfigError, ServiceUnavailable, TxdagError
 from txdag.masking import register_secret
 
 log = logging.getLogger("txdag.zk")
@@ -88,6 +88,17 @@ def close_zk(client: KazooClient) -> None:
         client.stop()
     finally:
         client.close()
+
+
+def as_txdag_error(exc: BaseException) -> TxdagError | None:
+    """A kazoo error that escaped its caller, as the txdag error it is (None: not kazoo's): the last line of
+    defence of the ``txdag`` command, which prints a message, never a traceback."""
+    if isinstance(exc, NoAuthError):
+        return ConfigError("ZooKeeper refused access (NoAuth): give the ZooKeeper connection the login and password "
+                           "of the connection the topologies' DAGs use")
+    if isinstance(exc, KazooException):
+        return ServiceUnavailable(f"ZooKeeper stopped answering ({type(exc).__name__}); {how_to_start()}, then rerun")
+    return None
 
 
 def _check_auth(auth: tuple[str, str]) -> tuple[str, str]:

@@ -17,6 +17,7 @@ from txdag.errors import FormatVersionError
 
 FORMAT_VERSION = 1
 HISTORY_LIMIT = 20
+OWNER_HOW = ("adopted", "accepted")
 
 
 class TxStatus(str, enum.Enum):
@@ -126,6 +127,37 @@ class TxidRecord:
             commit_begun=bool(obj.get("commit_begun", False)),
             history=tuple(_entry(e, path) for e in history),
         )
+
+
+@dataclass(frozen=True)
+class OwnerRecord:
+    """The definition that owns the topology (one owner per topology, ``txdag.protocol.ownership``): the DAG file
+    it comes from, its fingerprint and the fingerprinted parts (so a refusal can name what changed), since when,
+    and how it became the owner: ``adopted`` by the first coordinate of a topology without an owner (topologies
+    from before owners were recorded too), or ``accepted`` by ``txdag topology accept``.
+
+    ``scheme`` is what the fingerprint covers (``txdag.topology.owner.FINGERPRINT_SCHEME``); a txdag that covers
+    something new bumps it, and a record of another scheme is adopted again rather than refused. Adding a field
+    here keeps format version 1 only when readers of version 1 may ignore it.
+    """
+
+    dag_file: str | None
+    fingerprint: str
+    definition: dict[str, Any]
+    since: str
+    how: str = "adopted"
+    scheme: int = 1
+
+    def to_bytes(self) -> bytes:
+        return _dump(asdict(self))
+
+    @classmethod
+    def from_bytes(cls, data: bytes, path: str) -> OwnerRecord:
+        obj = _load(data, path, "owner record")
+        if not isinstance(obj.get("definition"), dict) or obj.get("how") not in OWNER_HOW:
+            _malformed(path, "owner record", f"'definition' must be an object and 'how' one of {list(OWNER_HOW)}")
+        return cls(_str(obj, "dag_file", path, optional=True), _str(obj, "fingerprint", path), obj["definition"],
+                   _str(obj, "since", path), obj["how"], _int(obj, "scheme", path))
 
 
 @dataclass(frozen=True)

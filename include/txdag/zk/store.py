@@ -9,6 +9,8 @@ Layout (one subtree per topology; every value is a versioned JSON record from :m
     <root>/<topology>/runs/<quoted run>   RunRecord {txid}: the Airflow run that owns a txid, kept far
                                           longer than txids (keep_runs) so a cleared old run finds its txid
     <root>/<topology>/lock                kazoo Lock recipe: one coordinator allocates at a time
+    <root>/<topology>/owner               OwnerRecord: the definition that owns the topology (its DAG file and
+                                          fingerprint); missing until the first coordinate adopts one
 
 Like Storm's RotatingTransactionalState, only recent txids are kept: :meth:`TransactionStore.cleanup_before`.
 :func:`topology_ids` lists the topologies under a root.
@@ -31,6 +33,7 @@ from urllib.parse import quote
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
+    BadVersionError,
     ConnectionLoss,
     KazooException,
     LockTimeout,
@@ -48,7 +51,7 @@ from kazoo.retry import RetryFailedError
 from txdag.defaults import ZK_ROOT
 from txdag.errors import ConfigError, ServiceUnavailable, TxdagError
 from txdag.zk.client import how_to_start
-from txdag.zk.records import RunRecord, TopologyRecord, TxidRecord
+from txdag.zk.records import OwnerRecord, RunRecord, TopologyRecord, TxidRecord
 
 log = logging.getLogger("txdag.zk")
 T = TypeVar("T")
@@ -148,6 +151,7 @@ class TransactionStore:
         self.txids_path = f"{self.path}/txids"
         self.runs_path = f"{self.path}/runs"
         self.lock_path = f"{self.path}/lock"
+        self.owner_path = f"{self.path}/owner"
         self.unreleased: list[Lock] = []  # lock nodes an outage kept us from deleting; see TopologyLock
 
     def __repr__(self) -> str:
@@ -231,6 +235,27 @@ class TransactionStore:
             ops.append(("set", self.path, topology[0].to_bytes(), topology[1]))
         if ops:
             self._transact(ops, "updating txids " + ", ".join(str(r.txid) for r, _ in records))
+
+    def read_owner(self) -> tuple[OwnerRecord, int] | None:
+        """The topology's owner and its znode version; None when none is recorded (or the topology never ran)."""
+        try:
+            data, stat = self._retry(self.client.get, self.owner_path)
+        except ZnodeMissing:
+            return None
+        return OwnerRecord.from_bytes(data, self.owner_path), stat.version
+
+    def write_owner(self, record: OwnerRecord, version: int | None) -> bool:
+        """Create the owner znode (``version`` None) or replace the one read at ``version``; False when another
+        writer got there first (it exists already, or changed since): re-read and decide again."""
+        try:
+            if version is None:
+                self.ensure()
+                self._retry(self.client.create, self.owner_path, record.to_bytes())
+            else:
+                self._retry(self.client.set, self.owner_path, record.to_bytes(), version)
+        except (ZnodeExists, VersionConflict, ZnodeMissing):
+            return False
+        return True
 
     def cleanup_before(self, txid: int) -> list[int]:
         """Delete the txid znodes below ``txid`` (Storm's cleanupBefore); nodes already gone are fine."""
@@ -318,6 +343,8 @@ class TransactionStore:
                                 f"up already, or deleted by hand); check the topology status")
         if isinstance(exc, NodeExistsError):
             return ZnodeExists(f"topology {self.topology!r}: znode {path} exists already")
+        if isinstance(exc, BadVersionError):
+            return VersionConflict(f"topology {self.topology!r}: znode {path} changed since it was read; re-read it")
         if isinstance(exc, NoAuthError):
             return self._no_auth(path)
         if isinstance(exc, RetryFailedError | ConnectionLoss | SessionExpiredError | OperationTimeoutError
@@ -347,7 +374,7 @@ class TransactionStore:
 
     def _no_auth(self, path: str) -> ConfigError:
         return ConfigError(
-            f"ZooKeeper refused access to {path} (NoAuth): topology {self.topology!r}'s znodes were created "
+            f"ZooKeeper refused access to {path} (NoAuth): the znodes of topology {self.topology!r} were created "
             "with digest credentials; give this connection the same user and password"
         )
 

@@ -115,3 +115,66 @@ def test_connections_that_exist_nowhere_do_not_fail_the_parse_but_the_coordinate
     assert str(caught.value).startswith(
         "topology 'tweets_analytics': Airflow connection 'missing_redis' (redis) is not defined (")
     assert "set AIRFLOW_CONN_MISSING_REDIS (a redis connection, e.g. redis://HOST:PORT" in str(caught.value)
+
+
+def project_with(tmp_path: Path, files: dict[str, str]) -> Path:
+    """A project in ``tmp_path`` with the shipped dags/ and spark_jobs/, plus ``files`` (name -> text) in dags/."""
+    shutil.copytree(ROOT / "dags", tmp_path / "dags")
+    shutil.copytree(ROOT / "spark_jobs", tmp_path / "spark_jobs")
+    for name, text in files.items():
+        (tmp_path / "dags" / name).write_text(text)
+    return tmp_path / "dags"
+
+
+def word_count_copy() -> str:
+    """Issue 21's copy: word_count under the same topology id, another namespace, one transaction at a time."""
+    source = (ROOT / "dags" / "word_count.py").read_text()
+    for old, new in (('namespace="word_count"', 'namespace="word_count_copy"'),
+                     ("max_active_transactions=2", "max_active_transactions=1")):
+        assert old in source
+        source = source.replace(old, new)
+    return source
+
+
+def test_a_copy_of_a_dag_file_is_an_import_error_naming_both_and_the_original_keeps_the_dag(airflow_env,
+                                                                                            tmp_path) -> None:
+    """Each file is parsed on its own, as the DAG processor does (one process per file): the copy's own parse
+    finds the original, so no DagBag-wide duplicate detection is needed for it to fail."""
+    from txdag.errors import ConfigError
+
+    dags = project_with(tmp_path, {"zz_copy.py": word_count_copy()})
+    for name in ("word_count.py", "zz_copy.py"):
+        bag = dagbag(dags / name)  # one file per bag: what the DAG processor's per-file process sees
+        if name == "word_count.py":
+            assert bag.import_errors == {} and bag.dag_ids == ["word_count"]
+            assert bag.dags["word_count"].fileloc == str(dags / "word_count.py")
+            assert bag.dags["word_count"].max_active_runs == 2
+        else:
+            [(path, error)] = bag.import_errors.items()
+            assert path == str(dags / "zz_copy.py") and bag.dag_ids == []
+            assert ConfigError.__name__ in error
+            assert (f"topology 'word_count' is defined by two DAG files, {dags / 'word_count.py'} and "
+                    f"{dags / 'zz_copy.py'}") in error
+    whole = dagbag(dags)
+    assert list(whole.import_errors) == [str(dags / "zz_copy.py")] and "two DAG files" in whole.import_errors[
+        str(dags / "zz_copy.py")]
+    assert whole.dags["word_count"].fileloc == str(dags / "word_count.py")
+
+
+def test_a_copy_first_in_path_order_keeps_the_dag_and_the_coordinate_task_refuses_its_definition(airflow_env,
+                                                                                                tmp_path) -> None:
+    """Path order decides at parse time; the topology's owner in ZooKeeper (recorded by the first coordinate) is
+    what keeps the copy from writing anything (tests/integration/protocol/test_ownership.py)."""
+    dags = project_with(tmp_path, {"a_copy.py": word_count_copy()})
+    bag = dagbag(dags)
+    assert list(bag.import_errors) == [str(dags / "word_count.py")]
+    assert f"{dags / 'a_copy.py'} keeps it" in bag.import_errors[str(dags / "word_count.py")]
+    coordinate = next(t for t in bag.dags["word_count"].tasks if t.task_id == "coordinate")
+    assert coordinate.dag_file == str(dags / "a_copy.py")
+
+
+def test_a_copy_that_airflow_ignores_is_no_second_definition(airflow_env, tmp_path) -> None:
+    dags = project_with(tmp_path, {"a_copy.py": word_count_copy(), ".airflowignore": "a_copy.py\n"})
+    bag = dagbag(dags)
+    assert bag.import_errors == {} and set(bag.dag_ids) == EXPECTED
+    assert bag.dags["word_count"].fileloc == str(dags / "word_count.py")

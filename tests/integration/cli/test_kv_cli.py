@@ -11,6 +11,7 @@ import pytest
 from access import PASSWORDS
 
 from txdag.attempt import TransactionAttempt as Tx
+from txdag.cli import exits
 from txdag.cli.main import main
 from txdag.state import KeyValueState
 from txdag.state.kv import DELETE, KVNamespace, prepare, seal_stage, stage_writes
@@ -102,7 +103,7 @@ def test_migrate_on_the_command_line_resumes_and_reports(kv_provider, prefix, ca
 
 def test_migrate_refuses_while_a_txid_is_prepared(kv_provider, prefix, capsys):
     spec = filled(kv_provider.client, f"{prefix}:busy", ("base64", "base64"))
-    assert main(["state", "migrate", spec.namespace, *provider_args(kv_provider)]) == 1
+    assert main(["state", "migrate", spec.namespace, *provider_args(kv_provider)]) == exits.REFUSED
     assert "txid 3 is prepared but not committed" in capsys.readouterr().err
 
 
@@ -115,9 +116,9 @@ def test_storm_config_and_bad_configs_on_the_command_line(redis_url, redis_clien
     assert main(["state", "dump", f"{prefix}:storm", "--provider",
                  "org.apache.storm.redis.state.RedisKeyValueStateProvider", "--config", json.dumps(storm)]) == 0
     assert "committed txid   2" in capsys.readouterr().out
-    assert main(["state", "dump", "x:y", "--provider", "redis", "--config", '{"prot": 1}']) == 1
+    assert main(["state", "dump", "x:y", "--provider", "redis", "--config", '{"prot": 1}']) == exits.CONFIG
     assert "unknown config key(s) ['prot']" in capsys.readouterr().err
-    assert main(["state", "dump", "x:y", "--config", "{}"]) == 1
+    assert main(["state", "dump", "x:y", "--config", "{}"]) == exits.USAGE
     assert "need --provider" in capsys.readouterr().err
 
 

@@ -17,6 +17,7 @@ from txdag.protocol import (
     Committed,
     Emission,
     NotReady,
+    OwnerChanged,
     Processed,
     Refused,
     SourceDown,
@@ -62,6 +63,11 @@ def test_a_source_down_fails_the_try_so_that_airflow_retries_it(ops) -> None:
     assert "partition(s) 'b'" in str(exc)
 
 
+def test_a_definition_that_is_not_the_owner_fails_without_retries_naming_the_change(ops) -> None:
+    exc = refusal(ops, OwnerChanged("state 'words' namespace: 'a' -> 'b'; run `txdag topology accept topo`"))
+    assert isinstance(exc, ops.Fail) and "txdag topology accept topo" in str(exc)
+
+
 EMITTED = {"txid": 4, "attempt": 1, "metadata": {"n": 1}, "replay": False, "already_committed": False,
            "batch_size": 3}
 
@@ -79,6 +85,18 @@ def test_process_of_a_committed_txid_passes_the_emission_on(ops) -> None:
 def test_process_waiting_for_a_key_value_predecessor_is_rescheduled(ops) -> None:
     with pytest.raises(ops.Reschedule):
         ops.m.process_result(TASK, TOPOLOGY, TA(4, 1), EMITTED, Wait("read as of txid 3", 3, replay=True))
+
+
+def test_process_and_commit_of_a_changed_definition_wait_writing_nothing(ops, caplog) -> None:
+    """A txid coordinated under the owner, whose DAG file changed meanwhile: neither step fails the txid (that would
+    cascade); both wait for the change to be accepted or undone, and say so as a warning."""
+    changed = OwnerChanged("state 'words' namespace: 'a' -> 'b'; run `txdag topology accept topo`")
+    with caplog.at_level(logging.WARNING, logger=TASK.log.name):
+        with pytest.raises(ops.Reschedule):
+            ops.m.process_result(TASK, TOPOLOGY, TA(4, 1), EMITTED, changed)
+        with pytest.raises(ops.Reschedule):
+            ops.m.commit_result(TASK, TOPOLOGY, TA(4, 1), changed)
+    assert caplog.text.count("txid=4 attempt=1: state 'words' namespace: 'a' -> 'b'") == 2
 
 
 def test_a_superseded_process_fails_without_retries_with_its_reason(ops) -> None:

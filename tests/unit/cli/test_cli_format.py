@@ -86,8 +86,8 @@ def test_a_known_error_is_one_line_on_stderr_and_exit_1(tmp_path, capsys) -> Non
     assert main(["state", "get", "nosuch", "users", "k", "--dags", str(tmp_path)]) == 1
     out, err = capsys.readouterr()
     assert out == ""
-    assert err == (f"txdag state get: topology 'nosuch' is not defined in {tmp_path} (found: none): give the DAG "
-                   "folder with --dags or TXDAG_DAGS_FOLDER\n")
+    assert err == (f"txdag state get: topology 'nosuch' is not defined in the DAG folder {tmp_path} (it defines "
+                   "none): check the name, or give the DAG folder with --dags or TXDAG_DAGS_FOLDER\n")
 
 
 def test_batch_of_reads_both_spout_layouts() -> None:

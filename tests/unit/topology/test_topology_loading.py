@@ -108,3 +108,17 @@ def test_the_airflow_package_exports_render_lazily() -> None:
             "print(loaded, callable(render) and render.__module__)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert done.stdout.split() == ["False", "txdag.airflow.rendering"]
+
+
+def test_a_second_rendered_definition_fails_its_file_naming_both_and_the_first_keeps_it(project: Path) -> None:
+    """The check render makes (one owner): it reads the DAG folder's other files, runs none, and the file later in
+    path order fails, as it does in Airflow's DAG processor; the coordinate task records the file it came from."""
+    body = f"{RENDER}dag = render({DEFINE.format(name='same')}, dag_file=__file__)\n"
+    first, copy = write(project, "same.py", body), write(project, "zz_copy.py", body)
+    found, errors = load_definitions(project / "dags")
+    assert list(found) == ["same"] and list(errors) == [str(copy)]
+    assert f"topology 'same' is defined by two DAG files, {first} and {copy}" in errors[str(copy)]
+    from txdag.airflow import render
+
+    dag = render(found["same"], dag_file=first)
+    assert next(t for t in dag.tasks if t.task_id == "coordinate").dag_file == str(first)

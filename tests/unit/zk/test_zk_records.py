@@ -7,7 +7,7 @@ import json
 import pytest
 
 from txdag.errors import FormatVersionError
-from txdag.zk.records import HISTORY_LIMIT, RunRecord, TopologyRecord, TxidRecord, TxStatus
+from txdag.zk.records import HISTORY_LIMIT, OwnerRecord, RunRecord, TopologyRecord, TxidRecord, TxStatus
 from txdag.zk.store import run_node, txid_node
 
 PATH = "/txdag/topo/txids/00000000000000000007"
@@ -38,7 +38,27 @@ def test_run_record_round_trips() -> None:
     assert RunRecord.from_bytes(RunRecord(12).to_bytes(), "/r") == RunRecord(12)
 
 
-@pytest.mark.parametrize("reader", [TopologyRecord.from_bytes, TxidRecord.from_bytes, RunRecord.from_bytes])
+def test_owner_record_round_trips_with_its_definition() -> None:
+    rec = OwnerRecord("dags/word_count.py", "7fc614879c90ef59", {"state words.namespace": "word_count"}, AT)
+    assert OwnerRecord.from_bytes(rec.to_bytes(), "/o") == rec
+    assert json.loads(rec.to_bytes()) == {"v": 1, "dag_file": "dags/word_count.py", "fingerprint": "7fc614879c90ef59",
+                                          "definition": {"state words.namespace": "word_count"}, "since": AT,
+                                          "how": "adopted", "scheme": 1}
+    unknown = OwnerRecord(None, "f", {}, AT, "accepted", 2)
+    assert OwnerRecord.from_bytes(unknown.to_bytes(), "/o") == unknown
+
+
+@pytest.mark.parametrize("field,value", [("definition", "x"), ("how", "stolen"), ("fingerprint", None),
+                                         ("scheme", "1"), ("dag_file", 3)])
+def test_an_owner_record_of_the_wrong_shape_is_refused_naming_the_znode(field: str, value: object) -> None:
+    obj = json.loads(OwnerRecord("d.py", "f", {}, AT).to_bytes())
+    obj[field] = value
+    with pytest.raises(FormatVersionError, match="/t/owner"):
+        OwnerRecord.from_bytes(json.dumps(obj).encode(), "/t/owner")
+
+
+@pytest.mark.parametrize("reader", [TopologyRecord.from_bytes, TxidRecord.from_bytes, RunRecord.from_bytes,
+                                    OwnerRecord.from_bytes])
 def test_unknown_format_version_is_refused_naming_the_znode(reader) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(FormatVersionError, match=f"znode {PATH} .*format version 2.*reads version 1"):
         reader(b'{"v": 2, "txid": 1}', PATH)

@@ -1,0 +1,174 @@
+"""One owner per topology: the fingerprint of a definition, what changed between two, and the DAG files that
+define a topology id.
+
+The fingerprint covers what a txid writes and where it reads from: the source (its type, kind, streams or prefix,
+connections), every state (name, kind, Redis namespace, key fields, separator), the key-value states, the Redis
+connection of the states and the marker key. Two definitions with the same fingerprint write the same txids into
+the same places, so either may run the topology; a different fingerprint would put one set of txids into two
+states, and the coordinate task refuses it until ``txdag topology accept`` records it (``txdag.protocol.ownership``).
+
+Left out on purpose, so that they change without a confirmation: the batch size (``max_transaction_size``,
+``max_per_partition``: a txid's batch is planned once and kept in ZooKeeper, so a new size applies to new txids
+and replays keep theirs), ``max_active_transactions``, the schedule, retries, the Spark job and its settings.
+
+Duplicates are found without running anything: a DAG file defines a topology id when it calls
+``TransactionalTopology`` with that id as a literal (first argument or ``topology_id=``), or passes it as
+``topology_id=`` to any call (``dataclasses.replace``). A file is read only when its text holds the id.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from txdag.errors import ConfigError
+from txdag.topology.topology import TransactionalTopology
+
+FINGERPRINT_SCHEME = 1  # bump when what the fingerprint covers changes (see txdag.zk.records.OwnerRecord)
+BATCH_SIZES = ("max_transaction_size", "max_per_partition")  # tuning, not identity (see the module docstring)
+ABSENT = object()
+
+
+def definition_of(t: TransactionalTopology) -> dict[str, Any]:
+    """The fingerprinted parts of ``t``, flat: ``"<group>.<field>": value`` (groups: ``source``, ``topology``,
+    ``state <name>``, ``key_value <name>``), so that a difference reads as what changed."""
+    source = {k: v for k, v in t.source.to_dict().items() if k not in BATCH_SIZES}
+    parts: dict[str, Any] = {f"source.{k}": v for k, v in {**source, "kind": t.source.kind.value}.items()}
+    parts.update({"topology.redis_conn_id": t.redis_conn_id, "topology.marker_key": t.marker_key})
+    for s in t.states:
+        parts.update({f"state {s.name}.{k}": v for k, v in
+                      {"kind": s.kind, "namespace": s.redis_key, "key_fields": s.key_fields,
+                       "separator": s.separator}.items()})
+    for k in t.key_values:
+        parts.update({f"key_value {k.name}.{f}": v for f, v in
+                      {**k.to_dict(), "namespace": k.namespace_of(t.topology_id)}.items() if f != "name"})
+    return json.loads(json.dumps(parts))  # as ZooKeeper gives it back: lists, not tuples
+
+
+def fingerprint(definition: Mapping[str, Any]) -> str:
+    """A stable short hash of :func:`definition_of`'s parts (key order does not matter)."""
+    text = json.dumps(definition, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """What differs from ``old`` to ``new``, one phrase per change: a state added or removed as a whole, else
+    each field (``state 'words' namespace: 'word_count' -> 'words2'``)."""
+    groups = sorted({k.split(".", 1)[0] for k in (*old, *new)})
+    out: list[str] = []
+    for group in groups:
+        before = {k: v for k, v in old.items() if k.split(".", 1)[0] == group}
+        after = {k: v for k, v in new.items() if k.split(".", 1)[0] == group}
+        label = _label(group)
+        if not before or not after:
+            out.append(f"{label} {'added' if after else 'removed'}")
+            continue
+        for key in sorted(before.keys() | after.keys()):
+            a, b = before.get(key, ABSENT), after.get(key, ABSENT)
+            if a != b:
+                out.append(f"{label} {key.split('.', 1)[1]}: {_show(a)} -> {_show(b)}")
+    return out
+
+
+def _label(group: str) -> str:
+    kind, _, name = group.partition(" ")
+    return f"{kind.replace('_', '-')} {name!r}" if name else kind
+
+
+def _show(value: Any) -> str:
+    return "(none)" if value is ABSENT else repr(value)
+
+
+def dag_file_label(dag_file: str | Path | None, project_dir: str | None) -> str | None:
+    """How the owner's DAG file is recorded: relative to the project (``dags/word_count.py``), so that it reads
+    the same on every machine and bundle version; absolute when the file is elsewhere."""
+    if dag_file is None:
+        return None
+    path = Path(dag_file).resolve()
+    if project_dir is not None:
+        try:
+            return str(path.relative_to(Path(project_dir).resolve()))
+        except ValueError:
+            pass
+    return str(path)
+
+
+@dataclass(frozen=True)
+class Owner:
+    """A definition as an owner of its topology: where it comes from, and its fingerprinted parts."""
+
+    topology_id: str
+    dag_file: str | None
+    definition: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint(self.definition)
+
+    @classmethod
+    def of(cls, t: TransactionalTopology, dag_file: str | Path | None = None) -> Owner:
+        return cls(t.topology_id, dag_file_label(dag_file, t.project_dir), definition_of(t))
+
+
+# --- the DAG files that define a topology id -----------------------------------------------------------------
+
+
+def defines(path: str | Path, topology_id: str) -> bool:
+    """Whether the file's code defines ``topology_id`` as a literal (see the module docstring). Only a file whose
+    text holds the id in quotes is parsed."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return False
+    if not any(f"{q}{topology_id}{q}".encode() in data for q in "\"'"):
+        return False
+    try:
+        tree = ast.parse(data, filename=str(path))
+    except (SyntaxError, ValueError):
+        return False  # Airflow reports that file's own error
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        callee = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+        named = [k.value for k in node.keywords if k.arg == "topology_id"]
+        if callee == "TransactionalTopology" and node.args:
+            named.append(node.args[0])
+        if any(isinstance(v, ast.Constant) and v.value == topology_id for v in named):
+            return True
+    return False
+
+
+def files_defining(files: Iterable[str | Path], topology_id: str) -> list[Path]:
+    """The files among ``files`` that define ``topology_id``, in path order (the order ``load_definitions`` and
+    the parse-time check use: the first one keeps the topology)."""
+    unique = {os.path.abspath(f) for f in files if str(f).endswith(".py")}
+    return sorted(Path(f) for f in unique if defines(f, topology_id))
+
+
+def check_one_file(topology_id: str, dag_file: str | Path, defining: Iterable[Path]) -> None:
+    """Raise ConfigError, naming both files, when a file before ``dag_file`` in path order among ``defining`` (the
+    DAG folder's files that define ``topology_id``, :func:`files_defining`) defines it too. The first file keeps the
+    topology; every later one fails."""
+    this = Path(os.path.abspath(dag_file))
+    earlier = sorted(p for p in defining if p < this and not _same(p, this))
+    if earlier:
+        raise ConfigError(
+            f"topology {topology_id!r} is defined by two DAG files, {earlier[0]} and {this}: a topology has one DAG "
+            f"file, so {earlier[0]} keeps it (the first in path order) and {this} is not loaded. Delete {this}, or "
+            f"give it its own topology_id; to change the topology on purpose, edit {earlier[0]} (docs/"
+            f"topologies.md, 'Changing a topology on purpose')"
+        )
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return a == b or os.path.samefile(a, b)
+    except OSError:
+        return False

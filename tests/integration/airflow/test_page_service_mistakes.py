@@ -1,0 +1,166 @@
+"""The transactions page's API against mistakes that reach ZooKeeper and Redis (real ones), without a running
+Airflow: its app under a test client, as tests/unit/airflow/test_page_mistakes.py does. A replay of a topology
+that never ran or beyond the last txid is a 409 that says what to do (never an internal hint), a service down a
+503, a wrong password a 500 naming the connection to fix; the rejections are listed with their reason and time."""
+
+from __future__ import annotations
+
+import json
+import socket
+from datetime import UTC, datetime
+from urllib.parse import urlsplit
+
+import pytest
+import redis
+from access import ZK_AUTH
+from fastapi.testclient import TestClient
+from support.mistakes import JWT_SECRET, check_answer, detail_of, page_token
+
+from txdag.airflow import transactions
+from txdag.airflow.hooks import airflow_clients
+from txdag.airflow.page import app
+from txdag.airflow.page_html import render_page
+from txdag.attempt import TransactionAttempt
+from txdag.commit.rejections import record_rejections
+from txdag.spouts.base import Rejection
+from txdag.txid.report import read_snapshot, transactions_view
+from txdag.zk.client import connect_zk
+from txdag.zk.records import TopologyRecord, TxidRecord
+from txdag.zk.store import TransactionStore
+
+pytestmark = pytest.mark.usefixtures("airflow_home")
+SIMPLE = "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
+DB = 11
+DAG_FILE = """
+from txdag import TransactionalTopology
+from txdag.airflow import render
+from txdag.topology.definition import State, TweetsSource
+
+ran = render(TransactionalTopology("{t}", source=TweetsSource(prefix="{t}:"), job="spark_jobs/job.py",
+                                   states=[State("s", namespace="{t}:s")]), dag_file=__file__)
+fresh = render(TransactionalTopology("{t}_new", source=TweetsSource(prefix="{t}_new:"), job="spark_jobs/job.py",
+                                     states=[State("s", namespace="{t}_new:s")]), dag_file=__file__)
+"""
+CSRF = {"X-Txdag-Csrf": "1"}
+NOW = "2026-11-24T12:00:00.000+00:00"
+
+
+def unused_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def conns(monkeypatch, redis_url, zk_hosts, zk_root):
+    address = urlsplit(redis_url)
+    host, port = zk_hosts.split(",")[0].split(":")
+    values = {
+        "redis": {"conn_type": "redis", "host": address.hostname, "port": address.port, "login": address.username,
+                  "password": address.password, "extra": {"db": DB}},
+        "zookeeper": {"conn_type": "zookeeper", "host": host, "port": int(port), "login": ZK_AUTH[0],
+                      "password": ZK_AUTH[1], "extra": {"root": zk_root, "timeout": 2}},
+    }
+    for name, value in values.items():
+        monkeypatch.setenv(f"AIRFLOW_CONN_{name.upper()}_DEFAULT", json.dumps(value))
+    return values
+
+
+def set_conn(monkeypatch, conns, name: str, **changes) -> None:
+    monkeypatch.setenv(f"AIRFLOW_CONN_{name.upper()}_DEFAULT", json.dumps({**conns[name], **changes}))
+
+
+@pytest.fixture
+def page(monkeypatch, tmp_path, conns, redis_url, zk_hosts, zk_root, prefix):
+    """The page over a DAG folder of two topologies: ``<prefix>`` with five txids and one rejected entry, and
+    ``<prefix>_new``, which never ran. Its caches start empty, its ZooKeeper sessions are closed afterwards."""
+    monkeypatch.setenv("AIRFLOW__CORE__AUTH_MANAGER", SIMPLE)
+    monkeypatch.setenv("AIRFLOW__API_AUTH__JWT_SECRET", JWT_SECRET)
+    monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE", str(tmp_path / "passwords.json"))
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", f"http://127.0.0.1:{unused_port()}")
+    for folder in ("dags", "spark_jobs"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "spark_jobs" / "job.py").write_text("")
+    (tmp_path / "dags" / "topologies.py").write_text(DAG_FILE.format(t=prefix))
+    monkeypatch.setenv("TXDAG_DAGS_FOLDER", str(tmp_path / "dags"))
+    monkeypatch.setattr(transactions, "_definitions", (0.0, {}))
+    monkeypatch.setattr(transactions, "_clients", airflow_clients())  # connections resolved afresh
+    zk = connect_zk(zk_hosts, auth=ZK_AUTH)
+    store = TransactionStore(zk, prefix, root=zk_root)
+    store.ensure()
+    for txid in range(1, 6):  # five txids of one tweet each, 1-3 committed
+        topology, version = store.read_topology()
+        store.allocate(TxidRecord.new(txid, f"run{txid}", {"v": 1, "from": txid, "quantity": 1}, NOW), topology,
+                       version)
+    store.update([], (TopologyRecord(5, 3), store.read_topology()[1]))
+    client = redis.Redis.from_url(redis_url.rsplit("/", 1)[0] + f"/{DB}")
+    record_rejections(client, prefix, TransactionAttempt(2, 1), [Rejection("57", "key '57' is not valid UTF-8")])
+    from airflow.api_fastapi.app import create_auth_manager
+
+    test_client = TestClient(app)
+    test_client.headers["Authorization"] = f"Bearer {page_token(create_auth_manager(), JWT_SECRET)}"
+    yield test_client
+    transactions._clients.close()
+    client.delete(f"txdag:rejected:{{{prefix}}}")
+    client.close()
+    zk.stop()
+    zk.close()
+
+
+PAGE_MISTAKES = [  # what is wrong, the request, the status it must get, what the answer must say
+    ("", "post", "/api/topologies/{t}_new/replay", {"from_txid": 1}, 409,
+     ["topology '{t}_new' has not run yet (no txid in ZooKeeper): nothing to replay", "trigger its DAG first"]),
+    ("", "post", "/api/topologies/{t}/replay", {"from_txid": 9}, 409,
+     ["topology '{t}' has txids 1..5, so there is no txid 9 to replay from", "give one in 1..5"]),
+    ("", "post", "/api/topologies/{t}/replay", {"from_txid": 4}, 503,
+     ["Airflow's REST API did not answer", "check the API server's [api] base_url"]),
+    ("zk down", "post", "/api/topologies/{t}/replay", {"from_txid": 4}, 503,
+     ["ZooKeeper is not reachable at", "start it"]),
+    ("zk wrong password", "post", "/api/topologies/{t}/replay", {"from_txid": 4}, 500,
+     ["txdag is misconfigured on this Airflow", "ZooKeeper refused access", "(NoAuth)", "same user and password"]),
+    ("redis down", "get", "/api/topologies/{t}/rejections", None, 503, ["Redis at 127.0.0.1:", "is unreachable"]),
+    ("redis wrong password", "get", "/api/topologies/{t}/rejections", None, 500,
+     ["txdag is misconfigured on this Airflow", "refused user", "check the login and password"]),
+]
+
+
+@pytest.mark.parametrize("wrong, method, path, body, status, fragments", PAGE_MISTAKES,
+                         ids=[f"{c[0] or 'ok'}: {c[1]} {c[2]} {c[3] or ''}" for c in PAGE_MISTAKES])
+def test_a_mistake_on_the_page_gets_its_status_and_a_sentence(page, monkeypatch, conns, prefix, wrong, method,
+                                                              path, body, status, fragments) -> None:
+    if wrong:
+        service, problem = wrong.split(" ", 1)
+        name = "zookeeper" if service == "zk" else service
+        set_conn(monkeypatch, conns, name, **({"port": unused_port()} if problem == "down" else
+                                              {"password": "wrong-password"}))
+    kwargs = {"json": body} if body is not None else {}
+    response = getattr(page, method)(path.format(t=prefix), headers=CSRF, **kwargs)
+    check_answer(response.status_code, detail_of(response), status, [f.format(t=prefix) for f in fragments],
+                 what=f"{wrong}: {method} {path}")
+    assert "ensure()" not in response.text and "TransactionStore" not in response.text  # no internal hint
+
+
+def test_the_rejections_are_listed_newest_first_with_their_reason_and_time(page, redis_url, prefix) -> None:
+    client = redis.Redis.from_url(redis_url.rsplit("/", 1)[0] + f"/{DB}")
+    client.hset(f"txdag:rejected:{{{prefix}}}", mapping={  # one recorded before "at" existed, one not txdag's
+        "3": json.dumps({"txid": 1, "attempt": 1, "partition": None, "reason": "an old one"}), "9": "garbage"})
+    record_rejections(client, prefix, TransactionAttempt(5, 2), [Rejection("201", "the newest")])
+    client.close()
+    response = page.get(f"/api/topologies/{prefix}/rejections", params={"limit": 3})
+    assert response.status_code == 200, response.text
+    data = response.json()
+    assert data["total"] == 4 and [r["id"] for r in data["rejections"]] == ["201", "57", "9"]
+    newest = data["rejections"][0]
+    assert (newest["txid"], newest["attempt"], newest["reason"]) == (5, 2, "the newest")
+    assert newest["at"] > data["rejections"][1]["at"] and data["rejections"][2]["at"] is None
+    assert data["rejections"][2]["reason"].startswith("<not a txdag rejection record")
+
+    rejected, rows, error = transactions.rejections_of(prefix)  # what the page's section of the topology shows
+    assert (rejected, [r["id"] for r in rows], error) == (4, ["201", "57", "9", "3"], None)
+    topology, records = read_snapshot(transactions.store_of(prefix))
+    view = {**transactions_view(prefix, topology, records, now=datetime.now(UTC), runs={}, lag=0),
+            "rejected": rejected, "rejections": rows}
+    html = render_page([view], None, {prefix: False})
+    for fragment in ('data-figure="rejected">4<', 'data-rejected-id="201"', "the newest",
+                     f"txdag rejections {prefix}", "&lt;not a txdag rejection record"):
+        assert fragment in html, fragment

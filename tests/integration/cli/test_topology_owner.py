@@ -1,0 +1,119 @@
+"""Changing a topology on purpose, the way an operator does it, against real Redis and ZooKeeper: Airflow's
+coordinate task (the operator a DagBag builds from the DAG file, executed in process) adopts the topology, is
+refused once the DAG file's state namespace changes (no txid allocated), and goes on after ``txdag topology
+accept``; ``txdag topology owner`` shows what changed; a copy in the DAG folder blocks the accept."""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import urlsplit
+
+import pytest
+import redis
+from access import ZK_AUTH
+
+from txdag.cli.main import main
+from txdag.spouts.samples import sample_tweets
+from txdag.spouts.tweets import append_tweets
+
+pytestmark = pytest.mark.usefixtures("airflow_home")
+DB = 11
+DAG_FILE = """
+from txdag import TransactionalTopology
+from txdag.airflow import render
+from txdag.topology.definition import State, TweetsSource
+
+topology = TransactionalTopology(
+    "{topo}",
+    source=TweetsSource(prefix="{topo}:", max_transaction_size=40),
+    job="spark_jobs/job.py",
+    states=[State("users", namespace="{topo}:users")],
+    max_active_transactions=5,
+)
+dag = render(topology, dag_file=__file__)
+"""
+
+
+@pytest.fixture
+def project(monkeypatch, redis_url, zk_hosts, zk_root, prefix, tmp_path):
+    """Connections to the test servers, a DAG folder with the topology, and 200 tweets to read."""
+    address = urlsplit(redis_url)
+    host, port = zk_hosts.split(",")[0].split(":")
+    monkeypatch.setenv("AIRFLOW_CONN_REDIS_DEFAULT", json.dumps(
+        {"conn_type": "redis", "host": address.hostname, "port": address.port, "login": address.username,
+         "password": address.password, "extra": {"db": DB}}))
+    monkeypatch.setenv("AIRFLOW_CONN_ZOOKEEPER_DEFAULT", json.dumps(
+        {"conn_type": "zookeeper", "host": host, "port": int(port), "login": ZK_AUTH[0], "password": ZK_AUTH[1],
+         "extra": {"root": zk_root}}))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", "spark://local")
+    for folder in ("dags", "spark_jobs"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "spark_jobs" / "job.py").write_text("")
+    (tmp_path / "dags" / f"{prefix}.py").write_text(DAG_FILE.format(topo=prefix))
+    monkeypatch.setenv("TXDAG_DAGS_FOLDER", str(tmp_path / "dags"))
+    client = redis.Redis.from_url(redis_url.rsplit("/", 1)[0] + f"/{DB}")
+    append_tweets(client, sample_tweets(200, seed=5), prefix=f"{prefix}:")
+    yield tmp_path / "dags"
+    leftovers = list(client.scan_iter(match=f"*{prefix}*", count=1000))
+    if leftovers:
+        client.delete(*leftovers)
+    client.close()
+
+
+def coordinate(dags, prefix, run_id):
+    """Run the coordinate task of the DAG file as Airflow parses it now."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(str(dags / f"{prefix}.py"))
+    assert bag.import_errors == {}
+    task = next(t for t in bag.dags[prefix].tasks if t.task_id == "coordinate")
+    return task.execute({"run_id": run_id})
+
+
+def txdag(capsys, *args):
+    capsys.readouterr()  # what the DagBag logged before
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_changed_definition_is_refused_until_accepted(project, prefix, capsys) -> None:
+    from airflow.sdk.exceptions import AirflowFailException
+
+    assert txdag(capsys, "topology", "owner", prefix)[1].splitlines()[1].startswith(
+        "owner       - (it has not run yet: its next coordinate adopts the definition it runs)")
+    assert coordinate(project, prefix, "manual__1")["txid"] == 1
+    code, out, _ = txdag(capsys, "topology", "owner", prefix, "--json")
+    report = json.loads(out)
+    assert code == 0 and report["same"] and report["owner"]["how"] == "adopted"
+    assert report["owner"]["dag_file"] == report["dag_folder"]["dag_file"] == f"dags/{prefix}.py"
+
+    dag_file = project / f"{prefix}.py"
+    dag_file.write_text(dag_file.read_text().replace(f'namespace="{prefix}:users"', f'namespace="{prefix}:u2"'))
+    with pytest.raises(AirflowFailException) as refused:
+        coordinate(project, prefix, "manual__2")
+    change = f"state 'users' namespace: '{prefix}:users' -> '{prefix}:u2'"
+    assert change in str(refused.value) and f"txdag topology accept {prefix}" in str(refused.value)
+    code, out, _ = txdag(capsys, "topology", "owner", prefix)
+    assert code == 0 and f"differs: {change}" in out and f"txdag topology accept {prefix} records it" in out
+
+    code, out, _ = txdag(capsys, "topology", "accept", prefix, "--dry-run")
+    assert code == 0 and out.startswith(f"would accept dags/{prefix}.py") and change in out
+    with pytest.raises(AirflowFailException):
+        coordinate(project, prefix, "manual__2")  # a dry run records nothing
+    code, out, _ = txdag(capsys, "topology", "accept", prefix)
+    assert code == 0 and out.startswith(f"accepted dags/{prefix}.py (fingerprint ") and change in out
+    got = coordinate(project, prefix, "manual__2")
+    assert got["txid"] == 2, "the refused run consumed no txid: its retry gets the next one"
+    code, out, _ = txdag(capsys, "topology", "accept", prefix)
+    assert code == 0 and "nothing to accept" in out
+
+
+def test_accept_refuses_while_a_copy_defines_the_topology_too(project, prefix, capsys) -> None:
+    assert coordinate(project, prefix, "manual__1")["txid"] == 1
+    copy = project / "zz_copy.py"
+    copy.write_text((project / f"{prefix}.py").read_text())
+    code, _, err = txdag(capsys, "topology", "accept", prefix)
+    assert code == 1
+    assert (f"txdag topology accept: topology {prefix!r} is defined by 2 DAG files ({project / f'{prefix}.py'}, "
+            f"{copy}): a topology has one DAG file; delete the copy") in err

@@ -1,0 +1,105 @@
+"""The transactions page's API against mistakes, without services: each request gets its status and a one-sentence
+``detail`` naming the problem and the fix. A topology no DAG file defines is a 404, never an empty record; a
+malformed request is a 422 whose detail the page's message line can show. The cases that reach ZooKeeper or Redis
+are in tests/integration/airflow/test_page_service_mistakes.py."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+from support.mistakes import JWT_SECRET, check_answer, detail_of, page_token
+
+from txdag.airflow import transactions
+from txdag.airflow.page import app
+
+SIMPLE = "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
+DAG_FILE = """
+from txdag import TransactionalTopology
+from txdag.airflow import render
+from txdag.topology.definition import State, TweetsSource
+
+dag = render(TransactionalTopology("known", source=TweetsSource(), job="spark_jobs/job.py", states=[State("s")]),
+             dag_file=__file__)
+"""
+CSRF = {"X-Txdag-Csrf": "1"}
+
+
+@pytest.fixture
+def page(monkeypatch, tmp_path) -> TestClient:
+    """The page's app as the admin of a Simple auth manager, over a DAG folder that defines topology ``known``."""
+    monkeypatch.setenv("AIRFLOW__CORE__AUTH_MANAGER", SIMPLE)
+    monkeypatch.setenv("AIRFLOW__API_AUTH__JWT_SECRET", JWT_SECRET)
+    monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE", str(tmp_path / "passwords.json"))
+    (tmp_path / "dags").mkdir()
+    (tmp_path / "spark_jobs").mkdir()
+    (tmp_path / "spark_jobs" / "job.py").write_text("")
+    (tmp_path / "dags" / "known.py").write_text(DAG_FILE)
+    monkeypatch.setenv("TXDAG_DAGS_FOLDER", str(tmp_path / "dags"))
+    monkeypatch.setattr(transactions, "_definitions", (0.0, {}))
+    from airflow.api_fastapi.app import create_auth_manager
+
+    client = TestClient(app)
+    client.headers["Authorization"] = f"Bearer {page_token(create_auth_manager(), JWT_SECRET)}"
+    return client
+
+
+PAGE_MISTAKES = [  # what the user does, the request, the status it must get, what the answer must say
+    ("read a topology no DAG defines", "get", "/api/topologies/nosuch", None, 404,
+     ["no DAG file defines topology 'nosuch'", "it defines known", "check the name"]),
+    ("read the rejections of a topology no DAG defines", "get", "/api/topologies/nosuch/rejections", None, 404,
+     ["no DAG file defines topology 'nosuch'"]),
+    ("replay a topology no DAG defines", "post", "/api/topologies/nosuch/replay", {"from_txid": 1}, 404,
+     ["no DAG file defines topology 'nosuch'", "check the name"]),
+    ("pause a topology no DAG defines", "post", "/api/topologies/nosuch/pause", {"paused": True}, 404,
+     ["no DAG file defines topology 'nosuch'"]),
+    ("replay from a txid that is not a number", "post", "/api/topologies/known/replay", {"from_txid": "four"}, 422,
+     ["malformed request", "from_txid", "valid integer", "send JSON"]),
+    ("replay from txid 0", "post", "/api/topologies/known/replay", {"from_txid": 0}, 422,
+     ["from_txid must be a txid >= 1, got 0"]),
+    ("replay from a negative txid", "post", "/api/topologies/known/replay", {"from_txid": -3}, 422,
+     ["from_txid must be a txid >= 1, got -3"]),
+    ("replay without saying from which txid", "post", "/api/topologies/known/replay", {}, 422,
+     ["malformed request", "from_txid", "Field required"]),
+    ("pause with a flag that is not a boolean", "post", "/api/topologies/known/pause", {"paused": "maybe"}, 422,
+     ["malformed request", "paused"]),
+    ("list rejections with a negative limit", "get", "/api/topologies/known/rejections?limit=-1", None, 422,
+     ["malformed request", "limit", "greater than or equal to 0"]),
+    ("list rejections with a limit that is not a number", "get", "/api/topologies/known/rejections?limit=all",
+     None, 422, ["malformed request", "limit"]),
+]
+
+
+@pytest.mark.parametrize("what, method, path, body, status, fragments", PAGE_MISTAKES,
+                         ids=[case[0] for case in PAGE_MISTAKES])
+def test_a_mistake_on_the_page_gets_its_status_and_a_sentence(page, what, method, path, body, status,
+                                                              fragments) -> None:
+    kwargs = {"json": body} if body is not None else {}
+    response = getattr(page, method)(path, headers=CSRF, **kwargs)
+    check_answer(response.status_code, detail_of(response), status, fragments, what=what)
+    assert "TransactionStore" not in response.text and "ensure()" not in response.text  # no internal hint
+
+
+REFUSALS = [  # before any service is touched: the page's authentication and CSRF
+    ("read without logging in", "get", "/api/topologies", {}, None, 401, ["log in to the Airflow UI"]),
+    ("read with a token Airflow did not sign", "get", "/api/topologies/known",
+     {"Authorization": "Bearer not-a-jwt"}, None, 403, ["Invalid JWT token"]),
+    ("act without the CSRF header", "post", "/api/topologies/known/replay", {"X-Txdag-Csrf": ""},
+     {"from_txid": 1}, 403, ["X-Txdag-Csrf: 1", "the page's buttons send it"]),
+]
+
+
+@pytest.mark.parametrize("what, method, path, headers, body, status, fragments", REFUSALS,
+                         ids=[case[0] for case in REFUSALS])
+def test_a_refusal_says_how_to_get_in(page, what, method, path, headers, body, status, fragments) -> None:
+    if what == "read without logging in":
+        del page.headers["Authorization"]
+    kwargs = {"json": body} if body is not None else {}
+    response = getattr(page, method)(path, headers=headers, **kwargs)
+    check_answer(response.status_code, detail_of(response), status, fragments, what=what)
+
+
+def test_a_topology_the_dag_folder_defines_is_not_a_404(page, monkeypatch) -> None:
+    """The 404 is the DAG folder's answer, not the page's default: a defined topology reaches its view."""
+    monkeypatch.setattr(transactions, "view", lambda name: {"topology": name, "seen": True})
+    response = page.get("/api/topologies/known")
+    assert response.status_code == 200 and response.json() == {"topology": "known", "seen": True}
