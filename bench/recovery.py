@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/recovery.py                        # every fault and phase (~40-60 min on 2 cores)
     .venv/bin/python bench/recovery.py --quick                # the process phase only, smaller batches
+    .venv/bin/python bench/recovery.py --quick --settings airflow-defaults   # the same with Airflow's timeouts
     .venv/bin/python bench/recovery.py --faults driver,paused,scheduler --phases process
     .venv/bin/python bench/recovery.py --healthy 100000 --faults none    # only the healthy drain
 
@@ -18,8 +19,8 @@ Faults (--faults, comma-separated; phases: process, commit):
   driver          SIGKILL the Spark driver of the process task (spark-submit's JVM)
   task            SIGKILL the task process (the LocalExecutor worker's child running the operator)
   worker          SIGKILL the executor worker running the task's supervisor, with the task and its Spark driver
-  scheduler       SIGKILL the scheduler's session (its executor and tasks); airflow.sh start after --restart-after s
-  triggerer, dag-processor, api-server   SIGKILL the component; airflow.sh start after --restart-after s
+  scheduler       SIGKILL the scheduler's session (its executor and tasks); airflow.sh restart after --restart-after s
+  triggerer, dag-processor, api-server   SIGKILL the component; airflow.sh restart after --restart-after s
   zookeeper       services.sh stop zk + start zk          redis     services.sh restart-redis
   postgres        postgres.sh stop + start (Airflow's metadata database)
   paused          SIGSTOP the process task's tree; after Airflow gave up on it and its retry committed, SIGCONT it:
@@ -45,6 +46,12 @@ BENCH = Path(__file__).resolve().parent
 FAULT_NAMES = ("driver", "task", "worker", "scheduler", "triggerer", "dag-processor", "api-server", "zookeeper",
                "redis", "postgres", "paused", "paused-early", "connect-server")
 QUICK_FAULTS = ("driver", "task", "scheduler", "zookeeper", "redis", "paused")
+# Airflow 3.3's own defaults of the settings scripts/airflow.sh changes for recovery: --settings airflow-defaults
+# puts them back (as AIRFLOW__SECTION__KEY, which win over airflow.cfg), to measure "before" on the same machine.
+AIRFLOW_DEFAULTS = {"AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "300",
+                    "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "10",
+                    "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_THRESHOLD": "30",
+                    "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "300"}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -66,7 +73,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--healthy-mode", choices=("submit", "connect"), default="submit", help="its Spark mode")
     p.add_argument("--airflow-env", action="append", default=[], metavar="KEY=VALUE",
                    help="extra environment of the Airflow components, e.g. AIRFLOW__SCHEDULER__...=...")
-    p.add_argument("--label", default="", help="a name for this run in the table and chart (e.g. before, after)")
+    p.add_argument("--settings", choices=("shipped", "airflow-defaults"), default="shipped", help="Airflow's "
+                   "recovery settings: scripts/airflow.sh's (default) or Airflow's own defaults (the 'before')")
+    p.add_argument("--label", default="", help="a name for this run in the table and chart (default: after for the "
+                   "shipped settings, before for Airflow's defaults)")
     p.add_argument("--compare", default=None, metavar="RESULTS_JSON", help="an earlier run's results.json to show "
                    "beside this one")
     p.add_argument("--airflow-home", default=None, help="default $AIRFLOW_HOME, else .run/airflow-recovery-<port>")
@@ -80,6 +90,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.faults = ",".join(QUICK_FAULTS) if "--faults" not in given else args.faults
         args.phases = "process" if "--phases" not in given else args.phases
         args.batch = 50 if "--batch" not in given else args.batch
+    if args.settings == "airflow-defaults":
+        args.airflow_env = [f"{k}={v}" for k, v in AIRFLOW_DEFAULTS.items()] + args.airflow_env
+    args.label = args.label or ("before" if args.settings == "airflow-defaults" else "after")
     args.faults = [f.strip() for f in args.faults.split(",") if f.strip()]
     args.phases = [x.strip() for x in args.phases.split(",") if x.strip()]
     unknown = set(args.faults) - set(FAULT_NAMES) - {"none"}

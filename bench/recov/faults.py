@@ -2,7 +2,7 @@
 
 Each ``inject(hit)`` returns the fault's time (epoch seconds: the signal, or the service going down) and a note.
 A component that crashes is restarted the way an operator (or a service manager) would: the Airflow components by
-``scripts/airflow.sh start`` after ``restart_after`` seconds, the servers by their scripts at once.
+``scripts/airflow.sh restart <component>`` after ``restart_after`` seconds, the servers by their scripts at once.
 """
 
 from __future__ import annotations
@@ -66,9 +66,8 @@ def crash(component: str) -> Callable[[Hit], tuple[float, str]]:
         t0 = time.time()
         hit.lab.script("airflow.sh", "crash", component, airflow=True)
         time.sleep(hit.restart_after)
-        hit.lab.script("airflow.sh", "start", airflow=True)
-        return t0, f"airflow.sh crash {component}; {hit.restart_after:g} s later airflow.sh start " \
-                   f"(up {time.time() - t0 - hit.restart_after:.0f} s later)"
+        hit.lab.script("airflow.sh", "restart", component, airflow=True)
+        return t0, f"airflow.sh crash {component}; {hit.restart_after:g} s later airflow.sh restart {component}"
     return inject
 
 
@@ -130,13 +129,13 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
     Fault("worker", ("process", "commit"), "submit", "SIGKILL the executor worker running the task's supervisor, "
           "with the task and its Spark driver", kill_worker, on_task=True),
     Fault("scheduler", ("process", "commit"), "submit", "SIGKILL the scheduler's session (its executor workers "
-          "and tasks die with it); airflow.sh start after 10 s", crash("scheduler")),
-    Fault("triggerer", ("process",), "submit", "SIGKILL the triggerer; airflow.sh start after 10 s",
+          "and tasks die with it); airflow.sh restart after 10 s", crash("scheduler")),
+    Fault("triggerer", ("process",), "submit", "SIGKILL the triggerer; airflow.sh restart after 10 s",
           crash("triggerer")),
-    Fault("dag-processor", ("process",), "submit", "SIGKILL the DAG processor; airflow.sh start after 10 s",
+    Fault("dag-processor", ("process",), "submit", "SIGKILL the DAG processor; airflow.sh restart after 10 s",
           crash("dag-processor")),
     Fault("api-server", ("process", "commit"), "submit", "SIGKILL the API server (the tasks' execution API); "
-          "airflow.sh start after 10 s", crash("api-server")),
+          "airflow.sh restart after 10 s", crash("api-server")),
     Fault("zookeeper", ("process", "commit"), "submit", "restart ZooKeeper (services.sh stop zk, start zk)",
           restart_zk),
     Fault("postgres", ("process", "commit"), "submit", "restart PostgreSQL, Airflow's metadata database",
