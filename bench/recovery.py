@@ -36,6 +36,7 @@ chart.png to --out (default bench/results/recovery-<timestamp>/). Nothing here a
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -79,6 +80,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "shipped settings, before for Airflow's defaults)")
     p.add_argument("--compare", default=None, metavar="RESULTS_JSON", help="an earlier run's results.json to show "
                    "beside this one")
+    p.add_argument("--from-results", default=None, metavar="RESULTS_JSON", help="run nothing: print the table of an "
+                   "earlier run (beside --compare's) and draw its chart again")
+    p.add_argument("--chart", default=None, metavar="PNG", help="where the chart goes (default <out>/chart.png; "
+                   "the note's is docs/recovery.png)")
     p.add_argument("--airflow-home", default=None, help="default $AIRFLOW_HOME, else .run/airflow-recovery-<port>")
     p.add_argument("--redis-db", type=int, default=1, help="first of the 3 Redis databases used (default 1..3)")
     p.add_argument("--flush", action="store_true", help="empty those databases first if they hold keys")
@@ -116,6 +121,14 @@ def main(argv: list[str] | None = None) -> int:
     from recov.runner import run
 
     out = Path(args.out)
+    if args.from_results:
+        from recov import report
+
+        results = json.loads(Path(args.from_results).read_text())
+        before = json.loads(Path(args.compare).read_text()) if args.compare else None
+        report.print_table(results, before)
+        report.write_chart(results, out, before, Path(args.chart) if args.chart else None)
+        return 0
     (out / "logs").mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     code = run(args, out)

@@ -70,7 +70,8 @@ def write_json(results: dict[str, Any], out: Path) -> Path:
     return path
 
 
-def write_chart(results: dict[str, Any], out: Path, before: dict[str, Any] | None = None) -> Path | None:
+def write_chart(results: dict[str, Any], out: Path, before: dict[str, Any] | None = None,
+                path: Path | None = None) -> Path | None:
     """chart.png: per fault and phase, seconds to the next txid's commit (and the earlier run's, if given), with
     the bound (30 s + the no-fault time) as a line. None without matplotlib."""
     try:
@@ -102,7 +103,8 @@ def write_chart(results: dict[str, Any], out: Path, before: dict[str, Any] | Non
     ax.legend(fontsize=8, loc="lower right")
     ax.set_title(f"txdag recovery, one fault at a time ({results.get('started', '')})", fontsize=10)
     fig.tight_layout()
-    path = out / "chart.png"
+    path = path or out / "chart.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path

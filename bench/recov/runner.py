@@ -116,7 +116,7 @@ def run(args: Namespace, out: Path) -> int:
     if "healthy" in results:
         print(f"healthy run: {results['healthy']['summary']}")
     report.write_json(results, out)
-    report.write_chart(results, out, before)
+    report.write_chart(results, out, before, Path(args.chart) if args.chart else None)
     return code
 
 

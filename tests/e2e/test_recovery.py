@@ -1,12 +1,14 @@
-"""Recovery by itself after one crash (issue 20), through the real Airflow of conftest: a topology of its own (the
-tweets job, spark-submit, two txids in flight), so the txid numbers of the other tests do not move.
+"""Recovery by itself after one crash or restart (issue 20), through the real Airflow of conftest and on the
+recovery settings scripts/airflow.sh ships: a topology of its own (the tweets job, spark-submit, two txids in
+flight), so the txid numbers of the other tests do not move.
 
-Each test appends two batches, triggers two runs and hits the first txid while its Spark job runs: SIGKILL of the
-Spark driver; SIGKILL of the scheduler's whole session (its executor workers and tasks die with it) and
-``scripts/airflow.sh start`` 10 s later, which starts only the scheduler; SIGSTOP of the task's whole tree (a frozen
-worker) until Airflow gave up on it and its retry committed, then SIGCONT: the stale attempt changes nothing. Each
-then checks that both txids committed, in txid order with no gap, and that the counts equal the ground truth. No
-test asserts a time: bench/recovery.py measures them; the waits here are only bounds that keep a test from hanging.
+The paused task: SIGSTOP of the task's whole tree (a frozen worker) until Airflow gave up on it and its retry
+committed, then SIGCONT: the stale attempt changes nothing. A stop and a start of Redis and ZooKeeper
+(scripts/services.sh) while Airflow runs: the state, the source, the tasks' Redis user and the txid records are
+kept, and the next txids commit. Each test checks the txid order with no gap and the counts against the ground
+truth. The Spark driver and the scheduler killed with runs in flight are test_topologies.py's
+(test_spark_driver_killed_by_signal, test_scheduler_killed_with_runs_in_flight). No test asserts a time: each
+prints its figures (bench/recovery.py measures them all); the waits are only bounds that keep a test from hanging.
 """
 
 from __future__ import annotations
@@ -147,44 +149,6 @@ def staging_keys(admin: redis.Redis, txid: int) -> list[bytes]:
 
 # --- the tests --------------------------------------------------------------------------------------------------
 
-def test_spark_driver_killed(airflow, store_of, admin, tweets) -> None:
-    """SIGKILL to the Spark driver of the first txid: its process task fails and its retry runs attempt 2; both
-    txids commit in order."""
-    store = store_of(TOPOLOGY)
-    first, runs, ti = two_txids_in_flight(airflow, store, admin, tweets, seed=61)
-    for pid in spark_drivers(ti["pid"]):
-        os.kill(pid, signal.SIGKILL)
-
-    wait_runs(airflow, TOPOLOGY, runs)
-    records = check_commits(store, first + 1)
-    assert airflow.api.task_instance(TOPOLOGY, ti["run"], "process")["try_number"] == 2
-    assert records[first].attempt == 2 and records[first].run_id == ti["run"]
-    check_exact(admin, tweets)
-
-
-def test_scheduler_killed_and_started_again(airflow, store_of, admin, tweets) -> None:
-    """SIGKILL to the scheduler's session while the first txid's Spark job runs (its task dies with it);
-    ``airflow.sh start`` 10 s later starts the scheduler alone, which finds the dead task and runs it again."""
-    store = store_of(TOPOLOGY)
-    first, runs, ti = two_txids_in_flight(airflow, store, admin, tweets, seed=62)
-    script = ["bash", str(REPO / "scripts" / "airflow.sh")]
-    crash = subprocess.run([*script, "crash", "scheduler"], env=airflow.env, capture_output=True, text=True)
-    assert crash.returncode == 0 and "killed scheduler" in crash.stdout, crash.stdout + crash.stderr
-    assert not alive(ti["pid"])
-    time.sleep(10)
-    start = subprocess.run([*script, "start"], env={**airflow.env, "TXDAG_AIRFLOW_FRESH_DB": ""},
-                           capture_output=True, text=True, timeout=300)
-    assert start.returncode == 0, start.stdout + start.stderr
-    assert "scheduler not running: starting it" in start.stdout, start.stdout
-    assert "api-server not running" not in start.stdout, "airflow.sh start restarted what was running"
-
-    wait_runs(airflow, TOPOLOGY, runs)
-    records = check_commits(store, first + 1)
-    assert airflow.api.task_instance(TOPOLOGY, ti["run"], "process")["try_number"] >= 2
-    assert {records[t].run_id for t in (first, first + 1)} == set(runs)
-    check_exact(admin, tweets)
-
-
 def test_paused_task_is_refused_when_it_comes_back(airflow, store_of, admin, tweets) -> None:
     """SIGSTOP to the whole tree of the first txid's process task (supervisor, task, Spark driver): Airflow stops
     hearing from it and retries it; the retry re-emits the txid (attempt 2) and commits it. Then SIGCONT, the stale
@@ -194,6 +158,7 @@ def test_paused_task_is_refused_when_it_comes_back(airflow, store_of, admin, twe
     first, runs, ti = two_txids_in_flight(airflow, store, admin, tweets, seed=63)
     worker = _procs()[ti["pid"]][0]
     tree = [ti["pid"], *descendants(ti["pid"])]
+    paused = time.time()
     for pid in (worker, *tree):
         os.kill(pid, signal.SIGSTOP)
     try:
@@ -220,3 +185,50 @@ def test_paused_task_is_refused_when_it_comes_back(airflow, store_of, admin, twe
     assert airflow.api.task_instance(TOPOLOGY, ti["run"], "process")["try_number"] == 2
     assert staging_keys(admin, first) == [] and staging_keys(admin, first + 1) == []
     check_exact(admin, tweets)
+    print(f"\npaused task: SIGSTOP -> txid {first} committed {seconds_to_commit(store, first, paused)} s, txid "
+          f"{first + 1} {seconds_to_commit(store, first + 1, paused)} s; the stale try's txdag lines:")
+    stale = airflow.api.task_log(TOPOLOGY, ti["run"], "process", 1)
+    print("\n".join(line[-400:] for line in stale.splitlines() if "topology=" in line or "heartbeat" in line))
+
+
+def test_services_stopped_and_started(airflow, store_of, admin, tweets) -> None:
+    """scripts/services.sh stop, then start, with Airflow running: Redis comes back with every key (its append-only
+    file) and the tasks' Redis user (its ACL file), ZooKeeper with its records; the next two txids commit."""
+    store = store_of(TOPOLOGY)
+    first, runs, _ = two_txids_in_flight(airflow, store, admin, tweets, seed=64)
+    wait_runs(airflow, TOPOLOGY, runs)
+    check_commits(store, first + 1)
+    keys = {k: admin.type(k) for k in admin.scan_iter(count=1000)}
+    users = admin.execute_command("ACL", "USERS")
+    topology = store.read_topology()[0]
+    script = ["bash", str(REPO / "scripts" / "services.sh")]
+    started = time.time()
+    for action in ("stop", "start"):
+        done = subprocess.run([*script, action], env=airflow.env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+    print(f"\nservices.sh stop + start: {time.time() - started:.1f} s")
+    admin.close()  # a new connection to the new server
+    assert {k: admin.type(k) for k in admin.scan_iter(count=1000)} == keys
+    assert admin.execute_command("ACL", "USERS") == users and airflow.redis_user.encode() in users
+    deadline = time.monotonic() + 60  # the tests' ZooKeeper session reconnects (or starts afresh) by itself
+    while True:
+        try:
+            assert store.read_topology()[0] == topology
+            break
+        except Exception:
+            assert time.monotonic() < deadline, "ZooKeeper did not answer within 60 s of services.sh start"
+            time.sleep(1)
+    check_exact(admin, tweets)
+
+    first, runs, _ = two_txids_in_flight(airflow, store, admin, tweets, seed=65)
+    wait_runs(airflow, TOPOLOGY, runs)
+    check_commits(store, first + 1)
+    check_exact(admin, tweets)
+    print(f"after the restart: txids {first} and {first + 1} committed "
+          f"{seconds_to_commit(store, first + 1, started):.0f} s after services.sh stop")
+
+
+def seconds_to_commit(store: TransactionStore, txid: int, since: float) -> float:
+    record = store.read_txid(txid)[0]
+    at = min(h.at for h in record.history if h.status.value == "committed")
+    return round(datetime.fromisoformat(at).timestamp() - since, 1)

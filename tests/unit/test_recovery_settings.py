@@ -66,3 +66,47 @@ def test_each_heartbeat_gets_several_chances(settings) -> None:
     heartbeat intervals inside each timeout."""
     assert settings["task_instance_heartbeat_timeout"] >= 3 * AIRFLOW_DEFAULTS["min_heartbeat_interval"]
     assert settings["scheduler_health_check_threshold"] >= 3 * AIRFLOW_DEFAULTS["scheduler_heartbeat_sec"]
+
+
+def topology(**kwargs) -> TransactionalTopology:
+    job = str(ROOT / "spark_jobs" / "tweets_analytics.py")
+    return TransactionalTopology("t", source=TweetsSource(), job=job, states=[State("s")], **kwargs)
+
+
+def test_every_task_gets_the_topologys_execution_timeout() -> None:
+    """A hung (not dead) task is failed and retried: heartbeats notice only the dead."""
+    from datetime import timedelta
+
+    from txdag.airflow import render
+
+    assert topology().execution_timeout == timedelta(minutes=30)
+    dag = render(topology(execution_timeout=timedelta(minutes=5)))
+    assert {t.task_id: t.execution_timeout for t in dag.tasks} == dict.fromkeys(
+        ("coordinate", "process", "commit"), timedelta(minutes=5))
+    assert {t.execution_timeout for t in render(topology(execution_timeout=None)).tasks} == {None}
+
+
+@pytest.mark.parametrize("bad", [30, 0.5, "30m", "0"])
+def test_an_execution_timeout_that_is_not_a_positive_timedelta_is_refused(bad) -> None:
+    from datetime import timedelta
+
+    from txdag.errors import ConfigError
+
+    for value in (bad, timedelta(0)):
+        with pytest.raises(ConfigError, match="execution_timeout must be a datetime.timedelta > 0"):
+            topology(execution_timeout=value)
+
+
+def test_the_tasks_redis_clients_time_out(monkeypatch) -> None:
+    """A hung Redis fails the step (its retry goes on) instead of wedging it; the Spark job's clients too, unless
+    their URL sets its own."""
+    from txdag.airflow.hooks import airflow_clients
+    from txdag.defaults import REDIS_TIMEOUT
+    from txdag.spark.env import redis_clients_from_env
+
+    monkeypatch.setenv("AIRFLOW_CONN_SLOW", '{"conn_type": "redis", "host": "127.0.0.1", "port": 1}')
+    kwargs = airflow_clients().redis("slow").connection_pool.connection_kwargs
+    assert (kwargs["socket_timeout"], kwargs["socket_connect_timeout"]) == (REDIS_TIMEOUT, REDIS_TIMEOUT) == (10, 10)
+    env = {"TXDAG_REDIS_URLS": '{"a": "redis://127.0.0.1:1/0", "b": "redis://127.0.0.1:1/0?socket_timeout=3"}'}
+    clients = redis_clients_from_env(["a", "b"], env)
+    assert [clients[c].connection_pool.connection_kwargs["socket_timeout"] for c in "ab"] == [REDIS_TIMEOUT, 3]
