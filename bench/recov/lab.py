@@ -102,14 +102,14 @@ class Lab:
             return str(exc)
         return ""
 
-    def leftovers(self, t: Topology, up_to: int) -> list[str]:
-        """Staging and claim keys of committed txids (<= ``up_to``): what a stale attempt wrote after the cleanup."""
+    def leftovers(self, t: Topology, txids: list[int]) -> list[str]:
+        """Staging and claim keys of these committed txids: what a stale attempt wrote after the cleanup."""
         found = []
         with self.redis(t) as client:
             for pattern in staging_layout.acl_patterns(t.dag):
                 for key in client.scan_iter(pattern, count=1000):
                     name = key.decode()
-                    if int(name[len(pattern) - 1:].split(":")[0]) <= up_to:
+                    if int(name[len(pattern) - 1:].split(":")[0]) in txids:
                         found.append(name)
         return sorted(found)
 

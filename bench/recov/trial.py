@@ -48,7 +48,7 @@ def run_trial(lab: Lab, topo: Topology, fault: Fault | None, phase: str, plan: P
         "tries": {t: {task: lab.ti(topo, run_of[t], task)["try_number"] for task in ("process", "commit")}
                   for t in txids},
         "exact": lab.check_exact(topo), "order": lab.order_problems(topo),
-        "leftovers": lab.leftovers(topo, first + 1), "note": note,
+        "leftovers": lab.leftovers(topo, txids), "note": note,
     }
     print(f"recovery:   -> {row['in_flight_s']} s / {row['next_s']} s, exact {not row['exact']}, "
           f"order {not row['order']}, {note}", flush=True)
