@@ -101,7 +101,8 @@ def topology_html(v: dict[str, Any], can_act: bool) -> str:
         parts.append(f'<p class="error" data-lag-error>lag unknown: {escape(v["lag_error"])}</p>')
     if v.get("rejections_error"):
         parts.append(f'<p class="error" data-rejections-error>rejections unknown: {escape(v["rejections_error"])}</p>')
-    parts += [failed_html(name, v["failed"], can_act), in_flight_html(name, v["in_flight"]),
+    parts += [failed_html(name, v["failed"], can_act), stalled_html(v.get("stalled") or []),
+              in_flight_html(name, v["in_flight"]),
               rejections_html(name, v.get("rejections") or [], v.get("rejected")), txids_html(name, v["txids"])]
     return f'<section class="topology" data-topology="{escape(name)}">{"".join(parts)}</section>'
 
@@ -144,10 +145,17 @@ def in_flight_html(dag: str, rows: list[dict[str, Any]]) -> str:
         f'<tr data-txid="{r["txid"] if r["txid"] is not None else ""}" data-phase="{escape(r["phase"])}">'
         f'<td>{r["txid"] if r["txid"] is not None else "-"}</td>'
         f'<td><span class="phase">{escape(r["phase"])}</span></td>'
-        f'<td>{r["attempt"] or "-"}</td><td>{r.get("batch_size", "-")}</td><td>{run_link(dag, r["run_id"])}</td>'
+        f'<td>{r["attempt"] or "-"}</td><td>{r.get("batch_size", "-")}</td>'
+        f'<td data-waits-on>{escape(r.get("waits_on") or "-")}</td><td>{escape(r.get("for") or "-")}</td>'
+        f'<td>{run_link(dag, r["run_id"])}</td>'
         f'<td><span class="state">{escape(str(r.get("run_state") or "-"))}</span></td></tr>' for r in rows)
     return ('<h3>In flight</h3><table data-in-flight><tr><th>txid</th><th>phase</th><th>attempt</th><th>batch size</th>'
-            f"<th>run</th><th>run state</th></tr>{body}</table>")
+            f"<th>waits on</th><th>for</th><th>run</th><th>run state</th></tr>{body}</table>")
+
+
+def stalled_html(advice: list[str]) -> str:
+    """The head of the line, stalled: what it waits on, since when, and the command that retries it now."""
+    return "".join(f'<p class="error" data-stalled>{escape(a)}</p>' for a in advice)
 
 
 def rejections_html(dag: str, rows: list[dict[str, Any]], total: int | None) -> str:

@@ -64,6 +64,7 @@ def status_text(report: dict | list) -> str:
                  "halted": "HALTED" if r.get("halted") else ""} for r in report]
         cols = ["topology", "committed_txid", "last_txid", "in_flight", "failed", "rejections", "halted"]
         halts = [f"{r['topology']} HALTED: {r['halted']}" for r in report if r.get("halted")]
+        halts += [f"{r['topology']} STALLED: {advice}" for r in report for advice in r.get("stalled") or []]
         return "\n\n".join([*halts, table(rows, cols, ["topology", "committed", "last txid", "in flight", "failed",
                                                        "rejected", ""])]) \
             if rows else "no topologies in the DAG folder or in ZooKeeper"
@@ -73,8 +74,10 @@ def status_text(report: dict | list) -> str:
              f"{len(r['in_flight'])} in flight, {r['rejections'] if r['rejections'] is not None else '?'} "
              "rejected entries"]
     if r["in_flight"]:
-        lines += ["", "in flight:", table(r["in_flight"], ["txid", "attempt", "phase", "run_id"],
-                                          ["txid", "attempt", "phase", "run"])]
+        lines += ["", "in flight:", table(r["in_flight"], ["txid", "attempt", "phase", "waits_on", "for", "run_id"],
+                                          ["txid", "attempt", "phase", "waits on", "for", "run"])]
+    for advice in r.get("stalled") or []:
+        lines += ["", f"STALLED: {advice}"]
     for f in r["failed"]:
         behind = f"; failed behind it: txid {', '.join(map(str, f['cascade']))}" if f["cascade"] else ""
         lines += ["", f"txid {f['txid']} FAILED (attempt {f['attempt']}, run {f['run_id']}): {f['error']}{behind}",

@@ -80,6 +80,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="list the runs without clearing them")
     p.set_defaults(func=ops.cmd_replay)
 
+    p = sub.add_parser("retry", parents=common, help="retry txid N's dead task now, not after Airflow's "
+                       "heartbeat timeout (the old attempt is fenced)")
+    p.add_argument("topology", type=topology_arg)
+    p.add_argument("txid", type=txid_arg)
+    p.add_argument("--dry-run", action="store_true", help="say what would be done, change nothing")
+    p.set_defaults(func=ops.cmd_retry)
+
     p = sub.add_parser("reset", parents=common, help="start a topology over on purpose: delete its records and "
                        "the keys it wrote (not its source)")
     p.add_argument("topology", type=topology_arg)

@@ -1,5 +1,5 @@
-"""``txdag replay``, ``txdag seed`` and ``txdag pools sync``: the commands that change something, each showing
-its progress as it goes (clearing runs, appending sample data, creating pools)."""
+"""``txdag replay``, ``retry``, ``reset``, ``seed`` and ``pools sync``: the commands that change something,
+each showing its progress as it goes (clearing runs, appending sample data, creating pools)."""
 
 from __future__ import annotations
 
@@ -86,6 +86,59 @@ def cmd_replay(args: argparse.Namespace) -> int:
          lambda d: f"{'would clear' if d['dry_run'] else 'cleared'} {len(d['cleared'])} run(s) of topology "
                    f"{d['topology']}, from txid {args.from_txid}")
     return 0
+
+
+LIVE_STATES = ("running", "restarting")  # what Airflow holds for a task it still thinks is alive
+
+
+def cmd_retry(args: argparse.Namespace) -> int:
+    """Retry txid N's dead task now instead of after Airflow's heartbeat timeout: the task instance Airflow still
+    holds as running is marked failed (no callback runs: the txid is not failed), then cleared with its downstream
+    tasks, so the scheduler starts its next try at once. Safe if the task was alive after all: a retried process
+    task claims a new attempt (the old one is fenced: its staging, claim and commit are refused), and a commit
+    writes each txid once."""
+    from txdag.zk.records import TxStatus
+
+    defined = topologies(args)
+    with clients() as using:
+        store = store_of(using, conn_id(args, "zookeeper", defined.get(args.topology)), args.topology, defined)
+        found = store.read_txid(args.txid)
+    if found is None:
+        raise CliError(f"topology {args.topology!r} has no record of txid {args.txid}: see `txdag status "
+                       f"{args.topology}` for the txids in flight")
+    record = found[0]
+    if record.status in (TxStatus.COMMITTED, TxStatus.FAILED):
+        fix = (f"txdag replay {args.topology} --from {args.txid}" if record.status is TxStatus.FAILED
+               else "nothing to do")
+        raise CliError(f"topology {args.topology!r}: txid {args.txid} is {record.status.value}, so no task of it "
+                       f"is running: {fix}", exits.REFUSED)
+    api = airflow_api()
+    live = [ti for ti in api.task_instances(args.topology, record.run_id) if ti["state"] in LIVE_STATES]
+    if not live:
+        raise CliError(f"topology {args.topology!r} txid {args.txid} (attempt {record.attempt}, run "
+                       f"{record.run_id}): Airflow holds none of its tasks as running, so there is no dead try to "
+                       f"fail: it waits on something else (see `txdag status {args.topology}`)", exits.REFUSED)
+    for ti in [] if args.dry_run else live:
+        api.set_task_state(args.topology, record.run_id, ti["task_id"], "failed")
+        api.clear(args.topology, record.run_id, task_ids=[ti["task_id"]], include_downstream=True)
+    data = {"topology": args.topology, "txid": args.txid, "attempt": record.attempt, "run_id": record.run_id,
+            "dry_run": args.dry_run,
+            "retried": [{"task_id": ti["task_id"], "try_number": ti["try_number"], "state": ti["state"],
+                         "hostname": ti.get("hostname"), "pid": ti.get("pid")} for ti in live]}
+    emit(args, data, retry_text)
+    return 0
+
+
+def retry_text(d: dict[str, Any]) -> str:
+    head = f"topology {d['topology']} txid {d['txid']} (attempt {d['attempt']}, run {d['run_id']})"
+    if d["dry_run"]:
+        running = ", ".join(f"{t['task_id']} try {t['try_number']} ({t['state']})" for t in d["retried"])
+        return (f"{head}: would mark {running} failed in Airflow and clear it with its downstream tasks "
+                "(nothing changed: without --dry-run it does)")
+    tries = "; ".join(f"{t['task_id']} try {t['try_number']} ({t['state']}, pid {t['pid']} on {t['hostname']}) "
+                      "marked failed and cleared" for t in d["retried"])
+    return (f"{head}: {tries}; the scheduler starts its next try now. A retried process task processes a new "
+            f"attempt; anything the old try still writes is refused")
 
 
 def cmd_seed(args: argparse.Namespace) -> int:

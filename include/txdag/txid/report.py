@@ -7,10 +7,11 @@ which read a :class:`~txdag.zk.store.TransactionStore`.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from txdag.errors import TxdagError
+from txdag.txid.waits import age, duration, stalled, stalled_advice, waits_on
 from txdag.zk.records import TopologyRecord, TxidRecord, TxStatus
 
 # Phases of a txid in flight, in the order a txid goes through them. "coordinating" is a run whose coordinate
@@ -66,15 +67,28 @@ def in_flight(records: list[TxidRecord]) -> list[TxidRecord]:
     return [r for r in records if r.status not in (TxStatus.COMMITTED, TxStatus.FAILED)]
 
 
+def wait_fields(record: TxidRecord, committed_txid: int, now: datetime) -> dict[str, Any]:
+    """What a txid in flight waits on and for how long (``txdag.txid.waits``)."""
+    return {"waits_on": waits_on(record, committed_txid), "since": record.updated_at,
+            "for": duration(age(record.updated_at, now))}
+
+
+def stalls(name: str, records: list[TxidRecord], committed_txid: int, now: datetime) -> list[str]:
+    """The advice about a stalled head of the line (at most one txid), for status and the page."""
+    return [stalled_advice(name, r, now) for r in in_flight(records) if stalled(r, committed_txid, now)]
+
+
 def topology_status(topo: TopologyRecord, records: list[TxidRecord], name: str,
-                    rejected: int | None) -> dict[str, Any]:
+                    rejected: int | None, now: datetime | None = None) -> dict[str, Any]:
     """``txdag status TOPOLOGY``'s document."""
+    now = now or datetime.now(UTC)
     return {
         "topology": name,
         "last_txid": topo.last_txid,
         "committed_txid": topo.committed_txid,
         "in_flight": [{"txid": r.txid, "attempt": r.attempt, "phase": phase(r, topo.committed_txid),
-                       "run_id": r.run_id} for r in in_flight(records)],
+                       "run_id": r.run_id, **wait_fields(r, topo.committed_txid, now)} for r in in_flight(records)],
+        "stalled": stalls(name, records, topo.committed_txid, now),
         "failed": failures(records),
         "rejections": rejected,
         "kept_txids": [r.txid for r in records],
@@ -133,9 +147,11 @@ def transactions_view(name: str, topo: TopologyRecord, records: list[TxidRecord]
     runs = runs or {}
     committed = topo.committed_txid
     owned = {r.run_id for r in records}
+    flying = in_flight(records)
     coordinating = [{"txid": None, "attempt": None, "phase": COORDINATING, "run_id": run_id, "run_state": state}
                     for run_id, state in sorted(runs.items()) if run_id not in owned and state in ("queued", "running")]
-    rows = [{**txid_row(r, committed), "run_state": runs.get(r.run_id)} for r in reversed(records)]
+    rows = [{**txid_row(r, committed), "run_state": runs.get(r.run_id),
+             **(wait_fields(r, committed, now) if r in flying else {})} for r in reversed(records)]
     return {
         "topology": name,
         "paused": paused,
@@ -143,6 +159,7 @@ def transactions_view(name: str, topo: TopologyRecord, records: list[TxidRecord]
         "last_txid": topo.last_txid,
         "in_flight": coordinating + [row for row in reversed(rows) if row["phase"] not in ("committed", "failed")],
         "failed": failures(records),
+        "stalled": stalls(name, records, committed, now),
         "lag": lag,
         "lag_error": lag_error,
         "commits_per_minute": commits_per_minute(records, now),

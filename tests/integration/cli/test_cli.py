@@ -137,13 +137,18 @@ def test_status_lists_txids_in_flight_with_phase_and_attempt(env, zk_hosts, zk_r
     second = coordinator.coordinate("b")
     coordinator.mark_processed(second.tx)
     code, out, _ = run(capsys, "status", prefix, "--json")
-    assert json.loads(out)["in_flight"] == [
-        {"txid": 1, "attempt": 1, "phase": "processing", "run_id": "a"},
-        {"txid": 2, "attempt": 1, "phase": "waiting to commit", "run_id": "b"},  # txid 1 is not committed
+    shown = ["txid", "attempt", "phase", "run_id", "waits_on"]
+    assert [{k: row[k] for k in shown} for row in json.loads(out)["in_flight"]] == [
+        {"txid": 1, "attempt": 1, "phase": "processing", "run_id": "a", "waits_on": "its process task (attempt 1)"},
+        {"txid": 2, "attempt": 1, "phase": "waiting to commit", "run_id": "b",  # txid 1 is not committed
+         "waits_on": "txid 1 to commit first"},
     ]
     code, out, _ = run(capsys, "status", prefix)
-    assert [re.split(r" {2,}", line) for line in out.splitlines()[3:]] == [  # columns are 2+ spaces apart
-        ["TXID", "ATTEMPT", "PHASE", "RUN"], ["1", "1", "processing", "a"], ["2", "1", "waiting to commit", "b"]]
+    rows = [re.split(r" {2,}", line) for line in out.splitlines()[3:]]  # columns are 2+ spaces apart
+    assert [row[:4] + row[5:] for row in rows] == [
+        ["TXID", "ATTEMPT", "PHASE", "WAITS ON", "RUN"], ["1", "1", "processing", "its process task (attempt 1)", "a"],
+        ["2", "1", "waiting to commit", "txid 1 to commit first", "b"]]
+    assert [row[4] for row in rows][0] == "FOR" and all(re.fullmatch(r"\d+ s", row[4]) for row in rows[1:]), rows
     store.client.stop()
 
 

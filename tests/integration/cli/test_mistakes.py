@@ -250,6 +250,12 @@ MISTAKES = [  # the environment, what the user types ({t}: the topology), the ex
                                                     "give one in 1..5"]),
     ("", "state get {t} uh onlyone", USAGE, ["'onlyone' is not a key of state 'uh'", "2 fields joined by ':'"]),
     ("", "state get {t} users", USAGE, ["state 'users' of topology '{t}'", "give one or more"]),
+    # txdag retry: a txid with no task to retry
+    ("zk down", "retry {t} 4", UNAVAILABLE, DOWN_ZK),
+    ("zk wrong password", "retry {t} 4", CONFIG, ["(NoAuth)", "same user and password"]),
+    ("", "retry {t} 9", FAILED, ["has no record of txid 9", "txdag status {t}"]),
+    ("", "retry {t} 2", REFUSED, ["txid 2 is committed, so no task of it is running: nothing to do"]),
+    ("", "retry {t} 4", REFUSED, ["txid 4 is failed", "txdag replay {t} --from 4"]),
     # a key or a record another program wrote
     ("", "state top {t} clash", CONFIG, ["the Redis key '{t}:clash' of state 'clash' is not a hash (WRONGTYPE)",
                                          "give the state a namespace of its own"]),

@@ -73,3 +73,19 @@ def test_a_long_spark_error_shows_txdags_own_line_first() -> None:
     assert html.startswith("txdag job failed: BatchReadError: key &#x27;k:25&#x27;<details>")
     assert "INFO noise" in html.split("<details>")[1]
     assert error_html("boom") == "boom"
+
+
+def test_a_stalled_head_of_the_line_leads_with_what_it_waits_on_and_the_retry_command() -> None:
+    meta = {"v": 1, "from": 1, "quantity": 100}
+    stuck = TxidRecord.new(3, "manual__3", meta, "2026-11-23T11:55:00.000+00:00")  # processing for 5 min
+    behind = TxidRecord.new(4, "manual__4", meta, "2026-11-23T11:59:00.000+00:00")
+    behind = behind.moved(TxStatus.PROCESSED, "2026-11-23T11:59:50.000+00:00")
+    view = transactions_view("tweets", TopologyRecord(4, 2), [stuck, behind], now=datetime(2026, 11, 23, 12, tzinfo=UTC),
+                             runs={"manual__3": "running", "manual__4": "running"}, lag=0, paused=False)
+    html = render_page([view], None, {"tweets": True})
+    stalled = html.index("data-stalled>")
+    assert "has waited on its process task for 5 min 00 s" in html[stalled:]
+    assert "to retry it now: txdag retry tweets 3" in html[stalled:]
+    assert stalled < html.index("data-in-flight>"), "the stalled txid comes before the in-flight table"
+    assert "<td data-waits-on>its process task (attempt 1)</td><td>5 min 00 s</td>" in html
+    assert "<td data-waits-on>txid 3 to commit first</td><td>10 s</td>" in html

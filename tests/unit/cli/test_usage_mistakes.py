@@ -27,6 +27,8 @@ USAGE = [  # what the user types, and what argparse's answer must say (exit 2)
     (["status", "a b"], ["a topology id is letters, digits"]),
     (["replay", "t", "--from", "0"], ["argument --from: a txid must be an integer >= 1, got '0'"]),
     (["replay", "t"], ["the following arguments are required: --from"]),
+    (["retry", "t", "0"], ["argument txid: a txid must be an integer >= 1, got '0'"]),
+    (["retry", "t"], ["the following arguments are required: txid"]),
     (["rejections", "t", "--limit", "-1"], ["argument --limit: must be an integer >= 0, got '-1'"]),
     (["state", "top", "t", "s", "-n", "0"], ["argument -n: must be an integer >= 1, got '0'"]),
     (["seed", "kafka"], ["argument topology: invalid choice: 'kafka'"]),
