@@ -2,8 +2,11 @@
 
 ``<prefix>NEXT_WRITE`` holds the id the next tweet will be written at and ``<prefix>NEXT_READ`` where the very
 first txid starts (1 when absent). Batch metadata is ``{"v": 1, "from": id, "quantity": n}``; a replay reads the
-same keys again, so the batch is the same as long as the keys are kept. ``keys``/``acl_patterns``: the shape of
-txdag.keyspace (the owner is the prefix; a topology's user may only read them).
+same keys again, so the batch is the same as long as the keys are kept. A hole an operator accepted (``txdag
+accept-missing``) adds ``"missing": {"<id>": "<when accepted>"}``: every replay then reads the batch without those
+ids and emits a Rejection for each, so the batch stays the same and the hole stays counted.
+``keys``/``acl_patterns``: the shape of txdag.keyspace (the owner is the prefix; a topology's user may only read
+them).
 """
 
 from __future__ import annotations
@@ -15,7 +18,14 @@ from typing import Any
 import redis
 
 from txdag.attempt import TransactionAttempt
-from txdag.errors import BatchReadError, ConfigError, FormatVersionError, TxdagError, source_went_backwards
+from txdag.errors import (
+    BatchReadError,
+    ConfigError,
+    FormatVersionError,
+    TxdagError,
+    source_went_backwards,
+    start_over,
+)
 from txdag.keyspace import glob_escape
 from txdag.luascripts import declare, run
 from txdag.redisio import describe, is_refusal, redis_errors
@@ -65,7 +75,7 @@ def check_metadata(metadata: Any) -> tuple[int, int]:
         version = metadata.get("v") if isinstance(metadata, dict) else type(metadata).__name__
         raise FormatVersionError(
             f"tweets spout metadata has format version {version!r}; this txdag reads version {FORMAT_VERSION} "
-            f"only (upgrade txdag, or reset the topology's transactions)"
+            f"only (upgrade txdag, or start the topology over with `txdag reset TOPOLOGY --confirm`)"
         )
     start, quantity = metadata.get("from"), metadata.get("quantity")
     for name, value, low in (("from", start, 1), ("quantity", quantity, 0)):
@@ -73,7 +83,42 @@ def check_metadata(metadata: Any) -> tuple[int, int]:
             raise FormatVersionError(
                 f"tweets spout metadata field {name!r} must be an int >= {low}, got {value!r}"
             )
+    _missing(metadata, start, quantity)  # type: ignore[arg-type]
     return start, quantity  # type: ignore[return-value]
+
+
+def accepted_missing(metadata: Metadata) -> dict[int, str]:
+    """The ids of the batch accepted as missing (``txdag accept-missing``) and when; {} for metadata without any
+    (older metadata, and every batch without a hole)."""
+    return _missing(metadata, *check_metadata(metadata))
+
+
+def _missing(metadata: Metadata, start: int, quantity: int) -> dict[int, str]:
+    missing = metadata.get("missing", {})
+    if not isinstance(missing, dict):
+        raise FormatVersionError(f"tweets spout metadata field 'missing' must be an object, got {missing!r}")
+    out: dict[int, str] = {}
+    for key, at in missing.items():
+        tweet_id = int(key) if isinstance(key, str) and key.isdigit() else None
+        if tweet_id is None or not isinstance(at, str) or not start <= tweet_id < start + quantity:
+            raise FormatVersionError(
+                f"tweets spout metadata field 'missing' must map ids of the batch ({start}.."
+                f"{start + quantity - 1}) to when they were accepted, got {key!r}: {at!r}"
+            )
+        out[tweet_id] = at
+    return out
+
+
+def with_missing(metadata: Metadata, tweet_ids: Iterable[int], at: str) -> Metadata:
+    """``metadata`` with ``tweet_ids`` accepted as missing at ``at`` (the ids accepted before keep their time)."""
+    check_metadata(metadata)
+    added = {str(i): at for i in sorted(tweet_ids)}
+    return {**metadata, "missing": {**added, **metadata.get("missing", {})}}
+
+
+def missing_reason(at: str) -> str:
+    """A Rejection's reason for an id accepted as missing."""
+    return f"accepted as missing by txdag accept-missing at {at}"
 
 
 def next_from(prev_metadata: Metadata | None, next_read: int) -> int:
@@ -182,14 +227,16 @@ class TweetsTransactionalSpout:
         """Read exactly keys ``from .. from+quantity-1``; a missing key halts, a bad value is one rejection."""
         with self._metadata_errors(str(tx)):
             start, quantity = check_metadata(metadata)
-        keys = [self.key(i) for i in range(start, start + quantity)]
+            accepted = _missing(metadata, start, quantity)
+        ids = [i for i in range(start, start + quantity) if i not in accepted]
+        keys = [self.key(i) for i in ids]
         with redis_errors(self.client, f"reading the batch of {tx}", topology=self.topology, keys=keys):
             values = self._mget(keys)
             types = self._types([key for key, value in zip(keys, values) if value is None])
         self._check_present(tx, start, quantity, types)
         records: list[Record] = []
-        rejections: list[Rejection] = []
-        for tweet_id, key, raw in zip(range(start, start + quantity), keys, values):
+        rejections = [Rejection(str(i), missing_reason(at)) for i, at in sorted(accepted.items())]
+        for tweet_id, key, raw in zip(ids, keys, values):
             if raw is None:
                 rejections.append(
                     Rejection(str(tweet_id), f"key {key!r} holds a Redis {types[key]}, not a string")
@@ -205,6 +252,20 @@ class TweetsTransactionalSpout:
                 )
         return Batch(tx, records, rejections)
 
+    def missing_ids(self, metadata: Metadata) -> list[int]:
+        """The ids of the batch whose key is missing in Redis now, except those accepted as missing already."""
+        start, quantity = check_metadata(metadata)
+        accepted = _missing(metadata, start, quantity)
+        keys = {self.key(i): i for i in range(start, start + quantity) if i not in accepted}
+        with redis_errors(self.client, "looking for missing tweets", topology=self.topology, keys=list(keys)):
+            values = self._mget(list(keys))
+            types = self._types([key for key, value in zip(keys, values) if value is None])
+        return sorted(keys[key] for key, kind in types.items() if kind == "none")
+
+    def accept_missing(self, metadata: Metadata, ids: list[int], at: str) -> Metadata:
+        """``metadata`` with ``ids`` accepted as missing (txdag.txid.holes)."""
+        return with_missing(metadata, ids, at)
+
     @contextmanager
     def _metadata_errors(self, whose: str) -> Iterator[None]:
         """Stored metadata the spout cannot read: say which topology and txid, and where to fix it."""
@@ -213,7 +274,7 @@ class TweetsTransactionalSpout:
         except FormatVersionError as exc:
             raise FormatVersionError(
                 f"topology {self.topology!r}, {whose} metadata: {exc}; correct that txid's znode in ZooKeeper "
-                f"(`txdag status {self.topology}` lists them), or reset the topology's transactions"
+                f"(`txdag status {self.topology}` lists them), or {start_over(self.topology)}"
             ) from None
 
     def _mget(self, keys: list[str]) -> list[bytes | None]:
@@ -240,12 +301,15 @@ class TweetsTransactionalSpout:
             return
         changed = [key for key in gone if types[key] == "string"]
         what = "changed while it was being read" if changed else "is missing"
+        name, txid = self.topology, tx.txid
         raise BatchReadError(
-            f"topology {self.topology!r} {tx}: the source no longer holds the batch described by the metadata "
+            f"topology {name!r} {tx}: the source no longer holds the batch described by the metadata "
             f"(tweets {start}..{start + quantity - 1} at Redis {describe(self.client)}): key {gone[0]!r} {what}"
-            f" ({len(gone)} such key(s) in the range: {', '.join(gone[:5])}); restore key {gone[0]!r} (and the "
-            f"others) from a backup, or reset the topology's transactions if the tweets are lost for good: a "
-            f"transactional spout must replay exactly the same batch"
+            f" ({len(gone)} such key(s) in the range: {', '.join(gone[:5])}); a transactional spout must replay "
+            f"exactly the same batch. Ways out: restore key {gone[0]!r} (and the others) from a backup, then "
+            f"`txdag replay {name} --from {txid}`; or, if the tweets are lost for good, accept them as missing "
+            f"(they become rejected entries of txid {txid}) with `txdag accept-missing {name} {txid} --confirm "
+            f"--replay`; or start over with `txdag reset {name} --confirm`"
         )
 
 
