@@ -18,6 +18,7 @@ from txdag.attempt import TransactionAttempt
 from txdag.cli import exits
 from txdag.cli.main import main
 from txdag.errors import BatchReadError
+from txdag.protocol import steps
 from txdag.protocol.local import LocalTopology
 from txdag.spouts.samples import sample_tweets
 from txdag.spouts.tweets import append_tweets
@@ -99,6 +100,9 @@ def test_a_hole_fails_its_txid_and_accepting_it_lets_the_replay_commit_exact_cou
                  "run 'run4' consumed no txid", f"txdag accept-missing {prefix} 2 --confirm --replay",
                  f"txdag replay {prefix} --from 2", f"txdag reset {prefix} --confirm"):
         assert said in refused.reason, said
+    before = [store.read_txid(t) for t in (2, 3)]
+    assert steps.fail(topology.runtime, "run4", f"coordinate failed: {refused.reason}") is None, "it owns no txid"
+    assert [store.read_txid(t) for t in (2, 3)] == before and store.txid_of_run("run4") is None
 
     code, out, _ = run(["status", prefix], capsys)
     lines = out.splitlines()
