@@ -204,9 +204,8 @@ class WarmProcessOperator(BaseOperator):
             url = SparkConnectHook(self.topology.spark_connect_conn_id).get_connection_url()
             try:
                 result = run_connected(spec, self.topology.job_path, clients, url, rt.kv_configs)
-            except Exception as exc:  # the same shape as cold mode: txdag's message, the cause chained behind it
-                what = f"{type(exc).__name__}: {exc}"
-                raise JobFailed(job_failure(self.topology.topology_id, emission.tx, what)) from exc
+            except Exception as exc:
+                raise warm_failure(self.topology.topology_id, emission.tx, exc) from exc
             self.log.info("%s", result.summary())
 
         return process_txid(self, context, run_warm)
@@ -218,6 +217,11 @@ def submit_failure(topology: str, tx: Any, exc: BaseException) -> JobFailed:
     output, stays chained behind it in the task log."""
     output = str(exc)
     return JobFailed(job_failure(topology, tx, job_line(output), output))
+
+
+def warm_failure(topology: str, tx: Any, exc: BaseException) -> JobFailed:
+    """The same shape as cold mode's: txdag's message first, the job's exception chained behind it."""
+    return JobFailed(job_failure(topology, tx, f"{type(exc).__name__}: {exc}"))
 
 
 def _faults() -> dict[str, str]:

@@ -108,6 +108,18 @@ def test_a_spark_submit_that_died_before_the_job_spoke_says_so(ops) -> None:
     assert "its output is in this task's log" in message and "Executor" not in message
 
 
+def test_warm_mode_gives_the_same_shape_of_message(ops) -> None:
+    from txdag.errors import BatchReadError
+
+    cause = BatchReadError("topology 't' txid 8 attempt 2: key '506' is missing; Ways out: ...")
+    cold = ops.m.submit_failure("t", TA(8, 2), RuntimeError(SPARK_SUBMIT_FAILED))
+    warm = ops.m.warm_failure("t", TA(8, 2), cause)
+    assert str(warm).startswith("topology 't' txid 8 attempt 2: the Spark job failed: BatchReadError: topology 't' "
+                                "txid 8 attempt 2: key '506' is missing")
+    assert str(warm).split(": key '506'")[0] == str(cold).split(": key '506'")[0]
+    assert str(warm).endswith("txdag replay t --from 8") and type(warm) is type(cold)
+
+
 def test_processed_pushes_the_attempt_it_processed(ops) -> None:
     reemitted = Emission(TA(4, 2), {"n": 2}, replay=True)
     got = ops.m.process_result(TASK, TOPOLOGY, TA(4, 1), EMITTED, Processed(reemitted))
