@@ -4,9 +4,9 @@
 first txid starts (1 when absent). Batch metadata is ``{"v": 1, "from": id, "quantity": n}``; a replay reads the
 same keys again, so the batch is the same as long as the keys are kept. A hole an operator accepted (``txdag
 accept-missing``) adds ``"missing": {"<id>": "<when accepted>"}``: every replay then reads the batch without those
-ids and emits a Rejection for each, so the batch stays the same and the hole stays counted.
-``keys``/``acl_patterns``: the shape of txdag.keyspace (the owner is the prefix; a topology's user may only read
-them).
+ids and emits a Rejection for each, so the batch stays the same and the hole stays counted (the metadata's rules:
+``txdag.spouts.tweet_batches``). ``keys``/``acl_patterns``: the shape of txdag.keyspace (the owner is the prefix;
+a topology's user may only read them).
 """
 
 from __future__ import annotations
@@ -30,8 +30,10 @@ from txdag.keyspace import glob_escape
 from txdag.luascripts import declare, run
 from txdag.redisio import describe, is_refusal, redis_errors
 from txdag.spouts.base import Batch, Metadata, Record, Rejection, SpoutKind
+from txdag.spouts.tweet_batches import FORMAT_VERSION as FORMAT_VERSION
+from txdag.spouts.tweet_batches import accepted_missing as accepted_missing
+from txdag.spouts.tweet_batches import check_metadata, missing_in, missing_reason, next_from, plan_batch, with_missing
 
-FORMAT_VERSION = 1
 MGET_CHUNK = 10_000  # keys per MGET: bounds one reply's size; all chunks still go in one round trip
 CONNECTION_ERRORS = (redis.ConnectionError, redis.TimeoutError)
 
@@ -67,73 +69,6 @@ def require_bytes_client(client: Any, what: str) -> None:
             f"{what}: create the Redis client without decode_responses=True; the spout decodes each value "
             f"itself so that a value that is not UTF-8 becomes one rejection instead of a failed batch"
         )
-
-
-def check_metadata(metadata: Any) -> tuple[int, int]:
-    """``(from, quantity)`` of a tweets metadata dict; refuses unknown versions and shapes."""
-    if not isinstance(metadata, dict) or metadata.get("v") != FORMAT_VERSION:
-        version = metadata.get("v") if isinstance(metadata, dict) else type(metadata).__name__
-        raise FormatVersionError(
-            f"tweets spout metadata has format version {version!r}; this txdag reads version {FORMAT_VERSION} "
-            f"only (upgrade txdag, or start the topology over with `txdag reset TOPOLOGY --confirm`)"
-        )
-    start, quantity = metadata.get("from"), metadata.get("quantity")
-    for name, value, low in (("from", start, 1), ("quantity", quantity, 0)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise FormatVersionError(
-                f"tweets spout metadata field {name!r} must be an int >= {low}, got {value!r}"
-            )
-    _missing(metadata, start, quantity)  # type: ignore[arg-type]
-    return start, quantity  # type: ignore[return-value]
-
-
-def accepted_missing(metadata: Metadata) -> dict[int, str]:
-    """The ids of the batch accepted as missing (``txdag accept-missing``) and when; {} for metadata without any
-    (older metadata, and every batch without a hole)."""
-    return _missing(metadata, *check_metadata(metadata))
-
-
-def _missing(metadata: Metadata, start: int, quantity: int) -> dict[int, str]:
-    missing = metadata.get("missing", {})
-    if not isinstance(missing, dict):
-        raise FormatVersionError(f"tweets spout metadata field 'missing' must be an object, got {missing!r}")
-    out: dict[int, str] = {}
-    for key, at in missing.items():
-        tweet_id = int(key) if isinstance(key, str) and key.isdigit() else None
-        if tweet_id is None or not isinstance(at, str) or not start <= tweet_id < start + quantity:
-            raise FormatVersionError(
-                f"tweets spout metadata field 'missing' must map ids of the batch ({start}.."
-                f"{start + quantity - 1}) to when they were accepted, got {key!r}: {at!r}"
-            )
-        out[tweet_id] = at
-    return out
-
-
-def with_missing(metadata: Metadata, tweet_ids: Iterable[int], at: str) -> Metadata:
-    """``metadata`` with ``tweet_ids`` accepted as missing at ``at`` (the ids accepted before keep their time)."""
-    check_metadata(metadata)
-    added = {str(i): at for i in sorted(tweet_ids)}
-    return {**metadata, "missing": {**added, **metadata.get("missing", {})}}
-
-
-def missing_reason(at: str) -> str:
-    """A Rejection's reason for an id accepted as missing."""
-    return f"accepted as missing by txdag accept-missing at {at}"
-
-
-def next_from(prev_metadata: Metadata | None, next_read: int) -> int:
-    """The first tweet id after ``prev_metadata``'s batch; the very first txid starts at NEXT_READ."""
-    if prev_metadata is None:
-        return next_read
-    start, quantity = check_metadata(prev_metadata)
-    return start + quantity
-
-
-def plan_batch(prev_metadata: Metadata | None, next_read: int, next_write: int, max_size: int) -> Metadata:
-    """The seed's coordinator arithmetic: continue after the previous batch, at most ``max_size`` tweets."""
-    start = next_from(prev_metadata, next_read)
-    quantity = max(0, min(next_write - start, max_size))
-    return {"v": FORMAT_VERSION, "from": start, "quantity": quantity}
 
 
 def _cursor(
@@ -227,7 +162,7 @@ class TweetsTransactionalSpout:
         """Read exactly keys ``from .. from+quantity-1``; a missing key halts, a bad value is one rejection."""
         with self._metadata_errors(str(tx)):
             start, quantity = check_metadata(metadata)
-            accepted = _missing(metadata, start, quantity)
+            accepted = missing_in(metadata, start, quantity)
         ids = [i for i in range(start, start + quantity) if i not in accepted]
         keys = [self.key(i) for i in ids]
         with redis_errors(self.client, f"reading the batch of {tx}", topology=self.topology, keys=keys):
@@ -255,7 +190,7 @@ class TweetsTransactionalSpout:
     def missing_ids(self, metadata: Metadata) -> list[int]:
         """The ids of the batch whose key is missing in Redis now, except those accepted as missing already."""
         start, quantity = check_metadata(metadata)
-        accepted = _missing(metadata, start, quantity)
+        accepted = missing_in(metadata, start, quantity)
         keys = {self.key(i): i for i in range(start, start + quantity) if i not in accepted}
         with redis_errors(self.client, "looking for missing tweets", topology=self.topology, keys=list(keys)):
             values = self._mget(list(keys))
