@@ -51,7 +51,7 @@ def version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from txdag.cli import doctor, inspect, kvstate, ops, state, topology
+    from txdag.cli import doctor, holes, inspect, kvstate, ops, state, topology
 
     common = [_options()]
     parser = argparse.ArgumentParser(prog="txdag", description=DESCRIPTION)
@@ -131,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=doctor.cmd_doctor)
     add_acl_cli(sub)
     topology.add_cli(sub, common)
+    holes.add_cli(sub, common)
     return parser
 
 

@@ -71,21 +71,31 @@ def cmd_replay(args: argparse.Namespace) -> int:
     with clients() as using:
         records = replay_targets(store_of(using, conn_id(args, "zookeeper", defined.get(args.topology)),
                                           args.topology, defined), args.from_txid)
-    api = None if args.dry_run else airflow_api()
+    emit(args, clear_runs(args, records), replay_text)
+    return 0
+
+
+def clear_runs(args: argparse.Namespace, records: list[Any], api: Any = None) -> dict[str, Any]:
+    """Clear the runs of ``records`` (a replay's targets) in txid order through Airflow's REST API (``api``, else
+    logged in now), or only list them with ``args.dry_run``; progress goes to stdout (stderr with --json)."""
+    api = None if args.dry_run else (api or airflow_api())
     progress = Progress(len(records), sys.stderr if args.json else sys.stdout)
     cleared = []
     for record in records:
-        txid = record.txid
         if api is not None:
             api.clear_run(args.topology, record.run_id)
         verb = "would clear" if args.dry_run else "clearing"
-        progress.step(f"txid {txid}: {verb} run {record.run_id} (attempt {record.attempt}, {record.status.value})")
-        cleared.append({"txid": txid, "run_id": record.run_id, "attempt": record.attempt,
+        progress.step(f"txid {record.txid}: {verb} run {record.run_id} (attempt {record.attempt}, "
+                      f"{record.status.value})")
+        cleared.append({"txid": record.txid, "run_id": record.run_id, "attempt": record.attempt,
                         "phase": record.status.value})
-    emit(args, {"topology": args.topology, "dry_run": args.dry_run, "cleared": cleared},
-         lambda d: f"{'would clear' if d['dry_run'] else 'cleared'} {len(d['cleared'])} run(s) of topology "
-                   f"{d['topology']}, from txid {args.from_txid}")
-    return 0
+    return {"topology": args.topology, "dry_run": args.dry_run, "from_txid": records[0].txid if records else None,
+            "cleared": cleared}
+
+
+def replay_text(d: dict[str, Any]) -> str:
+    return (f"{'would clear' if d['dry_run'] else 'cleared'} {len(d['cleared'])} run(s) of topology {d['topology']}, "
+            f"from txid {d['from_txid']}")
 
 
 LIVE_STATES = ("running", "restarting")  # what Airflow holds for a task it still thinks is alive

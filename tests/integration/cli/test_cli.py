@@ -107,22 +107,29 @@ def run(capsys, *argv):
 def test_status_names_the_committed_txid_the_failure_and_its_cascade(ran, capsys, prefix):
     code, out, _ = run(capsys, "status", prefix)
     assert code == 0
-    assert f"topology {prefix}: committed up to txid 3, last txid 5" in out
-    assert "txid 4 FAILED (attempt 1, run run4): RuntimeError: injected failure in txid 4; failed behind it: " \
-           "txid 5" in out
-    assert f"txdag replay {prefix} --from 4" in out
+    assert out.splitlines()[:3] == [  # the failed txid leads, with its way out, before the figures
+        "txid 4 FAILED (attempt 1, run run4): RuntimeError: injected failure in txid 4", "  failed behind it: txid 5",
+        f"  way out: fix the cause, then replay it and every later txid: txdag replay {prefix} --from 4"]
+    assert out.splitlines()[4] == f"topology {prefix}: committed up to txid 3, last txid 5, 0 in flight, 0 rejected " \
+                                  "entries"
 
     code, out, _ = run(capsys, "status", prefix, "--json")
     data = json.loads(out)
     assert (data["committed_txid"], data["last_txid"], data["in_flight"]) == (3, 5, [])
     assert data["failed"] == [{"txid": 4, "attempt": 1, "run_id": "run4", "cascade": [5],
-                               "error": "RuntimeError: injected failure in txid 4"}]
+                               "error": "RuntimeError: injected failure in txid 4",
+                               "headline": "RuntimeError: injected failure in txid 4",
+                               "ways_out": [{"when": "fix the cause, then replay it and every later txid",
+                                             "command": f"txdag replay {prefix} --from 4"}]}]
     assert data["rejections"] == 0
 
     code, out, _ = run(capsys, "status", "--json")
     assert code == 0 and [t["topology"] for t in json.loads(out)] == [prefix]
     code, out, _ = run(capsys, "status")
-    header, row = out.splitlines()
+    lead, _, table_text = out.partition("\n\n")
+    assert lead.splitlines()[0] == f"{prefix}: txid 4 FAILED (attempt 1, run run4): RuntimeError: injected failure " \
+                                   "in txid 4"
+    header, row = table_text.splitlines()
     assert header.split() == ["TOPOLOGY", "COMMITTED", "LAST", "TXID", "IN", "FLIGHT", "FAILED", "REJECTED"]
     assert row.split() == [prefix, "3", "5", "0", "2", "0"]
 
