@@ -7,11 +7,10 @@ test_mistakes.py."""
 from __future__ import annotations
 
 import json
-from urllib.parse import urlsplit
 
 import pytest
-import redis
 from access import ZK_AUTH
+from cli_project import dag_folder, drop_keys, set_connections, state_client
 
 from txdag.analytics.tweets import tweet_partials
 from txdag.attempt import TransactionAttempt
@@ -44,20 +43,9 @@ dag = render(TransactionalTopology(
 @pytest.fixture
 def setup(monkeypatch, redis_url, zk_hosts, zk_root, prefix, tmp_path):
     """The topology's DAG folder and connections; 30 tweets (ids 1..30), of which id 16 (in txid 2) is lost."""
-    address = urlsplit(redis_url)
-    host, port = zk_hosts.split(",")[0].split(":")
-    conns = {"redis": {"conn_type": "redis", "host": address.hostname, "port": address.port,
-                       "login": address.username, "password": address.password, "extra": {"db": DB}},
-             "zookeeper": {"conn_type": "zookeeper", "host": host, "port": int(port), "login": ZK_AUTH[0],
-                           "password": ZK_AUTH[1], "extra": {"root": zk_root, "timeout": 2}}}
-    for name, value in conns.items():
-        monkeypatch.setenv(f"AIRFLOW_CONN_{name.upper()}_DEFAULT", json.dumps(value))
-    for folder in ("dags", "spark_jobs"):
-        (tmp_path / folder).mkdir()
-    (tmp_path / "spark_jobs" / "job.py").write_text("")
-    (tmp_path / "dags" / f"{prefix}.py").write_text(DAG_FILE.format(topo=prefix))
-    monkeypatch.setenv("TXDAG_DAGS_FOLDER", str(tmp_path / "dags"))
-    client = redis.Redis.from_url(redis_url.rsplit("/", 1)[0] + f"/{DB}")
+    set_connections(monkeypatch, redis_url, zk_hosts, zk_root, DB, zk_extra={"timeout": 2})
+    dag_folder(monkeypatch, tmp_path, prefix, DAG_FILE)
+    client = state_client(redis_url, DB)
     tweets = sample_tweets(30, seed=21)
     append_tweets(client, tweets, prefix=f"{prefix}:")
     client.delete(f"{prefix}:16")
@@ -69,8 +57,7 @@ def setup(monkeypatch, redis_url, zk_hosts, zk_root, prefix, tmp_path):
     yield topology, client, tweets
     store.client.stop()
     store.client.close()
-    client.delete(*client.scan_iter(match=f"*{prefix}*", count=1000))
-    client.close()
+    drop_keys(client, prefix)
 
 
 def count_users(records):

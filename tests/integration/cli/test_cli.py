@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 import pytest
 import redis
 from access import ZK_AUTH, redis_user
+from cli_project import dag_folder, drop_keys, set_connections, state_client
 
 from txdag.analytics.tweets import tweet_partials
 from txdag.cli.main import main
@@ -48,25 +49,11 @@ dag = render(topology, dag_file=__file__)
 @pytest.fixture
 def env(monkeypatch, redis_url, zk_hosts, zk_root, prefix, tmp_path):
     """Connections and a DAG folder holding one topology named after the test."""
-    address = urlsplit(redis_url)
-    host, port = zk_hosts.split(",")[0].split(":")
-    monkeypatch.setenv("AIRFLOW_CONN_REDIS_DEFAULT", json.dumps(
-        {"conn_type": "redis", "host": address.hostname, "port": address.port, "login": address.username,
-         "password": address.password, "extra": {"db": DB}}))
-    monkeypatch.setenv("AIRFLOW_CONN_ZOOKEEPER_DEFAULT", json.dumps(
-        {"conn_type": "zookeeper", "host": host, "port": int(port), "login": ZK_AUTH[0], "password": ZK_AUTH[1],
-         "extra": {"root": zk_root}}))
-    (tmp_path / "dags").mkdir()
-    (tmp_path / "spark_jobs").mkdir()
-    (tmp_path / "spark_jobs" / "job.py").write_text("")
-    (tmp_path / "dags" / f"{prefix}.py").write_text(DAG_FILE.format(topo=prefix))
-    monkeypatch.setenv("TXDAG_DAGS_FOLDER", str(tmp_path / "dags"))
-    client = redis.Redis.from_url(redis_url.rsplit("/", 1)[0] + f"/{DB}")
+    set_connections(monkeypatch, redis_url, zk_hosts, zk_root, DB)
+    dag_folder(monkeypatch, tmp_path, prefix, DAG_FILE)
+    client = state_client(redis_url, DB)
     yield client
-    leftovers = list(client.scan_iter(match=f"*{prefix}*", count=1000))
-    if leftovers:
-        client.delete(*leftovers)
-    client.close()
+    drop_keys(client, prefix)
 
 
 @pytest.fixture
