@@ -150,14 +150,19 @@ def test_global_count_backfill_drains_the_backlog(airflow, store_of, state_redis
     assert overlapped(process_intervals(airflow, dag, backfilled)), "the backfill processed one txid at a time"
 
 
+def add_tweets(airflow: AirflowInstance, count: int, seed: int) -> None:
+    """Append ``count`` sample tweets to the source, and to the ground truth the tests compare the state with."""
+    more = sample_tweets(count, seed=seed)
+    with redis.Redis.from_url(airflow.redis_url) as client:
+        append_tweets(client, more)
+    airflow.sources.tweets += more
+
+
 def test_scheduler_killed_with_runs_in_flight(airflow, store_of, state_redis) -> None:
     """The scheduler and its local workers die (SIGKILL) while a txid is processed; restarted, it finishes."""
     dag, store = "tweets_analytics", store_of("tweets_analytics")
     committed = store.read_topology()[0].committed_txid
-    more = sample_tweets(150, seed=12)
-    with redis.Redis.from_url(airflow.redis_url) as client:
-        append_tweets(client, more)
-    airflow.sources.tweets += more
+    add_tweets(airflow, 150, seed=12)
     base = datetime.now(UTC) - timedelta(minutes=1)
     runs = [airflow.api.trigger(dag, logical_date=base + timedelta(seconds=i), run_id=unique_run_id(dag))
             for i in range(2)]
@@ -203,10 +208,7 @@ def test_spark_driver_killed_by_signal(airflow, store_of, state_redis) -> None:
     """SIGKILL to the Spark driver of a running txid: the process task fails, its retry runs attempt 2."""
     dag, store = "tweets_analytics", store_of("tweets_analytics")
     committed = store.read_topology()[0].committed_txid
-    more = sample_tweets(60, seed=13)
-    with redis.Redis.from_url(airflow.redis_url) as client:
-        append_tweets(client, more)
-    airflow.sources.tweets += more
+    add_tweets(airflow, 60, seed=13)
     run = airflow.api.trigger(dag, logical_date=datetime.now(UTC) - timedelta(seconds=30), run_id=unique_run_id(dag))
     deadline = time.monotonic() + RUN_TIMEOUT
     while not (drivers := _spark_drivers(f"txdag-{dag}", committed + 1)):
@@ -254,10 +256,7 @@ def test_retry_command_restarts_a_hung_process_task(airflow, store_of, state_red
     attempt and commits; the stopped try, resumed, changes nothing (issue 20)."""
     dag, store = "tweets_analytics", store_of("tweets_analytics")
     committed = store.read_topology()[0].committed_txid
-    more = sample_tweets(80, seed=21)
-    with redis.Redis.from_url(airflow.redis_url) as client:
-        append_tweets(client, more)
-    airflow.sources.tweets += more
+    add_tweets(airflow, 80, seed=21)
     run = airflow.api.trigger(dag, logical_date=datetime.now(UTC) - timedelta(seconds=20), run_id=unique_run_id(dag))
     deadline = time.monotonic() + RUN_TIMEOUT
     while not (ti := airflow.api.task_instance(dag, run, "process"))["state"] == "running" or not ti.get("pid"):
