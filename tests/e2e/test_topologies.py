@@ -2,7 +2,8 @@
 
 For each: the committed state equals the ground truth computed here from the loaded data, commits are in
 strictly increasing txid order with no gap, processing of two txids overlapped, and replays change nothing.
-The tweets topology also survives txid 3's Spark job dying mid-batch (the fault plan in e2e_data.FAULTS).
+The tweets topology also survives txid 3's Spark job dying mid-batch (the fault plan in e2e_data.FAULTS), its
+scheduler killed, its Spark driver killed, and a hung process task retried with ``txdag retry``.
 """
 
 from __future__ import annotations
@@ -149,14 +150,19 @@ def test_global_count_backfill_drains_the_backlog(airflow, store_of, state_redis
     assert overlapped(process_intervals(airflow, dag, backfilled)), "the backfill processed one txid at a time"
 
 
+def add_tweets(airflow: AirflowInstance, count: int, seed: int) -> None:
+    """Append ``count`` sample tweets to the source, and to the ground truth the tests compare the state with."""
+    more = sample_tweets(count, seed=seed)
+    with redis.Redis.from_url(airflow.redis_url) as client:
+        append_tweets(client, more)
+    airflow.sources.tweets += more
+
+
 def test_scheduler_killed_with_runs_in_flight(airflow, store_of, state_redis) -> None:
     """The scheduler and its local workers die (SIGKILL) while a txid is processed; restarted, it finishes."""
     dag, store = "tweets_analytics", store_of("tweets_analytics")
     committed = store.read_topology()[0].committed_txid
-    more = sample_tweets(150, seed=12)
-    with redis.Redis.from_url(airflow.redis_url) as client:
-        append_tweets(client, more)
-    airflow.sources.tweets += more
+    add_tweets(airflow, 150, seed=12)
     base = datetime.now(UTC) - timedelta(minutes=1)
     runs = [airflow.api.trigger(dag, logical_date=base + timedelta(seconds=i), run_id=unique_run_id(dag))
             for i in range(2)]
@@ -202,10 +208,7 @@ def test_spark_driver_killed_by_signal(airflow, store_of, state_redis) -> None:
     """SIGKILL to the Spark driver of a running txid: the process task fails, its retry runs attempt 2."""
     dag, store = "tweets_analytics", store_of("tweets_analytics")
     committed = store.read_topology()[0].committed_txid
-    more = sample_tweets(60, seed=13)
-    with redis.Redis.from_url(airflow.redis_url) as client:
-        append_tweets(client, more)
-    airflow.sources.tweets += more
+    add_tweets(airflow, 60, seed=13)
     run = airflow.api.trigger(dag, logical_date=datetime.now(UTC) - timedelta(seconds=30), run_id=unique_run_id(dag))
     deadline = time.monotonic() + RUN_TIMEOUT
     while not (drivers := _spark_drivers(f"txdag-{dag}", committed + 1)):
@@ -221,6 +224,70 @@ def test_spark_driver_killed_by_signal(airflow, store_of, state_redis) -> None:
     truth = airflow.sources.tweets_truth()
     assert hash_counts(state_redis, "hashtags") == {k[0]: n for k, n in truth["hashtags"].items()}
     assert hash_counts(state_redis, "users") == {k[0]: n for k, n in truth["users"].items()}
+
+
+def _children(pid: int) -> list[int]:
+    """``pid`` and every process below it (from /proc's parent links)."""
+    parents: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    tree, todo = [], [pid]
+    while todo:
+        tree.append(todo.pop())
+        todo += parents.get(tree[-1], [])
+    return tree
+
+
+def _signal(pids: list[int], sig: signal.Signals) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def test_retry_command_restarts_a_hung_process_task(airflow, store_of, state_redis) -> None:
+    """A process task that hangs (SIGSTOP) while its supervisor still heartbeats is, to Airflow, a healthy running
+    task that nothing would retry. ``txdag retry`` marks it failed and clears it; its next try processes a new
+    attempt and commits; the stopped try, resumed, changes nothing (issue 20)."""
+    dag, store = "tweets_analytics", store_of("tweets_analytics")
+    committed = store.read_topology()[0].committed_txid
+    add_tweets(airflow, 80, seed=21)
+    run = airflow.api.trigger(dag, logical_date=datetime.now(UTC) - timedelta(seconds=20), run_id=unique_run_id(dag))
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while not (ti := airflow.api.task_instance(dag, run, "process"))["state"] == "running" or not ti.get("pid"):
+        assert time.monotonic() < deadline, f"the process task never ran: {ti}"
+        time.sleep(0.5)
+    time.sleep(3)  # into its spark-submit
+    stopped = _children(ti["pid"])
+    _signal(stopped, signal.SIGSTOP)
+    try:
+        env = {**airflow.env, "TXDAG_AIRFLOW_URL": airflow.base_url, "TXDAG_AIRFLOW_PASSWORD": airflow.password}
+        txdag = str(REPO / ".venv" / "bin" / "txdag")
+        status = subprocess.run([txdag, "status", dag], env=env, capture_output=True, text=True, timeout=120)
+        assert status.returncode == 0 and "its process task (attempt 1)" in status.stdout, status.stdout + status.stderr
+        retry = subprocess.run([txdag, "retry", dag, str(committed + 1)], env=env, capture_output=True, text=True,
+                               timeout=120)
+        print(retry.stdout, retry.stderr)
+        assert retry.returncode == 0, retry.stdout + retry.stderr
+        assert "process try 1 (running" in retry.stdout and "marked failed and cleared" in retry.stdout
+        wait_runs(airflow, dag, [run])
+    finally:
+        _signal(stopped, signal.SIGCONT)
+    assert airflow.api.task_instance(dag, run, "process")["try_number"] == 2
+    records = check_commits(store, committed + 1)
+    assert records[committed + 1].attempt == 2 and records[committed + 1].run_id == run
+    time.sleep(10)  # the resumed try: its supervisor learns it is failed at its next heartbeat; it writes nothing
+    truth = airflow.sources.tweets_truth()
+    assert hash_counts(state_redis, "hashtags") == {k[0]: n for k, n in truth["hashtags"].items()}
+    assert hash_counts(state_redis, "users") == {k[0]: n for k, n in truth["users"].items()}
+    again = subprocess.run([txdag, "retry", dag, str(committed + 1)], env=env, capture_output=True, text=True,
+                           timeout=120)
+    assert again.returncode == 4 and "is committed" in again.stderr, again.stdout + again.stderr
 
 
 def test_no_log_shows_a_password(airflow) -> None:

@@ -170,6 +170,18 @@ def test_transactions_page_figures_and_actions(airflow: AirflowInstance, browser
 
     expected = expected_from_sources(store, source)
     assert (expected["committed"], expected["last"], 3 in expected["failed"]) == (2, 4, True), expected
+    # txdag's own error is what ZooKeeper keeps, not spark-submit's command line and output (issue 21)
+    error = expected["records"][3].error
+    assert error.startswith(f"process failed: topology '{TOPOLOGY}' txid 3 attempt 1: the Spark job failed: "
+                            "BatchReadError:") and "txdag accept-missing" in error and "spark-submit" not in error
+    # a run behind the failed txid is red, its coordinate task failed once (no retries) naming txid 3
+    behind = airflow.api.trigger(TOPOLOGY, logical_date=datetime.now(UTC) - timedelta(seconds=5),
+                                 run_id="ui_page__behind")
+    assert airflow.api.wait_run(TOPOLOGY, behind, timeout=600) == "failed"
+    coordinate = airflow.api.task_instance(TOPOLOGY, behind, "coordinate")
+    assert (coordinate["state"], coordinate["try_number"]) == ("failed", 1), coordinate
+    log = airflow.api.task_log(TOPOLOGY, behind, "coordinate")
+    assert "no new txid while txid 3 is failed" in log and f"txdag replay {TOPOLOGY} --from 3" in log
     login(browser, airflow)
     shown = figures(browser)
     browser.save_screenshot(str(artifacts_dir() / "transactions-page.png"))

@@ -65,6 +65,9 @@ RUN_BY: dict[str, tuple[str, str]] = {
     "txdag reset": ("tests/integration/cli/test_reset.py::"
                     "test_status_and_doctor_lead_with_the_halt_and_reset_starts_over_exactly",
                     '"reset", prefix, "--confirm"'),
+    "txdag accept-missing": ("tests/integration/cli/test_accept_missing.py::"
+                             "test_a_hole_fails_its_txid_and_accepting_it_lets_the_replay_commit_exact_counts",
+                             '["accept-missing", prefix, "2", "--confirm"]'),
     "txdag doctor": (f"{CLI}::test_doctor_passes_with_live_services_and_fails_on_a_dead_port",
                      '"doctor", "--check", "redis", "--check", "zookeeper"'),
     "txdag state dump": (f"{KV_CLI}::test_dump_shows_values_txids_and_staged_attempts", '"state", "dump"'),

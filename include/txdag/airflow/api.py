@@ -166,6 +166,12 @@ class AirflowAPI:
         """Every try of a task instance (the current one included)."""
         return self.get(f"/dags/{dag_id}/dagRuns/{_q(run_id)}/taskInstances/{task_id}/tries")["task_instances"]
 
+    def set_task_state(self, dag_id: str, run_id: str, task_id: str, state: str) -> dict:
+        """``PATCH`` a task instance's state (success, failed or skipped): no callback runs, and a supervisor that
+        is still alive is told at its next heartbeat to stop its task."""
+        return self.request("PATCH", f"/dags/{dag_id}/dagRuns/{_q(run_id)}/taskInstances/{task_id}",
+                            json={"new_state": state}).json()
+
     def wait_task_state(
         self, dag_id: str, run_id: str, task_id: str, states: Iterable[str], timeout: float = 60.0
     ) -> dict:

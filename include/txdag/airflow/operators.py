@@ -16,7 +16,12 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseOperator, Variable
-from airflow.sdk.exceptions import AirflowFailException, AirflowRescheduleException, AirflowSkipException
+from airflow.sdk.exceptions import (
+    AirflowException,
+    AirflowFailException,
+    AirflowRescheduleException,
+    AirflowSkipException,
+)
 
 from txdag.airflow.connections import require_connections
 from txdag.airflow.runtime import TopologyRuntime, emission_to_xcom, tx_from_xcom
@@ -40,6 +45,7 @@ from txdag.protocol import (
 )
 from txdag.topology.owner import Owner
 from txdag.topology.topology import TransactionalTopology
+from txdag.txid.failure import JobFailed, job_failure, job_line
 
 FAULTS_VARIABLE = "txdag_faults"  # test hook, see txdag.faults; honoured only where TXDAG_FAULTS_ALLOWED=1
 
@@ -79,10 +85,12 @@ class CoordinateOperator(BaseOperator):
 
 def coordinate_refusal(task: BaseOperator, t: TransactionalTopology, run_id: str,
                        outcome: CoordinateOutcome) -> Exception:
-    """What a run without an emission raises: a skip when it consumed no txid and has nothing to wait for, a
+    """What a run without an emission raises: a skip when the spout has nothing to read (no txid consumed), a
     reschedule when it waits (the lock, max_active_transactions, or its own failed predecessor), a failure (that
     Airflow retries) when the source is down, a failure without retries when the definition is not the topology's
-    owner (it names what changed and the command that accepts it)."""
+    owner (it names what changed and the command that accepts it) or when an earlier txid is failed: that run is
+    red in the UI, never a green skip, and its message names the failed txid, its error and the ways out. It owns
+    no txid, so fail_txid (process and commit only) has nothing to fail for it."""
     assert not isinstance(outcome, Emission)
     if isinstance(outcome, Halted):
         task.log.error("topology=%s run=%s: halted: %s", t.topology_id, run_id, outcome.reason)
@@ -91,7 +99,10 @@ def coordinate_refusal(task: BaseOperator, t: TransactionalTopology, run_id: str
         return SourceUnavailable(outcome.reason)
     if isinstance(outcome, OwnerChanged):  # retrying cannot help: an operator accepts the change or undoes it
         return AirflowFailException(outcome.reason)
-    if isinstance(outcome, NotReady) or (isinstance(outcome, Wait) and not outcome.replay):
+    if isinstance(outcome, Wait) and not outcome.replay:  # refused a new txid: txid waiting_on is failed
+        task.log.error("topology=%s run=%s: %s", t.topology_id, run_id, outcome.reason)
+        return AirflowFailException(outcome.reason)
+    if isinstance(outcome, NotReady):
         task.log.info("topology=%s run=%s: skipped, no txid consumed: %s", t.topology_id, run_id, outcome.reason)
         return AirflowSkipException(outcome.reason)
     assert isinstance(outcome, Busy | Wait)
@@ -159,7 +170,10 @@ class ProcessOperator(SparkSubmitOperator):
         def submit(rt: TopologyRuntime, emission: Emission) -> None:
             self.application_args = ["--job", rt.job_spec(emission).to_json()]
             self.env_vars = {**(self.env_vars or {}), **rt.job_env(), **self._local_env(), **_faults()}
-            super(ProcessOperator, self).execute(context)
+            try:
+                super(ProcessOperator, self).execute(context)
+            except AirflowException as exc:
+                raise submit_failure(self.topology.topology_id, emission.tx, exc) from exc
 
         return process_txid(self, context, submit)
 
@@ -188,10 +202,26 @@ class WarmProcessOperator(BaseOperator):
             spec = rt.job_spec(emission)
             clients = {c: rt.clients.redis(c) for c in {spec.redis_conn_id, *spec.source.conn_ids()}}
             url = SparkConnectHook(self.topology.spark_connect_conn_id).get_connection_url()
-            result = run_connected(spec, self.topology.job_path, clients, url, rt.kv_configs)
+            try:
+                result = run_connected(spec, self.topology.job_path, clients, url, rt.kv_configs)
+            except Exception as exc:
+                raise warm_failure(self.topology.topology_id, emission.tx, exc) from exc
             self.log.info("%s", result.summary())
 
         return process_txid(self, context, run_warm)
+
+
+def submit_failure(topology: str, tx: Any, exc: BaseException) -> JobFailed:
+    """txdag's error for a failed spark-submit: the job's own ``txdag job failed:`` line, read from the output that
+    the provider's exception carries (its last lines); the exception itself, with the command and the driver's
+    output, stays chained behind it in the task log."""
+    output = str(exc)
+    return JobFailed(job_failure(topology, tx, job_line(output), output))
+
+
+def warm_failure(topology: str, tx: Any, exc: BaseException) -> JobFailed:
+    """The same shape as cold mode's: txdag's message first, the job's exception chained behind it."""
+    return JobFailed(job_failure(topology, tx, f"{type(exc).__name__}: {exc}"))
 
 
 def _faults() -> dict[str, str]:

@@ -23,6 +23,7 @@ th{font-size:12px;color:#4a5568}td.meta{font-family:monospace;font-size:12px;max
 .phase,.state{border-radius:4px;padding:0 6px;font-size:12px;background:#edf2f7}.failed{background:#fed7d7}
 .paused{background:#feebc8;border-radius:4px;padding:2px 8px}.error{color:#c53030}.empty{color:#718096}
 button{font:inherit;padding:2px 10px;cursor:pointer}#message{min-height:20px;margin:0 0 8px}
+ul.ways{margin:4px 0;padding-left:18px;color:#1a202c}pre{white-space:pre-wrap;font-size:12px}
 """
 
 SCRIPT = """
@@ -94,28 +95,27 @@ def topology_html(v: dict[str, Any], can_act: bool) -> str:
                ("rejected entries", "rejected", v["rejected"] if v.get("rejected") is not None else "?")]
     dl = "".join(f'<div><dt>{label}</dt><dd data-figure="{key}">{escape(str(value))}</dd></div>'
                  for label, key, value in figures)
-    parts = [head, f"<dl>{dl}</dl>"]
+    parts = [head, failed_html(name, v["failed"], can_act), stalled_html(v.get("stalled") or []),  # they lead
+             f"<dl>{dl}</dl>"]
     if v.get("never_ran"):
         parts.append('<p class="empty">No txid yet: the topology has not run.</p>')
     if v.get("lag_error"):
         parts.append(f'<p class="error" data-lag-error>lag unknown: {escape(v["lag_error"])}</p>')
     if v.get("rejections_error"):
         parts.append(f'<p class="error" data-rejections-error>rejections unknown: {escape(v["rejections_error"])}</p>')
-    parts += [failed_html(name, v["failed"], can_act), in_flight_html(name, v["in_flight"]),
+    parts += [in_flight_html(name, v["in_flight"]),
               rejections_html(name, v.get("rejections") or [], v.get("rejected")), txids_html(name, v["txids"])]
     return f'<section class="topology" data-topology="{escape(name)}">{"".join(parts)}</section>'
 
 
-def error_html(error: str | None, keep: int = 240) -> str:
-    """A failure's gist (from txdag's own "job failed" line when the error carries a Spark log) and, folded
-    away, all of it."""
-    text = error or ""
-    start = text.find("txdag job failed:")
-    gist = text[start:] if start >= 0 else text
-    if len(gist) <= keep and start < 0:
-        return escape(text)
-    return (f"{escape(gist[:keep])}{'…' if len(gist) > keep else ''}<details><summary>full error</summary>"
-            f"{escape(text)}</details>")
+def error_html(f: dict[str, Any]) -> str:
+    """A failure's headline (txdag's own error), its ways out as commands, and, folded away, the whole error."""
+    text = f["error"] or ""
+    ways = "".join(f'<li data-way-out>{escape(w["when"])}: <code>{escape(w["command"])}</code></li>'
+                   for w in f["ways_out"])
+    full = "" if text.strip() == f["headline"] else \
+        f"<details><summary>full error</summary><pre>{escape(text)}</pre></details>"
+    return f'<span data-headline>{escape(f["headline"])}</span><ul class="ways">{ways}</ul>{full}'
 
 
 def run_link(dag: str, run_id: str | None) -> str:
@@ -129,7 +129,7 @@ def failed_html(dag: str, failed: list[dict[str, Any]], can_act: bool) -> str:
         return ""
     rows = "".join(
         f'<tr data-failed-txid="{f["txid"]}" data-cascade="{",".join(map(str, f["cascade"]))}"><td>{f["txid"]}</td>'
-        f'<td>{f["attempt"]}</td><td>{run_link(dag, f["run_id"])}</td><td class="error">{error_html(f["error"])}'
+        f'<td>{f["attempt"]}</td><td>{run_link(dag, f["run_id"])}</td><td class="error">{error_html(f)}'
         f'</td><td>{", ".join(map(str, f["cascade"])) or "-"}</td><td>'
         + (f'<button data-action="replay" data-topology="{escape(dag)}" data-txid="{f["txid"]}">Replay from '
            f'{f["txid"]}</button>' if can_act else "") + "</td></tr>" for f in failed)
@@ -144,10 +144,17 @@ def in_flight_html(dag: str, rows: list[dict[str, Any]]) -> str:
         f'<tr data-txid="{r["txid"] if r["txid"] is not None else ""}" data-phase="{escape(r["phase"])}">'
         f'<td>{r["txid"] if r["txid"] is not None else "-"}</td>'
         f'<td><span class="phase">{escape(r["phase"])}</span></td>'
-        f'<td>{r["attempt"] or "-"}</td><td>{r.get("batch_size", "-")}</td><td>{run_link(dag, r["run_id"])}</td>'
+        f'<td>{r["attempt"] or "-"}</td><td>{r.get("batch_size", "-")}</td>'
+        f'<td data-waits-on>{escape(r.get("waits_on") or "-")}</td><td>{escape(r.get("for") or "-")}</td>'
+        f'<td>{run_link(dag, r["run_id"])}</td>'
         f'<td><span class="state">{escape(str(r.get("run_state") or "-"))}</span></td></tr>' for r in rows)
     return ('<h3>In flight</h3><table data-in-flight><tr><th>txid</th><th>phase</th><th>attempt</th><th>batch size</th>'
-            f"<th>run</th><th>run state</th></tr>{body}</table>")
+            f"<th>waits on</th><th>for</th><th>run</th><th>run state</th></tr>{body}</table>")
+
+
+def stalled_html(advice: list[str]) -> str:
+    """The head of the line, stalled: what it waits on, since when, and the command that retries it now."""
+    return "".join(f'<p class="error" data-stalled>{escape(a)}</p>' for a in advice)
 
 
 def rejections_html(dag: str, rows: list[dict[str, Any]], total: int | None) -> str:

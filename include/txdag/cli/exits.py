@@ -8,7 +8,8 @@ is down (retry later) from an operation txdag refused (change what you ask) from
          integer >= 1, a number out of range, a malformed name)
     3    unavailable: a service did not answer (Redis, ZooKeeper, Airflow's REST API): start it, then rerun
     4    refused: txdag or Airflow refused the operation in the topology's current state (a replay beyond the
-         last txid, a migration while a txid is prepared, a halted topology)
+         last txid, a migration while a txid is prepared, a halted topology, accept-missing of a committed txid
+         or of a source whose lost entries cannot be listed)
     5    configuration: a connection, a password, an ACL, a DAG file or a stored format to fix
     70   internal: an unexpected error, a bug in txdag (TXDAG_TRACEBACK=1 prints its traceback to report it)
     130  interrupted (Ctrl-C)
@@ -40,6 +41,7 @@ def code_of(exc: BaseException) -> int:
         TxdagError,
     )
     from txdag.state.kv.errors import KVStateError
+    from txdag.txid.holes import AcceptRefused
     from txdag.txid.report import ReplayRefused
 
     given = getattr(exc, "exit_code", None)
@@ -49,6 +51,6 @@ def code_of(exc: BaseException) -> int:
         return UNAVAILABLE
     if isinstance(exc, ConfigError | FormatVersionError):
         return CONFIG
-    if isinstance(exc, ReplayRefused | KVStateError | CascadeError | StoreWentBackwards):
+    if isinstance(exc, ReplayRefused | AcceptRefused | KVStateError | CascadeError | StoreWentBackwards):
         return REFUSED
     return FAILED if isinstance(exc, TxdagError) else INTERNAL

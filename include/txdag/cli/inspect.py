@@ -10,7 +10,9 @@ from typing import Any
 from txdag.cli.common import CliError, clients, conn_id, dags_folder, emit, fields, store_of, table, topologies
 from txdag.cli.doctor import halted
 from txdag.errors import ConfigError, FormatVersionError
+from txdag.txid.failure import headline, ways_out
 from txdag.txid.report import batch_of, failures, read_snapshot, topology_status, txid_row
+from txdag.zk.records import TxStatus
 
 __all__ = ["batch_of", "failures", "cmd_rejections", "cmd_show", "cmd_status", "status_text", "show_text"]
 
@@ -58,28 +60,67 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def status_text(report: dict | list) -> str:
+    """What an operator reads first comes first: a halt, then each failed txid with its ways out, then the
+    figures and the txids in flight. Each part is a small function returning its lines (none: left out)."""
     if isinstance(report, list):
-        rows = [{**r, "in_flight": len(r["in_flight"]), "failed": sum(1 + len(f["cascade"]) for f in r["failed"]),
-                 "committed_txid": "never ran" if r.get("never_ran") else r["committed_txid"],
-                 "halted": "HALTED" if r.get("halted") else ""} for r in report]
-        cols = ["topology", "committed_txid", "last_txid", "in_flight", "failed", "rejections", "halted"]
-        halts = [f"{r['topology']} HALTED: {r['halted']}" for r in report if r.get("halted")]
-        return "\n\n".join([*halts, table(rows, cols, ["topology", "committed", "last txid", "in flight", "failed",
-                                                       "rejected", ""])]) \
-            if rows else "no topologies in the DAG folder or in ZooKeeper"
+        return all_status_text(report)
     r = report
-    lines = [f"HALTED: {r['halted']}", ""] if r.get("halted") else []
-    lines += [f"topology {r['topology']}: committed up to txid {r['committed_txid']}, last txid {r['last_txid']}, "
-             f"{len(r['in_flight'])} in flight, {r['rejections'] if r['rejections'] is not None else '?'} "
-             "rejected entries"]
-    if r["in_flight"]:
-        lines += ["", "in flight:", table(r["in_flight"], ["txid", "attempt", "phase", "run_id"],
-                                          ["txid", "attempt", "phase", "run"])]
-    for f in r["failed"]:
-        behind = f"; failed behind it: txid {', '.join(map(str, f['cascade']))}" if f["cascade"] else ""
-        lines += ["", f"txid {f['txid']} FAILED (attempt {f['attempt']}, run {f['run_id']}): {f['error']}{behind}",
-                  f"  replay it and every later txid: txdag replay {r['topology']} --from {f['txid']}"]
-    return "\n".join(lines)
+    parts = [halt_lines(r), *(failure_lines(r["topology"], f) for f in r["failed"]), stalled_lines(r),
+             [summary_line(r)], in_flight_lines(r)]
+    return "\n\n".join("\n".join(lines) for lines in parts if lines)
+
+
+def all_status_text(report: list[dict[str, Any]]) -> str:
+    """Every topology: the halts and the failed txids (one block each, named by topology), then the table."""
+    if not report:
+        return "no topologies in the DAG folder or in ZooKeeper"
+    rows = [{**r, "in_flight": len(r["in_flight"]), "failed": sum(1 + len(f["cascade"]) for f in r["failed"]),
+             "committed_txid": "never ran" if r.get("never_ran") else r["committed_txid"],
+             "halted": "HALTED" if r.get("halted") else ""} for r in report]
+    cols = ["topology", "committed_txid", "last_txid", "in_flight", "failed", "rejections", "halted"]
+    halts = [[f"{r['topology']} HALTED: {r['halted']}"] for r in report if r.get("halted")]
+    failed = [failure_lines(r["topology"], f, named=True) for r in report for f in r["failed"]]
+    stalls = [stalled_lines(r, named=True) for r in report if r.get("stalled")]
+    heads = ["topology", "committed", "last txid", "in flight", "failed", "rejected", ""]
+    return "\n\n".join("\n".join(lines) for lines in [*halts, *failed, *stalls, [table(rows, cols, heads)]])
+
+
+def halt_lines(r: dict[str, Any]) -> list[str]:
+    return [f"HALTED: {r['halted']}"] if r.get("halted") else []
+
+
+def failure_lines(topology: str, f: dict[str, Any], named: bool = False) -> list[str]:
+    """A failed txid: its txid, attempt, run and error's headline, the txids failed behind it, the ways out."""
+    who = f"{topology}: " if named else ""
+    lines = [f"{who}txid {f['txid']} FAILED (attempt {f['attempt']}, run {f['run_id']}): {f['headline']}"]
+    if f["cascade"]:
+        lines.append(f"  failed behind it: txid {', '.join(map(str, f['cascade']))}")
+    return lines + ways_out_lines(f["ways_out"])
+
+
+def ways_out_lines(ways: list[dict[str, str]]) -> list[str]:
+    if len(ways) == 1:
+        return [f"  way out: {ways[0]['when']}: {ways[0]['command']}"]
+    return ["  ways out:", *(f"    {w['when']}: {w['command']}" for w in ways)]
+
+
+def stalled_lines(r: dict[str, Any], named: bool = False) -> list[str]:
+    """The head of the line stuck in one phase: what it waits on, since when, and ``txdag retry``."""
+    who = f"{r['topology']} " if named else ""
+    return [f"{who}STALLED: {advice}" for advice in r.get("stalled") or []]
+
+
+def summary_line(r: dict[str, Any]) -> str:
+    rejected = r["rejections"] if r["rejections"] is not None else "?"
+    return (f"topology {r['topology']}: committed up to txid {r['committed_txid']}, last txid {r['last_txid']}, "
+            f"{len(r['in_flight'])} in flight, {rejected} rejected entries")
+
+
+def in_flight_lines(r: dict[str, Any]) -> list[str]:
+    if not r["in_flight"]:
+        return []
+    return ["in flight:", table(r["in_flight"], ["txid", "attempt", "phase", "waits_on", "for", "run_id"],
+                                ["txid", "attempt", "phase", "waits on", "for", "run"])]
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -97,7 +138,9 @@ def cmd_show(args: argparse.Namespace) -> int:
             raise CliError(f"topology {args.topology!r} has no record of txid {args.txid}: {where}")
         record = found[0]
         committed = store.read_topology()[0].committed_txid
+    root = record.failed_by or record.txid
     data = {"topology": args.topology, **txid_row(record, committed), "commit_begun": record.commit_begun,
+            "ways_out": ways_out(args.topology, root, record.error) if record.status is TxStatus.FAILED else [],
             "history": [{"attempt": h.attempt, "status": h.status.value, "at": h.at, "error": h.error}
                         for h in record.history]}
     emit(args, data, show_text)
@@ -105,11 +148,24 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def show_text(d: dict[str, Any]) -> str:
+    """A failed txid leads with its headline and ways out; the whole error comes last, in its own section."""
     head = fields([("topology", d["topology"]), ("txid", d["txid"]), ("attempt", d["attempt"]),
                    ("phase", d["phase"]), ("run", d["run_id"]), ("batch", d["batch"]),
                    ("batch size", d["batch_size"]), ("updated", d["updated_at"]), ("failed by", d["failed_by"]),
-                   ("error", d["error"])])
-    return f"{head}\n\nhistory:\n{table(d['history'], ['attempt', 'status', 'at', 'error'])}"
+                   ("error", d.get("headline"))])
+    history = [{**h, "error": headline(h["error"]) if h["error"] else None} for h in d["history"]]
+    parts = [show_failure_lines(d), [head], ["history:", table(history, ["attempt", "status", "at", "error"])]]
+    if d["error"] and d["error"].strip() != d.get("headline"):
+        parts.append(["full error:", d["error"]])
+    return "\n\n".join("\n".join(lines) for lines in parts if lines)
+
+
+def show_failure_lines(d: dict[str, Any]) -> list[str]:
+    if d["phase"] != "failed":
+        return []
+    behind = f" behind txid {d['failed_by']}" if d["failed_by"] not in (None, d["txid"]) else ""
+    return [f"txid {d['txid']} FAILED{behind} (attempt {d['attempt']}, run {d['run_id']}): {d['headline']}",
+            *ways_out_lines(d["ways_out"])]
 
 
 def cmd_rejections(args: argparse.Namespace) -> int:

@@ -51,7 +51,7 @@ def version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from txdag.cli import doctor, inspect, kvstate, ops, state, topology
+    from txdag.cli import doctor, holes, inspect, kvstate, ops, state, topology
 
     common = [_options()]
     parser = argparse.ArgumentParser(prog="txdag", description=DESCRIPTION)
@@ -79,6 +79,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--from", dest="from_txid", type=txid_arg, required=True, metavar="N")
     p.add_argument("--dry-run", action="store_true", help="list the runs without clearing them")
     p.set_defaults(func=ops.cmd_replay)
+
+    p = sub.add_parser("retry", parents=common, help="retry txid N's dead task now, not after Airflow's "
+                       "heartbeat timeout (the old attempt is fenced)")
+    p.add_argument("topology", type=topology_arg)
+    p.add_argument("txid", type=txid_arg)
+    p.add_argument("--dry-run", action="store_true", help="say what would be done, change nothing")
+    p.set_defaults(func=ops.cmd_retry)
 
     p = sub.add_parser("reset", parents=common, help="start a topology over on purpose: delete its records and "
                        "the keys it wrote (not its source)")
@@ -124,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=doctor.cmd_doctor)
     add_acl_cli(sub)
     topology.add_cli(sub, common)
+    holes.add_cli(sub, common)
     return parser
 
 

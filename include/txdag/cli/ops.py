@@ -1,5 +1,5 @@
-"""``txdag replay``, ``txdag seed`` and ``txdag pools sync``: the commands that change something, each showing
-its progress as it goes (clearing runs, appending sample data, creating pools)."""
+"""``txdag replay``, ``retry``, ``reset``, ``seed`` and ``pools sync``: the commands that change something,
+each showing its progress as it goes (clearing runs, appending sample data, creating pools)."""
 
 from __future__ import annotations
 
@@ -71,21 +71,84 @@ def cmd_replay(args: argparse.Namespace) -> int:
     with clients() as using:
         records = replay_targets(store_of(using, conn_id(args, "zookeeper", defined.get(args.topology)),
                                           args.topology, defined), args.from_txid)
-    api = None if args.dry_run else airflow_api()
+    emit(args, clear_runs(args, records), replay_text)
+    return 0
+
+
+def clear_runs(args: argparse.Namespace, records: list[Any], api: Any = None) -> dict[str, Any]:
+    """Clear the runs of ``records`` (a replay's targets) in txid order through Airflow's REST API (``api``, else
+    logged in now), or only list them with ``args.dry_run``; progress goes to stdout (stderr with --json)."""
+    api = None if args.dry_run else (api or airflow_api())
     progress = Progress(len(records), sys.stderr if args.json else sys.stdout)
     cleared = []
     for record in records:
-        txid = record.txid
         if api is not None:
             api.clear_run(args.topology, record.run_id)
         verb = "would clear" if args.dry_run else "clearing"
-        progress.step(f"txid {txid}: {verb} run {record.run_id} (attempt {record.attempt}, {record.status.value})")
-        cleared.append({"txid": txid, "run_id": record.run_id, "attempt": record.attempt,
+        progress.step(f"txid {record.txid}: {verb} run {record.run_id} (attempt {record.attempt}, "
+                      f"{record.status.value})")
+        cleared.append({"txid": record.txid, "run_id": record.run_id, "attempt": record.attempt,
                         "phase": record.status.value})
-    emit(args, {"topology": args.topology, "dry_run": args.dry_run, "cleared": cleared},
-         lambda d: f"{'would clear' if d['dry_run'] else 'cleared'} {len(d['cleared'])} run(s) of topology "
-                   f"{d['topology']}, from txid {args.from_txid}")
+    return {"topology": args.topology, "dry_run": args.dry_run, "from_txid": records[0].txid if records else None,
+            "cleared": cleared}
+
+
+def replay_text(d: dict[str, Any]) -> str:
+    return (f"{'would clear' if d['dry_run'] else 'cleared'} {len(d['cleared'])} run(s) of topology {d['topology']}, "
+            f"from txid {d['from_txid']}")
+
+
+LIVE_STATES = ("running", "restarting")  # what Airflow holds for a task it still thinks is alive
+
+
+def cmd_retry(args: argparse.Namespace) -> int:
+    """Retry txid N's dead task now instead of after Airflow's heartbeat timeout: the task instance Airflow still
+    holds as running is marked failed (no callback runs: the txid is not failed), then cleared with its downstream
+    tasks, so the scheduler starts its next try at once. Safe if the task was alive after all: a retried process
+    task claims a new attempt (the old one is fenced: its staging, claim and commit are refused), and a commit
+    writes each txid once."""
+    from txdag.zk.records import TxStatus
+
+    defined = topologies(args)
+    with clients() as using:
+        store = store_of(using, conn_id(args, "zookeeper", defined.get(args.topology)), args.topology, defined)
+        found = store.read_txid(args.txid)
+    if found is None:
+        raise CliError(f"topology {args.topology!r} has no record of txid {args.txid}: see `txdag status "
+                       f"{args.topology}` for the txids in flight")
+    record = found[0]
+    if record.status in (TxStatus.COMMITTED, TxStatus.FAILED):
+        fix = (f"txdag replay {args.topology} --from {args.txid}" if record.status is TxStatus.FAILED
+               else "nothing to do")
+        raise CliError(f"topology {args.topology!r}: txid {args.txid} is {record.status.value}, so no task of it "
+                       f"is running: {fix}", exits.REFUSED)
+    api = airflow_api()
+    live = [ti for ti in api.task_instances(args.topology, record.run_id) if ti["state"] in LIVE_STATES]
+    if not live:
+        raise CliError(f"topology {args.topology!r} txid {args.txid} (attempt {record.attempt}, run "
+                       f"{record.run_id}): Airflow holds none of its tasks as running, so there is no dead try to "
+                       f"fail: it waits on something else (see `txdag status {args.topology}`)", exits.REFUSED)
+    for ti in [] if args.dry_run else live:
+        api.set_task_state(args.topology, record.run_id, ti["task_id"], "failed")
+        api.clear(args.topology, record.run_id, task_ids=[ti["task_id"]], include_downstream=True)
+    data = {"topology": args.topology, "txid": args.txid, "attempt": record.attempt, "run_id": record.run_id,
+            "dry_run": args.dry_run,
+            "retried": [{"task_id": ti["task_id"], "try_number": ti["try_number"], "state": ti["state"],
+                         "hostname": ti.get("hostname"), "pid": ti.get("pid")} for ti in live]}
+    emit(args, data, retry_text)
     return 0
+
+
+def retry_text(d: dict[str, Any]) -> str:
+    head = f"topology {d['topology']} txid {d['txid']} (attempt {d['attempt']}, run {d['run_id']})"
+    if d["dry_run"]:
+        running = ", ".join(f"{t['task_id']} try {t['try_number']} ({t['state']})" for t in d["retried"])
+        return (f"{head}: would mark {running} failed in Airflow and clear it with its downstream tasks "
+                "(nothing changed: without --dry-run it does)")
+    tries = "; ".join(f"{t['task_id']} try {t['try_number']} ({t['state']}, pid {t['pid']} on {t['hostname']}) "
+                      "marked failed and cleared" for t in d["retried"])
+    return (f"{head}: {tries}; the scheduler starts its next try now. A retried process task processes a new "
+            f"attempt; anything the old try still writes is refused")
 
 
 def cmd_seed(args: argparse.Namespace) -> int:

@@ -43,6 +43,7 @@ def run_main(process: Process, argv: Sequence[str] | None = None, environ: Mappi
     spec: JobSpec | None = None
     owns_session = SparkSession.getActiveSession() is None
     spark: SparkSession | None = None
+    failed: str | None = None
     try:
         spec = JobSpec.from_json(parse_args(argv).job)
         clients = redis_clients_from_env({spec.redis_conn_id, *spec.source.conn_ids()}, environ)
@@ -52,11 +53,15 @@ def run_main(process: Process, argv: Sequence[str] | None = None, environ: Mappi
     except Exception as exc:
         if not isinstance(exc, TxdagError):  # ours say what to do; anything else needs its traceback
             log.exception("unexpected error")
-        print(f"txdag job failed: {_where(spec)}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-        return 1
+        failed = f"txdag job failed: {_where(spec)}: {type(exc).__name__}: {exc}"
     finally:
         if spark is not None and owns_session:
             spark.stop()
+    if failed is not None:
+        # After Spark's own shutdown lines: spark-submit's exception carries the output's last lines, and the
+        # process task reads this one there (txdag.airflow.operators.submit_failure).
+        print(failed, file=sys.stderr, flush=True)
+        return 1
     print(result.summary(), flush=True)
     return 0
 

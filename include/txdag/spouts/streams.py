@@ -20,7 +20,14 @@ from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 from txdag.attempt import TransactionAttempt
-from txdag.errors import BatchReadError, ConfigError, FormatVersionError, SourceUnavailable, source_went_backwards
+from txdag.errors import (
+    BatchReadError,
+    ConfigError,
+    FormatVersionError,
+    SourceUnavailable,
+    source_went_backwards,
+    start_over,
+)
 from txdag.keyspace import glob_escape
 from txdag.redisio import access_denied, describe, is_refusal, redis_errors
 from txdag.spouts.base import Batch, Metadata, Record, Rejection, SpoutKind
@@ -109,7 +116,8 @@ def check_metadata(metadata: Any) -> dict[str, PartitionMeta]:
     """The ``partitions`` of a stream spout's metadata; refuses unknown versions and shapes."""
     if not isinstance(metadata, dict) or metadata.get("v") != FORMAT_VERSION:
         version = metadata.get("v") if isinstance(metadata, dict) else type(metadata).__name__
-        raise _bad(f"has format version {version!r} (upgrade txdag, or reset the topology's transactions)")
+        raise _bad(f"has format version {version!r} (upgrade txdag, or start the topology over with `txdag reset "
+                   "TOPOLOGY --confirm`)")
     parts = metadata.get("partitions")
     if not isinstance(parts, dict):
         raise _bad(f"has partitions={parts!r}, not a dict")
@@ -317,7 +325,7 @@ class _StreamSpout:
         except FormatVersionError as exc:
             raise FormatVersionError(
                 f"topology {self.topology!r} {tx}: {exc}; correct that txid's znode in ZooKeeper "
-                f"(`txdag status {self.topology}` lists them), or reset the topology's transactions"
+                f"(`txdag status {self.topology}` lists them), or {start_over(self.topology)}"
             ) from None
         unknown = sorted(set(parts) - set(self.partitions))
         if unknown:
@@ -374,7 +382,8 @@ class _StreamSpout:
             f"topology {self.topology!r} {tx}: partition {part.name!r} (stream {part.stream!r} at Redis "
             f"{describe(part.client)}) holds "
             f"{len(got)} entries in ({meta['after']}, {meta['last']}] but the batch has {meta['count']}: entries "
-            f"were trimmed or deleted (XTRIM/XDEL/MAXLEN) before the batch was read; {self._trim_hint}"
+            f"were trimmed or deleted (XTRIM/XDEL/MAXLEN) before the batch was read; "
+            f"{self._trim_hint.format(topology=self.topology, txid=tx.txid)}"
         )
 
 
@@ -397,8 +406,10 @@ class PartitionedTransactionalStreamSpout(_StreamSpout):
         "partition is reachable again"
     )
     _trim_hint = (
-        "a transactional spout cannot replay a different batch: restore the entries, or reset the "
-        "topology's transactions; keep stream retention longer than the replay window"
+        "a transactional spout cannot replay a different batch. Ways out: restore the entries, then `txdag replay "
+        "{topology} --from {txid}`; or start over with `txdag reset {topology} --confirm`. (`txdag accept-missing` "
+        "refuses a stream: a batch is an id range, so lost entries cannot be listed.) Keep stream retention longer "
+        "than the replay window"
     )
 
 
@@ -420,4 +431,6 @@ class OpaquePartitionedStreamSpout(_StreamSpout):
         "whether the commit began)"
     )
     _trim_hint = ("this attempt fails; if the txid's commit has not begun, its re-emission recomputes its batch "
-                  "from the entries still held; once it has begun, the batch is frozen and the topology halts")
+                  "from the entries still held; once it has begun, the batch is frozen and the topology halts: "
+                  "restore the entries, then `txdag replay {topology} --from {txid}`, or start over with "
+                  "`txdag reset {topology} --confirm`")

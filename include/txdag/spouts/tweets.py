@@ -2,8 +2,11 @@
 
 ``<prefix>NEXT_WRITE`` holds the id the next tweet will be written at and ``<prefix>NEXT_READ`` where the very
 first txid starts (1 when absent). Batch metadata is ``{"v": 1, "from": id, "quantity": n}``; a replay reads the
-same keys again, so the batch is the same as long as the keys are kept. ``keys``/``acl_patterns``: the shape of
-txdag.keyspace (the owner is the prefix; a topology's user may only read them).
+same keys again, so the batch is the same as long as the keys are kept. A hole an operator accepted (``txdag
+accept-missing``) adds ``"missing": {"<id>": "<when accepted>"}``: every replay then reads the batch without those
+ids and emits a Rejection for each, so the batch stays the same and the hole stays counted (the metadata's rules:
+``txdag.spouts.tweet_batches``). ``keys``/``acl_patterns``: the shape of txdag.keyspace (the owner is the prefix;
+a topology's user may only read them).
 """
 
 from __future__ import annotations
@@ -15,13 +18,22 @@ from typing import Any
 import redis
 
 from txdag.attempt import TransactionAttempt
-from txdag.errors import BatchReadError, ConfigError, FormatVersionError, TxdagError, source_went_backwards
+from txdag.errors import (
+    BatchReadError,
+    ConfigError,
+    FormatVersionError,
+    TxdagError,
+    source_went_backwards,
+    start_over,
+)
 from txdag.keyspace import glob_escape
 from txdag.luascripts import declare, run
 from txdag.redisio import describe, is_refusal, redis_errors
 from txdag.spouts.base import Batch, Metadata, Record, Rejection, SpoutKind
+from txdag.spouts.tweet_batches import FORMAT_VERSION as FORMAT_VERSION
+from txdag.spouts.tweet_batches import accepted_missing as accepted_missing
+from txdag.spouts.tweet_batches import check_metadata, missing_in, missing_reason, next_from, plan_batch, with_missing
 
-FORMAT_VERSION = 1
 MGET_CHUNK = 10_000  # keys per MGET: bounds one reply's size; all chunks still go in one round trip
 CONNECTION_ERRORS = (redis.ConnectionError, redis.TimeoutError)
 
@@ -57,38 +69,6 @@ def require_bytes_client(client: Any, what: str) -> None:
             f"{what}: create the Redis client without decode_responses=True; the spout decodes each value "
             f"itself so that a value that is not UTF-8 becomes one rejection instead of a failed batch"
         )
-
-
-def check_metadata(metadata: Any) -> tuple[int, int]:
-    """``(from, quantity)`` of a tweets metadata dict; refuses unknown versions and shapes."""
-    if not isinstance(metadata, dict) or metadata.get("v") != FORMAT_VERSION:
-        version = metadata.get("v") if isinstance(metadata, dict) else type(metadata).__name__
-        raise FormatVersionError(
-            f"tweets spout metadata has format version {version!r}; this txdag reads version {FORMAT_VERSION} "
-            f"only (upgrade txdag, or reset the topology's transactions)"
-        )
-    start, quantity = metadata.get("from"), metadata.get("quantity")
-    for name, value, low in (("from", start, 1), ("quantity", quantity, 0)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise FormatVersionError(
-                f"tweets spout metadata field {name!r} must be an int >= {low}, got {value!r}"
-            )
-    return start, quantity  # type: ignore[return-value]
-
-
-def next_from(prev_metadata: Metadata | None, next_read: int) -> int:
-    """The first tweet id after ``prev_metadata``'s batch; the very first txid starts at NEXT_READ."""
-    if prev_metadata is None:
-        return next_read
-    start, quantity = check_metadata(prev_metadata)
-    return start + quantity
-
-
-def plan_batch(prev_metadata: Metadata | None, next_read: int, next_write: int, max_size: int) -> Metadata:
-    """The seed's coordinator arithmetic: continue after the previous batch, at most ``max_size`` tweets."""
-    start = next_from(prev_metadata, next_read)
-    quantity = max(0, min(next_write - start, max_size))
-    return {"v": FORMAT_VERSION, "from": start, "quantity": quantity}
 
 
 def _cursor(
@@ -182,14 +162,16 @@ class TweetsTransactionalSpout:
         """Read exactly keys ``from .. from+quantity-1``; a missing key halts, a bad value is one rejection."""
         with self._metadata_errors(str(tx)):
             start, quantity = check_metadata(metadata)
-        keys = [self.key(i) for i in range(start, start + quantity)]
+            accepted = missing_in(metadata, start, quantity)
+        ids = [i for i in range(start, start + quantity) if i not in accepted]
+        keys = [self.key(i) for i in ids]
         with redis_errors(self.client, f"reading the batch of {tx}", topology=self.topology, keys=keys):
             values = self._mget(keys)
             types = self._types([key for key, value in zip(keys, values) if value is None])
         self._check_present(tx, start, quantity, types)
         records: list[Record] = []
-        rejections: list[Rejection] = []
-        for tweet_id, key, raw in zip(range(start, start + quantity), keys, values):
+        rejections = [Rejection(str(i), missing_reason(at)) for i, at in sorted(accepted.items())]
+        for tweet_id, key, raw in zip(ids, keys, values):
             if raw is None:
                 rejections.append(
                     Rejection(str(tweet_id), f"key {key!r} holds a Redis {types[key]}, not a string")
@@ -205,6 +187,20 @@ class TweetsTransactionalSpout:
                 )
         return Batch(tx, records, rejections)
 
+    def missing_ids(self, metadata: Metadata) -> list[int]:
+        """The ids of the batch whose key is missing in Redis now, except those accepted as missing already."""
+        start, quantity = check_metadata(metadata)
+        accepted = missing_in(metadata, start, quantity)
+        keys = {self.key(i): i for i in range(start, start + quantity) if i not in accepted}
+        with redis_errors(self.client, "looking for missing tweets", topology=self.topology, keys=list(keys)):
+            values = self._mget(list(keys))
+            types = self._types([key for key, value in zip(keys, values) if value is None])
+        return sorted(keys[key] for key, kind in types.items() if kind == "none")
+
+    def accept_missing(self, metadata: Metadata, ids: list[int], at: str) -> Metadata:
+        """``metadata`` with ``ids`` accepted as missing (txdag.txid.holes)."""
+        return with_missing(metadata, ids, at)
+
     @contextmanager
     def _metadata_errors(self, whose: str) -> Iterator[None]:
         """Stored metadata the spout cannot read: say which topology and txid, and where to fix it."""
@@ -213,7 +209,7 @@ class TweetsTransactionalSpout:
         except FormatVersionError as exc:
             raise FormatVersionError(
                 f"topology {self.topology!r}, {whose} metadata: {exc}; correct that txid's znode in ZooKeeper "
-                f"(`txdag status {self.topology}` lists them), or reset the topology's transactions"
+                f"(`txdag status {self.topology}` lists them), or {start_over(self.topology)}"
             ) from None
 
     def _mget(self, keys: list[str]) -> list[bytes | None]:
@@ -240,12 +236,15 @@ class TweetsTransactionalSpout:
             return
         changed = [key for key in gone if types[key] == "string"]
         what = "changed while it was being read" if changed else "is missing"
+        name, txid = self.topology, tx.txid
         raise BatchReadError(
-            f"topology {self.topology!r} {tx}: the source no longer holds the batch described by the metadata "
+            f"topology {name!r} {tx}: the source no longer holds the batch described by the metadata "
             f"(tweets {start}..{start + quantity - 1} at Redis {describe(self.client)}): key {gone[0]!r} {what}"
-            f" ({len(gone)} such key(s) in the range: {', '.join(gone[:5])}); restore key {gone[0]!r} (and the "
-            f"others) from a backup, or reset the topology's transactions if the tweets are lost for good: a "
-            f"transactional spout must replay exactly the same batch"
+            f" ({len(gone)} such key(s) in the range: {', '.join(gone[:5])}); a transactional spout must replay "
+            f"exactly the same batch. Ways out: restore key {gone[0]!r} (and the others) from a backup, then "
+            f"`txdag replay {name} --from {txid}`; or, if the tweets are lost for good, accept them as missing "
+            f"(they become rejected entries of txid {txid}) with `txdag accept-missing {name} {txid} --confirm "
+            f"--replay`; or start over with `txdag reset {name} --confirm`"
         )
 
 

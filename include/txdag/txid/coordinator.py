@@ -44,12 +44,20 @@ from txdag.txid.decisions import (  # noqa: F401  (re-exported: the coordinator'
     frozen_metadata,
     lowest_failed,
 )
+from txdag.txid.failure import headline, ways_out, ways_out_text
 from txdag.zk.records import TopologyRecord, TxidRecord, TxStatus
 from txdag.zk.store import LockBusy, TransactionStore, VersionConflict
 
 log = logging.getLogger("txdag.txid.coordinator")
 T = TypeVar("T")
 CAS_TRIES = 20
+
+
+def refused_behind(topology: str, run_id: str, failed: TxidRecord) -> str:
+    """Why ``run_id`` gets no new txid: the failed txid, its error's headline and the ways out."""
+    return (f"topology {topology!r}: no new txid while txid {failed.txid} is failed (attempt {failed.attempt}, run "
+            f"{failed.run_id!r}: {headline(failed.error)}); run {run_id!r} consumed no txid. Ways out: "
+            f"{ways_out_text(ways_out(topology, failed.txid, failed.error))}")
 
 
 def _now() -> str:
@@ -230,11 +238,7 @@ class Coordinator:
         recs = self.store.read_txids(range(topo.committed_txid + 1, topo.last_txid + 1))
         failed = lowest_failed(r for r, _ in recs.values())
         if failed is not None:
-            return Wait(
-                f"topology {self.name!r}: no new txid while txid {failed.txid} is failed ({failed.error});"
-                f" replay it by clearing run {failed.run_id!r} with its future runs",
-                failed.txid,
-            )
+            return Wait(refused_behind(self.name, run_id, failed), failed.txid)
         if topo.last_txid - topo.committed_txid >= self.max_active:
             return Busy(
                 f"topology {self.name!r}: {self.max_active} txid(s) uncommitted (txids "

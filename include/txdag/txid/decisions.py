@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from txdag.attempt import TransactionAttempt
 from txdag.errors import CascadeError, StaleAttemptError, StoreWentBackwards, TxdagError, start_over
 from txdag.spouts.base import Metadata, SpoutKind
+from txdag.txid.waits import predecessor_note
 from txdag.zk.records import TopologyRecord, TxidRecord, TxStatus
 
 
@@ -137,8 +139,10 @@ def commit_decision(
         )
     if n == committed_txid + 1:
         return Go(tx)
+    note = predecessor_note(topology, records.get(n - 1), datetime.now(UTC))
     return Wait(
-        f"topology {topology!r}: {tx} waits for txid {n - 1} to commit (committed: {committed_txid})", waiting_on=n - 1
+        f"topology {topology!r}: {tx} waits for txid {n - 1} to commit (committed: {committed_txid}){note}",
+        waiting_on=n - 1,
     )
 
 

@@ -7,10 +7,12 @@ which read a :class:`~txdag.zk.store.TransactionStore`.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from txdag.errors import TxdagError
+from txdag.txid.failure import headline, ways_out
+from txdag.txid.waits import age, duration, stalled, stalled_advice, waits_on
 from txdag.zk.records import TopologyRecord, TxidRecord, TxStatus
 
 # Phases of a txid in flight, in the order a txid goes through them. "coordinating" is a run whose coordinate
@@ -44,7 +46,9 @@ def batch_of(metadata: dict[str, Any]) -> tuple[str, int | None]:
     """A batch's range as text and its size, for the two spout metadata layouts (anything else: as JSON)."""
     if isinstance(metadata.get("from"), int) and isinstance(metadata.get("quantity"), int):
         start, quantity = metadata["from"], metadata["quantity"]
-        return f"ids {start}..{start + quantity - 1}", quantity
+        missing = metadata.get("missing")
+        accepted = f" ({len(missing)} accepted as missing)" if isinstance(missing, dict) and missing else ""
+        return f"ids {start}..{start + quantity - 1}{accepted}", quantity
     parts = metadata.get("partitions")
     if isinstance(parts, dict):
         ranges = [f"{name} ({p.get('after')}, {p.get('last')}]" for name, p in sorted(parts.items()) if p.get("count")]
@@ -52,11 +56,13 @@ def batch_of(metadata: dict[str, Any]) -> tuple[str, int | None]:
     return str(metadata), None
 
 
-def failures(records: list[TxidRecord]) -> list[dict[str, Any]]:
-    """Each failed txid that started a cascade, with the later txids its failure failed."""
+def failures(records: list[TxidRecord], topology: str) -> list[dict[str, Any]]:
+    """Each failed txid that started a cascade, with the later txids its failure failed, its error's headline
+    (``error`` keeps all of it) and the ways out as commands."""
     failed = {r.txid: r for r in records if r.status is TxStatus.FAILED}
     roots = [r for r in failed.values() if r.failed_by in (None, r.txid) or r.failed_by not in failed]
     return [{"txid": r.txid, "attempt": r.attempt, "run_id": r.run_id, "error": r.error,
+             "headline": headline(r.error), "ways_out": ways_out(topology, r.txid, r.error),
              "cascade": sorted(t for t, c in failed.items() if c.failed_by == r.txid and t != r.txid)}
             for r in sorted(roots, key=lambda r: r.txid)]
 
@@ -66,16 +72,29 @@ def in_flight(records: list[TxidRecord]) -> list[TxidRecord]:
     return [r for r in records if r.status not in (TxStatus.COMMITTED, TxStatus.FAILED)]
 
 
+def wait_fields(record: TxidRecord, committed_txid: int, now: datetime) -> dict[str, Any]:
+    """What a txid in flight waits on and for how long (``txdag.txid.waits``)."""
+    return {"waits_on": waits_on(record, committed_txid), "since": record.updated_at,
+            "for": duration(age(record.updated_at, now))}
+
+
+def stalls(name: str, records: list[TxidRecord], committed_txid: int, now: datetime) -> list[str]:
+    """The advice about a stalled head of the line (at most one txid), for status and the page."""
+    return [stalled_advice(name, r, now) for r in in_flight(records) if stalled(r, committed_txid, now)]
+
+
 def topology_status(topo: TopologyRecord, records: list[TxidRecord], name: str,
-                    rejected: int | None) -> dict[str, Any]:
+                    rejected: int | None, now: datetime | None = None) -> dict[str, Any]:
     """``txdag status TOPOLOGY``'s document."""
+    now = now or datetime.now(UTC)
     return {
         "topology": name,
         "last_txid": topo.last_txid,
         "committed_txid": topo.committed_txid,
         "in_flight": [{"txid": r.txid, "attempt": r.attempt, "phase": phase(r, topo.committed_txid),
-                       "run_id": r.run_id} for r in in_flight(records)],
-        "failed": failures(records),
+                       "run_id": r.run_id, **wait_fields(r, topo.committed_txid, now)} for r in in_flight(records)],
+        "stalled": stalls(name, records, topo.committed_txid, now),
+        "failed": failures(records, name),
         "rejections": rejected,
         "kept_txids": [r.txid for r in records],
     }
@@ -102,7 +121,8 @@ def txid_row(record: TxidRecord, committed_txid: int) -> dict[str, Any]:
     batch, size = batch_of(record.metadata)
     return {"txid": record.txid, "attempt": record.attempt, "phase": phase(record, committed_txid),
             "run_id": record.run_id, "batch": batch, "batch_size": size, "metadata": record.metadata,
-            "updated_at": record.updated_at, "failed_by": record.failed_by, "error": record.error}
+            "updated_at": record.updated_at, "failed_by": record.failed_by, "error": record.error,
+            "headline": headline(record.error) if record.error else None}
 
 
 def replay_targets(store: Any, from_txid: int) -> list[TxidRecord]:
@@ -133,16 +153,19 @@ def transactions_view(name: str, topo: TopologyRecord, records: list[TxidRecord]
     runs = runs or {}
     committed = topo.committed_txid
     owned = {r.run_id for r in records}
+    flying = in_flight(records)
     coordinating = [{"txid": None, "attempt": None, "phase": COORDINATING, "run_id": run_id, "run_state": state}
                     for run_id, state in sorted(runs.items()) if run_id not in owned and state in ("queued", "running")]
-    rows = [{**txid_row(r, committed), "run_state": runs.get(r.run_id)} for r in reversed(records)]
+    rows = [{**txid_row(r, committed), "run_state": runs.get(r.run_id),
+             **(wait_fields(r, committed, now) if r in flying else {})} for r in reversed(records)]
     return {
         "topology": name,
         "paused": paused,
         "committed_txid": committed,
         "last_txid": topo.last_txid,
         "in_flight": coordinating + [row for row in reversed(rows) if row["phase"] not in ("committed", "failed")],
-        "failed": failures(records),
+        "failed": failures(records, name),
+        "stalled": stalls(name, records, committed, now),
         "lag": lag,
         "lag_error": lag_error,
         "commits_per_minute": commits_per_minute(records, now),

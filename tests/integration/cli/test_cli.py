@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 import pytest
 import redis
 from access import ZK_AUTH, redis_user
+from cli_project import dag_folder, drop_keys, set_connections, state_client
 
 from txdag.analytics.tweets import tweet_partials
 from txdag.cli.main import main
@@ -48,25 +49,11 @@ dag = render(topology, dag_file=__file__)
 @pytest.fixture
 def env(monkeypatch, redis_url, zk_hosts, zk_root, prefix, tmp_path):
     """Connections and a DAG folder holding one topology named after the test."""
-    address = urlsplit(redis_url)
-    host, port = zk_hosts.split(",")[0].split(":")
-    monkeypatch.setenv("AIRFLOW_CONN_REDIS_DEFAULT", json.dumps(
-        {"conn_type": "redis", "host": address.hostname, "port": address.port, "login": address.username,
-         "password": address.password, "extra": {"db": DB}}))
-    monkeypatch.setenv("AIRFLOW_CONN_ZOOKEEPER_DEFAULT", json.dumps(
-        {"conn_type": "zookeeper", "host": host, "port": int(port), "login": ZK_AUTH[0], "password": ZK_AUTH[1],
-         "extra": {"root": zk_root}}))
-    (tmp_path / "dags").mkdir()
-    (tmp_path / "spark_jobs").mkdir()
-    (tmp_path / "spark_jobs" / "job.py").write_text("")
-    (tmp_path / "dags" / f"{prefix}.py").write_text(DAG_FILE.format(topo=prefix))
-    monkeypatch.setenv("TXDAG_DAGS_FOLDER", str(tmp_path / "dags"))
-    client = redis.Redis.from_url(redis_url.rsplit("/", 1)[0] + f"/{DB}")
+    set_connections(monkeypatch, redis_url, zk_hosts, zk_root, DB)
+    dag_folder(monkeypatch, tmp_path, prefix, DAG_FILE)
+    client = state_client(redis_url, DB)
     yield client
-    leftovers = list(client.scan_iter(match=f"*{prefix}*", count=1000))
-    if leftovers:
-        client.delete(*leftovers)
-    client.close()
+    drop_keys(client, prefix)
 
 
 @pytest.fixture
@@ -107,22 +94,29 @@ def run(capsys, *argv):
 def test_status_names_the_committed_txid_the_failure_and_its_cascade(ran, capsys, prefix):
     code, out, _ = run(capsys, "status", prefix)
     assert code == 0
-    assert f"topology {prefix}: committed up to txid 3, last txid 5" in out
-    assert "txid 4 FAILED (attempt 1, run run4): RuntimeError: injected failure in txid 4; failed behind it: " \
-           "txid 5" in out
-    assert f"txdag replay {prefix} --from 4" in out
+    assert out.splitlines()[:3] == [  # the failed txid leads, with its way out, before the figures
+        "txid 4 FAILED (attempt 1, run run4): RuntimeError: injected failure in txid 4", "  failed behind it: txid 5",
+        f"  way out: fix the cause, then replay it and every later txid: txdag replay {prefix} --from 4"]
+    assert out.splitlines()[4] == f"topology {prefix}: committed up to txid 3, last txid 5, 0 in flight, 0 rejected " \
+                                  "entries"
 
     code, out, _ = run(capsys, "status", prefix, "--json")
     data = json.loads(out)
     assert (data["committed_txid"], data["last_txid"], data["in_flight"]) == (3, 5, [])
     assert data["failed"] == [{"txid": 4, "attempt": 1, "run_id": "run4", "cascade": [5],
-                               "error": "RuntimeError: injected failure in txid 4"}]
+                               "error": "RuntimeError: injected failure in txid 4",
+                               "headline": "RuntimeError: injected failure in txid 4",
+                               "ways_out": [{"when": "fix the cause, then replay it and every later txid",
+                                             "command": f"txdag replay {prefix} --from 4"}]}]
     assert data["rejections"] == 0
 
     code, out, _ = run(capsys, "status", "--json")
     assert code == 0 and [t["topology"] for t in json.loads(out)] == [prefix]
     code, out, _ = run(capsys, "status")
-    header, row = out.splitlines()
+    lead, _, table_text = out.partition("\n\n")
+    assert lead.splitlines()[0] == f"{prefix}: txid 4 FAILED (attempt 1, run run4): RuntimeError: injected failure " \
+                                   "in txid 4"
+    header, row = table_text.splitlines()
     assert header.split() == ["TOPOLOGY", "COMMITTED", "LAST", "TXID", "IN", "FLIGHT", "FAILED", "REJECTED"]
     assert row.split() == [prefix, "3", "5", "0", "2", "0"]
 
@@ -137,13 +131,18 @@ def test_status_lists_txids_in_flight_with_phase_and_attempt(env, zk_hosts, zk_r
     second = coordinator.coordinate("b")
     coordinator.mark_processed(second.tx)
     code, out, _ = run(capsys, "status", prefix, "--json")
-    assert json.loads(out)["in_flight"] == [
-        {"txid": 1, "attempt": 1, "phase": "processing", "run_id": "a"},
-        {"txid": 2, "attempt": 1, "phase": "waiting to commit", "run_id": "b"},  # txid 1 is not committed
+    shown = ["txid", "attempt", "phase", "run_id", "waits_on"]
+    assert [{k: row[k] for k in shown} for row in json.loads(out)["in_flight"]] == [
+        {"txid": 1, "attempt": 1, "phase": "processing", "run_id": "a", "waits_on": "its process task (attempt 1)"},
+        {"txid": 2, "attempt": 1, "phase": "waiting to commit", "run_id": "b",  # txid 1 is not committed
+         "waits_on": "txid 1 to commit first"},
     ]
     code, out, _ = run(capsys, "status", prefix)
-    assert [re.split(r" {2,}", line) for line in out.splitlines()[3:]] == [  # columns are 2+ spaces apart
-        ["TXID", "ATTEMPT", "PHASE", "RUN"], ["1", "1", "processing", "a"], ["2", "1", "waiting to commit", "b"]]
+    rows = [re.split(r" {2,}", line) for line in out.splitlines()[3:]]  # columns are 2+ spaces apart
+    assert [row[:4] + row[5:] for row in rows] == [
+        ["TXID", "ATTEMPT", "PHASE", "WAITS ON", "RUN"], ["1", "1", "processing", "its process task (attempt 1)", "a"],
+        ["2", "1", "waiting to commit", "txid 1 to commit first", "b"]]
+    assert [row[4] for row in rows][0] == "FOR" and all(re.fullmatch(r"\d+ s", row[4]) for row in rows[1:]), rows
     store.client.stop()
 
 

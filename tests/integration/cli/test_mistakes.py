@@ -35,7 +35,7 @@ DB = 11
 DAG_FILE = """
 from txdag import TransactionalTopology
 from txdag.airflow import render
-from txdag.topology.definition import State, TweetsSource
+from txdag.topology.definition import State, StreamsSource, TweetsSource
 
 dag = render(TransactionalTopology(
     "{topo}", source=TweetsSource(prefix="{topo}:", max_transaction_size=40), job="spark_jobs/job.py",
@@ -44,6 +44,9 @@ dag = render(TransactionalTopology(
 ), dag_file=__file__)
 fresh = render(TransactionalTopology(
     "{topo}_new", source=TweetsSource(prefix="{topo}_new:"), job="spark_jobs/job.py", states=[State("s")]),
+    dag_file=__file__)
+streams = render(TransactionalTopology(
+    "{topo}_streams", source=StreamsSource(streams=["{topo}:s0"]), job="spark_jobs/job.py", states=[State("w")]),
     dag_file=__file__)
 """
 
@@ -244,12 +247,41 @@ MISTAKES = [  # the environment, what the user types ({t}: the topology), the ex
     ("zk wrong password", "topology accept {t}", CONFIG, ["(NoAuth)", "same user and password"]),
     ("no zk connection", "topology owner {t}", CONFIG, NO_ZK),
     ("", "acl redis nosuch", FAILED, ["no topology ['nosuch'] in the DAG folder", "give topology ids defined there"]),
+    # a failed txid leads the status, with its way out
+    ("", "status {t}", OK, ["txid 4 FAILED (attempt 1, run run4): RuntimeError: injected failure in txid 4",
+                            "failed behind it: txid 5", "way out: fix the cause, then replay it and every later "
+                            "txid: txdag replay {t} --from 4"]),
+    ("", "status", OK, ["{t}: txid 4 FAILED (attempt 1, run run4): RuntimeError: injected failure",
+                        "txdag replay {t} --from 4"]),
+    ("", "show {t} 5", OK, ["txid 5 FAILED behind txid 4 (attempt 1, run run5): txid 4 failed (attempt 1): "
+                            "RuntimeError", "txdag replay {t} --from 4"]),
+    # accept-missing where it has nothing to accept or would break the guarantee
+    ("", "accept-missing {t} 2 --confirm", REFUSED, ["txid 2 is committed", "would rewrite history"]),
+    ("", "accept-missing {t} 4 --confirm", REFUSED, ["no entry of txid 4's batch is missing in the source now",
+                                                     "there is no hole to accept", "txdag replay {t} --from 4"]),
+    ("", "accept-missing {t}_streams 1 --confirm", REFUSED,
+     ["reads a streams source", "entries lost from it cannot be listed one by one", "restore the entries, then "
+      "`txdag replay {t}_streams --from 1`", "`txdag reset {t}_streams --confirm`"]),
+    ("", "accept-missing nosuch 1", FAILED, ["topology 'nosuch' is not defined in the DAG folder"]),
+    ("", "accept-missing {t} 9 --confirm", REFUSED, ["has txids 1..5, so there is no txid 9"]),
+    ("", "accept-missing {t}_new 1", FAILED, ["topology '{t}_new' has not run yet"]),
+    ("zk down", "accept-missing {t} 4", UNAVAILABLE, DOWN_ZK),
+    ("zk wrong password", "accept-missing {t} 4", CONFIG, ["(NoAuth)", "same user and password"]),
+    ("redis down", "accept-missing {t} 4 --confirm", UNAVAILABLE, ["Redis at 127.0.0.1:", "is unreachable"]),
+    ("airflow down", "accept-missing {t} 4 --confirm --replay", UNAVAILABLE,
+     ["cannot use Airflow's REST API", "it does not answer"]),
     # out-of-range numbers and keys
     ("", "show {t} 9", FAILED, ["has no record of txid 9: it is not allocated yet (last txid 5)"]),
     ("", "replay {t} --from 9 --dry-run", REFUSED, ["has txids 1..5, so there is no txid 9 to replay from",
                                                     "give one in 1..5"]),
     ("", "state get {t} uh onlyone", USAGE, ["'onlyone' is not a key of state 'uh'", "2 fields joined by ':'"]),
     ("", "state get {t} users", USAGE, ["state 'users' of topology '{t}'", "give one or more"]),
+    # txdag retry: a txid with no task to retry
+    ("zk down", "retry {t} 4", UNAVAILABLE, DOWN_ZK),
+    ("zk wrong password", "retry {t} 4", CONFIG, ["(NoAuth)", "same user and password"]),
+    ("", "retry {t} 9", FAILED, ["has no record of txid 9", "txdag status {t}"]),
+    ("", "retry {t} 2", REFUSED, ["txid 2 is committed, so no task of it is running: nothing to do"]),
+    ("", "retry {t} 4", REFUSED, ["txid 4 is failed", "txdag replay {t} --from 4"]),
     # a key or a record another program wrote
     ("", "state top {t} clash", CONFIG, ["the Redis key '{t}:clash' of state 'clash' is not a hash (WRONGTYPE)",
                                          "give the state a namespace of its own"]),
@@ -297,7 +329,8 @@ def test_a_znode_that_is_no_topology_is_skipped_with_a_warning_and_named_when_as
     capsys.readouterr()
     assert main(["status"]) == OK
     out, err = capsys.readouterr()
-    assert [line.split()[0] for line in out.splitlines()[1:]] == [prefix, f"{prefix}_new"]
+    rows = out.split("\nTOPOLOGY ", 1)[1].splitlines()[1:]  # the table, after the failed txid that leads
+    assert [line.split()[0] for line in rows] == [prefix, f"{prefix}_new", f"{prefix}_streams"]
     check_answer(OK, err, OK, ["skipped topology 'garbage': znode", "does not hold a valid txdag topology record",
                                "skipped topology 'bad name': topology id 'bad name' cannot name a znode"],
                  what="status over a root with foreign znodes")

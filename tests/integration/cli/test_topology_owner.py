@@ -6,11 +6,9 @@ accept``; ``txdag topology owner`` shows what changed; a copy in the DAG folder 
 from __future__ import annotations
 
 import json
-from urllib.parse import urlsplit
 
 import pytest
-import redis
-from access import ZK_AUTH
+from cli_project import dag_folder, drop_keys, set_connections, state_client
 
 from txdag.cli.main import main
 from txdag.spouts.samples import sample_tweets
@@ -37,27 +35,13 @@ dag = render(topology, dag_file=__file__)
 @pytest.fixture
 def project(monkeypatch, redis_url, zk_hosts, zk_root, prefix, tmp_path):
     """Connections to the test servers, a DAG folder with the topology, and 200 tweets to read."""
-    address = urlsplit(redis_url)
-    host, port = zk_hosts.split(",")[0].split(":")
-    monkeypatch.setenv("AIRFLOW_CONN_REDIS_DEFAULT", json.dumps(
-        {"conn_type": "redis", "host": address.hostname, "port": address.port, "login": address.username,
-         "password": address.password, "extra": {"db": DB}}))
-    monkeypatch.setenv("AIRFLOW_CONN_ZOOKEEPER_DEFAULT", json.dumps(
-        {"conn_type": "zookeeper", "host": host, "port": int(port), "login": ZK_AUTH[0], "password": ZK_AUTH[1],
-         "extra": {"root": zk_root}}))
+    set_connections(monkeypatch, redis_url, zk_hosts, zk_root, DB)
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", "spark://local")
-    for folder in ("dags", "spark_jobs"):
-        (tmp_path / folder).mkdir()
-    (tmp_path / "spark_jobs" / "job.py").write_text("")
-    (tmp_path / "dags" / f"{prefix}.py").write_text(DAG_FILE.format(topo=prefix))
-    monkeypatch.setenv("TXDAG_DAGS_FOLDER", str(tmp_path / "dags"))
-    client = redis.Redis.from_url(redis_url.rsplit("/", 1)[0] + f"/{DB}")
+    dags = dag_folder(monkeypatch, tmp_path, prefix, DAG_FILE)
+    client = state_client(redis_url, DB)
     append_tweets(client, sample_tweets(200, seed=5), prefix=f"{prefix}:")
-    yield tmp_path / "dags"
-    leftovers = list(client.scan_iter(match=f"*{prefix}*", count=1000))
-    if leftovers:
-        client.delete(*leftovers)
-    client.close()
+    yield dags
+    drop_keys(client, prefix)
 
 
 def coordinate(dags, prefix, run_id):

@@ -62,3 +62,29 @@ def test_a_fault_between_staging_and_the_seal_kills_the_job_and_leaves_no_seal(r
     assert not redis_client.exists(stage_key(spec.topology, spec.tx))
     with pytest.raises(BatchReadError, match="no sealed staging"):
         Staging(redis_client, spec.topology).read(spec.tx)
+
+
+def test_a_job_that_fails_under_airflows_spark_submit_hook_is_named_by_txdags_own_error(
+        redis_client, redis_url, tweets_spec, prefix, airflow_home, monkeypatch):
+    """The process task's path: the provider's hook runs spark-submit and raises its exception (the command, the
+    job's JSON and the output's last lines); the task's error is txdag's, built from the job's own line there."""
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+    from airflow.sdk.exceptions import AirflowException
+
+    from txdag.airflow.operators import submit_failure
+
+    spec = tweets_spec(TWEETS[:20])
+    redis_client.delete(f"{prefix}:6")  # a hole in the batch
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_LOCAL", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+    env = {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+           "TXDAG_REDIS_URLS": json.dumps({"redis_default": redis_url})}
+    hook = SparkSubmitHook(conn_id="spark_local", spark_binary=str(SPARK_SUBMIT), env_vars=env,
+                           conf={"spark.ui.enabled": "false", "spark.driver.bindAddress": "127.0.0.1",
+                                 "spark.driver.host": "127.0.0.1"}, application_args=["--job", spec.to_json()])
+    with pytest.raises(AirflowException) as failed:
+        hook.submit(str(JOBS_DIR / "tweets_analytics.py"))
+    message = str(submit_failure(spec.topology, spec.tx, failed.value))
+    assert message.startswith(f"topology '{spec.topology}' txid 1 attempt 1: the Spark job failed: BatchReadError: "
+                              f"topology '{spec.topology}' txid 1 attempt 1: the source no longer holds the batch")
+    assert f"key '{prefix}:6' is missing" in message and f"txdag accept-missing {spec.topology} 1" in message
+    assert "\n" not in message and "--job" not in message and "INFO" not in message

@@ -242,7 +242,8 @@ def test_an_entry_deleted_inside_a_batch_fails_the_txid_naming_it_then_the_repla
         topology.process(first)
     check_message(info.value, f"topology {prefix!r}", repr(part.stream), *case["error"][1:])
     transactional = PartitionedTransactionalStreamSpout([part], topology=prefix)
-    with pytest.raises(BatchReadError, match="restore the entries, or reset the topology's transactions"):
+    with pytest.raises(BatchReadError, match=f"restore the entries, then `txdag replay {prefix} --from 1`; or start "
+                       f"over with `txdag reset {prefix} --confirm`"):
         transactional.emit_batch(first.tx, first.metadata)  # a transactional spout cannot replay around it
 
     replay = topology.coordinate("run1")  # the opaque replay recomputes the batch from what the stream holds

@@ -107,7 +107,9 @@ def test_failing_txid_2_reemits_2_3_4_with_the_same_metadata(store: TransactionS
     snapshot = {r.txid: r for r in coord.status().txids}
     assert [(snapshot[t].status, snapshot[t].failed_by) for t in (2, 3, 4)] == [(TxStatus.FAILED, 2)] * 3
     wait = coord.coordinate("r5")  # nothing new on top of a failure
-    assert isinstance(wait, Wait) and wait.waiting_on == 2 and "clearing run 'r2'" in wait.reason
+    assert isinstance(wait, Wait) and wait.waiting_on == 2 and not wait.replay
+    assert "no new txid while txid 2 is failed (attempt 1, run 'r2': spark exit 1); run 'r5' consumed no txid" \
+        in wait.reason and wait.reason.endswith(f"txdag replay {store.topology} --from 2")
     wait = coord.coordinate("r3")  # all runs cleared at once: 3 waits for 2's re-emission
     assert isinstance(wait, Wait) and wait.waiting_on == 2
     for run, txid in (("r2", 2), ("r3", 3), ("r4", 4)):

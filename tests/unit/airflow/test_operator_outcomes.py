@@ -44,10 +44,16 @@ def refusal(ops, outcome):
     return ops.m.coordinate_refusal(TASK, TOPOLOGY, "run1", outcome)
 
 
-@pytest.mark.parametrize("outcome", [NotReady("nothing to read"), Wait("txid 3 is failed", 3, replay=False)])
-def test_a_run_that_consumed_no_txid_is_skipped(ops, outcome) -> None:
-    exc = refusal(ops, outcome)
-    assert isinstance(exc, ops.Skip) and outcome.reason in str(exc)
+def test_a_run_with_nothing_to_read_is_skipped(ops) -> None:
+    exc = refusal(ops, NotReady("nothing to read"))
+    assert isinstance(exc, ops.Skip) and "nothing to read" in str(exc)
+
+
+def test_a_run_refused_behind_a_failed_txid_fails_without_retries_never_a_green_skip(ops) -> None:
+    """It consumed no txid, yet it must be red in the UI: its message names the failed txid and the way out."""
+    reason = "no new txid while txid 3 is failed (attempt 2, run 'r3': boom); Ways out: ...: txdag replay t --from 3"
+    exc = refusal(ops, Wait(reason, 3, replay=False))
+    assert isinstance(exc, ops.Fail) and not isinstance(exc, ops.Skip) and str(exc) == reason
 
 
 @pytest.mark.parametrize("outcome", [Busy("lock held"), Wait("txid 2 is failed", 2, replay=True)])
@@ -70,6 +76,48 @@ def test_a_definition_that_is_not_the_owner_fails_without_retries_naming_the_cha
 
 EMITTED = {"txid": 4, "attempt": 1, "metadata": {"n": 1}, "replay": False, "already_committed": False,
            "batch_size": 3}
+
+
+SPARK_SUBMIT_FAILED = (
+    "Cannot execute: spark-submit --master local[2] --name txdag-t spark_jobs/job.py --job '{\"v\":1}'. Error code "
+    "is: 1.\nLast spark-submit output:\n" + "25/11/24 INFO SparkContext: noise\n" * 5
+    + "txdag job failed: topology=t txid=8 attempt=2: BatchReadError: topology 't' txid 8 attempt 2: key '506' is "
+    "missing; Ways out: ... `txdag accept-missing t 8 --confirm --replay` ...\n"
+    + "25/11/24 INFO ShutdownHookManager: Shutdown hook called\n")
+
+
+def test_a_failed_spark_submit_raises_txdags_own_error_first(ops) -> None:
+    """The provider's exception (the command, the job's JSON, the driver's output) stays behind txdag's message."""
+    from airflow.sdk.exceptions import AirflowException
+
+    error = ops.m.submit_failure("t", TA(8, 2), AirflowException(SPARK_SUBMIT_FAILED))
+    message = str(error)
+    assert message.startswith("topology 't' txid 8 attempt 2: the Spark job failed: BatchReadError: topology 't' "
+                              "txid 8 attempt 2: key '506' is missing")
+    assert "txdag accept-missing t 8 --confirm --replay" in message and message.endswith("txdag replay t --from 8")
+    assert "\n" not in message and "spark-submit --master" not in message and "INFO" not in message
+
+
+def test_a_spark_submit_that_died_before_the_job_spoke_says_so(ops) -> None:
+    from airflow.sdk.exceptions import AirflowException
+
+    died = AirflowException("Cannot execute: spark-submit --job '{}'. Error code is: 137.\nLast spark-submit output:\n"
+                            "25/11/24 INFO Executor: noise")
+    message = str(ops.m.submit_failure("t", TA(8, 1), died))
+    assert "spark-submit failed with exit code 137 before the job could say why" in message
+    assert "its output is in this task's log" in message and "Executor" not in message
+
+
+def test_warm_mode_gives_the_same_shape_of_message(ops) -> None:
+    from txdag.errors import BatchReadError
+
+    cause = BatchReadError("topology 't' txid 8 attempt 2: key '506' is missing; Ways out: ...")
+    cold = ops.m.submit_failure("t", TA(8, 2), RuntimeError(SPARK_SUBMIT_FAILED))
+    warm = ops.m.warm_failure("t", TA(8, 2), cause)
+    assert str(warm).startswith("topology 't' txid 8 attempt 2: the Spark job failed: BatchReadError: topology 't' "
+                                "txid 8 attempt 2: key '506' is missing")
+    assert str(warm).split(": key '506'")[0] == str(cold).split(": key '506'")[0]
+    assert str(warm).endswith("txdag replay t --from 8") and type(warm) is type(cold)
 
 
 def test_processed_pushes_the_attempt_it_processed(ops) -> None:

@@ -65,11 +65,32 @@ def test_page_html_carries_the_figures_links_and_escapes_names() -> None:
     assert 'data-action="pause"' not in render_page([view], None, {"tweets": False})  # a viewer gets no buttons
 
 
-def test_a_long_spark_error_shows_txdags_own_line_first() -> None:
-    from txdag.airflow.page_html import error_html
+def test_a_stalled_head_of_the_line_leads_with_what_it_waits_on_and_the_retry_command() -> None:
+    meta = {"v": 1, "from": 1, "quantity": 100}
+    stuck = TxidRecord.new(3, "manual__3", meta, "2026-11-23T11:55:00.000+00:00")  # processing for 5 min
+    behind = TxidRecord.new(4, "manual__4", meta, "2026-11-23T11:59:00.000+00:00")
+    behind = behind.moved(TxStatus.PROCESSED, "2026-11-23T11:59:50.000+00:00")
+    now = datetime(2026, 11, 23, 12, tzinfo=UTC)
+    view = transactions_view("tweets", TopologyRecord(4, 2), [stuck, behind], now=now,
+                             runs={"manual__3": "running", "manual__4": "running"}, lag=0, paused=False)
+    html = render_page([view], None, {"tweets": True})
+    stalled = html.index("data-stalled>")
+    assert "has waited on its process task for 5 min 00 s" in html[stalled:]
+    assert "to retry it now: txdag retry tweets 3" in html[stalled:]
+    assert stalled < html.index("data-in-flight>"), "the stalled txid comes before the in-flight table"
+    assert "<td data-waits-on>its process task (attempt 1)</td><td>5 min 00 s</td>" in html
+    assert "<td data-waits-on>txid 3 to commit first</td><td>10 s</td>" in html
 
-    error = "process failed: spark-submit ... " + "INFO noise " * 100 + "txdag job failed: BatchReadError: key 'k:25'"
-    html = error_html(error)
-    assert html.startswith("txdag job failed: BatchReadError: key &#x27;k:25&#x27;<details>")
-    assert "INFO noise" in html.split("<details>")[1]
-    assert error_html("boom") == "boom"
+
+def test_a_failed_txid_leads_the_section_with_its_headline_and_ways_out_the_spark_log_folded_away() -> None:
+    error = ("process failed: Cannot execute: spark-submit ... " + "INFO noise " * 100 + "\ntxdag job failed: "
+             "topology=t txid=1 attempt=2: BatchReadError: key 'k:25' is missing; `txdag accept-missing t 1 ...`")
+    one = TxidRecord.new(1, "manual__1", {"v": 1, "from": 1, "quantity": 40}, "2026-11-23T11:00:00.000+00:00")
+    one = one.moved(TxStatus.FAILED, "2026-11-23T11:01:00.000+00:00", failed_by=1, error=error)
+    view = transactions_view("t", TopologyRecord(1, 0), [one], now=datetime(2026, 11, 23, 12, tzinfo=UTC))
+    html = render_page([view], None, {"t": True})
+    headline = "process failed: the Spark job failed: BatchReadError: key &#x27;k:25&#x27; is missing"
+    assert f"<span data-headline>{headline}" in html
+    assert html.index("data-headline") < html.index('data-figure="committed"') < html.index("<h3>In flight")
+    assert html.count("<li data-way-out>") == 3 and "<code>txdag accept-missing t 1 --confirm --replay</code>" in html
+    assert "INFO noise" in html.split("<details>")[1] and "INFO noise" not in html.split("<details>")[0]

@@ -105,17 +105,58 @@ def record(txid: int, status: TxStatus, failed_by: int | None = None) -> TxidRec
 def test_failures_group_each_cascade_behind_the_txid_that_started_it() -> None:
     records = [record(3, TxStatus.COMMITTED), record(4, TxStatus.FAILED, 4), record(5, TxStatus.FAILED, 4),
                record(6, TxStatus.FAILED, 4), record(7, TxStatus.FAILED, 2), record(8, TxStatus.EMITTED)]
-    assert failures(records) == [
-        {"txid": 4, "attempt": 1, "run_id": "run4", "error": "boom", "cascade": [5, 6]},
-        {"txid": 7, "attempt": 1, "run_id": "run7", "error": "boom", "cascade": []},  # its cause was replayed
+    replay = [{"when": "fix the cause, then replay it and every later txid", "command": "txdag replay t --from 4"}]
+    assert failures(records, "t") == [
+        {"txid": 4, "attempt": 1, "run_id": "run4", "error": "boom", "headline": "boom", "ways_out": replay,
+         "cascade": [5, 6]},
+        {"txid": 7, "attempt": 1, "run_id": "run7", "error": "boom", "headline": "boom",  # its cause was replayed
+         "ways_out": [{**replay[0], "command": "txdag replay t --from 7"}], "cascade": []},
     ]
 
 
-def test_status_text_of_all_topologies_and_of_none() -> None:
+FAILED_4 = {"txid": 4, "attempt": 2, "run_id": "run4", "error": "process failed: boom\nINFO noise",
+            "headline": "process failed: boom", "cascade": [5],
+            "ways_out": [{"when": "fix the cause, then replay", "command": "txdag replay a --from 4"}]}
+
+
+def test_status_text_of_all_topologies_leads_with_the_failed_txids_then_the_table() -> None:
     report = [{"topology": "a", "committed_txid": 3, "last_txid": 5, "in_flight": [{}], "rejections": 2,
-               "failed": [{"cascade": [5]}]}]
-    assert status_text(report).splitlines()[1].split() == ["a", "3", "5", "1", "2", "2"]
+               "failed": [FAILED_4], "halted": "store behind"}]
+    lines = status_text(report).splitlines()
+    assert lines[:5] == ["a HALTED: store behind", "", "a: txid 4 FAILED (attempt 2, run run4): process failed: boom",
+                         "  failed behind it: txid 5", "  way out: fix the cause, then replay: txdag replay a --from 4"]
+    assert lines[-1].split() == ["a", "3", "5", "1", "2", "2", "HALTED"]
+    assert "INFO noise" not in status_text(report)
     assert status_text([]) == "no topologies in the DAG folder or in ZooKeeper"
+
+
+def test_status_text_of_one_topology_halt_then_failure_then_figures_then_in_flight() -> None:
+    ways = [{"when": "restore, then replay", "command": "txdag replay a --from 4"},
+            {"when": "or accept", "command": "txdag accept-missing a 4 --confirm"}]
+    hole = {**FAILED_4, "cascade": [], "ways_out": ways}
+    report = {"topology": "a", "committed_txid": 3, "last_txid": 6, "rejections": None, "halted": "store behind",
+              "in_flight": [{"txid": 6, "attempt": 1, "phase": "processing", "run_id": "run6"}], "failed": [hole]}
+    text = status_text(report)
+    order = ["HALTED: store behind", "txid 4 FAILED (attempt 2, run run4): process failed: boom", "  ways out:",
+             "    restore, then replay: txdag replay a --from 4", "    or accept: txdag accept-missing a 4 --confirm",
+             "topology a: committed up to txid 3, last txid 6, 1 in flight, ? rejected entries", "in flight:"]
+    assert [text.index(line) for line in order] == sorted(text.index(line) for line in order)
+    assert "INFO noise" not in text
+
+
+def test_show_text_of_a_failed_txid_leads_with_its_headline_and_keeps_the_whole_error_last() -> None:
+    from txdag.cli.inspect import show_text
+
+    d = {"topology": "a", "txid": 5, "attempt": 1, "phase": "failed", "run_id": "run5", "batch": "ids 1..9",
+         "batch_size": 9, "updated_at": "now", "failed_by": 4, "error": "txid 4 failed (attempt 2): boom\nINFO noise",
+         "headline": "txid 4 failed (attempt 2): boom", "commit_begun": False,
+         "ways_out": [{"when": "fix the cause, then replay", "command": "txdag replay a --from 4"}],
+         "history": [{"attempt": 1, "status": "failed", "at": "now", "error": "txid 4 failed (attempt 2): boom\nINFO"}]}
+    lines = show_text(d).splitlines()
+    assert lines[:2] == ["txid 5 FAILED behind txid 4 (attempt 1, run run5): txid 4 failed (attempt 2): boom",
+                         "  way out: fix the cause, then replay: txdag replay a --from 4"]
+    assert lines.index("full error:") > lines.index("history:") and lines[-1] == "INFO noise"
+    assert sum("INFO" in line for line in lines) == 1, "the history shows headlines, the full error once"
 
 
 def test_unwrap_shows_value_txid_and_an_opaque_values_prev() -> None:

@@ -27,6 +27,8 @@ USAGE = [  # what the user types, and what argparse's answer must say (exit 2)
     (["status", "a b"], ["a topology id is letters, digits"]),
     (["replay", "t", "--from", "0"], ["argument --from: a txid must be an integer >= 1, got '0'"]),
     (["replay", "t"], ["the following arguments are required: --from"]),
+    (["retry", "t", "0"], ["argument txid: a txid must be an integer >= 1, got '0'"]),
+    (["retry", "t"], ["the following arguments are required: txid"]),
     (["rejections", "t", "--limit", "-1"], ["argument --limit: must be an integer >= 0, got '-1'"]),
     (["state", "top", "t", "s", "-n", "0"], ["argument -n: must be an integer >= 1, got '0'"]),
     (["seed", "kafka"], ["argument topology: invalid choice: 'kafka'"]),
@@ -41,6 +43,9 @@ USAGE = [  # what the user types, and what argparse's answer must say (exit 2)
     (["pools", "sync", "a/b"], ["a topology id is letters, digits"]),
     (["reset", "*", "--confirm"], ["a topology id is letters, digits", "'*'"]),
     (["topology", "accept", "../x"], ["a topology id is letters, digits", "'../x'"]),
+    (["accept-missing", "t", "eight"], ["argument txid: a txid must be an integer >= 1, got 'eight'"]),
+    (["accept-missing", "t"], ["the following arguments are required: txid"]),
+    (["accept-missing", "../t", "8"], ["a topology id is letters, digits", "'../t'"]),
     (["status", "--bogus"], ["unrecognized arguments: --bogus"]),
     (["status", "--zookeeper-conn-id", "my zk"], ["argument --zookeeper-conn-id: a connection id is letters"]),
     (["doctor", "--spark-conn-id", ""], ["argument --spark-conn-id: a connection id is letters", "got ''"]),
@@ -86,6 +91,10 @@ NO_ENVIRONMENT = [  # a command run without `eval "$(bash scripts/airflow.sh env
     (["state", "migrate", "t:s"], exits.CONFIG, ["set AIRFLOW_CONN_REDIS_DEFAULT"]),
     (["reset", "tweets_analytics", "--dags", DAGS], exits.CONFIG, ["set AIRFLOW_CONN_ZOOKEEPER_DEFAULT"]),
     (["topology", "owner", "tweets_analytics", "--dags", DAGS], exits.CONFIG, ["set AIRFLOW_CONN_ZOOKEEPER_DEFAULT"]),
+    (["accept-missing", "tweets_analytics", "8", "--dags", DAGS], exits.CONFIG,
+     ["set AIRFLOW_CONN_ZOOKEEPER_DEFAULT"]),
+    (["accept-missing", "word_count", "8", "--dags", DAGS], exits.REFUSED,  # refused before any service is asked
+     ["reads a streams source", "entries lost from it cannot be listed", "txdag reset word_count --confirm"]),
     (["pools", "sync", "--dags", DAGS], exits.CONFIG, ["no Airflow password", "set TXDAG_AIRFLOW_PASSWORD"]),
     (["doctor", "--check", "redis", "--check", "zookeeper"], exits.FAILED,
      ["set AIRFLOW_CONN_REDIS_DEFAULT=", "set AIRFLOW_CONN_ZOOKEEPER_DEFAULT=", "2 check(s) failed"]),
@@ -172,9 +181,11 @@ def test_each_kind_of_error_has_its_exit_code() -> None:
         TxdagError,
     )
     from txdag.state.kv.errors import KVStateError
+    from txdag.txid.holes import AcceptRefused
     from txdag.txid.report import ReplayRefused
 
     expected = [(ServiceUnavailable("x"), 3), (SourceUnavailable("x"), 3), (ReplayRefused("x"), 4),
+                (AcceptRefused("x"), 4),
                 (KVStateError("x"), 4), (CascadeError("x"), 4), (StoreWentBackwards("x"), 4), (ConfigError("x"), 5),
                 (AccessDenied("x"), 5), (FormatVersionError("x"), 5), (TxdagError("x"), 1), (ValueError("x"), 70),
                 (CliError("x"), 1), (CliError("x", exits.USAGE), 2)]

@@ -78,11 +78,28 @@ def test_empty_batch_does_not_move_the_cursor() -> None:
         {"v": 1, "from": True, "quantity": 2},
         {"v": 1, "from": 1},
         [1, 2],
+        {"v": 1, "from": 5, "quantity": 2, "missing": ["5"]},
+        {"v": 1, "from": 5, "quantity": 2, "missing": {"7": "2026-11-24T15:00:00+00:00"}},  # beyond the batch
+        {"v": 1, "from": 5, "quantity": 2, "missing": {"x": "2026-11-24T15:00:00+00:00"}},
+        {"v": 1, "from": 5, "quantity": 2, "missing": {"5": 1}},
     ],
 )
 def test_tweets_metadata_refuses_unknown_version_or_shape(metadata: object) -> None:
     with pytest.raises(FormatVersionError, match="tweets spout metadata"):
         tweets.check_metadata(metadata)
+
+
+def test_tweets_metadata_with_ids_accepted_as_missing_and_without() -> None:
+    """Older metadata has no "missing"; accepting more ids later keeps the time of those accepted before."""
+    old = {"v": 1, "from": 501, "quantity": 10}
+    assert tweets.check_metadata(old) == (501, 10) and tweets.accepted_missing(old) == {}
+    first = tweets.with_missing(old, [506], "2026-11-24T15:00:00+00:00")
+    assert first == {**old, "missing": {"506": "2026-11-24T15:00:00+00:00"}}
+    assert tweets.check_metadata(first) == (501, 10)
+    both = tweets.with_missing(first, [509, 506], "2026-11-24T16:00:00+00:00")
+    assert tweets.accepted_missing(both) == {506: "2026-11-24T15:00:00+00:00", 509: "2026-11-24T16:00:00+00:00"}
+    assert tweets.plan_batch(both, 1, 10_000, 10) == {"v": 1, "from": 511, "quantity": 10}, "the next batch follows"
+    assert TweetsTransactionalSpout(client()).batch_size(both) == 10, "records + rejections, as before"
 
 
 def test_tweets_spout_validates_its_configuration() -> None:

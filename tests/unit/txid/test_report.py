@@ -46,7 +46,7 @@ def test_commits_per_minute_counts_first_commits_in_the_window() -> None:
 def test_failures_group_the_cascade_behind_the_failed_txid() -> None:
     records = [record(3, TxStatus.COMMITTED, committed_ago=20), record(4, TxStatus.FAILED),
                record(5, TxStatus.FAILED, failed_by=4), record(6, TxStatus.FAILED, failed_by=4)]
-    assert [(f["txid"], f["cascade"], f["error"]) for f in failures(records)] == [(4, [5, 6], "boom in 4")]
+    assert [(f["txid"], f["cascade"], f["error"]) for f in failures(records, "t")] == [(4, [5, 6], "boom in 4")]
 
 
 def test_view_lists_in_flight_coordinating_runs_failed_and_every_kept_txid() -> None:
