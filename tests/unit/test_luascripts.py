@@ -7,6 +7,7 @@ import pytest
 import redis
 
 import txdag.commit.newvalues
+import txdag.commit.staging
 import txdag.spouts.tweets
 import txdag.state.kv.scripts
 import txdag.state.lua
@@ -25,6 +26,7 @@ from txdag.state.kv.errors import KeyCollision, KVStateError
 MAP = txdag.state.lua.APPLY
 KV = txdag.state.kv.scripts.PREPARE
 TWEETS = txdag.spouts.tweets.APPEND_TWEETS
+STAGING = txdag.commit.staging.FENCED_HSET
 
 # (script, reply as Redis sends it without the " script: ..." tail, error class, words the message must hold)
 CASES = {
@@ -60,6 +62,8 @@ CASES = {
     "TXDAG_KV_NOT_MIGRATING": (KV, "TXDAG_KV_NOT_MIGRATING ns:a", KVStateError,
                                ["run the same `txdag state migrate`"]),
     "TXDAG_KV_COLLISION": (KV, "TXDAG_KV_COLLISION ns:a 3", KeyCollision, ["field number 3", "two keys would merge"]),
+    "TXDAG_STALE_ATTEMPT": (STAGING, "TXDAG_STALE_ATTEMPT 1 2", StaleAttemptError,
+                            ["attempt 1 is stale", "attempt 2 of its txid was claimed since", "write is refused"]),
     "TXDAG_NOT_INTEGER": (TWEETS, "TXDAG_NOT_INTEGER p:NEXT_WRITE", ConfigError,
                           ["p:NEXT_WRITE does not hold an integer", "must hold an integer tweet id"]),
 }
@@ -75,7 +79,7 @@ def test_every_code_of_every_declared_script_has_a_case() -> None:
     assert codes == set(CASES), "add a case for each new code (and drop the cases of codes gone)"
     assert {"state.put", "state.apply", "state.apply_staged", "kv.open", "kv.prepare", "kv.commit", "kv.rollback",
             "kv.migrate_begin", "kv.migrate_move", "kv.migrate_finish", "newvalues.emit", "windows.append",
-            "tweets.append"} <= set(declared())
+            "tweets.append", "staging.claim", "staging.fenced_hset"} <= set(declared())
 
 
 @pytest.mark.parametrize("code", sorted(CASES))

@@ -7,6 +7,11 @@ written by exactly one Spark task, and a retried task rewrites the same value in
 The seal is written last, after the job succeeded; the commit refuses staging without a seal or with fewer
 fields than sealed (a Redis restart without persistence lost it), so a lost partial fails loudly instead of
 being committed as zero. Keying by attempt keeps a stale attempt's partials from passing for the current one.
+
+Fencing: each claim raises the txid's fence (``staging_layout.fence_key``) to its attempt, and every staging
+write (a partial, a seal, a claim) checks it in the same script: a try that was given up on and woke up later
+(a paused process, a job its dead task left running) writes nothing once a newer attempt of its txid is claimed.
+The fence is not part of the commit's cleanup: it expires FENCE_TTL after the txid's last claim.
 """
 
 from __future__ import annotations
@@ -20,13 +25,61 @@ import redis
 from txdag.attempt import TransactionAttempt
 from txdag.commit.kinds import KINDS
 from txdag.commit.outputs import SUM, OutputSpec, decode_seal, encode_seal
-from txdag.errors import BatchReadError
+from txdag.errors import BatchReadError, StaleAttemptError
 from txdag.faults import crash_if_requested
+from txdag.luascripts import declare, run
 from txdag.redisio import redis_errors
-from txdag.state.staging_layout import claim_key, stage_key
+from txdag.state.staging_layout import claim_key, fence_key, stage_key
 from txdag.state.staging_layout import keys as staging_keys
 
 WRITE_CHUNK = 5000
+FENCE_TTL = 7 * 24 * 3600  # seconds a txid's fence is kept after its last claim: longer than any try is left paused
+
+
+def _stale(attempt: str, fence: str) -> StaleAttemptError:
+    return StaleAttemptError(f"attempt {attempt} is stale: attempt {fence} of its txid was claimed since (a retry "
+                             f"took over); this write is refused and nothing of attempt {attempt} is committed")
+
+
+STALE = {"TXDAG_STALE_ATTEMPT": _stale}
+
+# KEYS[1]: the attempt's claim; KEYS[2]: the txid's fence. ARGV[1]: the owner (a processing try); ARGV[2]: the
+# attempt; ARGV[3]: the fence's time to live. Returns the owner holding the claim; raises the fence to the attempt
+# when this call took it (SET with EX: a topology's Redis user needs no EXPIRE).
+CLAIM_SCRIPT = """
+local fence = tonumber(redis.call('GET', KEYS[2]) or '0')
+local attempt = tonumber(ARGV[2])
+if fence > attempt then error({err = 'TXDAG_STALE_ATTEMPT ' .. ARGV[2] .. ' ' .. fence}) end
+if redis.call('SET', KEYS[1], ARGV[1], 'NX') then
+  if fence < attempt then redis.call('SET', KEYS[2], ARGV[2], 'EX', ARGV[3]) end
+  return ARGV[1]
+end
+return redis.call('GET', KEYS[1])
+"""
+CLAIM = declare("staging.claim", CLAIM_SCRIPT, STALE)
+
+# KEYS[1]: the txid's fence; KEYS[2]: a staging hash. ARGV[1]: the writing attempt; ARGV[2..]: field, value, ...
+# HSETs of 1000 pairs each (unpack has a limit); returns the number of fields given.
+FENCED_HSET_SCRIPT = """
+local fence = tonumber(redis.call('GET', KEYS[1]) or '0')
+if fence > tonumber(ARGV[1]) then error({err = 'TXDAG_STALE_ATTEMPT ' .. ARGV[1] .. ' ' .. fence}) end
+for i = 2, #ARGV, 2000 do
+  redis.call('HSET', KEYS[2], unpack(ARGV, i, math.min(i + 1999, #ARGV)))
+end
+return (#ARGV - 1) / 2
+"""
+FENCED_HSET = declare("staging.fenced_hset", FENCED_HSET_SCRIPT, STALE)
+
+
+def fenced_hset(client: redis.Redis, topology: str, tx: TransactionAttempt, key: str, mapping: Mapping[str, str]
+                ) -> int:
+    """HSET ``mapping`` into ``key``, a staging hash of ``tx``, unless a newer attempt of its txid was claimed
+    (StaleAttemptError); returns how many fields were written."""
+    if not mapping:
+        return 0
+    args = [tx.attempt, *(x for pair in mapping.items() for x in pair)]
+    return int(run(client, FENCED_HSET, [fence_key(topology, tx.txid), key], args,
+                   where=f"topology {topology!r} {tx}"))
 
 
 class Staging:
@@ -43,10 +96,9 @@ class Staging:
         jobs (a retry and a job its dead predecessor left running) never write the same attempt's staging."""
         key = claim_key(self.topology, tx)
         with redis_errors(self.client, f"claiming {tx}", topology=self.topology, keys=[key]):
-            if self.client.set(key, owner, nx=True):
-                return owner
-            held = self.client.get(key)
-        return held.decode() if held is not None else self.claim(tx, owner)
+            held = run(self.client, CLAIM, [key, fence_key(self.topology, tx.txid)], [owner, tx.attempt, FENCE_TTL],
+                       where=f"topology {self.topology!r} claiming {tx}")
+        return held.decode() if isinstance(held, bytes) else str(held)
 
     def write(self, tx: TransactionAttempt, state: str, partials: Iterable[tuple[str, Number]]) -> int:
         """HSET partials in pipelined chunks (one round trip per chunk); returns how many were written."""
@@ -56,14 +108,12 @@ class Staging:
             for field, value in partials:
                 batch[field] = str(value)
                 if len(batch) >= WRITE_CHUNK:
-                    written += self._flush(key, batch)
-            written += self._flush(key, batch)
+                    written += self._flush(tx, key, batch)
+            written += self._flush(tx, key, batch)
         return written
 
-    def _flush(self, key: str, batch: dict[str, str]) -> int:
-        if batch:
-            self.client.hset(key, mapping=batch)
-        n = len(batch)
+    def _flush(self, tx: TransactionAttempt, key: str, batch: dict[str, str]) -> int:
+        n = fenced_hset(self.client, self.topology, tx, key, batch)
         batch.clear()
         return n
 
@@ -73,7 +123,7 @@ class Staging:
         key = stage_key(self.topology, tx)
         specs = {s: o if isinstance(o, OutputSpec) else OutputSpec(SUM, o) for s, o in outputs.items()}
         with redis_errors(self.client, f"sealing the staging of {tx}", topology=self.topology, keys=[key]):
-            self.client.hset(key, mapping=encode_seal(specs, KINDS))
+            fenced_hset(self.client, self.topology, tx, key, encode_seal(specs, KINDS))
 
     def stage(self, tx: TransactionAttempt, partials: Mapping[str, Mapping[str, Number]]) -> None:
         """Write every state's encoded partials, then seal; the ``process`` fault point is after the first state."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 from txdag.commit.staging import Staging
-from txdag.errors import TxdagError
+from txdag.errors import StaleAttemptError, TxdagError
 from txdag.txid.coordinator import Coordinator, Emission
 
 log = logging.getLogger("txdag.protocol.claims")
@@ -21,8 +21,13 @@ class ReemitError(TxdagError):
 
 
 def claim_attempt(coordinator: Coordinator, staging: Staging, run_id: str, emission: Emission, owner: str) -> Emission:
-    """``emission`` if ``owner`` claimed its attempt, else a re-emission of the txid claimed by ``owner``."""
-    if staging.claim(emission.tx, owner) == owner:
+    """``emission`` if ``owner`` claimed its attempt, else a re-emission of the txid claimed by ``owner``. An
+    attempt that another try holds, or that a newer attempt fenced off, is not ``owner``'s to process."""
+    try:
+        mine = staging.claim(emission.tx, owner) == owner
+    except StaleAttemptError:
+        mine = False
+    if mine:
         return emission
     outcome = coordinator.coordinate(run_id)
     if not isinstance(outcome, Emission):

@@ -142,7 +142,8 @@ def stage_sums(outputs: list[tuple[StageContext, DataFrame]]) -> dict[str, Outpu
     for frame in frames[1:]:
         union = union.unionByName(frame)
     ctx0 = outputs[0][0]
-    written = write_rows(union, ctx0.client_spec, ctx0.topology, {ctx.key: ctx.state_where for ctx, _ in outputs})
+    written = write_rows(union, ctx0.client_spec, ctx0.tx, ctx0.topology,
+                         {ctx.key: ctx.state_where for ctx, _ in outputs})
     return {ctx.state.name: OutputSpec(SUM, written.get(ctx.key, 0)) for ctx, _ in outputs}
 
 
@@ -169,7 +170,7 @@ class CombinedOutput:
         keys = key_columns(ctx, self.frame, "persistent aggregate")
         named = self.frame.toDF(*keys, "v")
         rows = named.select(field_column(ctx, named, keys).alias("field"), "v")
-        written = write_fields(rows, ctx.client_spec, ctx.key, ctx.topology, ctx.state_where, encode_json)
+        written = write_fields(rows, ctx.client_spec, ctx.key, ctx.tx, ctx.topology, ctx.state_where, encode_json)
         return OutputSpec(COMBINE, written, ref, {"new_values": self.new_values})
 
 

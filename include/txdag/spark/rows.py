@@ -33,7 +33,7 @@ def stage_rows(ctx: StageContext, frame: DataFrame) -> int:
     """Stage every row of ``frame`` as a JSON array of its columns, keyed by a sequence number in batch order."""
     rows = frame.select(F.monotonically_increasing_id().cast("string").alias("field"),
                         F.struct(*frame.columns).alias("row"))
-    return write_fields(rows, ctx.client_spec, ctx.key, ctx.topology, ctx.state_where, encode_row)
+    return write_fields(rows, ctx.client_spec, ctx.key, ctx.tx, ctx.topology, ctx.state_where, encode_row)
 
 
 def _global_state(ctx: StageContext, what: str) -> State:

@@ -1,4 +1,4 @@
-"""Staging written from the Spark executors: each partition HSETs its rows' fields in pipelined chunks.
+"""Staging written from the Spark executors: each partition HSETs its rows' fields in fenced chunks.
 
 The driver never collects the partials: an output's rows (one per hash field, already aggregated, so each field is
 written by exactly one task and a retried task rewrites the same value) go from the executors to Redis, and each
@@ -20,6 +20,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from txdag import errors
+from txdag.attempt import TransactionAttempt
+from txdag.commit.staging import fenced_hset
 from txdag.redisio import from_portable, redis_errors
 
 CHUNK = 5000
@@ -27,27 +29,27 @@ COUNT_SCHEMA = "key string, n long"
 _TXDAG_ERROR = re.compile(r"txdag\.errors\.(\w+): (.*)")
 
 
-def write_fields(frame: DataFrame, client_spec: dict[str, Any], key: str, topology: str, where: str,
-                 encode: Callable[[Any], str] = str) -> int:
-    """HSET ``key`` field -> ``encode(value)`` for every row of ``frame`` (columns: field string, value), from the
-    executors, one round trip per chunk of fields; returns how many rows were written. A null field is an error
-    (``where`` names the topology, txid and state in it)."""
+def write_fields(frame: DataFrame, client_spec: dict[str, Any], key: str, tx: TransactionAttempt, topology: str,
+                 where: str, encode: Callable[[Any], str] = str) -> int:
+    """HSET ``key`` (a staging hash of ``tx``) field -> ``encode(value)`` for every row of ``frame`` (columns: field
+    string, value), from the executors, one round trip per chunk of fields; returns how many rows were written. A
+    null field is an error (``where`` names the topology, txid and state in it)."""
     keyed = frame.select(F.lit(key).alias("key"), *frame.columns)
-    return write_rows(keyed, client_spec, topology, {key: where}, encode).get(key, 0)
+    return write_rows(keyed, client_spec, tx, topology, {key: where}, encode).get(key, 0)
 
 
-def write_rows(frame: DataFrame, client_spec: dict[str, Any], topology: str, where: dict[str, str],
-               encode: Callable[[Any], str] = str) -> dict[str, int]:
-    """HSET each row's ``key``: field -> ``encode(value)`` (columns: key, field, value), from the executors, in one
-    Spark job whatever the number of keys; returns the rows written per key. ``where`` names each key's topology,
-    txid and state for the errors."""
+def write_rows(frame: DataFrame, client_spec: dict[str, Any], tx: TransactionAttempt, topology: str,
+               where: dict[str, str], encode: Callable[[Any], str] = str) -> dict[str, int]:
+    """HSET each row's ``key`` (a staging hash of ``tx``): field -> ``encode(value)`` (columns: key, field, value),
+    from the executors, in one Spark job whatever the number of keys; returns the rows written per key. ``where``
+    names each key's topology, txid and state for the errors. Each chunk is fenced (txdag.commit.staging): once a
+    newer attempt of the txid is claimed, the job fails with StaleAttemptError and writes nothing more."""
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         client = from_portable(client_spec)
         written: dict[str, int] = {}
         try:
             with redis_errors(client, "staging", topology=topology, keys=sorted(where)):
-                pipe = client.pipeline(transaction=False)
                 for batch in batches:
                     keys, fields, values = (batch.column(i).to_pylist() for i in range(3))
                     by_key: dict[str, dict[str, str]] = {}
@@ -59,9 +61,8 @@ def write_rows(frame: DataFrame, client_spec: dict[str, Any], topology: str, whe
                     for key, mapping in by_key.items():
                         items = list(mapping.items())
                         for first in range(0, len(items), CHUNK):
-                            pipe.hset(key, mapping=dict(items[first:first + CHUNK]))
+                            fenced_hset(client, topology, tx, key, dict(items[first:first + CHUNK]))
                         written[key] = written.get(key, 0) + len(items)
-                    pipe.execute()
         finally:
             client.close()
         yield pa.RecordBatch.from_pydict({"key": list(written), "n": list(written.values())},

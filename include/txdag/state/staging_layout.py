@@ -6,6 +6,8 @@ topology's staging shares one slot):
     txdag:stage:{topology}:<txid>:<attempt>:<state>   hash  field -> partial (a number, or JSON: txdag.commit.outputs)
     txdag:stage:{topology}:<txid>:<attempt>           hash  the seal: v, and per state its output (txdag.commit.outputs)
     txdag:claim:{topology}:<txid>:<attempt>           string  which processing try owns the attempt
+    txdag:claim:{topology}:<txid>                     string  the fence: the highest attempt claimed; a write of
+                                                              a lower (stale) attempt is refused (commit.staging)
 
 A KeyValueState's staging, written by ``txdag.state.kv``, lives in the state's namespace (``base`` is
 ``txdag:kv:{ns}``, see txdag.state.kv.layout) so that one script reaches it with the state's other keys:
@@ -52,6 +54,12 @@ def stage_key(topology: str, tx: TransactionAttempt, state: str | None = None) -
 
 def claim_key(topology: str, tx: TransactionAttempt) -> str:
     return f"{_claim_base(topology)}:{attempt_id(tx)}"
+
+
+def fence_key(topology: str, txid: int) -> str:
+    """The txid's fence: the highest attempt claimed. Not among ``keys``: it outlives the commit's cleanup, so a
+    stale attempt that wakes up after it is still refused (it expires a week after the last claim)."""
+    return f"{_claim_base(topology)}:{txid}"
 
 
 def keys(topology: str, tx: TransactionAttempt, states: Iterable[str]) -> list[str]:

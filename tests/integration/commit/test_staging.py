@@ -5,8 +5,9 @@ import pytest
 from txdag import TransactionAttempt
 from txdag.commit.kinds import COMBINE, KV, SUM
 from txdag.commit.outputs import OutputSpec
-from txdag.commit.staging import Staging, stage_key
-from txdag.errors import BatchReadError, FormatVersionError
+from txdag.commit.staging import FENCE_TTL, Staging, stage_key
+from txdag.errors import BatchReadError, FormatVersionError, StaleAttemptError
+from txdag.state.staging_layout import fence_key
 
 
 def test_write_seal_read_round_trip(redis_client, prefix):
@@ -51,7 +52,34 @@ def test_an_attempt_is_claimed_by_one_processing_try_and_delete_frees_it(redis_c
     assert staging.claim(tx, "run_a try 1") == "run_a try 1"  # the same try again (a reschedule) keeps it
     assert staging.claim(tx, "run_a try 2") == "run_a try 1"  # a retry must take a fresh attempt
     staging.delete(6, [1], ["words"])
-    assert redis_client.keys(f"txdag:*{{{prefix}}}*") == []
+    fence = fence_key(prefix, 6)
+    assert [k.decode() for k in redis_client.keys(f"txdag:*{{{prefix}}}*")] == [fence]  # the fence stays a while
+    assert 0 < redis_client.ttl(fence) <= FENCE_TTL
+    assert staging.claim(tx, "run_b try 1") == "run_b try 1"
+
+
+def test_a_newer_claim_fences_every_write_of_the_older_attempt_even_after_the_cleanup(redis_client, prefix):
+    """The zombie case: try 1 (attempt 1) is given up on; try 2 re-emits the txid and claims attempt 2. Whatever
+    try 1 still writes (a partial, its seal, a claim) is refused, before and after the commit's cleanup."""
+    staging = Staging(redis_client, prefix)
+    old, new = TransactionAttempt(8, 1), TransactionAttempt(8, 2)
+    assert staging.claim(old, "run try 1") == "run try 1"
+    staging.write(old, "words", [("a", 1)])  # before the retry: written
+    assert staging.claim(new, "run try 2") == "run try 2"
+    for stale_write in (lambda: staging.write(old, "words", [("b", 5)]), lambda: staging.seal(old, {"words": 1}),
+                        lambda: staging.claim(old, "run try 1"),
+                        lambda: staging.stage(old, {"words": {"c": 1}})):
+        with pytest.raises(StaleAttemptError, match=f"topology '{prefix}' (claiming )?txid 8 attempt 1: attempt 1 "
+                                                    "is stale: attempt 2 of its txid was claimed since"):
+            stale_write()
+    assert redis_client.hgetall(stage_key(prefix, old, "words")) == {b"a": b"1"}, "nothing more of attempt 1"
+    assert not redis_client.exists(stage_key(prefix, old))
+    staging.stage(new, {"words": {"a": 2}})
+    assert staging.read(new) == {"words": {"a": 2}}
+    staging.delete(8, [1, 2], ["words"])  # the commit's cleanup
+    with pytest.raises(StaleAttemptError):
+        staging.write(old, "words", [("late", 1)])
+    assert redis_client.keys(f"txdag:stage:{{{prefix}}}:*") == []
 
 
 def test_each_kind_is_read_back_as_the_table_of_kinds_says(redis_client, prefix):

@@ -12,7 +12,7 @@ from txdag import TransactionAttempt
 from txdag.analytics.tweets import tweet_partials
 from txdag.commit.rejections import list_rejections
 from txdag.commit.staging import Staging, stage_key
-from txdag.errors import BatchReadError, ConfigError
+from txdag.errors import BatchReadError, ConfigError, StaleAttemptError
 from txdag.spark.cli import run_main
 from txdag.spark.runner import run_job
 from txdag.spouts.samples import sample_sentences, sample_tweets
@@ -160,3 +160,15 @@ def test_main_without_redis_urls_fails_naming_the_txid_and_what_to_set(jobs, twe
                           f"TXDAG_REDIS_URLS is not set")
     assert run_main(jobs["global_count"].process, ["--job", "{not json"], {}) == 1
     assert "txdag job failed: topology=? txid=? attempt=?: FormatVersionError" in capsys.readouterr().err
+
+
+def test_a_job_of_a_fenced_off_attempt_stages_nothing(spark, jobs, redis_client, tweets_spec):
+    """The zombie's Spark job: attempt 1 of txid 1 runs after a retry claimed attempt 2. Its executors' writes are
+    refused (StaleAttemptError, naming the txid and both attempts) and no staging key of attempt 1 is left."""
+    spec = tweets_spec(sample_tweets(50, seed=3))
+    staging = Staging(redis_client, spec.topology)
+    assert staging.claim(spec.tx, "run try 1") == "run try 1"
+    assert staging.claim(TransactionAttempt(1, 2), "run try 2") == "run try 2"
+    with pytest.raises(StaleAttemptError, match="txid 1 attempt 1: attempt 1 is stale: attempt 2 of its txid"):
+        run_job(spec, jobs["tweets_analytics"].process, clients(redis_client), spark)
+    assert redis_client.keys(f"txdag:stage:{{{spec.topology}}}:*") == []
