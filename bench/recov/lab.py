@@ -103,13 +103,15 @@ class Lab:
         return ""
 
     def leftovers(self, t: Topology, txids: list[int]) -> list[str]:
-        """Staging and claim keys of these committed txids: what a stale attempt wrote after the cleanup."""
+        """Staging and claim keys of these committed txids: what a stale attempt wrote after the cleanup (the
+        txid's fence is meant to outlive the cleanup: not counted)."""
+        fences = {staging_layout.fence_key(t.dag, x) for x in txids}
         found = []
         with self.redis(t) as client:
             for pattern in staging_layout.acl_patterns(t.dag):
                 for key in client.scan_iter(pattern, count=1000):
                     name = key.decode()
-                    if int(name[len(pattern) - 1:].split(":")[0]) in txids:
+                    if int(name[len(pattern) - 1:].split(":")[0]) in txids and name not in fences:
                         found.append(name)
         return sorted(found)
 

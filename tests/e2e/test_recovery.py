@@ -143,6 +143,7 @@ def alive(pid: int) -> bool:
 
 
 def staging_keys(admin: redis.Redis, txid: int) -> list[bytes]:
+    """The txid's staging and claims (its fence, txdag:claim:{topology}:<txid>, outlives the cleanup on purpose)."""
     return [k for pattern in (f"txdag:stage:{{{TOPOLOGY}}}:{txid}:*", f"txdag:claim:{{{TOPOLOGY}}}:{txid}:*")
             for k in admin.scan_iter(pattern)]
 
@@ -152,9 +153,8 @@ def staging_keys(admin: redis.Redis, txid: int) -> list[bytes]:
 def test_paused_task_is_refused_when_it_comes_back(airflow, store_of, admin, tweets) -> None:
     """SIGSTOP to the whole tree of the first txid's process task (supervisor, task, Spark driver): Airflow stops
     hearing from it and retries it; the retry re-emits the txid (attempt 2) and commits it. Then SIGCONT, the stale
-    task and its Spark job first: the txid's record does not change, the counts stay exact, the next txid leaves no
-    staging behind. A staging of the stale attempt written after the commit's cleanup (its Spark job's writes are
-    not fenced yet) makes the test an expected failure, after every other check passed."""
+    task and its Spark job first: the txid's record does not change, the counts stay exact, and the stale attempt
+    writes no staging or claim after the commit's cleanup (the txid's fence refuses it)."""
     store = store_of(TOPOLOGY)
     first, runs, ti = two_txids_in_flight(airflow, store, admin, tweets, seed=63)
     worker = _procs()[ti["pid"]][0]
@@ -188,11 +188,9 @@ def test_paused_task_is_refused_when_it_comes_back(airflow, store_of, admin, twe
     print(f"\npaused task: SIGSTOP -> txid {first} committed {seconds_to_commit(store, first, paused)} s, txid "
           f"{first + 1} {seconds_to_commit(store, first + 1, paused)} s; the stale try's txdag lines:")
     stale = airflow.api.task_log(TOPOLOGY, ti["run"], "process", 1)
-    print("\n".join(line[-400:] for line in stale.splitlines() if "topology=" in line or "heartbeat" in line))
-    assert staging_keys(admin, first + 1) == []
-    if left := staging_keys(admin, first):  # last: every check above holds either way
-        pytest.xfail(f"the stale attempt's staging was written after the commit's cleanup, not refused: {left} "
-                     "(issue 20: staging writes are not fenced by the claim yet)")
+    print("\n".join(line[-400:] for line in stale.splitlines() if "topology=" in line or "heartbeat" in line
+                    or "StaleAttempt" in line))
+    assert staging_keys(admin, first) == [] and staging_keys(admin, first + 1) == [], "a stale write got through"
 
 
 def test_services_stopped_and_started(airflow, store_of, admin, tweets) -> None:
