@@ -221,6 +221,25 @@ base_log_folder = $AIRFLOW_HOME/logs
 [scheduler]
 # No health-check server (it would listen on 0.0.0.0:8974).
 enable_health_check = False
+# Recovery within ~30 s of a crash (issue 20; docs/operations.md, "Recovery and timeouts"). Too short and a GC
+# pause or a busy machine kills a healthy task (or its scheduler's): each timeout leaves 4 heartbeats of 5 s.
+# A task whose supervisor stopped heartbeating (dead, frozen, cut off) is failed and retried after 20 s (default 300).
+task_instance_heartbeat_timeout = 20
+# How often the scheduler looks for those tasks (default 10): at most 5 s more; one small query each time.
+task_instance_heartbeat_timeout_detection_interval = 5
+# A scheduler silent for 20 s is dead (default 30): its successor resets its tasks (they died with its executor).
+scheduler_health_check_threshold = 20
+# How often a (restarted) scheduler looks for a dead scheduler's tasks (default 300: the issue's 315 s stall).
+orphaned_tasks_check_interval = 10
+
+[workers]
+# Airflow's defaults, kept, and why they agree with the above: the supervisor heartbeats every 5 s; one heartbeat
+# (like each API call of a task) is retried 5 times over ~31 s, so a task outlives an API server restart; after
+# 3 failed heartbeats (~100 s cut off) it kills its task, whose retry started long before (fenced by its attempt).
+min_heartbeat_interval = 5
+max_failed_heartbeats = 3
+execution_api_retries = 5
+execution_api_timeout = 5
 
 [dag_processor]
 # List the DAG folder every 3 s (a new file shows up within a few seconds) and re-parse a file at most every

@@ -83,6 +83,9 @@ redis_acl_on() { [[ "$(rcli acl whoami 2>/dev/null)" == "$TXDAG_REDIS_ADMIN_USER
 # The ACL file: the default user off, the admin user of .run/credentials.env (both written afresh, so that new
 # credentials take effect), and every other user the file held, unchanged: the ones `txdag acl redis --apply` saved
 # (ACL SAVE), and those stop and restart-redis saved. The file is replaced only once it has been read whole.
+# The default user is off (no one can log in as it) but may run everything: Redis 7.0 replays its append-only file
+# as the default user and checks each MULTI/EXEC (and each Lua script's writes, stored as one) against its rules
+# again, so with -@all every commit would be dropped, silently, at the next start (redis/redis#14541).
 write_acl_file() {
     local hash kept="" file="$REDIS_DIR/users.acl"
     hash="$(printf '%s' "$TXDAG_REDIS_ADMIN_PASSWORD" | sha256sum | cut -d' ' -f1)"
@@ -94,7 +97,7 @@ write_acl_file() {
     (
         umask 077
         {
-            printf 'user default off resetkeys -@all\nuser %s on #%s ~* &* +@all\n' "$TXDAG_REDIS_ADMIN_USER" "$hash"
+            printf 'user default off resetkeys ~* &* +@all\nuser %s on #%s ~* &* +@all\n' "$TXDAG_REDIS_ADMIN_USER" "$hash"
             [[ -z "$kept" ]] || printf '%s\n' "$kept"
         } >"$file.new" && mv -f "$file.new" "$file"
     ) || die "could not write $file"

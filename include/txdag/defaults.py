@@ -5,15 +5,24 @@ Airflow connection ids follow the providers' convention (``<type>_default``); th
 when its definition does not say otherwise.
 """
 
+from datetime import timedelta
+
 REDIS_CONN_ID = "redis_default"  # the states, the staging, the rejections and the tweets source
 ZOOKEEPER_CONN_ID = "zookeeper_default"  # the txids' metadata (Storm's transactional.zookeeper.servers)
 SPARK_CONN_ID = "spark_default"  # spark-submit (cold mode)
 SPARK_CONNECT_CONN_ID = "spark_connect_default"  # a Spark Connect server (warm mode)
 
 ZK_ROOT = "/txdag"  # the znode every topology's subtree hangs under (a connection's extra "root" overrides it)
-ZK_TIMEOUT = 10.0  # seconds: the ZooKeeper session timeout (a connection's extra "timeout" overrides it)
+ZK_TIMEOUT = 10.0  # seconds: the ZooKeeper session timeout (a connection's extra "timeout" overrides it): a
+#                     ZooKeeper restart within it keeps the session; 2.5 times the server's tickTime (2 s) or more
+REDIS_TIMEOUT = 10.0  # seconds for each connect and reply of the tasks' and Spark jobs' Redis clients (a URL's
+#                       socket_timeout wins): a hung or cut-off Redis fails the task, whose retry goes on, instead
+#                       of wedging it; twice Redis's own busy-script limit (5 s), so no healthy reply takes longer
 
 KEEP_TXIDS = 100  # txids whose metadata ZooKeeper keeps (Storm's RotatingTransactionalState)
 COMMIT_POKE_INTERVAL = 10.0  # seconds between a waiting commit's tries; shorter reschedules sometimes race the
 #                              worker's exit (AIRFLOW-FACTS)
+EXECUTION_TIMEOUT = timedelta(minutes=30)  # a task try still running after this (a hung, not a dead, job or
+#                                          service: heartbeats cover the dead) fails and is retried; far above a
+#                                          batch's normal time, so only a hang reaches it (a topology's own wins)
 POOL_PREFIX = "txdag_"  # a topology's 1-slot pool is POOL_PREFIX + its topology id

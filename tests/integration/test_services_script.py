@@ -158,6 +158,11 @@ def test_stop_and_start_keep_redis_keys_users_and_znodes(services) -> None:
     admin.set(STAGED_KEY, "42")
     admin.hset("services-script-hash", mapping={"a": "1", "b": "2"})
     admin.set("services-script-string", "s")
+    # a transaction and a script of two writes each: Redis stores each as MULTI/EXEC in its append-only file and
+    # replays them as the default user (so that user, off, must still be allowed to run them; redis/redis#14541)
+    admin.pipeline(transaction=True).set("services-script-multi", "1").set("services-script-multi2", "2").execute()
+    admin.eval("redis.call('SET', KEYS[1], '1'); redis.call('SET', KEYS[2], '2')", 2, "services-script-lua",
+               "services-script-lua2")
     # a user saved the way the brief of access control says: ACL SETUSER, then ACL SAVE
     admin.acl_setuser("saved-user", enabled=True, passwords=["+pw-saved"], keys=["services-*"], commands=["+hgetall"])
     admin.execute_command("ACL", "SAVE")
@@ -185,6 +190,11 @@ def test_stop_and_start_keep_redis_keys_users_and_znodes(services) -> None:
 
     assert admin.get(STAGED_KEY) == "42", "Redis came back without its keys"
     assert admin.hgetall("services-script-hash") == {"a": "1", "b": "2"}
+    assert admin.mget("services-script-multi", "services-script-multi2", "services-script-lua",
+                      "services-script-lua2") == ["1", "2", "1", "2"], "Redis dropped transactions at its start"
+    assert "ACLs rules changed" not in (services.redis_dir / "redis.log").read_text()
+    with redis.Redis(port=port, socket_timeout=10) as anonymous, pytest.raises(redis.AuthenticationError):
+        anonymous.get("services-script-multi")  # the default user stays off: no one logs in as it
     assert {user: acl_rules(admin, user) for user in rules} == rules, "Redis came back without its users"
     with login(port, "saved-user", "pw-saved") as user:
         assert user.hgetall("services-script-hash") == {"a": "1", "b": "2"}

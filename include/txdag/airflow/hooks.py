@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 from airflow.sdk import BaseHook
 
-from txdag.defaults import ZK_ROOT, ZK_TIMEOUT, ZOOKEEPER_CONN_ID
+from txdag.defaults import REDIS_TIMEOUT, ZK_ROOT, ZK_TIMEOUT, ZOOKEEPER_CONN_ID
 from txdag.masking import register_secret
 from txdag.protocol.clients import Clients, RedisSettings, ZooKeeperSettings
 from txdag.zk.client import ZkClient, close_zk
@@ -59,8 +59,9 @@ class ZooKeeperHook(BaseHook):
 
 
 def airflow_clients() -> Clients:
-    """Clients of Airflow connections, by connection id: each connection is looked up on first use."""
-    return Clients(redis=lambda conn_id: RedisSettings(redis_url(conn_id)),
+    """Clients of Airflow connections, by connection id: each connection is looked up on first use. Redis replies
+    are bounded (``REDIS_TIMEOUT``): a hung Redis fails the task instead of wedging it."""
+    return Clients(redis=lambda conn_id: RedisSettings(redis_url(conn_id), timeout=REDIS_TIMEOUT),
                    zookeeper=lambda conn_id: zookeeper_settings(BaseHook.get_connection(conn_id)))
 
 

@@ -2,7 +2,7 @@
 
 Airflow resolves the topology's connection ids to redis-py URLs and passes them in the job's environment as
 one JSON object ``{conn_id: url}``; the job command line then carries no password. Timeouts go in the URL
-(``redis://host:6379/0?socket_timeout=5&socket_connect_timeout=5``).
+(``redis://host:6379/0?socket_timeout=5&socket_connect_timeout=5``); without them, ``txdag.defaults.REDIS_TIMEOUT``.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from urllib.parse import unquote, urlparse
 
 import redis
 
+from txdag.defaults import REDIS_TIMEOUT
 from txdag.errors import ConfigError
 from txdag.masking import register_secret
 
@@ -50,7 +51,8 @@ def redis_clients_from_env(
     for conn_id, url in urls.items():
         try:
             register_secret(unquote(urlparse(url).password or ""))
-            clients[conn_id] = redis.Redis.from_url(url)
+            clients[conn_id] = redis.Redis.from_url(url, socket_timeout=REDIS_TIMEOUT,
+                                                    socket_connect_timeout=REDIS_TIMEOUT)  # the URL's win
         except ValueError as exc:  # the message may hold the URL's password: name the connection only
             raise ConfigError(f"{URLS_VAR}: the URL of connection {conn_id!r} is not a Redis URL "
                               f"({type(exc).__name__}); use redis://[user:password@]host:port/db") from None

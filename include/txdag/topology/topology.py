@@ -27,6 +27,7 @@ from typing import Any
 
 from txdag.defaults import (
     COMMIT_POKE_INTERVAL,
+    EXECUTION_TIMEOUT,
     KEEP_TXIDS,
     POOL_PREFIX,
     SPARK_CONN_ID,
@@ -83,6 +84,7 @@ class TransactionalTopology:
     catchup: bool = False
     retries: int = 1
     retry_delay: timedelta = timedelta(seconds=5)
+    execution_timeout: timedelta | None = EXECUTION_TIMEOUT  # why 30 min: txdag.defaults
     redis_conn_id: str = DEFAULT_REDIS_CONN_ID
     zookeeper_conn_id: str = ZOOKEEPER_CONN_ID
     spark_conn_id: str = SPARK_CONN_ID
@@ -193,6 +195,10 @@ class TransactionalTopology:
             raise ConfigError(f"{where}: catchup must be True or False, got {self.catchup!r}")
         if not isinstance(self.retry_delay, timedelta):
             raise ConfigError(f"{where}: retry_delay must be a datetime.timedelta, got {self.retry_delay!r}")
+        limit = self.execution_timeout
+        if limit is not None and (not isinstance(limit, timedelta) or limit <= timedelta(0)):
+            raise ConfigError(f"{where}: execution_timeout must be a datetime.timedelta > 0 (several times a batch's "
+                              f"slowest normal time) or None, got {limit!r}")
         if not isinstance(self.start_date, datetime):
             raise ConfigError(f"{where}: start_date must be a datetime.datetime, got {self.start_date!r}")
         conf = self.spark_conf

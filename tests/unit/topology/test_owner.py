@@ -46,6 +46,7 @@ def test_key_order_and_a_namespace_spelled_out_do_not_change_it() -> None:
     {"max_active_transactions": 1}, {"schedule": None}, {"retries": 3}, {"retry_delay": timedelta(minutes=1)},
     {"job": "spark_jobs/tweets_analytics.py"}, {"spark_mode": "connect"}, {"spark_conf": {"a": "b"}},
     {"keep_txids": 5}, {"description": "other"}, {"zookeeper_conn_id": "zk2"}, {"commit_poke_interval": 1.0},
+    {"execution_timeout": timedelta(hours=2)},
 ], ids=lambda c: next(iter(c)))
 def test_tuning_does_not_change_the_fingerprint(changed) -> None:
     """Batch size, parallelism, schedule, retries, the job and Spark: they change what runs or when, not which
