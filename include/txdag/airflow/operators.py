@@ -40,6 +40,7 @@ from txdag.protocol import (
     Processed,
     ProcessOutcome,
     SourceDown,
+    Superseded,
     Wait,
     steps,
 )
@@ -283,15 +284,30 @@ def _wait_log(task: BaseOperator, t: TransactionalTopology, tx: Any, outcome: Wa
 
 def fail_txid(context: Any) -> None:
     """on_failure_callback of process and commit: the txid failed for good, so it and later txids fail
-    (Storm's cascade); clearing its run with its future runs replays them."""
-    task, run_id = context["ti"].task, context["run_id"]
+    (Storm's cascade); clearing its run with its future runs replays them. A try that was superseded (it ended
+    after its retry took over: paused, cut off) fails nothing: it says so."""
+    ti, run_id = context["ti"], context["run_id"]
+    task = ti.task
     topology: TransactionalTopology = task.topology
     error = str(context.get("exception") or "task failed")
+    if isinstance(task, CommitOperator):
+        processed = ti.xcom_pull(task_ids="process")
+        whose = {"attempt": processed.get("attempt")} if isinstance(processed, dict) else {}
+    else:
+        whose = {"owner": f"{run_id} try {ti.try_number}"}
     with TopologyRuntime(topology) as rt:
-        failed = steps.fail(rt, run_id, f"{task.task_id} failed: {error}")
-    if failed is None:
+        outcome = steps.fail(rt, run_id, f"{task.task_id} failed: {error}", **whose)
+    if outcome is None:
         return
-    tx = failed.tx
+    tx = outcome.tx
+    if isinstance(outcome, Superseded):
+        task.log.warning("topology=%s txid=%s attempt=%s: not failed: this try was superseded (%s); the current "
+                         "attempt goes on", topology.topology_id, tx.txid, tx.attempt, outcome.reason)
+        return
+    if not outcome.txids:
+        task.log.warning("topology=%s txid=%s attempt=%s: not failed: it is committed or no longer current",
+                         topology.topology_id, tx.txid, tx.attempt)
+        return
     task.log.warning("topology=%s txid=%s attempt=%s: marked failed with later txids %s; clear run %s with its "
                      "future runs (or: txdag replay %s --from %s) to replay them", topology.topology_id, tx.txid,
-                     tx.attempt, list(failed.txids), run_id, topology.topology_id, tx.txid)
+                     tx.attempt, list(outcome.txids), run_id, topology.topology_id, tx.txid)

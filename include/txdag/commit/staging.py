@@ -100,6 +100,13 @@ class Staging:
                        where=f"topology {self.topology!r} claiming {tx}")
         return held.decode() if isinstance(held, bytes) else str(held)
 
+    def holder(self, tx: TransactionAttempt) -> str | None:
+        """The processing try that claimed ``tx`` (None: nobody yet)."""
+        key = claim_key(self.topology, tx)
+        with redis_errors(self.client, f"reading the claim of {tx}", topology=self.topology, keys=[key]):
+            held = self.client.get(key)
+        return held.decode() if isinstance(held, bytes) else held
+
     def write(self, tx: TransactionAttempt, state: str, partials: Iterable[tuple[str, Number]]) -> int:
         """HSET partials in pipelined chunks (one round trip per chunk); returns how many were written."""
         key, written = stage_key(self.topology, tx, state), 0

@@ -9,7 +9,7 @@ on the last failure calls ``fail``, which fails the txid and every later uncommi
     coordinate -> Emission | NotReady | Busy | Wait | SourceDown | Halted | OwnerChanged
     process    -> Processed | AlreadyCommitted | Wait | Superseded | OwnerChanged  (runs the job in between)
     commit     -> Committed | AlreadyCommitted | Wait | Superseded | Refused | Halted | OwnerChanged
-    fail       -> Failed | None
+    fail       -> Failed | Superseded | None
 """
 
 from __future__ import annotations
@@ -152,13 +152,22 @@ def owner_changed(rt: Runtime, definition: Owner | None, step: str) -> OwnerChan
     return None if definition is None else check_owner(rt.coordinator.store, definition, step)
 
 
-def fail(rt: Runtime, run_id: str, error: str) -> Failed | None:
+def fail(rt: Runtime, run_id: str, error: str, *, attempt: int | None = None, owner: str | None = None
+         ) -> Failed | Superseded | None:
     """The run's txid failed for good: fail its current attempt (a retry may have re-emitted it) and every later
-    uncommitted txid. None when the run owns no txid (its coordinate never allocated one)."""
+    uncommitted txid. None when the run owns no txid (its coordinate never allocated one). A try that was
+    superseded (a paused or cut-off try that ends after its retry took over) fails nothing: Superseded. It is
+    known by the ``attempt`` it worked on (a commit), or by the ``owner`` that claimed the current attempt (a
+    process try: another try holds the claim)."""
     store = rt.coordinator.store
     txid = store.txid_of_run(run_id)
     got = store.read_txid(txid) if txid is not None else None
     if got is None:
         return None
     tx = got[0].tx
+    if attempt is not None and attempt != tx.attempt:
+        return Superseded(tx, f"this try worked on attempt {attempt}, and attempt {tx.attempt} replaced it")
+    held = rt.staging.holder(tx) if owner is not None else None
+    if held is not None and held != owner:
+        return Superseded(tx, f"{tx} is claimed by {held!r}, not by this try ({owner})")
     return Failed(tx, tuple(rt.coordinator.fail(tx, error)))

@@ -168,3 +168,19 @@ def test_process_waits_for_the_predecessor_when_the_topology_has_key_value_state
     topology.commit(e1.tx)
     assert steps.process(rt, "run2", e2, job, owner="t") == Processed(e2, 40, 0)
     assert ran == [e1.tx, e2.tx]
+
+
+def test_a_superseded_try_fails_nothing_when_it_ends(redis_client, zk_hosts, zk_root, prefix):
+    """Try 1 processes attempt 1 and is given up on; try 2 re-emits the txid (attempt 2) and claims it. When try 1
+    finally ends and its failure callback runs, it must not fail attempt 2 (nor the txids behind it)."""
+    topology, rt = (t := tweets_topology(redis_client, zk_hosts, zk_root, prefix)), t.runtime
+    first = steps.coordinate(rt, "run1")
+    assert rt.staging.claim(first.tx, "run1 try 1") == "run1 try 1"
+    second = steps.process(rt, "run1", first, topology.run_job, owner="run1 try 2")  # claims attempt 2
+    assert isinstance(second, Processed) and second.tx == TransactionAttempt(1, 2)
+    stale = steps.fail(rt, "run1", "try 1 died", owner="run1 try 1")
+    assert isinstance(stale, Superseded) and "claimed by 'run1 try 2', not by this try (run1 try 1)" in stale.reason
+    by_attempt = steps.fail(rt, "run1", "commit of attempt 1 died", attempt=1)
+    assert isinstance(by_attempt, Superseded) and "attempt 2 replaced it" in by_attempt.reason
+    assert statuses(topology) == {1: TxStatus.PROCESSED}, "attempt 2 goes on"
+    assert steps.fail(rt, "run1", "try 2 died", owner="run1 try 2") == Failed(second.tx, (1,))
