@@ -8,7 +8,9 @@ So the new try re-emits the txid (attempt + 1, the same batch for a transactiona
 from __future__ import annotations
 
 import logging
+import re
 
+from txdag.attempt import TransactionAttempt
 from txdag.commit.staging import Staging
 from txdag.errors import StaleAttemptError, TxdagError
 from txdag.txid.coordinator import Coordinator, Emission
@@ -29,6 +31,10 @@ def claim_attempt(coordinator: Coordinator, staging: Staging, run_id: str, emiss
         mine = False
     if mine:
         return emission
+    later = later_try(coordinator, staging, emission.tx.txid, owner)
+    if later is not None:  # this try was given up on and woke up: re-emitting would take the txid from its retry
+        raise ReemitError(f"topology {coordinator.name!r} {emission.tx}: a later try ({later!r}) holds the txid's "
+                          f"current attempt, so this try ({owner}) was superseded: it processes nothing")
     outcome = coordinator.coordinate(run_id)
     if not isinstance(outcome, Emission):
         raise ReemitError(f"topology {coordinator.name!r} {emission.tx}: claimed by an earlier try, and a new "
@@ -37,3 +43,20 @@ def claim_attempt(coordinator: Coordinator, staging: Staging, run_id: str, emiss
              coordinator.name, emission.tx.txid, emission.tx.attempt, outcome.tx.attempt)
     staging.claim(outcome.tx, owner)
     return outcome
+
+
+_TRY = re.compile(r"(.*) try (\d+)")
+
+
+def later_try(coordinator: Coordinator, staging: Staging, txid: int, owner: str) -> str | None:
+    """The try of the same run, later than ``owner``, that holds the txid's current attempt (None: none does).
+    Owners are ``<run> try <n>`` (the Airflow task's try number); owners of another shape are never compared."""
+    mine = _TRY.fullmatch(owner)
+    got = coordinator.store.read_txid(txid)
+    if mine is None or got is None:
+        return None
+    held = staging.holder(TransactionAttempt(txid, got[0].attempt))
+    theirs = _TRY.fullmatch(held or "")
+    if theirs is None or theirs.group(1) != mine.group(1) or int(theirs.group(2)) <= int(mine.group(2)):
+        return None
+    return held

@@ -184,3 +184,17 @@ def test_a_superseded_try_fails_nothing_when_it_ends(redis_client, zk_hosts, zk_
     assert isinstance(by_attempt, Superseded) and "attempt 2 replaced it" in by_attempt.reason
     assert statuses(topology) == {1: TxStatus.PROCESSED}, "attempt 2 goes on"
     assert steps.fail(rt, "run1", "try 2 died", owner="run1 try 2") == Failed(second.tx, (1,))
+
+
+def test_a_try_that_wakes_up_after_its_retry_does_not_take_the_txid_back(redis_client, zk_hosts, zk_root, prefix):
+    """Try 1 is stopped before it claims; try 2 (its retry) claims attempt 1 and goes on. Try 1 wakes up: it must
+    not re-emit the txid (that would supersede try 2's attempt): Superseded, the record untouched. A later try (3)
+    after a dead try 2 still re-emits, as a retry must."""
+    topology, rt = (t := tweets_topology(redis_client, zk_hosts, zk_root, prefix)), t.runtime
+    first = steps.coordinate(rt, "run1")
+    assert rt.staging.claim(first.tx, "run1 try 2") == "run1 try 2"
+    woke = steps.process(rt, "run1", first, topology.run_job, owner="run1 try 1")
+    assert isinstance(woke, Superseded) and "a later try ('run1 try 2') holds the txid's current attempt" in woke.reason
+    assert topology.coordinator.store.read_txid(1)[0].attempt == 1, "the txid was not re-emitted"
+    retried = steps.process(rt, "run1", first, topology.run_job, owner="run1 try 3")  # try 2 died
+    assert isinstance(retried, Processed) and retried.tx == TransactionAttempt(1, 2)
