@@ -69,13 +69,15 @@ def running_sum_truth(sentences: list[str], batch: int) -> tuple[Counter, int]:
 
 
 def load_sources(client: redis.Redis) -> Sources:
-    """Flush the e2e database and load: 460 tweets (5 txids of <= 100), 2 x 100 sentences (3 txids of <= 40 per
-    stream), 150 tuples for global_count (3 txids of <= 50), 120 sentences for e2e_stateful (3 txids of <= 40)."""
+    """Flush the e2e database and load: 460 tweets (5 txids of <= 100), 2 x 200 sentences (5 txids of <= 40 per
+    stream), 150 tuples for global_count (3 txids of <= 50), 120 sentences for e2e_stateful (3 txids of <= 40).
+    The hourly topologies get 5 txids: one or two go to scheduled runs (two when the session crosses the hour),
+    and at least three are left for manual runs, two at a time."""
     client.flushdb()
     sources = Sources(tweets=sample_tweets(452, seed=11) + EDGE_TWEETS)
     append_tweets(client, sources.tweets)
     for i, stream in enumerate(STREAMS):
-        sources.sentences[stream] = sample_sentences(100, seed=20 + i)
+        sources.sentences[stream] = sample_sentences(200, seed=20 + i)
         append_entries(StreamPartition(stream, client, stream), sources.sentences[stream])
     sources.counted = sample_sentences(150, seed=30)
     append_tweets(client, sources.counted, prefix="global_count:")

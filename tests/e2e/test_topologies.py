@@ -54,10 +54,11 @@ def hash_counts(client: redis.Redis, key: str) -> dict[str, int]:
 def test_tweets_analytics_exactly_once_through_a_crash_and_replays(airflow, store_of, state_redis) -> None:
     dag = "tweets_analytics"
     airflow.api.wait_dag_parsed(dag, timeout=120)
-    scheduled = settle(airflow, dag)
-    assert any(r["run_type"] == "scheduled" for r in scheduled), scheduled
+    scheduled = [r for r in settle(airflow, dag) if r["run_type"] == "scheduled"]
+    # the run the scheduler creates when it comes up, and a second one when the session has crossed the hour since
+    assert 1 <= len(scheduled) <= 2, scheduled
     store = store_of(dag)
-    assert store.read_topology()[0].committed_txid == 1, "the first scheduled run emits one batch: txid 1"
+    assert store.read_topology()[0].committed_txid == len(scheduled), "each scheduled run emits one batch"
 
     manual = trigger_until_drained(airflow, dag, at_once=2)
     records = check_commits(store, 5)
@@ -124,7 +125,7 @@ def test_word_count_opaque_streams_exactly_once(airflow, store_of, state_redis) 
     airflow.api.wait_dag_parsed(dag, timeout=120)
     settle(airflow, dag)
     manual = trigger_until_drained(airflow, dag, at_once=2)
-    records = check_commits(store_of(dag), 3)
+    records = check_commits(store_of(dag), 5)
     assert hash_counts(state_redis, "word_count") == dict(airflow.sources.words_truth())
     assert overlapped(process_intervals(airflow, dag, manual))
     # txid 2's coordinate task died holding the lock (its retry re-emitted the same batch, so txid 3 stayed
