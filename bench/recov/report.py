@@ -31,7 +31,8 @@ def verdict(row: dict[str, Any], base: float | None) -> str:
         return "missed (committed before the fault)"
     if base is None or row["next_s"] is None:
         return "?"
-    return "yes" if row["next_s"] <= BUDGET + base else f"NO (+{row['next_s'] - base:.0f} s)"
+    over = row["next_s"] - BUDGET - base
+    return "yes" if over <= 0 else f"NO ({over:.0f} s over)"
 
 
 def key(row: dict[str, Any]) -> tuple[str, str, str]:

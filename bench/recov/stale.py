@@ -71,10 +71,12 @@ def _ever_failed(lab: Lab, topo: Topology, txid: int) -> str:
 
 
 def _stale_log(hit: Hit) -> str:
-    """The last txdag line of the frozen try's log (try 1 of the task), or why there is none."""
+    """The frozen try's own answer in its log (try 1 of the task): its ``txdag job failed:`` line, else its last txdag
+    line, or why there is none."""
     try:
         text = hit.lab.api.task_log(hit.topo.dag, hit.run_id, hit.task, 1)
     except Exception as exc:  # noqa: BLE001 - the log is a note, not a figure
         return f"(no log: {exc})"
-    lines = [line for line in text.splitlines() if "topology=" in line]
-    return lines[-1][-300:] if lines else "(no txdag line)"
+    lines = text.splitlines()
+    said = [line for line in lines if "txdag job failed:" in line] or [line for line in lines if "topology=" in line]
+    return said[-1][-300:] if said else "(no txdag line)"

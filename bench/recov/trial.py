@@ -74,6 +74,8 @@ def _reach(lab: Lab, topo: Topology, run_id: str, txid: int, phase: str, plan: P
     """Waits until txid's ``phase`` task runs (process: its Spark job too, for 2 s) and returns where it runs. A
     fault that is not ``on_task`` hits the commit phase as the process task ends: the commit runs in its wake."""
     deadline = time.monotonic() + 300
+    if phase == "commit" and on_task:
+        return _reach_commit_task(lab, topo, run_id, txid, plan, deadline)
     while time.monotonic() < deadline:
         if phase == "commit" and not on_task:
             if lab.ti(topo, run_id, "process")["state"] == "success":
@@ -82,13 +84,27 @@ def _reach(lab: Lab, topo: Topology, run_id: str, txid: int, phase: str, plan: P
             continue
         ti = lab.ti(topo, run_id, phase)
         found = procs.task_process(ti["id"]) if ti["state"] in ("queued", "running") else None
-        if found is not None and phase == "commit":
-            return Hit(lab, topo, run_id, txid, phase, ti["id"], found.pid, plan.restart_after)
         if found is not None and (topo.variant.mode == "connect" or procs.spark_drivers(found.pid)):
             time.sleep(2.0)
             return Hit(lab, topo, run_id, txid, phase, ti["id"], found.pid, plan.restart_after)
-        time.sleep(0.1 if phase == "commit" else 0.3)
+        time.sleep(0.3)
     raise BenchError(f"{topo.dag}: txid {txid}'s {phase} task did not start within 300 s (run {run_id})")
+
+
+def _reach_commit_task(lab: Lab, topo: Topology, run_id: str, txid: int, plan: Plan, deadline: float) -> Hit:
+    """The commit task's process as soon as it exists: a commit takes about a second, shorter than a REST call per
+    look. Once the process task is done, it reads the commit's task instance id each second and looks for its
+    process in /proc every 20 ms."""
+    while lab.ti(topo, run_id, "process")["state"] != "success" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    while time.monotonic() < deadline:
+        ti_id = lab.ti(topo, run_id, "commit")["id"]
+        for _ in range(50):
+            found = procs.task_process(ti_id)
+            if found is not None:
+                return Hit(lab, topo, run_id, txid, "commit", ti_id, found.pid, plan.restart_after)
+            time.sleep(0.02)
+    raise BenchError(f"{topo.dag}: txid {txid}'s commit task did not start within 300 s (run {run_id})")
 
 
 def _wait_commits(lab: Lab, topo: Topology, txids: list[int], deadline: float, *, replayed: bool = False) -> bool:

@@ -82,7 +82,7 @@ class TransactionalTopology:
     schedule: Any = None
     start_date: datetime = DEFAULT_START
     catchup: bool = False
-    retries: int = 1
+    retries: int = 2  # a crash (scheduler, worker, Spark Connect server) uses a try: one more for a slow restart
     retry_delay: timedelta = timedelta(seconds=5)
     execution_timeout: timedelta | None = EXECUTION_TIMEOUT  # why 30 min: txdag.defaults
     redis_conn_id: str = DEFAULT_REDIS_CONN_ID

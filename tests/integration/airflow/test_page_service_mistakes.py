@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 import socket
 from datetime import UTC, datetime
-from urllib.parse import urlsplit
 
 import pytest
 import redis
 from access import ZK_AUTH
 from fastapi.testclient import TestClient
+from support.cli_project import set_connections
 from support.mistakes import JWT_SECRET, check_answer, detail_of, page_token
 
 from txdag.airflow import transactions
@@ -53,17 +53,7 @@ def unused_port() -> int:
 
 @pytest.fixture
 def conns(monkeypatch, redis_url, zk_hosts, zk_root):
-    address = urlsplit(redis_url)
-    host, port = zk_hosts.split(",")[0].split(":")
-    values = {
-        "redis": {"conn_type": "redis", "host": address.hostname, "port": address.port, "login": address.username,
-                  "password": address.password, "extra": {"db": DB}},
-        "zookeeper": {"conn_type": "zookeeper", "host": host, "port": int(port), "login": ZK_AUTH[0],
-                      "password": ZK_AUTH[1], "extra": {"root": zk_root, "timeout": 2}},
-    }
-    for name, value in values.items():
-        monkeypatch.setenv(f"AIRFLOW_CONN_{name.upper()}_DEFAULT", json.dumps(value))
-    return values
+    return set_connections(monkeypatch, redis_url, zk_hosts, zk_root, DB, {"timeout": 2})
 
 
 def set_conn(monkeypatch, conns, name: str, **changes) -> None:

@@ -10,7 +10,7 @@ import json
 
 import pytest
 from access import ZK_AUTH
-from cli_project import dag_folder, drop_keys, set_connections, state_client
+from support.cli_project import dag_folder, drop_keys, set_connections, state_client
 
 from txdag.analytics.tweets import tweet_partials
 from txdag.attempt import TransactionAttempt

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import pytest
 import redis
 from access import ZK_AUTH, redis_user
-from cli_project import dag_folder, drop_keys, set_connections, state_client
+from support.cli_project import dag_folder, drop_keys, set_connections, state_client
 
 from txdag.analytics.tweets import tweet_partials
 from txdag.cli.main import main

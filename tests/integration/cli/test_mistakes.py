@@ -12,11 +12,11 @@ import threading
 from collections.abc import Iterator
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlsplit
 
 import pytest
 import redis
 from access import ZK_AUTH
+from support.cli_project import dag_folder, set_connections
 from support.mistakes import check_answer
 
 from txdag.analytics.tweets import tweet_partials
@@ -78,21 +78,8 @@ def web_server(tmp_path_factory) -> Iterator[str]:
 @pytest.fixture
 def conns(monkeypatch, redis_url, zk_hosts, zk_root, prefix, tmp_path):
     """The connections of the test servers (Redis database 11, the test's znode root), as AIRFLOW_CONN_* values."""
-    address = urlsplit(redis_url)
-    host, port = zk_hosts.split(",")[0].split(":")
-    values = {
-        "redis": {"conn_type": "redis", "host": address.hostname, "port": address.port, "login": address.username,
-                  "password": address.password, "extra": {"db": DB}},
-        "zookeeper": {"conn_type": "zookeeper", "host": host, "port": int(port), "login": ZK_AUTH[0],
-                      "password": ZK_AUTH[1], "extra": {"root": zk_root, "timeout": 2}},
-    }
-    for name, value in values.items():
-        monkeypatch.setenv(f"AIRFLOW_CONN_{name.upper()}_DEFAULT", json.dumps(value))
-    (tmp_path / "dags").mkdir()
-    (tmp_path / "spark_jobs").mkdir()
-    (tmp_path / "spark_jobs" / "job.py").write_text("")
-    (tmp_path / "dags" / f"{prefix}.py").write_text(DAG_FILE.format(topo=prefix))
-    monkeypatch.setenv("TXDAG_DAGS_FOLDER", str(tmp_path / "dags"))
+    values = set_connections(monkeypatch, redis_url, zk_hosts, zk_root, DB, {"timeout": 2})
+    dag_folder(monkeypatch, tmp_path, prefix, DAG_FILE)
     monkeypatch.setenv("TXDAG_AIRFLOW_URL", f"http://127.0.0.1:{unused_port()}")
     monkeypatch.delenv("TXDAG_AIRFLOW_PASSWORD", raising=False)
     return values

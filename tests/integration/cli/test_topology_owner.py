@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from cli_project import dag_folder, drop_keys, set_connections, state_client
+from support.cli_project import dag_folder, drop_keys, set_connections, state_client
 
 from txdag.cli.main import main
 from txdag.spouts.samples import sample_tweets
