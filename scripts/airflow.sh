@@ -241,6 +241,12 @@ max_failed_heartbeats = 3
 execution_api_retries = 5
 execution_api_timeout = 5
 
+[triggerer]
+# A triggerer silent for 20 s is dead (default 30): a restarted one takes over its triggers (the deferred commit
+# waits) only then. It heartbeats every 5 s (job_heartbeat_sec), so 4 heartbeats; too short and a busy triggerer's
+# triggers move to another one and back (each fires at most once; a commit that resumes looks again).
+triggerer_health_check_threshold = 20
+
 [dag_processor]
 # List the DAG folder every 3 s (a new file shows up within a few seconds) and re-parse a file at most every
 # 30 s (a change shows up within ~30 s; every 10 s cost 5-10% of a core on 2 cores, bench/throughput.py).

@@ -130,8 +130,8 @@ FAULTS: dict[str, Fault] = {f.name: f for f in (
           "with the task and its Spark driver", kill_worker, on_task=True),
     Fault("scheduler", ("process", "commit"), "submit", "SIGKILL the scheduler's session (its executor workers "
           "and tasks die with it); airflow.sh restart after 10 s", crash("scheduler")),
-    Fault("triggerer", ("process",), "submit", "SIGKILL the triggerer; airflow.sh restart after 10 s",
-          crash("triggerer")),
+    Fault("triggerer", ("process", "commit"), "submit", "SIGKILL the triggerer (it holds the deferred commit "
+          "waits); airflow.sh restart after 10 s", crash("triggerer")),
     Fault("dag-processor", ("process",), "submit", "SIGKILL the DAG processor; airflow.sh restart after 10 s",
           crash("dag-processor")),
     Fault("api-server", ("process", "commit"), "submit", "SIGKILL the API server (the tasks' execution API); "

@@ -20,19 +20,20 @@ ROOT = Path(__file__).resolve().parents[2]
 BUDGET = 30  # seconds: a dead task is retried within this, on top of one txid's normal time
 KEYS = ("task_instance_heartbeat_timeout", "task_instance_heartbeat_timeout_detection_interval",
         "scheduler_health_check_threshold", "orphaned_tasks_check_interval")
-AIRFLOW_DEFAULTS = {"scheduler_heartbeat_sec": 5.0, "min_heartbeat_interval": 5.0}  # neither is changed
+AIRFLOW_DEFAULTS = {"scheduler_heartbeat_sec": 5.0, "min_heartbeat_interval": 5.0,  # none is changed
+                    "triggerer_job_heartbeat_sec": 5.0}
 
 
-def airflow_sh_scheduler() -> dict[str, float]:
-    """The [scheduler] options of the airflow.cfg that scripts/airflow.sh writes."""
+def airflow_sh_scheduler(section: str = "scheduler") -> dict[str, float]:
+    """The numeric options of a section of the airflow.cfg that scripts/airflow.sh writes."""
     text = (ROOT / "scripts" / "airflow.sh").read_text()
-    section = text.split("\n[scheduler]\n", 1)[1].split("\n[", 1)[0]
-    return {k: float(v) for k, v in re.findall(r"^(\w+) = ([0-9.]+)$", section, re.MULTILINE)}
+    body = text.split(f"\n[{section}]\n", 1)[1].split("\n[", 1)[0]
+    return {k: float(v) for k, v in re.findall(r"^(\w+) = ([0-9.]+)$", body, re.MULTILINE)}
 
 
-def compose_scheduler() -> dict[str, float]:
+def compose_scheduler(section: str = "scheduler") -> dict[str, float]:
     env = yaml.safe_load((ROOT / "docker-compose.yaml").read_text())["x-airflow-common"]["environment"]
-    prefix = "AIRFLOW__SCHEDULER__"
+    prefix = f"AIRFLOW__{section.upper()}__"
     return {k[len(prefix):].lower(): float(v) for k, v in env.items() if k.startswith(prefix) and
             re.fullmatch(r"[0-9.]+", str(v))}
 
@@ -59,6 +60,15 @@ def test_a_dead_task_is_retried_within_the_budget(settings) -> None:
 
 def test_a_dead_schedulers_tasks_are_failed_over_within_the_budget(settings) -> None:
     assert settings["scheduler_health_check_threshold"] + settings["orphaned_tasks_check_interval"] <= BUDGET
+
+
+def test_a_dead_triggerers_commit_waits_move_on_within_the_budget() -> None:
+    """A waiting commit defers on the triggerer; a restarted triggerer takes over a dead one's triggers once its
+    heartbeat (every 5 s) is older than the threshold: both set-ups agree, within the budget, 3 heartbeats or more."""
+    sh, compose = airflow_sh_scheduler("triggerer"), compose_scheduler("triggerer")
+    threshold = sh["triggerer_health_check_threshold"]
+    assert compose["triggerer_health_check_threshold"] == threshold
+    assert 3 * AIRFLOW_DEFAULTS["triggerer_job_heartbeat_sec"] <= threshold <= BUDGET
 
 
 def test_each_heartbeat_gets_several_chances(settings) -> None:

@@ -1,7 +1,7 @@
 """The three tasks of a txid's DAG run: coordinate, process (spark-submit, or warm on Spark Connect), commit.
 
 Each task runs one step of ``txdag.protocol.steps`` and only turns its outcome into Airflow's terms: a skip
-(the run consumes no txid), a reschedule (waiting never holds a worker or the topology's pool slot), or a
+(the run consumes no txid), a reschedule or a deferral (waiting never holds a worker or the topology's pool slot), or a
 failure whose message names the topology, the txid, the attempt and what to do. Every log line names the
 topology, the txid and the attempt.
 """
@@ -25,6 +25,7 @@ from airflow.sdk.exceptions import (
 
 from txdag.airflow.connections import require_connections
 from txdag.airflow.runtime import TopologyRuntime, emission_to_xcom, tx_from_xcom
+from txdag.airflow.triggers import TxidSettled
 from txdag.errors import SourceUnavailable
 from txdag.faults import ALLOWED_VAR, FAULTS_VAR
 from txdag.protocol import (
@@ -255,13 +256,23 @@ class CommitOperator(BaseOperator):
             outcome = steps.commit(rt, tx, Owner.of(t, self.dag_file))
         return commit_result(self, t, tx, outcome)
 
+    def resume(self, context: Any, event: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Back from waiting on txid - 1 (TxidSettled fired: it settled, or the time limit passed): look again."""
+        return self.execute(context)
+
 
 def commit_result(task: BaseOperator, t: TransactionalTopology, tx: Any, outcome: CommitStepOutcome
                   ) -> dict[str, Any]:
-    """The commit task's XCom, or what it raises: a reschedule while txid - 1 is not committed (the pool slot is
-    released) or while the definition differs from the topology's owner, a failure without retries when the commit
-    is refused (cascade, never processed) or superseded."""
-    if isinstance(outcome, Wait | OwnerChanged):
+    """The commit task's XCom, or what it raises: a deferral while txid - 1 is not committed (TxidSettled resumes it
+    once txid - 1 is committed or failed; the pool slot is released), a reschedule while the definition differs
+    from the topology's owner, a failure without retries when the commit is refused (cascade, never processed) or
+    superseded."""
+    if isinstance(outcome, Wait):
+        _wait_log(task, t, tx, outcome, f"deferred: back once txid {outcome.waiting_on} is committed or failed, "
+                  f"at the latest in {t.commit_poke_interval:g}s")
+        task.defer(trigger=TxidSettled(t.topology_id, t.zookeeper_conn_id, outcome.waiting_on,
+                                       t.commit_poke_interval), method_name="resume")
+    if isinstance(outcome, OwnerChanged):
         _wait_log(task, t, tx, outcome)
         raise _later(t.commit_poke_interval)
     if not isinstance(outcome, Committed | AlreadyCommitted):
@@ -274,12 +285,13 @@ def commit_result(task: BaseOperator, t: TransactionalTopology, tx: Any, outcome
     return {"txid": tx.txid, "attempt": tx.attempt, "status": status, "applied": applied}
 
 
-def _wait_log(task: BaseOperator, t: TransactionalTopology, tx: Any, outcome: Wait | OwnerChanged) -> None:
+def _wait_log(task: BaseOperator, t: TransactionalTopology, tx: Any, outcome: Wait | OwnerChanged,
+              then: str = "") -> None:
     """A waiting step's log line; a definition changed since the txid was coordinated is a warning: the step waits,
     writing nothing, until the change is accepted or undone (the next coordinate tasks fail, naming it)."""
     log = task.log.warning if isinstance(outcome, OwnerChanged) else task.log.info
-    log("topology=%s txid=%s attempt=%s: %s; checking again in %ss", t.topology_id, tx.txid, tx.attempt,
-        outcome.reason, t.commit_poke_interval)
+    log("topology=%s txid=%s attempt=%s: %s; %s", t.topology_id, tx.txid, tx.attempt, outcome.reason,
+        then or f"checking again in {t.commit_poke_interval:g}s")
 
 
 def fail_txid(context: Any) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
+from functools import partial
 from types import SimpleNamespace
 
 import pytest
@@ -162,9 +163,21 @@ def test_a_commit_returns_its_status(ops, outcome, status, applied) -> None:
                                                                         "applied": applied}
 
 
-def test_a_commit_waiting_for_its_predecessor_is_rescheduled(ops) -> None:
-    with pytest.raises(ops.Reschedule):
-        ops.m.commit_result(TASK, TOPOLOGY, TA(4, 1), Wait("waits for txid 3", 3, replay=True))
+def test_a_commit_waiting_for_its_predecessor_defers_until_it_settles(ops, caplog) -> None:
+    """No fixed sleep: the commit of txid 4 defers on a trigger that fires once txid 3 is committed or failed (or
+    after the poke interval), then runs its step again; a deferred task holds no worker and no pool slot."""
+    from airflow.sdk import BaseOperator
+    from airflow.sdk.exceptions import TaskDeferred
+
+    task = SimpleNamespace(log=TASK.log, defer=partial(BaseOperator.defer, None))
+    topology = SimpleNamespace(topology_id="topo", commit_poke_interval=7, zookeeper_conn_id="zk_topo")
+    with caplog.at_level(logging.INFO, logger=TASK.log.name), pytest.raises(TaskDeferred) as deferred:
+        ops.m.commit_result(task, topology, TA(4, 1), Wait("txid 4 waits for txid 3 to commit", 3, replay=True))
+    assert deferred.value.method_name == "resume"
+    assert deferred.value.trigger.serialize() == ("txdag.airflow.triggers.TxidSettled", {
+        "topology_id": "topo", "zookeeper_conn_id": "zk_topo", "waiting_on": 3, "limit": 7})
+    assert "txid 4 waits for txid 3 to commit; deferred: back once txid 3 is committed or failed, at the latest " \
+           "in 7s" in caplog.text
 
 
 @pytest.mark.parametrize("outcome", [

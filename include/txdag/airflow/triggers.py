@@ -1,0 +1,68 @@
+"""The trigger a waiting commit defers on: it fires the moment the txid it waits on is settled in ZooKeeper.
+
+A commit of txid N waits until txid N - 1 is committed (or failed: then N is refused). Deferring on this
+trigger, instead of rescheduling every ``commit_poke_interval``, resumes the task as soon as N - 1 settles, and
+holds neither a worker nor the topology's pool slot meanwhile. The trigger decides nothing: on any event (settled,
+its own time limit, an error) the task runs the commit step again, which decides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.sdk import BaseHook
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from txdag.airflow.hooks import zookeeper_settings
+from txdag.zk.client import close_zk
+from txdag.zk.records import TxStatus
+from txdag.zk.store import TransactionStore
+
+POLL_SECONDS = 0.25  # a read of one znode (or two) per waiting commit: cheap for ZooKeeper, quick to notice
+
+
+class TxidSettled(BaseTrigger):
+    """Fires once txid ``waiting_on`` of ``topology_id`` is committed or failed, or after ``limit`` seconds."""
+
+    def __init__(self, topology_id: str, zookeeper_conn_id: str, waiting_on: int, limit: float) -> None:
+        super().__init__()
+        self.topology_id, self.zookeeper_conn_id = topology_id, zookeeper_conn_id
+        self.waiting_on, self.limit = waiting_on, limit
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (f"{type(self).__module__}.{type(self).__name__}",
+                {"topology_id": self.topology_id, "zookeeper_conn_id": self.zookeeper_conn_id,
+                 "waiting_on": self.waiting_on, "limit": self.limit})
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.limit
+        why, client = "time limit", None
+        try:
+            settings = zookeeper_settings(await BaseHook.aget_connection(self.zookeeper_conn_id))
+            client = await asyncio.to_thread(settings.connect)
+            store = TransactionStore(client, self.topology_id, root=settings.root)
+            while loop.time() < deadline:
+                if await asyncio.to_thread(settled, store, self.waiting_on):
+                    why = "settled"
+                    break
+                await asyncio.sleep(POLL_SECONDS)
+        except Exception as exc:  # noqa: BLE001 - the task's own step reports the service; this only wakes it
+            why = f"{type(exc).__name__}: {exc}"
+            self.log.warning("topology=%s: cannot watch txid %s (%s); the commit looks again itself",
+                             self.topology_id, self.waiting_on, why)
+        finally:
+            if client is not None:
+                await asyncio.to_thread(close_zk, client)
+        yield TriggerEvent({"waiting_on": self.waiting_on, "why": why})
+
+
+def settled(store: TransactionStore, txid: int) -> bool:
+    """Whether ``txid`` is committed (the topology's committed txid reached it) or failed (or gone)."""
+    topology, _ = store.read_topology()
+    if topology.committed_txid >= txid:
+        return True
+    found = store.read_txid(txid)
+    return found is None or found[0].status == TxStatus.FAILED

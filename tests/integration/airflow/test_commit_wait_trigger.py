@@ -1,0 +1,100 @@
+"""The trigger a waiting commit defers on (txdag.airflow.triggers.TxidSettled), run as the triggerer runs it (its
+``run()`` in an event loop, the connection from AIRFLOW_CONN_*) against a real ZooKeeper: it fires when the txid it
+waits on commits or fails, not before; at its time limit otherwise; and a ZooKeeper it cannot reach wakes the task
+(whose own step then names the service) instead of raising in the triggerer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+
+import pytest
+from access import ZK_AUTH
+
+from txdag.zk import TopologyRecord, TransactionStore, TxidRecord, TxStatus
+
+AT = "2026-01-01T00:00:00.000+00:00"
+CONN = "zk_trigger_test"
+
+
+@pytest.fixture
+def store(zk_client, zk_root, prefix, zk_hosts, monkeypatch) -> TransactionStore:
+    """Txids 1 and 2 processed, none committed; the connection the trigger looks up."""
+    host, port = zk_hosts.split(",")[0].split(":")
+    monkeypatch.setenv(f"AIRFLOW_CONN_{CONN.upper()}", json.dumps({
+        "conn_type": "zookeeper", "host": host, "port": int(port), "login": ZK_AUTH[0], "password": ZK_AUTH[1],
+        "extra": {"root": zk_root}}))
+    store = TransactionStore(zk_client, prefix, root=zk_root)
+    store.ensure()
+    for txid in (1, 2):
+        topology, version = store.read_topology()
+        store.allocate(TxidRecord.new(txid, f"run{txid}", {}, AT), topology, version)
+        record, version = store.read_txid(txid)
+        store.update([(record.moved(TxStatus.PROCESSED, AT), version)])
+    return store
+
+
+def first_event(trigger) -> dict:
+    async def run() -> dict:
+        async for event in trigger.run():
+            return event.payload
+        raise AssertionError("the trigger ended without an event")
+
+    return asyncio.run(run())
+
+
+def trigger(prefix: str, waiting_on: int, limit: float, conn: str = CONN):
+    from txdag.airflow.triggers import TxidSettled
+
+    return TxidSettled(prefix, conn, waiting_on, limit)
+
+
+def later(seconds: float, change) -> threading.Thread:
+    thread = threading.Timer(seconds, change)
+    thread.start()
+    return thread
+
+
+def commit(store: TransactionStore, txid: int) -> None:
+    record, version = store.read_txid(txid)
+    topology, topology_version = store.read_topology()
+    store.update([(record.moved(TxStatus.COMMITTED, AT), version)],
+                 (TopologyRecord(topology.last_txid, txid), topology_version))
+
+
+def fail(store: TransactionStore, txid: int) -> None:
+    record, version = store.read_txid(txid)
+    store.update([(record.moved(TxStatus.FAILED, AT, failed_by=txid), version)])
+
+
+@pytest.mark.parametrize("settle", [commit, fail], ids=["committed", "failed"])
+def test_it_fires_when_the_txid_it_waits_on_settles(store, prefix, settle) -> None:
+    changed = later(0.6, lambda: settle(store, 1))
+    event = first_event(trigger(prefix, 1, limit=120))
+    changed.join()
+    assert event == {"waiting_on": 1, "why": "settled"}
+
+
+def test_it_does_not_fire_for_a_later_txid_or_before_its_time_limit(store, prefix) -> None:
+    """Txid 1 committing settles nothing for a commit that waits on txid 2: it runs to its time limit."""
+    changed = later(0.2, lambda: commit(store, 1))
+    event = first_event(trigger(prefix, 2, limit=1.5))
+    changed.join()
+    assert event == {"waiting_on": 2, "why": "time limit"}
+
+
+def test_a_txid_already_settled_fires_at_once(store, prefix) -> None:
+    commit(store, 1)
+    assert first_event(trigger(prefix, 1, limit=120)) == {"waiting_on": 1, "why": "settled"}
+
+
+def test_a_zookeeper_it_cannot_reach_wakes_the_task_instead_of_failing_the_trigger(store, prefix, monkeypatch,
+                                                                                   capfd) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_ZK_NOWHERE", json.dumps({
+        "conn_type": "zookeeper", "host": "127.0.0.1", "port": 1, "extra": {"timeout": 1}}))
+    event = first_event(trigger(prefix, 1, limit=120, conn="zk_nowhere"))
+    assert event["waiting_on"] == 1 and "ServiceUnavailable" in event["why"], event
+    said = capfd.readouterr().out  # the triggerer's log (structlog prints it)
+    assert f"topology={prefix}: cannot watch txid 1 (ServiceUnavailable: ZooKeeper is not reachable" in said
+    assert "the commit looks again itself" in said
