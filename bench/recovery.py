@@ -52,7 +52,8 @@ QUICK_FAULTS = ("driver", "task", "scheduler", "zookeeper", "redis", "paused")
 AIRFLOW_DEFAULTS = {"AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "300",
                     "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "10",
                     "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_THRESHOLD": "30",
-                    "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "300"}
+                    "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "300",
+                    "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "30"}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -28,7 +28,8 @@ SETTINGS = [("scheduler", "task_instance_heartbeat_timeout"),
             ("scheduler", "task_instance_heartbeat_timeout_detection_interval"),
             ("scheduler", "orphaned_tasks_check_interval"), ("scheduler", "scheduler_health_check_threshold"),
             ("scheduler", "scheduler_heartbeat_sec"), ("workers", "min_heartbeat_interval"),
-            ("workers", "max_failed_heartbeats"), ("core", "parallelism")]
+            ("workers", "max_failed_heartbeats"), ("triggerer", "triggerer_health_check_threshold"),
+            ("core", "parallelism")]
 
 
 def trials(args: Namespace) -> list[tuple[str, str]]:
