@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tput.services import listening
+
 from recov import procs
 from recov.lab import Lab, Topology
 
@@ -93,10 +95,13 @@ def restart_postgres(hit: Hit) -> tuple[float, str]:
 
 
 def kill_connect(hit: Hit) -> tuple[float, str]:
-    servers = procs.connect_server(hit.lab.stack.ports.spark_connect)
+    port = hit.lab.stack.ports.spark_connect
+    servers = procs.connect_server(port)
     t0 = time.time()
     procs.signal_all(servers, signal.SIGKILL)
-    while any(procs.alive(p) for p in servers):
+    # a killed JVM shows as a zombie while its other threads still exit, and its port answers until the last one
+    # has: started meanwhile, spark-connect.sh would take it for a running server and reuse it
+    while any(procs.alive(p) for p in servers) or listening(port):
         time.sleep(0.1)
     hit.lab.script("spark-connect.sh", "start")
     return t0, f"SIGKILL to the Spark Connect server {servers}; spark-connect.sh start (listening after " \

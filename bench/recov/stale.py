@@ -77,6 +77,7 @@ def _stale_log(hit: Hit) -> str:
         text = hit.lab.api.task_log(hit.topo.dag, hit.run_id, hit.task, 1)
     except Exception as exc:  # noqa: BLE001 - the log is a note, not a figure
         return f"(no log: {exc})"
-    lines = text.splitlines()
-    said = [line for line in lines if "txdag job failed:" in line] or [line for line in lines if "topology=" in line]
-    return said[-1][-300:] if said else "(no txdag line)"
+    if "txdag job failed:" in text:
+        return text[text.rindex("txdag job failed:"):][:300]
+    lines = [line for line in text.splitlines() if "topology=" in line]
+    return lines[-1][-300:] if lines else "(no txdag line)"
