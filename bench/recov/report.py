@@ -4,7 +4,6 @@ With ``--compare`` an earlier results.json (e.g. the run before a settings chang
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -63,12 +62,6 @@ def print_table(results: dict[str, Any], before: dict[str, Any] | None = None) -
     text = "\n".join(lines(results, before))
     print(text)
     return text
-
-
-def write_json(results: dict[str, Any], out: Path) -> Path:
-    path = out / "results.json"
-    path.write_text(json.dumps(results, indent=2, default=str) + "\n")
-    return path
 
 
 def write_chart(results: dict[str, Any], out: Path, before: dict[str, Any] | None = None,

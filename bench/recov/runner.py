@@ -8,12 +8,12 @@ import json
 import os
 import shutil
 import subprocess
-import traceback
 from argparse import Namespace
 from pathlib import Path
 from typing import Any
 
 from tput import dags
+from tput import report as tput_report
 from tput.memory import machine_load
 from tput.services import REPO, BenchError, Ports, Stack
 
@@ -93,14 +93,12 @@ def run(args: Namespace, out: Path) -> int:
                 broken[mode] = f"{fault} during {phase} left {topos[mode].dag} stuck: {exc}"
                 results.setdefault("stuck", []).append(broken[mode])
                 print(f"recovery: {broken[mode]}", flush=True)
-            report.write_json(results, out)  # as it goes: a long run stopped half-way keeps its trials
+            tput_report.write_json(results, out)  # as it goes: a long run stopped half-way keeps its trials
         if args.healthy:
             results["healthy"] = healthy_run(lab, Topology(roles["healthy"]), args.healthy, args.timeout * 4)
     except Exception as exc:  # noqa: BLE001 - report what was measured, stop the services, exit 1
         code = 1
-        results["error"] = f"{type(exc).__name__}: {exc}"
-        (out / "logs" / "error.txt").write_text(traceback.format_exc())
-        print(f"recovery: FAILED: {results['error']}", flush=True)
+        tput_report.record_failure(results, out, exc, "recovery")
     finally:
         results["load_end"] = machine_load()
         if lab is not None:
@@ -116,7 +114,7 @@ def run(args: Namespace, out: Path) -> int:
     results["table"] = report.print_table(results, before)
     if "healthy" in results:
         print(f"healthy run: {results['healthy']['summary']}")
-    report.write_json(results, out)
+    tput_report.write_json(results, out)
     report.write_chart(results, out, before, Path(args.chart) if args.chart else None)
     return code
 

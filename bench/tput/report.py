@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,14 @@ def write_json(results: dict[str, Any], out: Path) -> Path:
     path = out / "results.json"
     path.write_text(json.dumps(results, indent=2, default=str) + "\n")
     return path
+
+
+def record_failure(results: dict[str, Any], out: Path, exc: Exception, name: str) -> None:
+    """A benchmark that failed half-way keeps what it measured: the error in the results, its traceback in
+    logs/error.txt, one line on stdout."""
+    results["error"] = f"{type(exc).__name__}: {exc}"
+    (out / "logs" / "error.txt").write_text(traceback.format_exc())
+    print(f"{name}: FAILED: {results['error']}", flush=True)
 
 
 def write_chart(results: dict[str, Any], out: Path) -> Path | None:

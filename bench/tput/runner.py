@@ -4,7 +4,6 @@ started, then print the table and write results.json and chart.png (also after a
 from __future__ import annotations
 
 import shutil
-import traceback
 from argparse import Namespace
 from collections.abc import Callable
 from pathlib import Path
@@ -89,9 +88,7 @@ def run(args: Namespace, out: Path, settings: Callable[[Namespace, dict], dict])
             results["profile"] = profile_drain(bench, sizes["profile"], out)
     except Exception as exc:  # noqa: BLE001 - report what was measured, stop the services, exit 1
         code = 1
-        results["error"] = f"{type(exc).__name__}: {exc}"
-        (out / "logs" / "error.txt").write_text(traceback.format_exc())
-        print(f"bench: FAILED: {results['error']}", flush=True)
+        report.record_failure(results, out, exc, "bench")
     finally:
         results["load_end"] = machine_load()
         try:

@@ -20,7 +20,7 @@ from txdag.zk.client import close_zk
 from txdag.zk.records import TxStatus
 from txdag.zk.store import TransactionStore
 
-POLL_SECONDS = 0.25  # a read of one znode (or two) per waiting commit: cheap for ZooKeeper, quick to notice
+POLL_SECONDS = 0.25  # one znode read per waiting commit: cheap for ZooKeeper, quick to notice
 
 
 class TxidSettled(BaseTrigger):
@@ -60,9 +60,7 @@ class TxidSettled(BaseTrigger):
 
 
 def settled(store: TransactionStore, txid: int) -> bool:
-    """Whether ``txid`` is committed (the topology's committed txid reached it) or failed (or gone)."""
-    topology, _ = store.read_topology()
-    if topology.committed_txid >= txid:
-        return True
+    """Whether ``txid`` is committed or failed, or gone (cleaned up after its commit): one read of its record, which
+    a commit moves to COMMITTED in the same ZooKeeper transaction as the topology's committed txid."""
     found = store.read_txid(txid)
-    return found is None or found[0].status == TxStatus.FAILED
+    return found is None or found[0].status in (TxStatus.COMMITTED, TxStatus.FAILED)
