@@ -51,8 +51,11 @@ class TxidSettled(BaseTrigger):
                 await asyncio.sleep(POLL_SECONDS)
         except Exception as exc:  # noqa: BLE001 - the task's own step reports the service; this only wakes it
             why = f"{type(exc).__name__}: {exc}"
-            self.log.warning("topology=%s: cannot watch txid %s (%s); the commit looks again itself",
-                             self.topology_id, self.waiting_on, why)
+            self.log.warning("topology=%s: cannot watch txid %s (%s); the commit looks again itself in %gs",
+                             self.topology_id, self.waiting_on, why, max(0.0, deadline - loop.time()))
+            # not at once: a connection the triggerer lacks but the worker has would make the commit defer and
+            # wake in a loop; at the time limit it is the reschedule it replaced
+            await asyncio.sleep(max(0.0, deadline - loop.time()))
         finally:
             if client is not None:
                 await asyncio.to_thread(close_zk, client)
