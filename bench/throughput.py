@@ -20,6 +20,7 @@ ports (or reuses a server already answering), and stops what it started. Nothing
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from datetime import UTC, datetime
@@ -76,10 +77,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def machine() -> str:
+    """The machine the figures come from: cores, CPU model, memory (for the chart and the README)."""
+    import os
+    import platform
+
+    model = memory = "?"
+    with contextlib.suppress(OSError):
+        cpu = [ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("model name")]
+        model = cpu[0].split(":", 1)[1].strip() if cpu else model
+    with contextlib.suppress(OSError, IndexError, ValueError):
+        kib = int(Path("/proc/meminfo").read_text().split("MemTotal:", 1)[1].split()[0])
+        memory = f"{kib / 1024 / 1024:.1f} GiB"
+    return f"{os.cpu_count()} cores ({model}), {memory} RAM, {platform.system()} {platform.release()}"
+
+
 def settings(args: argparse.Namespace, roles: dict) -> dict:
     """What the figures depend on, for the JSON, the chart and the README."""
     warm = roles["p1_warm"]
-    return {"command": " ".join(sys.argv), "tweets": args.tweets, "batch": args.batch, "mat": warm.mat,
+    return {"command": " ".join(sys.argv), "machine": machine(), "tweets": args.tweets, "batch": args.batch,
+            "mat": warm.mat,
             "commit_poke_interval": warm.commit_poke_interval, "p4_tweets": args.p4_tweets,
             "cold_tweets": args.cold_tweets if args.cold else None, "latency_samples": args.latency_samples,
             "p3_keys": args.keys, "spark_connect": "local[2] (scripts/spark-connect.sh), shuffle partitions 4",

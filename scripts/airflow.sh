@@ -231,6 +231,11 @@ task_instance_heartbeat_timeout_detection_interval = 5
 scheduler_health_check_threshold = 20
 # How often a (restarted) scheduler looks for a dead scheduler's tasks (default 300: the issue's 315 s stall).
 orphaned_tasks_check_interval = 10
+# Latency (issue 18): the scheduler sleeps this long after a loop that found nothing to do (default 1). Each step of
+# a txid (a triggered run, then each finished task) waits for the next loop, so the default cost a 1-tweet txid
+# ~2.4 s of its ~4 s; at 0.25 it waits ~0.6 s (P2 of bench/throughput.py: 3.99 s -> 2.00 s median of 10). An idle
+# scheduler then uses ~4% of a core instead of ~1%; a busy one never sleeps, so throughput does not pay for it.
+scheduler_idle_sleep_time = 0.25
 
 [workers]
 # Airflow's defaults, kept, and why they agree with the above: the supervisor heartbeats every 5 s; one heartbeat

@@ -7,6 +7,7 @@ it, and the topology's marker key in Redis (``LAST_COMMITED_TRANSACTION``: the l
 from __future__ import annotations
 
 import math
+import re
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -30,6 +31,12 @@ class Drain:
     txids: int
     seconds: float
     timings: list[dict] = field(repr=False, default_factory=list)
+    started: datetime | None = None  # the first trigger
+
+    def commits(self) -> list[float]:
+        """Seconds from the first trigger to each commit's end, in order: P1's progress over time."""
+        assert self.started is not None
+        return sorted((r["spans"]["commit"][1] - self.started).total_seconds() for r in self.timings)
 
     @property
     def rate(self) -> float:
@@ -39,6 +46,31 @@ class Drain:
         """Medians over the txids of each task's duration and of the gaps (scheduler wait, commit waits)."""
         keys = [*TASKS, "gap c>p", "gap p>c", "total"]
         return {k: statistics.median(r[k] for r in self.timings) for k in keys} if self.timings else {}
+
+    def job_profile(self) -> dict[str, float]:
+        """Medians over the txids of the process task's steps (job_steps), ``airflow`` being the rest of the task."""
+        return median_steps([r["job"] for r in self.timings if r.get("job")])
+
+
+TIMINGS = re.compile(r"txdag job done: .*; timings: (.*)")
+STEP = re.compile(r"(\w+) ([0-9.]+) s")
+
+
+def job_steps(api: AirflowAPI, dag_id: str, run_id: str, process_seconds: float) -> dict[str, float]:
+    """The seconds of each step of the process task's job, from its ``txdag job done`` line (the last try's), and
+    ``airflow``: the rest of the task (its start, imports, ZooKeeper, XCom; cold mode: spark-submit and the JVM)."""
+    ti = api.task_instance(dag_id, run_id, "process")
+    found = TIMINGS.findall(api.task_log(dag_id, run_id, "process", ti["try_number"]))
+    if not found:
+        return {}
+    steps = {name: float(seconds) for name, seconds in STEP.findall(found[-1])}
+    return {**steps, "airflow": max(0.0, process_seconds - sum(steps.values()))}
+
+
+def median_steps(rows: list[dict[str, float]]) -> dict[str, float]:
+    """Per step, the median over the rows that have it, in the order the steps first appear."""
+    names = list(dict.fromkeys(name for row in rows for name in row))
+    return {n: statistics.median(row[n] for row in rows if n in row) for n in names}
 
 
 def _marker(client: redis.Redis) -> int:
@@ -84,8 +116,10 @@ def drain(api: AirflowAPI, client: redis.Redis, variant: Variant, tweets: int, t
     timings = all_timings(api, dag)
     if len(timings) != txids:
         raise BenchError(f"{dag}: {len(timings)} runs with three successful tasks, expected {txids}")
+    for row in timings:
+        row["job"] = job_steps(api, dag, row["run"], row["process"])
     last_commit = max(r["spans"]["commit"][1] for r in timings)
-    return Drain(variant, tweets, txids, (last_commit - first_trigger).total_seconds(), timings)
+    return Drain(variant, tweets, txids, (last_commit - first_trigger).total_seconds(), timings, first_trigger)
 
 
 @dataclass
@@ -97,6 +131,7 @@ class Latency:
     coordinate: float
     process: float
     commit: float
+    job: dict[str, float] = field(default_factory=dict)  # the process task's steps (job_steps)
 
 
 def one_tweet_latency(api: AirflowAPI, client: redis.Redis, variant: Variant, append) -> Latency:  # type: ignore[no-untyped-def]
@@ -114,6 +149,7 @@ def one_tweet_latency(api: AirflowAPI, client: redis.Redis, variant: Variant, ap
         total=(spans["commit"][1] - start).total_seconds(),
         wait=(spans["coordinate"][0] - start).total_seconds() + row["gap c>p"] + row["gap p>c"],
         coordinate=row["coordinate"], process=row["process"], commit=row["commit"],
+        job=job_steps(api, dag, run, row["process"]),
     )
 
 

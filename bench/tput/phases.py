@@ -65,6 +65,7 @@ class Bench:
               flush=True)
         return {"tweets": tweets, "txids": d.txids, "batch": v.batch, "mat": v.mat, "mode": v.mode,
                 "seconds": d.seconds, "rate": d.rate, "median_per_txid": d.profile(),
+                "job_per_txid": d.job_profile(), "commits": d.commits(),
                 "per_txid": [{k: r[k] for k in r if k != "spans"} for r in d.timings]}
 
     def append_p2(self, role: str):  # type: ignore[no-untyped-def]
@@ -148,7 +149,8 @@ class Bench:
                 for i in range(self.args.latency_samples):
                     samples.append(drain.one_tweet_latency(api, client, v, self.append_p2(role)))
                     print(f"bench: P2 {mode} sample {i + 1}: {samples[-1].total:.2f} s", flush=True)
-            self.results["p2"][mode] = {"samples": [vars(s) for s in samples], "summary": drain.summarize(samples)}
+            self.results["p2"][mode] = {"samples": [vars(s) for s in samples], "summary": drain.summarize(samples),
+                                        "job": drain.median_steps([s.job for s in samples if s.job])}
         self.check_p2()
 
     def check_p2(self) -> None:

@@ -46,6 +46,12 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str]]:
             out.append(("P1 warm, per txid: coordinate / process / commit", " / ".join(
                 f"{med[k]:.2f}" for k in ("coordinate", "process", "commit")) + " s",
                 f"medians; scheduler gaps c>p {med['gap c>p']:.2f} s, p>c {med['gap p>c']:.2f} s (incl. commit waits)"))
+        for key in ("txdag_warm", "txdag_cold"):
+            steps = p1.get(key, {}).get("job_per_txid")
+            if steps:
+                out.append((f"P1 {key[6:]}, process task: {' / '.join(steps)}",
+                            " / ".join(f"{v:.2f}" for v in steps.values()) + " s",
+                            "medians per txid; the job's own steps (its log line), airflow = the rest of the task"))
         for name, value in p1.get("ratios", {}).items():
             out.append((f"P1 ratio {name}", _fmt(value, "x"), "same backlog, same run"))
     for mode, p2 in results.get("p2", {}).items():
@@ -56,6 +62,10 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str]]:
         out.append((f"P2 {mode}: scheduler wait / coordinate / process / commit",
                     " / ".join(f"{med[k]:.2f}" for k in ("wait", "coordinate", "process", "commit")) + " s",
                     "medians; wait = trigger -> coordinate start + gaps between tasks"))
+        steps = p2.get("job")
+        if steps:
+            out.append((f"P2 {mode}, process task: {' / '.join(steps)}", " / ".join(f"{v:.2f}" for v in steps.values())
+                        + " s", "medians; the job's own steps (its log line), airflow = the rest of the task"))
     p3 = results.get("p3")
     if p3:
         for name, rate in p3["rows"]:
@@ -110,18 +120,21 @@ def write_chart(results: dict[str, Any], out: Path) -> Path | None:
     except ImportError:
         print("no chart: matplotlib is not installed (pip install -e '.[bench]'; scripts/setup.sh installs it)")
         return None
-    fig, axes = plt.subplots(2, 3, figsize=(17, 9))
+    fig, axes = plt.subplots(3, 3, figsize=(17, 13))
     _bars(axes[0][0], "P1: tweets/s committed (log)", {
         k: v["rate"] for k, v in results.get("p1", {}).items() if isinstance(v, dict) and "rate" in v}, log=True)
-    _latency(axes[0][1], results.get("p2", {}))
-    _bars(axes[0][2], "P3: keys/s", {n: r for n, r in results.get("p3", {}).get("rows", [])}, log=True)
-    _bars(axes[1][0], "P4: tweets/s by max_active_transactions",
+    _progress(axes[0][1], results.get("p1", {}))
+    _phases(axes[0][2], phase_rows(results))
+    _latency(axes[1][0], results.get("p2", {}))
+    _bars(axes[1][1], "P3: keys/s", {n: r for n, r in results.get("p3", {}).get("rows", [])}, log=True)
+    _bars(axes[1][2], "P4: tweets/s by max_active_transactions",
           {f"mat={m}": f["rate"] for m, f in results.get("p4", {}).get("drains", {}).items()})
-    _bars(axes[1][1], "peak RSS (MB)", {g: m["peak_mb"] for g, m in results.get("memory", {}).items()})
-    axes[1][2].axis("off")
+    _bars(axes[2][0], "peak RSS (MB)", {g: m["peak_mb"] for g, m in results.get("memory", {}).items()})
+    for ax in axes[2][1:]:
+        ax.axis("off")
     s = results["settings"]
     text = "\n".join(textwrap.fill(f"{k}: {v}", 60, subsequent_indent="  ") for k, v in s.items() if k != "command")
-    axes[1][2].text(0, 1, text, va="top", family="monospace", fontsize=7)
+    axes[2][1].text(0, 1, text, va="top", family="monospace", fontsize=7)
     fig.suptitle(f"txdag benchmark {results['started']} ({s.get('tweets', 0):,} tweets, batch {s.get('batch')})")
     fig.tight_layout()
     path = out / "chart.png"
@@ -139,6 +152,7 @@ def _bars(ax, title: str, values: dict[str, float], log: bool = False) -> None: 
     ax.barh(names, [values[n] for n in names], color="#4c72b0")
     if log:
         ax.set_xscale("log")
+        ax.minorticks_off()
     for i, n in enumerate(names):
         ax.text(values[n], i, f" {values[n]:,.0f}", va="center", fontsize=8)
     ax.tick_params(axis="y", labelsize=8)
@@ -156,4 +170,64 @@ def _latency(ax, p2: dict) -> None:  # type: ignore[no-untyped-def]
         ax.barh(list(p2), widths, left=[left[m] for m in p2], color=color, label=part)
         for m, w in zip(p2, widths):
             left[m] += w
+    ax.legend(fontsize=8)
+
+
+def phase_rows(results: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Per measured case (P1 warm/cold per txid, P2 warm/cold), the seconds of each phase of one txid, in order: the
+    scheduler's waits, coordinate, the process task's Airflow part and its job's steps, commit (medians)."""
+    cases: dict[str, dict[str, float]] = {}
+    for key in ("txdag_warm", "txdag_cold"):
+        f = results.get("p1", {}).get(key)
+        if f and f.get("median_per_txid"):
+            med = f["median_per_txid"]
+            cases[f"P1 {key[6:]}"] = _split(med["gap c>p"] + med["gap p>c"], med, f.get("job_per_txid") or {})
+    for mode, p2 in results.get("p2", {}).items():
+        med = {k: v["median"] for k, v in p2["summary"].items()}
+        cases[f"P2 {mode}"] = _split(med["wait"], med, p2.get("job") or {})
+    return cases
+
+
+def _split(wait: float, med: dict[str, float], steps: dict[str, float]) -> dict[str, float]:
+    process = {f"process: {k}": v for k, v in steps.items()} if steps else {"process": med["process"]}
+    return {"scheduler wait": wait, "coordinate": med["coordinate"], **process, "commit": med["commit"]}
+
+
+def _phases(ax, cases: dict[str, dict[str, float]]) -> None:  # type: ignore[no-untyped-def]
+    ax.set_title("one txid, phase by phase (s, medians)", fontsize=10)
+    if not cases:
+        ax.text(0.5, 0.5, "not measured", ha="center", transform=ax.transAxes)
+        return
+    names = list(dict.fromkeys(n for phases in cases.values() for n in phases))
+    colors = matplotlib_colors(len(names))
+    left = dict.fromkeys(cases, 0.0)
+    for name, color in zip(names, colors):
+        widths = [cases[c].get(name, 0.0) for c in cases]
+        ax.barh(list(cases), widths, left=[left[c] for c in cases], color=color, label=name)
+        for c, w in zip(cases, widths):
+            left[c] += w
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, -0.08), ncol=2)
+    ax.invert_yaxis()
+
+
+def matplotlib_colors(n: int) -> list:
+    import matplotlib.pyplot as plt
+
+    cmap = plt.get_cmap("tab20")
+    return [cmap(i % 20) for i in range(n)]
+
+
+def _progress(ax, p1: dict) -> None:  # type: ignore[no-untyped-def]
+    ax.set_title("P1: tweets committed over time", fontsize=10)
+    drawn = False
+    for key in ("txdag_warm", "txdag_cold"):
+        f = p1.get(key)
+        if f and f.get("commits"):
+            done = [min((i + 1) * f["batch"], f["tweets"]) for i in range(len(f["commits"]))]
+            ax.step([0.0, *f["commits"]], [0, *done], where="post", label=f"txdag {key[6:]}")
+            drawn = True
+    if not drawn:
+        ax.text(0.5, 0.5, "not measured", ha="center", transform=ax.transAxes)
+        return
+    ax.set_xlabel("seconds from the first trigger", fontsize=8)
     ax.legend(fontsize=8)

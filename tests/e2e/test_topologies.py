@@ -356,6 +356,11 @@ def test_a_stateful_step_survives_a_restart_between_prepare_and_commit(airflow, 
     run2 = run_of_txid(records, 2)
     assert airflow.api.task_instance(dag, run2, "commit")["try_number"] == 2
     assert "key-value recovery: committed txid 2" in airflow.api.task_log(dag, run2, "commit", 2)
+    # txid 2's process (triggered with txid 1's) reads the state as of txid 1, whose spark-submit job takes seconds:
+    # it waited deferred on the triggerer, holding no slot, and processed once txid 1 had committed
+    log2 = airflow.api.task_log(dag, run2, "process", airflow.api.task_instance(dag, run2, "process")["try_number"])
+    assert "deferred: back once txid 1 is committed" in log2, log2[-3000:]
+    assert "txid=2 attempt=1: processing 40 tuples" in log2.split("deferred: back once txid 1", 1)[1], log2[-3000:]
 
     truth, expected_sum = running_sum_truth(airflow.sources.stateful, batch=40)
     with redis.Redis.from_url(airflow.redis_url) as admin:

@@ -84,7 +84,10 @@ def test_the_profile_gives_each_stack_to_its_task_and_names_the_calls_out_of_txd
 def _results() -> dict:
     drain = {"tweets": 1000, "txids": 10, "batch": 100, "mat": 2, "mode": "connect", "seconds": 20.0, "rate": 50.0,
              "median_per_txid": {"coordinate": 1.0, "process": 2.0, "commit": 0.5, "gap c>p": 1.0, "gap p>c": 1.5,
-                                 "total": 6.0}}
+                                 "total": 6.0},
+             "job_per_txid": {"import": 0.3, "connect": 0.02, "read": 0.05, "plan": 0.1, "stage": 0.6, "seal": 0.01,
+                              "airflow": 0.92},
+             "commits": [2.0 * i for i in range(1, 11)]}
     part = {"median": 1.0, "min": 0.5, "max": 2.0}
     return {
         "started": "2026-11-23T00:00:00Z", "settings": {"tweets": 1000, "batch": 100, "command": "x"},
@@ -92,7 +95,8 @@ def _results() -> dict:
                "peer": {"tweets": 1000, "seconds": 10.0, "rate": 100.0, "micro_batches": 10},
                "ratios": {"txdag/baseline": 0.005, "txdag/peer": 0.5}},
         "p2": {"warm": {"samples": [{}, {}, {}], "summary": {k: part for k in
-                                                             ("total", "wait", "coordinate", "process", "commit")}}},
+                                                             ("total", "wait", "coordinate", "process", "commit")},
+                        "job": {"read": 0.01, "stage": 0.4, "airflow": 0.59}}},
         "p3": {"keys": 100, "repeat": 1, "rows": [["txdag commit", 5.0], ["redis-benchmark -t hset -P 16", 10.0]],
                "ratios": {"txdag commit / redis-benchmark HSET": 0.5}},
         "p4": {"tweets": 1000, "drains": {"1": drain, "2": drain, "4": drain}, "ratio_4_1": 1.0},
@@ -104,12 +108,44 @@ def test_the_table_has_every_figure_and_the_chart_is_a_png(tmp_path, capsys):
     results = _results()
     text = report.print_table(results)
     for figure in ("P1 txdag, warm Spark", "P1 ratio txdag/peer", "P2 warm: scheduler wait", "P3 ratio",
-                   "P4 ratio mat=4 / mat=1", "peak RSS: Spark Connect server JVM", "P1 warm, per txid"):
+                   "P4 ratio mat=4 / mat=1", "peak RSS: Spark Connect server JVM", "P1 warm, per txid",
+                   "P1 warm, process task: import / connect / read / plan / stage / seal / airflow",
+                   "0.30 / 0.02 / 0.05 / 0.10 / 0.60 / 0.01 / 0.92 s", "P2 warm, process task: read / stage"):
         assert figure in text
     assert "50 tweets/s" in text and "0.5x" in text
     assert json.loads(report.write_json(results, tmp_path).read_text())["p1"]["ratios"]["txdag/peer"] == 0.5
     chart = report.write_chart(results, tmp_path)
     assert chart is not None and chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_txid_splits_into_its_phases_in_order():
+    rows = report.phase_rows(_results())
+    assert list(rows) == ["P1 warm", "P2 warm"]
+    assert rows["P1 warm"] == {"scheduler wait": 2.5, "coordinate": 1.0, "process: import": 0.3,
+                               "process: connect": 0.02, "process: read": 0.05, "process: plan": 0.1,
+                               "process: stage": 0.6, "process: seal": 0.01, "process: airflow": 0.92, "commit": 0.5}
+    assert sum(v for k, v in rows["P1 warm"].items() if k.startswith("process")) == pytest.approx(2.0)
+    assert list(rows["P2 warm"]) == ["scheduler wait", "coordinate", "process: read", "process: stage",
+                                     "process: airflow", "commit"]
+
+
+def test_the_job_steps_come_from_the_process_tasks_last_try():
+    from tput import drain
+
+    class Api:
+        def task_instance(self, dag, run, task):
+            return {"try_number": 2}
+
+        def task_log(self, dag, run, task, try_number):
+            assert (task, try_number) == ("process", 2)
+            return ("... txdag job done: topology=t txid=1 attempt=1 batch=5 rejected=0 partials: none; timings: "
+                    "import 0.250 s, connect 0.030 s, read 0.100 s, stage 0.500 s, seal 0.020 s\nnext line")
+
+    steps = drain.job_steps(Api(), "d", "r", process_seconds=1.5)
+    assert steps == {"import": 0.25, "connect": 0.03, "read": 0.1, "stage": 0.5, "seal": 0.02,
+                     "airflow": pytest.approx(0.6)}
+    assert drain.median_steps([{"a": 1.0, "b": 2.0}, {"a": 3.0}, {"b": 4.0, "c": 1.0}]) == {"a": 2.0, "b": 3.0,
+                                                                                              "c": 1.0}
 
 
 def test_the_sampler_files_a_process_and_its_children_under_their_groups():

@@ -71,6 +71,14 @@ def test_a_dead_triggerers_commit_waits_move_on_within_the_budget() -> None:
     assert 3 * AIRFLOW_DEFAULTS["triggerer_job_heartbeat_sec"] <= threshold <= BUDGET
 
 
+def test_both_set_ups_wake_the_scheduler_as_often() -> None:
+    """Each step of a txid waits for the scheduler's next loop; Airflow's 1 s idle sleep cost a 1-tweet txid ~2 s of
+    its ~4 s (issue 18, bench/throughput.py P2). Both set-ups ship the same shorter sleep, above a busy loop's."""
+    sh, compose = airflow_sh_scheduler(), compose_scheduler()
+    assert sh["scheduler_idle_sleep_time"] == compose["scheduler_idle_sleep_time"]
+    assert 0.1 <= sh["scheduler_idle_sleep_time"] < 1
+
+
 def test_each_heartbeat_gets_several_chances(settings) -> None:
     """Too short and a healthy task (or scheduler) whose heartbeats stall for a moment is failed: keep at least three
     heartbeat intervals inside each timeout."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -21,6 +22,7 @@ from airflow.sdk.exceptions import (
     AirflowFailException,
     AirflowRescheduleException,
     AirflowSkipException,
+    TaskDeferred,
 )
 
 from txdag.airflow.connections import require_connections
@@ -84,11 +86,16 @@ class CoordinateOperator(BaseOperator):
                 return emission_to_xcom(outcome, size)
         raise coordinate_refusal(self, t, run_id, outcome)
 
+    def resume(self, context: Any, event: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Back from waiting for a place among max_active_transactions (TxidSettled fired): coordinate again."""
+        return self.execute(context)
+
 
 def coordinate_refusal(task: BaseOperator, t: TransactionalTopology, run_id: str,
-                       outcome: CoordinateOutcome) -> Exception:
+                       outcome: CoordinateOutcome) -> BaseException:
     """What a run without an emission raises: a skip when the spout has nothing to read (no txid consumed), a
-    reschedule when it waits (the lock, max_active_transactions, or its own failed predecessor), a failure (that
+    deferral while max_active_transactions txids are uncommitted (TxidSettled resumes it once the oldest is
+    committed or failed), a reschedule when it waits otherwise (the lock, its own failed predecessor), a failure (that
     Airflow retries) when the source is down, a failure without retries when the definition is not the topology's
     owner (it names what changed and the command that accepts it) or when an earlier txid is failed: that run is
     red in the UI, never a green skip, and its message names the failed txid, its error and the ways out. It owns
@@ -108,6 +115,12 @@ def coordinate_refusal(task: BaseOperator, t: TransactionalTopology, run_id: str
         task.log.info("topology=%s run=%s: skipped, no txid consumed: %s", t.topology_id, run_id, outcome.reason)
         return AirflowSkipException(outcome.reason)
     assert isinstance(outcome, Busy | Wait)
+    if isinstance(outcome, Busy) and outcome.waiting_on is not None:
+        task.log.info("topology=%s run=%s: waiting (%s); deferred: back once txid %s is committed or failed, at the "
+                      "latest in %gs", t.topology_id, run_id, outcome.reason, outcome.waiting_on,
+                      t.commit_poke_interval)
+        return TaskDeferred(trigger=TxidSettled(t.topology_id, t.zookeeper_conn_id, outcome.waiting_on,
+                                                t.commit_poke_interval), method_name="resume")
     task.log.info("topology=%s run=%s: waiting (%s); trying again in %ss", t.topology_id, run_id,
                   outcome.reason, t.commit_poke_interval)
     return _later(t.commit_poke_interval)
@@ -138,14 +151,20 @@ def process_txid(task: BaseOperator, context: Any, run_job: Callable[[TopologyRu
 
 def process_result(task: BaseOperator, t: TransactionalTopology, tx: Any, emitted: dict[str, Any],
                    outcome: ProcessOutcome) -> dict[str, Any]:
-    """The process task's XCom, or what it raises: a reschedule while it waits (its key-value predecessor, or a
-    definition that differs from the topology's owner), a failure without retries when its attempt was superseded
-    (a retry could only drop its result again)."""
+    """The process task's XCom, or what it raises: a deferral while it waits for its key-value predecessor
+    (TxidSettled resumes it once txid - 1 is committed), a reschedule while the definition differs from the
+    topology's owner, a failure without retries when its attempt was superseded (a retry could only drop its
+    result again)."""
     if isinstance(outcome, AlreadyCommitted):
         task.log.info("topology=%s txid=%s attempt=%s: committed already; nothing to process",
                       t.topology_id, tx.txid, tx.attempt)
         return emitted
-    if isinstance(outcome, Wait | OwnerChanged):
+    if isinstance(outcome, Wait):
+        _wait_log(task, t, tx, outcome, f"deferred: back once txid {outcome.waiting_on} is committed, at the latest "
+                  f"in {t.commit_poke_interval:g}s")
+        task.defer(trigger=TxidSettled(t.topology_id, t.zookeeper_conn_id, outcome.waiting_on,
+                                       t.commit_poke_interval, committed_only=True), method_name="resume")
+    if isinstance(outcome, OwnerChanged):
         _wait_log(task, t, tx, outcome)
         raise _later(t.commit_poke_interval)
     if not isinstance(outcome, Processed):
@@ -179,6 +198,10 @@ class ProcessOperator(SparkSubmitOperator):
 
         return process_txid(self, context, submit)
 
+    def resume(self, context: Any, event: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Back from waiting on its key-value predecessor (TxidSettled fired): run the process step again."""
+        return self.execute(context)
+
     def _local_env(self) -> dict[str, str]:
         """In local mode the job's driver and workers use the Python that runs Airflow (it has txdag)."""
         master = str(self._get_hook()._connection.get("master", ""))
@@ -197,9 +220,12 @@ class WarmProcessOperator(BaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         def run_warm(rt: TopologyRuntime, emission: Emission) -> None:
+            started = time.perf_counter()
             from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 
             from txdag.spark.connect import run_connected
+
+            imported = time.perf_counter() - started
 
             spec = rt.job_spec(emission)
             clients = {c: rt.clients.redis(c) for c in {spec.redis_conn_id, *spec.source.conn_ids()}}
@@ -208,9 +234,13 @@ class WarmProcessOperator(BaseOperator):
                 result = run_connected(spec, self.topology.job_path, clients, url, rt.kv_configs)
             except Exception as exc:
                 raise warm_failure(self.topology.topology_id, emission.tx, exc) from exc
-            self.log.info("%s", result.summary())
+            self.log.info("%s", result.timed("import", imported).summary())
 
         return process_txid(self, context, run_warm)
+
+    def resume(self, context: Any, event: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Back from waiting on its key-value predecessor (TxidSettled fired): run the process step again."""
+        return self.execute(context)
 
 
 def submit_failure(topology: str, tx: Any, exc: BaseException) -> JobFailed:

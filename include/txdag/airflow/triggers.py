@@ -1,9 +1,11 @@
-"""The trigger a waiting commit defers on: it fires the moment the txid it waits on is settled in ZooKeeper.
+"""The trigger a waiting step defers on: it fires the moment the txid it waits on is settled in ZooKeeper.
 
-A commit of txid N waits until txid N - 1 is committed (or failed: then N is refused). Deferring on this
-trigger, instead of rescheduling every ``commit_poke_interval``, resumes the task as soon as N - 1 settles, and
-holds neither a worker nor the topology's pool slot meanwhile. The trigger decides nothing: on any event (settled,
-its own time limit, an error) the task runs the commit step again, which decides.
+A commit of txid N waits until txid N - 1 is committed (or failed: then N is refused); so does the process step of
+a topology with key-value states (it reads the state as of N - 1), for which only a commit of N - 1 settles it (a
+failed N - 1 leaves it waiting for the replay, looking again at the time limit). Deferring on this trigger, instead
+of rescheduling every ``commit_poke_interval``, resumes the task as soon as N - 1 settles, and holds neither a
+worker nor the topology's pool slot meanwhile. The trigger decides nothing: on any event (settled, its own time
+limit, an error) the task runs its step again, which decides.
 """
 
 from __future__ import annotations
@@ -24,17 +26,19 @@ POLL_SECONDS = 0.25  # one znode read per waiting commit: cheap for ZooKeeper, q
 
 
 class TxidSettled(BaseTrigger):
-    """Fires once txid ``waiting_on`` of ``topology_id`` is committed or failed, or after ``limit`` seconds."""
+    """Fires once txid ``waiting_on`` of ``topology_id`` is committed or failed (only committed with
+    ``committed_only``), or after ``limit`` seconds."""
 
-    def __init__(self, topology_id: str, zookeeper_conn_id: str, waiting_on: int, limit: float) -> None:
+    def __init__(self, topology_id: str, zookeeper_conn_id: str, waiting_on: int, limit: float,
+                 committed_only: bool = False) -> None:
         super().__init__()
         self.topology_id, self.zookeeper_conn_id = topology_id, zookeeper_conn_id
-        self.waiting_on, self.limit = waiting_on, limit
+        self.waiting_on, self.limit, self.committed_only = waiting_on, limit, committed_only
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (f"{type(self).__module__}.{type(self).__name__}",
                 {"topology_id": self.topology_id, "zookeeper_conn_id": self.zookeeper_conn_id,
-                 "waiting_on": self.waiting_on, "limit": self.limit})
+                 "waiting_on": self.waiting_on, "limit": self.limit, "committed_only": self.committed_only})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         loop = asyncio.get_running_loop()
@@ -45,15 +49,15 @@ class TxidSettled(BaseTrigger):
             client = await asyncio.to_thread(settings.connect)
             store = TransactionStore(client, self.topology_id, root=settings.root)
             while loop.time() < deadline:
-                if await asyncio.to_thread(settled, store, self.waiting_on):
+                if await asyncio.to_thread(settled, store, self.waiting_on, self.committed_only):
                     why = "settled"
                     break
                 await asyncio.sleep(POLL_SECONDS)
         except Exception as exc:  # noqa: BLE001 - the task's own step reports the service; this only wakes it
             why = f"{type(exc).__name__}: {exc}"
-            self.log.warning("topology=%s: cannot watch txid %s (%s); the commit looks again itself in %gs",
+            self.log.warning("topology=%s: cannot watch txid %s (%s); the task looks again itself in %gs",
                              self.topology_id, self.waiting_on, why, max(0.0, deadline - loop.time()))
-            # not at once: a connection the triggerer lacks but the worker has would make the commit defer and
+            # not at once: a connection the triggerer lacks but the worker has would make the task defer and
             # wake in a loop; at the time limit it is the reschedule it replaced
             await asyncio.sleep(max(0.0, deadline - loop.time()))
         finally:
@@ -62,8 +66,10 @@ class TxidSettled(BaseTrigger):
         yield TriggerEvent({"waiting_on": self.waiting_on, "why": why})
 
 
-def settled(store: TransactionStore, txid: int) -> bool:
-    """Whether ``txid`` is committed or failed, or gone (cleaned up after its commit): one read of its record, which
-    a commit moves to COMMITTED in the same ZooKeeper transaction as the topology's committed txid."""
+def settled(store: TransactionStore, txid: int, committed_only: bool = False) -> bool:
+    """Whether ``txid`` is committed (or failed, unless ``committed_only``), or gone (cleaned up after its commit):
+    one read of its record, which a commit moves to COMMITTED in the same ZooKeeper transaction as the topology's
+    committed txid."""
     found = store.read_txid(txid)
-    return found is None or found[0].status in (TxStatus.COMMITTED, TxStatus.FAILED)
+    done = (TxStatus.COMMITTED,) if committed_only else (TxStatus.COMMITTED, TxStatus.FAILED)
+    return found is None or found[0].status in done

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 import redis
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StringType, StructField, StructType
 
 from txdag.commit.rejections import record_rejections
 from txdag.errors import ConfigError
@@ -18,6 +19,8 @@ from txdag.spouts.base import Batch
 from txdag.topology.definition import JobSpec
 
 BATCH_SCHEMA = "id string, value string, partition string"
+# The same as a type: Spark Connect parses a DDL string on the server, one round trip per DataFrame built.
+BATCH_TYPE = StructType([StructField(name, StringType()) for name in ("id", "value", "partition")])
 
 
 def client_for(clients: Mapping[str, redis.Redis], conn_id: str, spec: JobSpec) -> redis.Redis:
@@ -40,4 +43,4 @@ def read_batch(spec: JobSpec, clients: Mapping[str, redis.Redis]) -> tuple[Batch
 def batch_frame(spark: SparkSession, batch: Batch) -> DataFrame:
     """``id string, value string, partition string``, one row per record (partition is null for tweets)."""
     rows = [(r.id, r.value, r.partition) for r in batch.records]
-    return spark.createDataFrame(rows, schema=BATCH_SCHEMA)
+    return spark.createDataFrame(rows, schema=BATCH_TYPE)

@@ -17,6 +17,7 @@ import hashlib
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -123,11 +124,13 @@ def run_connected(spec: JobSpec, job_path: str, clients: Mapping[str, redis.Redi
     previous = os.environ.get(CONNECT_MODE)
     os.environ[CONNECT_MODE] = "1"
     try:
+        started = time.perf_counter()
         spark = shared_session(url, spec.topology)
+        connected = time.perf_counter() - started
         log.info("topology %r %s runs in Spark Connect session %s", spec.topology, spec.tx,
                  cast(ConnectSession, spark).session_id)
         try:
-            return run_job(spec, process, clients, spark, kv_configs)
+            return run_job(spec, process, clients, spark, kv_configs).timed("connect", connected)
         finally:
             spark.stop()  # closes this client; the shared session stays open on the server
     finally:  # later classic sessions, and spark-submit children, of this process stay classic

@@ -77,14 +77,15 @@ def key_columns(ctx: StageContext, frame: DataFrame, what: str) -> list[str]:
     return [f"k{i}" for i in range(n)]
 
 
-def field_column(ctx: StageContext, frame: DataFrame, keys: list[str]) -> Column:
+def field_column(ctx: StageContext, frame: DataFrame, keys: list[str], types: dict[str, Any] | None = None) -> Column:
     """The state's hash field of each row (null when a key part is null): Spark expressions for the common
     shapes (joined strings, one string), the state's own key codec on the executors otherwise, so the field is
-    exactly what ``KeyCodec.encode`` gives everywhere else."""
+    exactly what ``KeyCodec.encode`` gives everywhere else. ``types`` (column -> Spark type) saves a schema round
+    trip when the caller has the types already."""
     codec = map_state(ctx, "keyed output").codec()
     if not keys:
         return F.lit(GLOBAL_KEY[0])
-    types = {f.name: f.dataType for f in frame.schema.fields}
+    types = types or {f.name: f.dataType for f in frame.schema.fields}
     any_null = reduce(lambda a, b: a | b, [F.col(k).isNull() for k in keys])
     if isinstance(codec, JoinedKeyCodec):
         if not all(isinstance(types[k], StringType) for k in keys):
@@ -101,11 +102,16 @@ def field_column(ctx: StageContext, frame: DataFrame, keys: list[str]) -> Column
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"{where}: cannot store key {parts!r}: {exc}") from None
 
-    encoded = F.udf(encode, "string", useArrow=True)
+    encoded = F.udf(encode, StringType(), useArrow=True)
     if len(keys) == 1 and isinstance(types[keys[0]], StringType):  # kept as is unless it starts with "["
         key = F.col(keys[0])
         return F.when(key.isNull(), F.lit(None)).when(key.startswith("["), encoded(key)).otherwise(key)
     return encoded(*[F.col(k) for k in keys])
+
+
+def key_types(frame: DataFrame, keys: list[str]) -> dict[str, Any]:
+    """The key columns' Spark types under their names k0.., from ``frame``'s schema (fetched once per DataFrame)."""
+    return {k: f.dataType for k, f in zip(keys, frame.schema.fields)}
 
 
 def check_sum(ctx: StageContext, frame: DataFrame) -> list[str]:
@@ -127,7 +133,8 @@ def summed(ctx: StageContext, frame: DataFrame) -> DataFrame:
         total = F.sum("v").cast("long") if kind.scale == 0 else F.sum("v").cast("double")
     else:
         total = F.sum("v")
-    rows = named.select(field_column(ctx, named, keys).alias("field"), "v").groupBy("field").agg(total.alias("v"))
+    field = field_column(ctx, named, keys, key_types(frame, keys))
+    rows = named.select(field.alias("field"), "v").groupBy("field").agg(total.alias("v"))
     return rows.where(F.col("v").isNotNull()).select(F.lit(ctx.key).alias("key"), "field",
                                                       F.col("v").cast("string").alias("value"))
 
@@ -169,7 +176,7 @@ class CombinedOutput:
         ref = ref_of(self.aggregator)
         keys = key_columns(ctx, self.frame, "persistent aggregate")
         named = self.frame.toDF(*keys, "v")
-        rows = named.select(field_column(ctx, named, keys).alias("field"), "v")
+        rows = named.select(field_column(ctx, named, keys, key_types(self.frame, keys)).alias("field"), "v")
         written = write_fields(rows, ctx.client_spec, ctx.key, ctx.tx, ctx.topology, ctx.state_where, encode_json)
         return OutputSpec(COMBINE, written, ref, {"new_values": self.new_values})
 

@@ -10,8 +10,9 @@ key once), and seals last. A job that dies before the seal leaves staging the co
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import redis
@@ -43,11 +44,31 @@ class JobResult:
     batch_size: int
     rejected: int
     partials: dict[str, int] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per step, in order (Timer)
 
     def summary(self) -> str:
         staged = ", ".join(f"{name}={n}" for name, n in self.partials.items()) or "none"
+        spent = ", ".join(f"{step} {seconds:.3f} s" for step, seconds in self.timings.items())
         return (f"txdag job done: topology={self.topology} txid={self.tx.txid} attempt={self.tx.attempt} "
-                f"batch={self.batch_size} rejected={self.rejected} partials: {staged}")
+                f"batch={self.batch_size} rejected={self.rejected} partials: {staged}"
+                + (f"; timings: {spent}" if spent else ""))
+
+    def timed(self, step: str, seconds: float) -> JobResult:
+        """This result with ``step`` (done before the job: an import, a connection) first in its timings."""
+        return replace(self, timings={step: seconds, **self.timings})
+
+
+class Timer:
+    """Seconds per step of a job, for its summary line: where a txid's time went (issue 18's profile)."""
+
+    def __init__(self) -> None:
+        self.steps: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def done(self, step: str) -> None:
+        now = time.perf_counter()
+        self.steps[step] = self.steps.get(step, 0.0) + now - self._last
+        self._last = now
 
 
 def _where(spec: JobSpec) -> str:
@@ -80,15 +101,22 @@ def run_job(
 ) -> JobResult:
     """Read the batch, run ``process``, check its outputs, stage each state from the executors, seal.
     ``kv_configs`` are the key-value states' provider configs, by name (txdag.topology.kvstates)."""
+    timer = Timer()
     state_client = client_for(clients, spec.redis_conn_id, spec)
     batch, rejected = read_batch(spec, clients)
-    frame = batch_frame(spark, batch).cache()  # every state's query reads the batch again
+    timer.done("read")
+    frame = batch_frame(spark, batch)
     staged: dict[str, OutputSpec] = {}
     job = JobContext(spec, portable(state_client), kv_configs or {})
+    cached = False
     try:
         with running(job):
             returned = process(frame)
         outputs = check_outputs(spec, returned, job.client_spec)
+        timer.done("plan")
+        if any(not isinstance(out, DataFrame) for _, out in outputs):  # several Spark jobs read the batch
+            frame.cache()
+            cached = True
         # the numeric partials of every state in one Spark job, then the other outputs one by one; the fault point
         # follows the first step that staged something: staged in part, not sealed, a crash must not commit
         staged.update(stage_sums([(ctx, out) for ctx, out in outputs if isinstance(out, DataFrame)]))
@@ -99,8 +127,12 @@ def run_job(
                 staged[ctx.state.name] = stage_output(ctx, output)
                 crash_if_requested("process", spec.topology, spec.tx)
     finally:
-        frame.unpersist()
+        if cached:
+            frame.unpersist()
+    timer.done("stage")
     Staging(state_client, spec.topology).seal(spec.tx, staged)
-    result = JobResult(spec.topology, spec.tx, len(batch), rejected, {n: o.count for n, o in staged.items()})
+    timer.done("seal")
+    result = JobResult(spec.topology, spec.tx, len(batch), rejected, {n: o.count for n, o in staged.items()},
+                       timer.steps)
     log.info("%s", result.summary())
     return result

@@ -242,7 +242,8 @@ class Coordinator:
         if topo.last_txid - topo.committed_txid >= self.max_active:
             return Busy(
                 f"topology {self.name!r}: {self.max_active} txid(s) uncommitted (txids "
-                f"{topo.committed_txid + 1}..{topo.last_txid}); run {run_id!r} waits for a commit"
+                f"{topo.committed_txid + 1}..{topo.last_txid}); run {run_id!r} waits for a commit",
+                waiting_on=topo.committed_txid + 1,
             )
         last = recs.get(topo.last_txid) or (self._record(topo.last_txid) if topo.last_txid else None)
         prev = last[0].metadata if last else None

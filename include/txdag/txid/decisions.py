@@ -44,9 +44,11 @@ class NotReady:
 
 @dataclass(frozen=True)
 class Busy:
-    """``max_active_transactions`` txids are uncommitted (or the lock is held): try again later."""
+    """``max_active_transactions`` txids are uncommitted (or the lock is held): try again later; ``waiting_on``,
+    when known, is the txid whose commit frees a place."""
 
     reason: str
+    waiting_on: int | None = None
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
-"""The trigger a waiting commit defers on (txdag.airflow.triggers.TxidSettled), run as the triggerer runs it (its
-``run()`` in an event loop, the connection from AIRFLOW_CONN_*) against a real ZooKeeper: it fires when the txid it
-waits on commits or fails, not before; at its time limit otherwise; and a ZooKeeper it cannot reach wakes the task
-(whose own step then names the service) at its time limit, instead of raising in the triggerer or waking it in a
-loop."""
+"""The trigger a waiting step defers on (txdag.airflow.triggers.TxidSettled), run as the triggerer runs it
+(its ``run()`` in an event loop, the connection from AIRFLOW_CONN_*) against a real ZooKeeper: it fires when the txid
+it waits on commits or fails (only commits, for a process step), not before; at its time limit otherwise; and a
+ZooKeeper it cannot reach wakes the task (whose own step then names the service) at its time limit, instead of
+raising in the triggerer or waking it in a loop."""
 
 from __future__ import annotations
 
@@ -45,10 +45,10 @@ def first_event(trigger) -> dict:
     return asyncio.run(run())
 
 
-def trigger(prefix: str, waiting_on: int, limit: float, conn: str = CONN):
+def trigger(prefix: str, waiting_on: int, limit: float, conn: str = CONN, committed_only: bool = False):
     from txdag.airflow.triggers import TxidSettled
 
-    return TxidSettled(prefix, conn, waiting_on, limit)
+    return TxidSettled(prefix, conn, waiting_on, limit, committed_only)
 
 
 def later(seconds: float, change) -> threading.Thread:
@@ -85,6 +85,18 @@ def test_it_does_not_fire_for_a_later_txid_or_before_its_time_limit(store, prefi
     assert event == {"waiting_on": 2, "why": "time limit"}
 
 
+def test_a_process_waiting_on_its_key_value_predecessor_wakes_on_its_commit_not_its_failure(store, prefix) -> None:
+    """committed_only (the process step of a topology with key-value states): a failed txid 1 would only make the
+    step wait again, so it does not fire the trigger (the time limit does); a committed one does."""
+    changed = later(0.2, lambda: fail(store, 1))
+    event = first_event(trigger(prefix, 1, limit=1.5, committed_only=True))
+    changed.join()
+    assert event == {"waiting_on": 1, "why": "time limit"}
+    changed = later(0.2, lambda: commit(store, 2))
+    assert first_event(trigger(prefix, 2, limit=120, committed_only=True)) == {"waiting_on": 2, "why": "settled"}
+    changed.join()
+
+
 def test_a_txid_already_settled_fires_at_once(store, prefix) -> None:
     commit(store, 1)
     assert first_event(trigger(prefix, 1, limit=120)) == {"waiting_on": 1, "why": "settled"}
@@ -97,4 +109,4 @@ def test_a_zookeeper_it_cannot_reach_wakes_the_task_at_its_time_limit(store, pre
     assert event["waiting_on"] == 1 and "ServiceUnavailable" in event["why"], event
     said = capfd.readouterr().out  # the triggerer's log (structlog prints it)
     assert f"topology={prefix}: cannot watch txid 1 (ServiceUnavailable: ZooKeeper is not reachable" in said
-    assert "the commit looks again itself in" in said
+    assert "the task looks again itself in" in said

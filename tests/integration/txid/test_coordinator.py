@@ -93,6 +93,7 @@ def test_window_of_max_pending_txids(store: TransactionStore) -> None:
     assert txs == [TA(1, 1), TA(2, 1), TA(3, 1)]
     busy = coord.coordinate("r4")
     assert isinstance(busy, Busy) and "3 txid(s) uncommitted" in busy.reason
+    assert busy.waiting_on == 1  # its commit frees a place: the run's task defers on it
     assert store.read_topology()[0].last_txid == 3  # Busy consumed nothing
     commit(coord, txs[0])
     assert emit(coord, "r4").tx == TA(4, 1)
@@ -296,7 +297,7 @@ def test_lock_held_elsewhere_gives_busy(store: TransactionStore) -> None:
         outcome = coord.coordinate("r1")
     finally:
         other.release()
-    assert isinstance(outcome, Busy) and "lock" in outcome.reason
+    assert isinstance(outcome, Busy) and "lock" in outcome.reason and outcome.waiting_on is None  # rescheduled
 
 
 def test_two_coordinators_racing_never_share_a_txid(zk_hosts: str, zk_root: str, prefix: str) -> None:

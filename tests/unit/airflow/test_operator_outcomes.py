@@ -64,6 +64,22 @@ def test_a_run_that_waits_is_rescheduled_about_the_poke_interval_later(ops, outc
     assert 5 < (exc.reschedule_date - datetime.now(UTC)).total_seconds() <= 7
 
 
+def test_a_run_waiting_for_a_place_among_max_active_transactions_defers_until_the_oldest_settles(ops,
+                                                                                                 caplog) -> None:
+    """No fixed sleep: a run that finds max_active_transactions txids uncommitted (a backfill ignores the DAG's
+    max_active_runs) resumes as soon as the oldest of them commits, or fails (then it is refused, naming it)."""
+    from airflow.sdk.exceptions import TaskDeferred
+
+    topology = SimpleNamespace(topology_id="topo", commit_poke_interval=7, zookeeper_conn_id="zk_topo")
+    with caplog.at_level(logging.INFO, logger=TASK.log.name):
+        exc = ops.m.coordinate_refusal(TASK, topology, "run1", Busy("2 txid(s) uncommitted (txids 5..6)", 5))
+    assert isinstance(exc, TaskDeferred) and exc.method_name == "resume"
+    assert exc.trigger.serialize() == ("txdag.airflow.triggers.TxidSettled", {
+        "topology_id": "topo", "zookeeper_conn_id": "zk_topo", "waiting_on": 5, "limit": 7, "committed_only": False})
+    assert "run=run1: waiting (2 txid(s) uncommitted (txids 5..6)); deferred: back once txid 5 is committed or " \
+           "failed, at the latest in 7s" in caplog.text
+
+
 def test_a_source_down_fails_the_try_so_that_airflow_retries_it(ops) -> None:
     exc = refusal(ops, SourceDown("partition(s) 'b' unreachable"))
     assert isinstance(exc, SourceUnavailable) and not isinstance(exc, ops.Fail)
@@ -131,9 +147,31 @@ def test_process_of_a_committed_txid_passes_the_emission_on(ops) -> None:
     assert ops.m.process_result(TASK, TOPOLOGY, TA(4, 1), EMITTED, AlreadyCommitted(TA(4, 1), "done")) == EMITTED
 
 
-def test_process_waiting_for_a_key_value_predecessor_is_rescheduled(ops) -> None:
-    with pytest.raises(ops.Reschedule):
-        ops.m.process_result(TASK, TOPOLOGY, TA(4, 1), EMITTED, Wait("read as of txid 3", 3, replay=True))
+def test_process_waiting_for_a_key_value_predecessor_defers_until_it_commits(ops, caplog) -> None:
+    """No fixed sleep: the process of txid 4 (key-value states read as of txid 3) defers on a trigger that fires
+    once txid 3 is committed; a failed txid 3 does not fire it (the step would only wait again), the time limit
+    does."""
+    from airflow.sdk import BaseOperator
+    from airflow.sdk.exceptions import TaskDeferred
+
+    task = SimpleNamespace(log=TASK.log, defer=partial(BaseOperator.defer, None))
+    topology = SimpleNamespace(topology_id="topo", commit_poke_interval=7, zookeeper_conn_id="zk_topo")
+    with caplog.at_level(logging.INFO, logger=TASK.log.name), pytest.raises(TaskDeferred) as deferred:
+        ops.m.process_result(task, topology, TA(4, 1), EMITTED, Wait("read as of txid 3", 3, replay=True))
+    assert deferred.value.method_name == "resume"
+    assert deferred.value.trigger.serialize() == ("txdag.airflow.triggers.TxidSettled", {
+        "topology_id": "topo", "zookeeper_conn_id": "zk_topo", "waiting_on": 3, "limit": 7, "committed_only": True})
+    assert "read as of txid 3; deferred: back once txid 3 is committed, at the latest in 7s" in caplog.text
+
+
+@pytest.mark.parametrize("kind", ["CoordinateOperator", "ProcessOperator", "WarmProcessOperator", "CommitOperator"])
+def test_every_task_that_defers_resumes_by_running_its_step_again(ops, kind) -> None:
+    operator = getattr(ops.m, kind)
+    assert operator.resume.__qualname__ == f"{kind}.resume"
+    calls = []
+    fake = SimpleNamespace(execute=lambda context: calls.append(context) or {"txid": 4})
+    assert operator.resume(fake, {"run_id": "r"}, {"waiting_on": 3, "why": "settled"}) == {"txid": 4}
+    assert calls == [{"run_id": "r"}]
 
 
 def test_process_and_commit_of_a_changed_definition_wait_writing_nothing(ops, caplog) -> None:
@@ -175,7 +213,7 @@ def test_a_commit_waiting_for_its_predecessor_defers_until_it_settles(ops, caplo
         ops.m.commit_result(task, topology, TA(4, 1), Wait("txid 4 waits for txid 3 to commit", 3, replay=True))
     assert deferred.value.method_name == "resume"
     assert deferred.value.trigger.serialize() == ("txdag.airflow.triggers.TxidSettled", {
-        "topology_id": "topo", "zookeeper_conn_id": "zk_topo", "waiting_on": 3, "limit": 7})
+        "topology_id": "topo", "zookeeper_conn_id": "zk_topo", "waiting_on": 3, "limit": 7, "committed_only": False})
     assert "txid 4 waits for txid 3 to commit; deferred: back once txid 3 is committed or failed, at the latest " \
            "in 7s" in caplog.text
 
