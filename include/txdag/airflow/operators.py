@@ -174,13 +174,20 @@ def process_result(task: BaseOperator, t: TransactionalTopology, tx: Any, emitte
     return {**emitted, "txid": done.txid, "attempt": done.attempt, "metadata": outcome.emission.metadata}
 
 
+# Cold mode's driver JVM lives for one txid (10-30 s): compiling with the C1 compiler only starts it faster and costs
+# less CPU (tweets_analytics, 20,000 tweets, local[*]: 10.8 s against 13.1 s per spark-submit, median of 6, CPU 1.6x
+# less). A topology's spark_conf may set its own (executors on a cluster keep Java's default either way).
+COLD_DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+
+
 class ProcessOperator(SparkSubmitOperator):
     """Cold mode: ``spark-submit`` of the topology's job for this run's TransactionAttempt (see process_txid)."""
 
     ui_color = "#fdf2e9"
 
     def __init__(self, *, topology: TransactionalTopology, dag_file: str | None = None, **kwargs: Any) -> None:
-        conf = {"spark.ui.enabled": "false", **topology.spark_conf}
+        conf = {"spark.ui.enabled": "false", "spark.driver.extraJavaOptions": COLD_DRIVER_JAVA_OPTIONS,
+                **topology.spark_conf}
         super().__init__(application=topology.job_path, conn_id=topology.spark_conn_id, conf=conf,
                          name=f"txdag-{topology.topology_id}", **kwargs)
         self.topology, self.dag_file = topology, dag_file
