@@ -181,8 +181,12 @@ def check_airflow(args: argparse.Namespace) -> list[Check]:
                       "and TXDAG_AIRFLOW_PASSWORD (or AIRFLOW_HOME) for your instance")]
     bad = {k: v.get("status") for k, v in health.items() if isinstance(v, dict) and v.get("status") != "healthy"}
     if bad:
-        return [Check("airflow api", "warn", f"{api.base_url} answers; not healthy: {bad}",
-                      f"some components are down: {hints.how_to_start('airflow')}, and see their logs")]
+        fix = f"some components are down: {hints.how_to_start('airflow')}, and see their logs"
+        if "triggerer" in bad:  # deferred tasks wait for a triggerer that never comes: say which of txdag's
+            fix += ("; without a triggerer, txdag's waiting tasks stay deferred (a commit waiting for txid - 1, a "
+                    "process waiting for its key-value predecessor, a coordinate waiting for a place among "
+                    "max_active_transactions): start one with `airflow triggerer`")
+        return [Check("airflow api", "warn", f"{api.base_url} answers; not healthy: {bad}", fix)]
     return [Check("airflow api", "ok", f"{api.base_url} answers; {', '.join(health)} healthy")]
 
 

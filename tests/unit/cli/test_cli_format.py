@@ -208,3 +208,22 @@ def test_load_definitions_recursive_reads_linked_subfolders_as_airflow_does(tmp_
     found, errors = load_definitions(tmp_path / "home", recursive=True)
     assert list(found) == ["good"] and errors == {}
     assert found["good"].project_dir == str(tmp_path / "project")
+
+
+@pytest.mark.parametrize(("health", "status", "deferred"), [
+    ({"scheduler": {"status": "healthy"}, "triggerer": {"status": None}}, "warn", True),
+    ({"scheduler": {"status": "unhealthy"}, "triggerer": {"status": "healthy"}}, "warn", False),
+    ({"scheduler": {"status": "healthy"}, "triggerer": {"status": "healthy"}}, "ok", False),
+])
+def test_doctor_says_what_a_missing_triggerer_costs(monkeypatch, health, status, deferred) -> None:
+    """txdag's waits are deferred on the triggerer: without one they never resume, so doctor names them."""
+    from types import SimpleNamespace
+
+    from txdag.airflow import api
+    from txdag.cli.doctor import check_airflow
+
+    monkeypatch.setattr(api, "api_from_env", lambda: SimpleNamespace(base_url="http://x", health=lambda: health))
+    [check] = check_airflow(argparse.Namespace())
+    assert check.status == status
+    assert ("txdag's waiting tasks stay deferred" in check.fix) is deferred, check.fix
+    assert ("start one with `airflow triggerer`" in check.fix) is deferred
