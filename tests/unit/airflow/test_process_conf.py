@@ -25,5 +25,6 @@ def test_cold_mode_starts_its_short_lived_driver_jvm_with_c1_only_unless_the_top
 
     conf = process_conf()
     assert conf["spark.driver.extraJavaOptions"] == "-XX:TieredStopAtLevel=1" and conf["spark.ui.enabled"] == "false"
+    assert conf["spark.sql.optimizer.canChangeCachedPlanOutputPartitioning"] == "true"  # a stateful step's cache
     mine = process_conf(spark_conf={"spark.driver.extraJavaOptions": "-Xss4m"})
     assert mine["spark.driver.extraJavaOptions"] == "-Xss4m"
