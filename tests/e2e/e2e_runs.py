@@ -63,14 +63,15 @@ def check_commits(store: TransactionStore, expected_last: int) -> dict[int, obje
     return records
 
 
-def process_intervals(airflow: AirflowInstance, dag_id: str, runs: list[str]) -> list[tuple[datetime, datetime]]:
-    tis = [airflow.api.task_instance(dag_id, run, "process") for run in runs]
-    return [(_dt(ti["start_date"]), _dt(ti["end_date"])) for ti in tis if ti["state"] == "success"
-            and ti["start_date"]]
+def process_intervals(airflow: AirflowInstance, dag_id: str, runs: list[str]) -> list[tuple[str, datetime, datetime]]:
+    """When each run's process task ran: every try of it (a try that crashed mid-job was processing too), by run."""
+    return [(run, _dt(ti["start_date"]), _dt(ti["end_date"])) for run in runs
+            for ti in airflow.api.task_tries(dag_id, run, "process") if ti["start_date"] and ti["end_date"]]
 
 
-def overlapped(intervals: list[tuple[datetime, datetime]]) -> bool:
-    return any(a[0] < b[1] and b[0] < a[1] for i, a in enumerate(intervals) for b in intervals[i + 1:])
+def overlapped(intervals: list[tuple[str, datetime, datetime]]) -> bool:
+    """Two runs (two txids) processed at the same time."""
+    return any(a[0] != b[0] and a[1] < b[2] and b[1] < a[2] for i, a in enumerate(intervals) for b in intervals[i + 1:])
 
 
 def run_of_txid(records: dict, txid: int) -> str:
