@@ -56,15 +56,15 @@ TIMINGS = re.compile(r"txdag job done: .*; timings: (.*)")
 STEP = re.compile(r"(\w+) ([0-9.]+) s")
 
 
-def job_steps(api: AirflowAPI, dag_id: str, run_id: str, process_seconds: float) -> dict[str, float]:
-    """The seconds of each step of the process task's job, from its ``txdag job done`` line (the last try's), and
-    ``airflow``: the rest of the task (its start, imports, ZooKeeper, XCom; cold mode: spark-submit and the JVM)."""
-    ti = api.task_instance(dag_id, run_id, "process")
-    found = TIMINGS.findall(api.task_log(dag_id, run_id, "process", ti["try_number"]))
+def job_steps(api: AirflowAPI, dag_id: str, row: dict) -> dict[str, float]:
+    """The seconds of each step of the process task's job, from its ``txdag job done`` line (in the log of the try
+    that succeeded, ``row`` being run_timings'), and ``airflow``: the rest of the task (its start, imports,
+    ZooKeeper, XCom; cold mode: spark-submit and the JVM)."""
+    found = TIMINGS.findall(api.task_log(dag_id, row["run"], "process", row["process_try"]))
     if not found:
         return {}
     steps = {name: float(seconds) for name, seconds in STEP.findall(found[-1])}
-    return {**steps, "airflow": max(0.0, process_seconds - sum(steps.values()))}
+    return {**steps, "airflow": max(0.0, row["process"] - sum(steps.values()))}
 
 
 def median_steps(rows: list[dict[str, float]]) -> dict[str, float]:
@@ -117,7 +117,7 @@ def drain(api: AirflowAPI, client: redis.Redis, variant: Variant, tweets: int, t
     if len(timings) != txids:
         raise BenchError(f"{dag}: {len(timings)} runs with three successful tasks, expected {txids}")
     for row in timings:
-        row["job"] = job_steps(api, dag, row["run"], row["process"])
+        row["job"] = job_steps(api, dag, row)
     last_commit = max(r["spans"]["commit"][1] for r in timings)
     return Drain(variant, tweets, txids, (last_commit - first_trigger).total_seconds(), timings, first_trigger)
 
@@ -149,7 +149,7 @@ def one_tweet_latency(api: AirflowAPI, client: redis.Redis, variant: Variant, ap
         total=(spans["commit"][1] - start).total_seconds(),
         wait=(spans["coordinate"][0] - start).total_seconds() + row["gap c>p"] + row["gap p>c"],
         coordinate=row["coordinate"], process=row["process"], commit=row["commit"],
-        job=job_steps(api, dag, run, row["process"]),
+        job=job_steps(api, dag, row),
     )
 
 

@@ -133,15 +133,12 @@ def test_the_job_steps_come_from_the_process_tasks_last_try():
     from tput import drain
 
     class Api:
-        def task_instance(self, dag, run, task):
-            return {"try_number": 2}
-
         def task_log(self, dag, run, task, try_number):
-            assert (task, try_number) == ("process", 2)
+            assert (run, task, try_number) == ("r", "process", 2)
             return ("... txdag job done: topology=t txid=1 attempt=1 batch=5 rejected=0 partials: none; timings: "
                     "import 0.250 s, connect 0.030 s, read 0.100 s, stage 0.500 s, seal 0.020 s\nnext line")
 
-    steps = drain.job_steps(Api(), "d", "r", process_seconds=1.5)
+    steps = drain.job_steps(Api(), "d", {"run": "r", "process": 1.5, "process_try": 2})
     assert steps == {"import": 0.25, "connect": 0.03, "read": 0.1, "stage": 0.5, "seal": 0.02,
                      "airflow": pytest.approx(0.6)}
     assert drain.median_steps([{"a": 1.0, "b": 2.0}, {"a": 3.0}, {"b": 4.0, "c": 1.0}]) == {"a": 2.0, "b": 3.0,

@@ -16,7 +16,8 @@ def _dt(value: str) -> datetime:
 
 def run_timings(api: AirflowAPI, dag_id: str, run: dict) -> dict | None:
     """One run's task durations and the gaps between its tasks (seconds), with the tasks' start and end dates
-    (``spans``); None unless all three tasks succeeded."""
+    (``spans``) and the process task's try (``process_try``, whose log holds its job's line); None unless all three
+    tasks succeeded."""
     tis = {ti["task_id"]: ti for ti in api.task_instances(dag_id, run["dag_run_id"])}
     if any(tis.get(t, {}).get("state") != "success" for t in TASKS):
         return None
@@ -28,6 +29,7 @@ def run_timings(api: AirflowAPI, dag_id: str, run: dict) -> dict | None:
         "gap p>c": (span["commit"][0] - span["process"][1]).total_seconds(),
         "total": (span["commit"][1] - span["coordinate"][0]).total_seconds(),
         "spans": span,
+        "process_try": tis["process"]["try_number"],
     }
 
 
