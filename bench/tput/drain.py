@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 import redis
 
+from tput.cpu import CpuMeter
 from tput.dags import Variant
 from tput.services import BenchError
 from txdag.airflow.api import AirflowAPI, unique_run_id
@@ -32,6 +33,7 @@ class Drain:
     seconds: float
     timings: list[dict] = field(repr=False, default_factory=list)
     started: datetime | None = None  # the first trigger
+    cpu: dict = field(repr=False, default_factory=dict)  # CpuMeter's, from the first trigger to the last commit
 
     def commits(self) -> list[float]:
         """Seconds from the first trigger to each commit's end, in order: P1's progress over time."""
@@ -89,13 +91,16 @@ def trigger(api: AirflowAPI, dag_id: str, count: int) -> list[str]:
             for i in range(count)]
 
 
-def drain(api: AirflowAPI, client: redis.Redis, variant: Variant, tweets: int, timeout: float) -> Drain:
+def drain(api: AirflowAPI, client: redis.Redis, variant: Variant, tweets: int, timeout: float,
+          meter: CpuMeter) -> Drain:
     """Triggers one run per batch of the loaded backlog (max_active_transactions run at once, the rest queue) and
-    waits until the marker says the last txid is committed; fails loudly on a failed run or the timeout."""
+    waits until the marker says the last txid is committed; fails loudly on a failed run or the timeout. ``meter``
+    measures the CPU from the first trigger until the marker says so."""
     dag = variant.topology_id
     txids = math.ceil(tweets / variant.batch)
     api.wait_dag_parsed(dag, timeout=180)
     api.unpause(dag)
+    meter.start()
     first_trigger = datetime.now(UTC)
     runs = trigger(api, dag, txids)
     deadline = time.monotonic() + timeout
@@ -111,6 +116,7 @@ def drain(api: AirflowAPI, client: redis.Redis, variant: Variant, tweets: int, t
             raise BenchError(f"{dag}: committed txid {_marker(client)} of {txids} after {timeout:.0f} s; stopped "
                              f"waiting (raise --timeout, or see the runs in {api.base_url}/dags/{dag})")
         time.sleep(0.25)
+    cpu = meter.stop()
     for run in runs:  # the last commit is in; the runs end with it
         api.wait_run(dag, run, timeout=120)
     timings = all_timings(api, dag)
@@ -119,7 +125,7 @@ def drain(api: AirflowAPI, client: redis.Redis, variant: Variant, tweets: int, t
     for row in timings:
         row["job"] = job_steps(api, dag, row)
     last_commit = max(r["spans"]["commit"][1] for r in timings)
-    return Drain(variant, tweets, txids, (last_commit - first_trigger).total_seconds(), timings, first_trigger)
+    return Drain(variant, tweets, txids, (last_commit - first_trigger).total_seconds(), timings, first_trigger, cpu)
 
 
 @dataclass

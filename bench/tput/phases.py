@@ -16,6 +16,7 @@ from commit_throughput import measure
 from tput import data, drain
 from tput.baseline import PREFIX as BASELINE_PREFIX
 from tput.baseline import python_baseline
+from tput.cpu import CpuMeter, per_txid
 from tput.dags import Variant
 from tput.memory import RssSampler, listener_pid
 from tput.services import REPO, BenchError, Stack
@@ -54,18 +55,29 @@ class Bench:
             roots["spark-connect"] = connect
         return roots
 
+    def cpu_roots(self) -> dict[str, int]:
+        """The processes whose CPU time a drain reports: roots() and the services."""
+        roots = self.roots()
+        for name, port in (("redis", self.stack.ports.redis), ("zookeeper", self.stack.ports.zk),
+                           ("postgresql", self.stack.ports.pg)):
+            pid = listener_pid(port)
+            if pid is not None:
+                roots[name] = pid
+        return roots
+
     def drain(self, role: str, tweets: int) -> dict[str, Any]:
         v = self.roles[role]
         print(f"bench: draining {tweets:,} tweets through {v.topology_id} (batch {v.batch:,}, "
               f"{v.mat} in flight, {v.mode} mode)", flush=True)
         with self.stack.admin(v.db) as client:
-            d = drain.drain(self.airflow(), client, v, tweets, self.args.timeout)
+            d = drain.drain(self.airflow(), client, v, tweets, self.args.timeout, CpuMeter(self.cpu_roots()))
             data.check_exact(client, self.backlog.truth(tweets), f"{v.topology_id} ({tweets:,} tweets)")
-        print(f"bench: {v.topology_id}: {d.rate:,.0f} tweets/s ({d.txids} txids in {d.seconds:.1f} s), counts exact",
-              flush=True)
+        print(f"bench: {v.topology_id}: {d.rate:,.0f} tweets/s ({d.txids} txids in {d.seconds:.1f} s), counts exact; "
+              f"cores {d.cpu['busy_share']:.0%} busy", flush=True)
         return {"tweets": tweets, "txids": d.txids, "batch": v.batch, "mat": v.mat, "mode": v.mode,
                 "seconds": d.seconds, "rate": d.rate, "median_per_txid": d.profile(),
                 "job_per_txid": d.job_profile(), "commits": d.commits(),
+                "cpu": d.cpu, "cpu_per_txid": per_txid(d.cpu, d.txids),
                 "per_txid": [{k: r[k] for k in r if k != "spans"} for r in d.timings]}
 
     def append_p2(self, role: str):  # type: ignore[no-untyped-def]

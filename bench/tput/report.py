@@ -23,6 +23,16 @@ def _fmt(value: float | None, unit: str) -> str:
     return f"{value} {unit}"
 
 
+def cpu_row(label: str, drain: dict[str, Any]) -> tuple[str, str, str] | None:
+    """How busy the cores were during a drain, and each component's core-seconds per txid (what caps a ratio)."""
+    cpu, per = drain.get("cpu"), drain.get("cpu_per_txid")
+    if not cpu or not per:
+        return None
+    parts = ", ".join(f"{CPU_LABELS.get(name, name)} {s:.2f}" for name, s in per.items() if name != "all" and s >= 0.01)
+    return (f"{label}: cores busy", f"{cpu['busy_share']:.0%}",
+            f"of {cpu['cores']} cores; core-s per txid {per['all']:.2f}: {parts}")
+
+
 def rows(results: dict[str, Any]) -> list[tuple[str, str, str]]:
     """(figure, value, note) rows for the table, in the order of issue 5's list."""
     out: list[tuple[str, str, str]] = []
@@ -52,6 +62,9 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str]]:
                 out.append((f"P1 {key[6:]}, process task: {' / '.join(steps)}",
                             " / ".join(f"{v:.2f}" for v in steps.values()) + " s",
                             "medians per txid; the job's own steps (its log line), airflow = the rest of the task"))
+        for key in ("txdag_warm", "txdag_cold"):
+            row = cpu_row(f"P1 {key[6:]}", p1.get(key, {}))
+            out += [row] if row else []
         for name, value in p1.get("ratios", {}).items():
             out.append((f"P1 ratio {name}", _fmt(value, "x"), "same backlog, same run"))
     for mode, p2 in results.get("p2", {}).items():
@@ -77,6 +90,9 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str]]:
         for mat, f in p4["drains"].items():
             out.append((f"P4 max_active_transactions = {mat}", _fmt(f["rate"], "tweets/s"),
                         f"{f['tweets']:,} tweets, {f['txids']} txids of {f['batch']:,}, {f['seconds']:.1f} s"))
+        for mat, f in p4["drains"].items():
+            row = cpu_row(f"P4 max_active_transactions = {mat}", f)
+            out += [row] if row else []
         if p4.get("ratio_4_1") is not None:
             out.append(("P4 ratio mat=4 / mat=1", _fmt(p4["ratio_4_1"], "x"), "same backlog size"))
     for group, m in results.get("memory", {}).items():
@@ -130,8 +146,8 @@ def write_chart(results: dict[str, Any], out: Path) -> Path | None:
     _bars(axes[1][2], "P4: tweets/s by max_active_transactions",
           {f"mat={m}": f["rate"] for m, f in results.get("p4", {}).get("drains", {}).items()})
     _bars(axes[2][0], "peak RSS (MB)", {g: m["peak_mb"] for g, m in results.get("memory", {}).items()})
-    for ax in axes[2][1:]:
-        ax.axis("off")
+    axes[2][1].axis("off")
+    _cpu(axes[2][2], cpu_rows(results))
     s = results["settings"]
     text = "\n".join(textwrap.fill(f"{k}: {v}", 60, subsequent_indent="  ") for k, v in s.items() if k != "command")
     axes[2][1].text(0, 1, text, va="top", family="monospace", fontsize=7)
@@ -215,6 +231,38 @@ def matplotlib_colors(n: int) -> list:
 
     cmap = plt.get_cmap("tab20")
     return [cmap(i % 20) for i in range(n)]
+
+
+# the scheduler's tree holds the LocalExecutor's workers and every task process (and cold mode's spark-submit JVMs)
+CPU_LABELS = {"airflow scheduler": "airflow scheduler + tasks", "spark-connect": "Spark Connect (JVM + Python workers)"}
+
+
+def cpu_rows(results: dict[str, Any]) -> dict[str, tuple[float, dict[str, float]]]:
+    """Per drain (P1 warm/cold, P4 per max_active_transactions): the cores' busy share and the core-seconds per txid
+    of each component."""
+    drains = {f"P1 {k[6:]}": results.get("p1", {}).get(k) for k in ("txdag_warm", "txdag_cold")}
+    drains.update({f"P4 mat={m}": f for m, f in results.get("p4", {}).get("drains", {}).items()})
+    return {name: (f["cpu"]["busy_share"],
+                   {CPU_LABELS.get(k, k): v for k, v in f["cpu_per_txid"].items() if k != "all"})
+            for name, f in drains.items() if f and f.get("cpu_per_txid")}
+
+
+def _cpu(ax, rows: dict[str, tuple[float, dict[str, float]]]) -> None:  # type: ignore[no-untyped-def]
+    ax.set_title("CPU core-s per txid; % = cores busy", fontsize=10)
+    if not rows:
+        ax.text(0.5, 0.5, "not measured", ha="center", transform=ax.transAxes)
+        return
+    names = list(dict.fromkeys(n for _, parts in rows.values() for n in parts))
+    left = dict.fromkeys(rows, 0.0)
+    for name, color in zip(names, matplotlib_colors(len(names))):
+        widths = [rows[r][1].get(name, 0.0) for r in rows]
+        ax.barh(list(rows), widths, left=[left[r] for r in rows], color=color, label=name)
+        for r, w in zip(rows, widths):
+            left[r] += w
+    for i, r in enumerate(rows):
+        ax.text(left[r], i, f" {rows[r][0]:.0%}", va="center", fontsize=8)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, -0.08), ncol=2)
+    ax.invert_yaxis()
 
 
 def _progress(ax, p1: dict) -> None:  # type: ignore[no-untyped-def]

@@ -87,7 +87,10 @@ def _results() -> dict:
                                  "total": 6.0},
              "job_per_txid": {"import": 0.3, "connect": 0.02, "read": 0.05, "plan": 0.1, "stage": 0.6, "seal": 0.01,
                               "airflow": 0.92},
-             "commits": [2.0 * i for i in range(1, 11)]}
+             "commits": [2.0 * i for i in range(1, 11)],
+             "cpu": {"seconds": 20.0, "cores": 2, "busy_share": 0.85, "busy_core_seconds": 34.0,
+                     "core_seconds": {"airflow scheduler": 20.0, "spark-connect": 10.0}, "other_core_seconds": 4.0},
+             "cpu_per_txid": {"airflow scheduler": 2.0, "spark-connect": 1.0, "other": 0.4, "all": 3.4}}
     part = {"median": 1.0, "min": 0.5, "max": 2.0}
     return {
         "started": "2026-11-23T00:00:00Z", "settings": {"tweets": 1000, "batch": 100, "command": "x"},
@@ -110,12 +113,22 @@ def test_the_table_has_every_figure_and_the_chart_is_a_png(tmp_path, capsys):
     for figure in ("P1 txdag, warm Spark", "P1 ratio txdag/peer", "P2 warm: scheduler wait", "P3 ratio",
                    "P4 ratio mat=4 / mat=1", "peak RSS: Spark Connect server JVM", "P1 warm, per txid",
                    "P1 warm, process task: import / connect / read / plan / stage / seal / airflow",
-                   "0.30 / 0.02 / 0.05 / 0.10 / 0.60 / 0.01 / 0.92 s", "P2 warm, process task: read / stage"):
+                   "0.30 / 0.02 / 0.05 / 0.10 / 0.60 / 0.01 / 0.92 s", "P2 warm, process task: read / stage",
+                   "P1 warm: cores busy", "P4 max_active_transactions = 4: cores busy",
+                   "core-s per txid 3.40: airflow scheduler + tasks 2.00, Spark Connect (JVM + Python workers) 1.00, "
+                   "other 0.40"):
         assert figure in text
     assert "50 tweets/s" in text and "0.5x" in text
     assert json.loads(report.write_json(results, tmp_path).read_text())["p1"]["ratios"]["txdag/peer"] == 0.5
     chart = report.write_chart(results, tmp_path)
     assert chart is not None and chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_cpu_panel_has_each_drain_with_its_busy_share_and_components():
+    rows = report.cpu_rows(_results())
+    assert list(rows) == ["P1 warm", "P4 mat=1", "P4 mat=2", "P4 mat=4"]
+    assert rows["P1 warm"] == (0.85, {"airflow scheduler + tasks": 2.0, "Spark Connect (JVM + Python workers)": 1.0,
+                                      "other": 0.4})
 
 
 def test_a_txid_splits_into_its_phases_in_order():
@@ -161,3 +174,18 @@ def test_the_sampler_files_a_process_and_its_children_under_their_groups():
     assert peaks["airflow scheduler"]["processes"] == 1 and peaks["airflow scheduler"]["peak_mb"] > 1
     task = peaks["Airflow task processes (executor workers, tasks)"]
     assert task["processes"] >= 1 and task["peak_process_mb"] <= task["peak_mb"]
+
+
+def test_the_cpu_meter_counts_a_child_that_ran_and_exited_under_its_tree():
+    import os
+    import subprocess as sp
+
+    from tput import cpu
+
+    meter = cpu.CpuMeter({"this test": os.getpid()}).start()
+    burn = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass"
+    sp.run([sys.executable, "-c", burn], check=True)  # reaped: its time is in this process's children_* times
+    used = meter.stop()
+    assert 0.3 <= used["core_seconds"]["this test"] < 5
+    assert used["busy_core_seconds"] >= 0.3 and 0 < used["busy_share"] <= 1
+    assert cpu.per_txid(used, 2)["this test"] == pytest.approx(used["core_seconds"]["this test"] / 2, abs=0.01)
