@@ -1,0 +1,443 @@
+#!/usr/bin/env bash
+# The distributed deployment on one machine, loopback only (issue 17): a three-node ZooKeeper ensemble, a Redis
+# Cluster of three masters with a replica each, and a Spark standalone master with two one-core workers. Beside
+# the single-node set-up (scripts/services.sh, scripts/spark-connect.sh), on ports of its own.
+#
+#   bash scripts/cluster.sh start [zk|redis|spark]...   start them (default: all); a node that is down is started
+#                                                       again, one that answers is kept; waits until each serves
+#   bash scripts/cluster.sh stop [zk|redis|spark]...    stop what this script started (never anything else); data stays
+#   bash scripts/cluster.sh status                      one line per node; exit 0 only when every node answers
+#   bash scripts/cluster.sh env                         the export lines of the addresses (hosts strings, master URL)
+#   bash scripts/cluster.sh wipe                        delete the stopped cluster's data (znodes, keys, Spark's work)
+#
+# Environment: TXDAG_CLUSTER_ZK_PORT (first of 3 client ports, default 2291; quorum 2891+, election 3891+),
+# TXDAG_CLUSTER_REDIS_PORT (first of 6, default 7301; cluster bus = port + 10000), TXDAG_CLUSTER_SPARK_PORT (the
+# master, default 7377; workers 7378+, web UIs 8377+), TXDAG_CLUSTER_WORKER_MEMORY (default 1g).
+# State lives in .run/cluster/ at the repository root: one folder per node, named by its port (config, log, pid
+# file, data).
+# Redis: the same durability and access control as scripts/services.sh (append-only file fsynced before a reply,
+# default user off, the admin user of .run/credentials.env); replicas log in to their master as that user.
+# A master that dies is replaced by its replica after cluster-node-timeout (2 s); started again, it comes back as
+# a replica. ZooKeeper: a quorum of 2 of 3 serves; a leader that dies is replaced by an election.
+set -euo pipefail
+if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then # the comment above, before anything runs or is created
+    sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"
+    exit 0
+fi
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+HOST=127.0.0.1
+ZK_BASE="${TXDAG_CLUSTER_ZK_PORT:-2291}"
+REDIS_BASE="${TXDAG_CLUSTER_REDIS_PORT:-7301}"
+SPARK_PORT="${TXDAG_CLUSTER_SPARK_PORT:-7377}"
+WORKER_MEMORY="${TXDAG_CLUSTER_WORKER_MEMORY:-1g}"
+DIR="$ROOT/.run/cluster"
+ZK_NODES=(1 2 3)
+REDIS_PORTS=("$REDIS_BASE" $((REDIS_BASE + 1)) $((REDIS_BASE + 2)) $((REDIS_BASE + 3)) $((REDIS_BASE + 4)) $((REDIS_BASE + 5)))
+SPARK_WORKERS=(1 2)
+ZK_SERVER=/usr/share/zookeeper/bin/zkServer.sh
+WAIT_SECONDS=60
+# shellcheck source=/dev/null  # generated: TXDAG_REDIS_ADMIN_USER/PASSWORD, ...
+source "$(bash "$ROOT/scripts/credentials.sh")"
+
+say() { printf 'cluster: %s\n' "$*"; }
+die() {
+    printf 'cluster: error: %s\n' "$*" >&2
+    exit 1
+}
+
+for port in "$ZK_BASE" "$REDIS_BASE" "$SPARK_PORT"; do
+    if ! [[ "$port" =~ ^[0-9]+$ ]] || ((port < 1 || port + 1000 > 65535)); then
+        die "not a usable port number: '$port'"
+    fi
+done
+((REDIS_BASE + 10005 <= 65535)) || die "TXDAG_CLUSTER_REDIS_PORT $REDIS_BASE: its cluster bus ports (+10000) pass 65535"
+
+# --- common -------------------------------------------------------------------------------------------------
+
+port_open() {
+    # shellcheck disable=SC2016  # $0 and $1 are expanded by the inner bash
+    timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$HOST" "$1" 2>/dev/null
+}
+
+# Prints the pid in pid file $1 when that process is alive and its command line contains $2.
+live_pid() {
+    local pid
+    [[ -f "$1" ]] || return 1
+    pid="$(tr -dc '0-9' <"$1")"
+    [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || return 1
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$2" || return 1
+    printf '%s\n' "$pid"
+}
+
+# Waits up to $2 seconds for "$1" (a command) to succeed.
+wait_for() {
+    local seconds="$2" i
+    for ((i = 0; i < seconds * 4; i++)); do
+        eval "$1" && return 0
+        sleep 0.25
+    done
+    eval "$1"
+}
+
+# SIGTERM to process group $1 (each node runs in its own session), SIGKILL after 15 s.
+terminate() {
+    local pid="$1" i
+    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || return 0
+    for ((i = 0; i < 60; i++)); do
+        kill -0 "$pid" 2>/dev/null || return 0
+        sleep 0.25
+    done
+    say "pid $pid did not exit on SIGTERM: sending SIGKILL"
+    kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+}
+
+# Refuses to start node $2 on port $1 when something else answers there.
+port_free_or_die() {
+    ! port_open "$1" || die "port $1 ($2) answers, but not as this cluster's node: free it or set the" \
+        "TXDAG_CLUSTER_*_PORT variables (bash scripts/cluster.sh --help)"
+}
+
+# --- ZooKeeper ensemble -------------------------------------------------------------------------------------
+
+zk_port() { echo $((ZK_BASE + $1 - 1)); }
+zk_dir() { echo "$DIR/zk-$(zk_port "$1")"; }
+zk_pid() { live_pid "$(zk_dir "$1")/zookeeper.pid" "$(zk_dir "$1")/zoo.cfg"; }
+zk_hosts() {
+    local n hosts=()
+    for n in "${ZK_NODES[@]}"; do hosts+=("$HOST:$(zk_port "$n")"); done
+    (IFS=,; echo "${hosts[*]}")
+}
+
+# A four-letter word's answer from node $1 ('ruok' -> 'imok'; 'srvr' -> ... 'Mode: leader|follower').
+zk_word() {
+    # shellcheck disable=SC2016  # $0, $1 and $2 are expanded by the inner bash
+    timeout 3 bash -c 'exec 3<>"/dev/tcp/$0/$1" && printf "$2" >&3 && cat <&3' "$HOST" "$(zk_port "$1")" "$2" \
+        2>/dev/null || true
+}
+
+# Node $1 serves: it is in a quorum (a node without one answers 'imok' to ruok but refuses srvr's Mode).
+zk_serving() { zk_word "$1" srvr | grep -qE '^Mode: (leader|follower)'; }
+zk_mode() { zk_word "$1" srvr | sed -n 's/^Mode: //p'; }
+
+write_zk_config() {
+    local n="$1" d m
+    d="$(zk_dir "$n")"
+    mkdir -p "$d/data"
+    printf '%s\n' "$n" >"$d/data/myid"
+    {
+        cat <<EOF
+tickTime=2000
+initLimit=10
+syncLimit=5
+dataDir=$d/data
+clientPort=$(zk_port "$n")
+clientPortAddress=$HOST
+admin.enableServer=false
+4lw.commands.whitelist=ruok,srvr,stat,mntr
+maxSessionTimeout=60000
+autopurge.snapRetainCount=3
+autopurge.purgeInterval=1
+EOF
+        for m in "${ZK_NODES[@]}"; do
+            printf 'server.%s=%s:%s:%s\n' "$m" "$HOST" $((ZK_BASE + 600 + m - 1)) $((ZK_BASE + 1600 + m - 1))
+        done
+    } >"$d/zoo.cfg"
+}
+
+start_zk() {
+    local n d pid started=()
+    [[ -x "$ZK_SERVER" ]] || die "$ZK_SERVER not found; run: bash scripts/setup.sh"
+    for n in "${ZK_NODES[@]}"; do
+        d="$(zk_dir "$n")"
+        if pid="$(zk_pid "$n")"; then
+            continue
+        fi
+        port_free_or_die "$(zk_port "$n")" "ZooKeeper node $n"
+        write_zk_config "$n"
+        JMXDISABLE=true ZOO_LOG_DIR="$d" SERVER_JVMFLAGS="${TXDAG_ZK_JVMFLAGS:--Xmx256m}" \
+            setsid "$ZK_SERVER" start-foreground "$d/zoo.cfg" >"$d/zookeeper.log" 2>&1 </dev/null &
+        printf '%s\n' "$!" >"$d/zookeeper.pid"
+        started+=("$n")
+    done
+    for n in "${ZK_NODES[@]}"; do
+        wait_for "zk_serving $n" "$WAIT_SECONDS" || {
+            tail -n 20 "$(zk_dir "$n")/zookeeper.log" >&2 || true
+            die "ZooKeeper node $n ($HOST:$(zk_port "$n")) is not in a quorum after ${WAIT_SECONDS}s; log:" \
+                "$(zk_dir "$n")/zookeeper.log"
+        }
+    done
+    say "ZooKeeper ensemble $(zk_hosts) serving (started nodes: ${started[*]:-none}; leader: node $(zk_leader))"
+}
+
+zk_leader() {
+    local n
+    for n in "${ZK_NODES[@]}"; do
+        [[ "$(zk_mode "$n")" == leader ]] && { echo "$n"; return 0; }
+    done
+    echo "?"
+}
+
+stop_zk() {
+    local n pid
+    for n in "${ZK_NODES[@]}"; do
+        if pid="$(zk_pid "$n")"; then
+            terminate "$pid"
+            say "ZooKeeper node $n stopped (pid $pid)"
+        fi
+        rm -f "$(zk_dir "$n")/zookeeper.pid"
+    done
+}
+
+# --- Redis Cluster ------------------------------------------------------------------------------------------
+
+redis_dir() { echo "$DIR/redis-$1"; }
+redis_pid() { live_pid "$(redis_dir "$1")/redis.pid" redis-server; }
+rcli() {
+    local port="$1"
+    shift
+    REDISCLI_AUTH="$TXDAG_REDIS_ADMIN_PASSWORD" timeout "${RCLI_TIMEOUT:-5}" \
+        redis-cli --user "$TXDAG_REDIS_ADMIN_USER" -h "$HOST" -p "$port" "$@"
+}
+redis_up() { [[ "$(rcli "$1" ping 2>/dev/null)" == PONG ]]; }
+cluster_state() { rcli "$1" cluster info 2>/dev/null | tr -d '\r' | sed -n 's/^cluster_state://p'; }
+cluster_known() { rcli "$1" cluster info 2>/dev/null | tr -d '\r' | sed -n 's/^cluster_known_nodes://p'; }
+redis_nodes() {
+    local p nodes=()
+    for p in "${REDIS_PORTS[@]}"; do nodes+=("$HOST:$p"); done
+    (IFS=,; echo "${nodes[*]}")
+}
+
+# The node's config (no secret on a command line): cluster mode, the durability and ACL of scripts/services.sh,
+# and the credentials a replica uses to log in to its master.
+write_redis_config() {
+    local port="$1" d hash
+    d="$(redis_dir "$port")"
+    mkdir -p "$d/data"
+    hash="$(printf '%s' "$TXDAG_REDIS_ADMIN_PASSWORD" | sha256sum | cut -d' ' -f1)"
+    (
+        umask 077
+        printf 'user default off resetkeys ~* &* +@all\nuser %s on #%s ~* &* +@all\n' "$TXDAG_REDIS_ADMIN_USER" \
+            "$hash" >"$d/users.acl"
+        cat >"$d/redis.conf" <<EOF
+port $port
+bind $HOST
+daemonize yes
+dir $d/data
+pidfile $d/redis.pid
+logfile $d/redis.log
+aclfile $d/users.acl
+save ""
+appendonly yes
+appendfsync always
+cluster-enabled yes
+cluster-config-file $d/data/nodes.conf
+cluster-node-timeout 2000
+masteruser $TXDAG_REDIS_ADMIN_USER
+masterauth $TXDAG_REDIS_ADMIN_PASSWORD
+EOF
+    )
+}
+
+start_redis() {
+    local p started=()
+    command -v redis-server >/dev/null 2>&1 || die "redis-server not found; run: bash scripts/setup.sh"
+    for p in "${REDIS_PORTS[@]}"; do
+        if redis_pid "$p" >/dev/null; then
+            continue
+        fi
+        port_free_or_die "$p" "Redis Cluster node"
+        port_free_or_die $((p + 10000)) "Redis Cluster bus of $p"
+        write_redis_config "$p"
+        redis-server "$(redis_dir "$p")/redis.conf" >/dev/null ||
+            die "redis-server did not start on $p; see $(redis_dir "$p")/redis.log"
+        started+=("$p")
+    done
+    for p in "${REDIS_PORTS[@]}"; do
+        wait_for "redis_up $p" "$WAIT_SECONDS" || die "Redis node $HOST:$p did not answer PING; log:" \
+            "$(redis_dir "$p")/redis.log"
+    done
+    # A first start: the nodes know only themselves; create the cluster (three masters, a replica each).
+    if [[ "$(cluster_known "${REDIS_PORTS[0]}")" == 1 ]]; then
+        local args=()
+        for p in "${REDIS_PORTS[@]}"; do args+=("$HOST:$p"); done
+        REDISCLI_AUTH="$TXDAG_REDIS_ADMIN_PASSWORD" redis-cli --user "$TXDAG_REDIS_ADMIN_USER" --cluster create \
+            "${args[@]}" --cluster-replicas 1 --cluster-yes >"$DIR/redis-$REDIS_BASE-create.log" 2>&1 ||
+            die "redis-cli --cluster create failed; see $DIR/redis-cluster-create.log"
+    fi
+    for p in "${REDIS_PORTS[@]}"; do
+        wait_for "[[ \"\$(cluster_state $p)\" == ok ]]" "$WAIT_SECONDS" ||
+            die "Redis node $HOST:$p: cluster_state is not ok after ${WAIT_SECONDS}s; log: $(redis_dir "$p")/redis.log"
+    done
+    say "Redis Cluster $(redis_nodes) ok (started nodes: ${started[*]:-none}; masters: $(redis_masters))"
+}
+
+redis_masters() {
+    rcli "${REDIS_PORTS[0]}" cluster nodes 2>/dev/null | awk '$3 ~ /master/ && $3 !~ /fail/ {split($2, a, "@"); print a[1]}' |
+        sort | tr '\n' ' ' | sed 's/ $//'
+}
+
+stop_redis() {
+    local p pid
+    for p in "${REDIS_PORTS[@]}"; do
+        if pid="$(redis_pid "$p")"; then
+            # SHUTDOWN: the append-only file is written out; the node's cluster config stays in nodes.conf.
+            RCLI_TIMEOUT=30 rcli "$p" shutdown >/dev/null 2>&1 || terminate "$pid"
+            wait_for "! kill -0 $pid 2>/dev/null" 15 || terminate "$pid"
+            say "Redis node $HOST:$p stopped (pid $pid)"
+        fi
+        rm -f "$(redis_dir "$p")/redis.pid"
+    done
+}
+
+# --- Spark standalone ---------------------------------------------------------------------------------------
+
+spark_home() {
+    local py="$ROOT/.venv/bin/python"
+    [[ -x "$py" ]] || die "$py not found: run 'bash scripts/setup.sh' (it installs PySpark into .venv)"
+    "$py" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))'
+}
+spark_dir() { echo "$DIR/spark-$SPARK_PORT-$1"; }
+master_url() { echo "spark://$HOST:$SPARK_PORT"; }
+spark_pid() { live_pid "$(spark_dir "$1")/spark.pid" "org.apache.spark.deploy"; }
+
+# The workers the master counts as ALIVE (its web UI's JSON).
+alive_workers() {
+    curl -s --max-time 3 "http://$HOST:$((SPARK_PORT + 1000))/json/" 2>/dev/null |
+        python3 -c 'import json, sys; print(sum(w["state"] == "ALIVE" for w in json.load(sys.stdin)["workers"]))' \
+            2>/dev/null || echo 0
+}
+
+# Starts node $1 (master, worker-1, ...) with class $2 and arguments $3...; each in its own session.
+start_spark_node() {
+    local name="$1" class="$2" d home
+    shift 2
+    d="$(spark_dir "$name")"
+    if spark_pid "$name" >/dev/null; then
+        return 1
+    fi
+    mkdir -p "$d"
+    home="$(spark_home)"
+    SPARK_HOME="$home" SPARK_LOCAL_IP=$HOST SPARK_NO_DAEMONIZE=1 SPARK_LOG_DIR="$d" SPARK_WORKER_DIR="$d/work" \
+        setsid "$home/bin/spark-class" "$class" "$@" >"$d/spark.log" 2>&1 </dev/null &
+    printf '%s\n' "$!" >"$d/spark.pid"
+}
+
+start_spark() {
+    local w started=()
+    command -v java >/dev/null || die "java not found: install a JDK 17 (Debian: apt-get install openjdk-17-jre-headless)"
+    if ! spark_pid master >/dev/null; then
+        port_free_or_die "$SPARK_PORT" "Spark master"
+        start_spark_node master org.apache.spark.deploy.master.Master --host "$HOST" --port "$SPARK_PORT" \
+            --webui-port $((SPARK_PORT + 1000)) && started+=(master)
+        wait_for "port_open $SPARK_PORT" "$WAIT_SECONDS" || die "the Spark master did not listen on" \
+            "$HOST:$SPARK_PORT; log: $(spark_dir master)/spark.log"
+    fi
+    for w in "${SPARK_WORKERS[@]}"; do
+        if ! spark_pid "worker-$w" >/dev/null; then
+            port_free_or_die $((SPARK_PORT + w)) "Spark worker $w"
+            start_spark_node "worker-$w" org.apache.spark.deploy.worker.Worker --host "$HOST" \
+                --port $((SPARK_PORT + w)) --webui-port $((SPARK_PORT + 1000 + w)) --cores 1 \
+                --memory "$WORKER_MEMORY" --work-dir "$(spark_dir "worker-$w")/work" "$(master_url)" &&
+                started+=("worker-$w")
+        fi
+    done
+    wait_for "(( \$(alive_workers) >= ${#SPARK_WORKERS[@]} ))" "$WAIT_SECONDS" ||
+        die "the Spark master counts $(alive_workers) live workers of ${#SPARK_WORKERS[@]} after ${WAIT_SECONDS}s;" \
+            "logs: $(spark_dir worker-1)/spark.log, $(spark_dir master)/spark.log"
+    say "Spark standalone $(master_url) with $(alive_workers) workers of 1 core (started: ${started[*]:-none};" \
+        "UI http://$HOST:$((SPARK_PORT + 1000)))"
+}
+
+stop_spark() {
+    local name pid
+    for name in "${SPARK_WORKERS[@]/#/worker-}" master; do
+        if pid="$(spark_pid "$name")"; then
+            terminate "$pid"
+            say "Spark $name stopped (pid $pid)"
+        fi
+        rm -f "$(spark_dir "$name")/spark.pid"
+    done
+}
+
+# --- commands -----------------------------------------------------------------------------------------------
+
+status() {
+    local rc=0 n p name pid
+    for n in "${ZK_NODES[@]}"; do
+        if zk_serving "$n"; then
+            say "ZooKeeper node $n  $HOST:$(zk_port "$n")  $(zk_mode "$n")"
+        else
+            say "ZooKeeper node $n  $HOST:$(zk_port "$n")  down"
+            rc=1
+        fi
+    done
+    for p in "${REDIS_PORTS[@]}"; do
+        if redis_up "$p"; then
+            say "Redis node        $HOST:$p  $(rcli "$p" role 2>/dev/null | head -n 1), cluster $(cluster_state "$p")"
+        else
+            say "Redis node        $HOST:$p  down"
+            rc=1
+        fi
+    done
+    for name in master "${SPARK_WORKERS[@]/#/worker-}"; do
+        if pid="$(spark_pid "$name")"; then
+            say "Spark $name  pid $pid"
+        else
+            say "Spark $name  down"
+            rc=1
+        fi
+    done
+    say "Spark master counts $(alive_workers) live worker(s)"
+    return "$rc"
+}
+
+print_env() {
+    printf 'export TXDAG_CLUSTER_ZK_HOSTS=%s\n' "$(zk_hosts)"
+    printf 'export TXDAG_CLUSTER_REDIS_NODES=%s\n' "$(redis_nodes)"
+    printf 'export TXDAG_CLUSTER_SPARK_MASTER=%s\n' "$(master_url)"
+}
+
+wipe() {
+    local n p name
+    for n in "${ZK_NODES[@]}"; do ! zk_pid "$n" >/dev/null || die "ZooKeeper node $n runs: stop the cluster first"; done
+    for p in "${REDIS_PORTS[@]}"; do ! redis_pid "$p" >/dev/null || die "Redis node $p runs: stop the cluster first"; done
+    for name in master "${SPARK_WORKERS[@]/#/worker-}"; do
+        ! spark_pid "$name" >/dev/null || die "Spark $name runs: stop the cluster first"
+    done
+    for n in "${ZK_NODES[@]}"; do rm -rf "$(zk_dir "$n")"; done
+    for p in "${REDIS_PORTS[@]}"; do rm -rf "$(redis_dir "$p")"; done
+    for name in master "${SPARK_WORKERS[@]/#/worker-}"; do rm -rf "$(spark_dir "$name")"; done
+    rm -f "$DIR/redis-$REDIS_BASE-create.log"
+    say "deleted the data of the nodes on these ports under $DIR"
+}
+
+# The components named on the command line (all three when none), checked here: a mistake stops before anything.
+COMPONENTS=()
+set_components() {
+    local c
+    (($# > 0)) || set -- zk redis spark
+    for c in "$@"; do
+        [[ "$c" == zk || "$c" == redis || "$c" == spark ]] || die "unknown component '$c' (zk, redis or spark)"
+    done
+    COMPONENTS=("$@")
+}
+
+cmd="${1:-}"
+shift || true
+case "$cmd" in
+start)
+    set_components "$@"
+    mkdir -p "$DIR"
+    for c in "${COMPONENTS[@]}"; do "start_$c"; done
+    ;;
+stop)
+    set_components "$@"
+    for c in "${COMPONENTS[@]}"; do "stop_$c"; done
+    say "stopped what this script had started of: ${COMPONENTS[*]} (a node it did not start is never stopped)"
+    ;;
+status) status ;;
+env) print_env ;;
+wipe) wipe ;;
+*) die "usage: bash scripts/cluster.sh start|stop [zk|redis|spark]... | status | env | wipe (--help for more)" ;;
+esac

@@ -1,0 +1,179 @@
+"""The loopback cluster of scripts/cluster.sh (issue 17): each part serves, and keeps serving when one node dies.
+
+The script is run as a user runs it, on ports of the tests' own (clear of a development cluster). Each kill is a
+SIGKILL of the node's process; the test then waits for the part to recover, checks that nothing acknowledged was
+lost, starts the node again with the script, and checks that it rejoins.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+from access import REDIS_URL, kazoo_auth
+from kazoo.client import KazooClient
+from redis.cluster import ClusterNode, RedisCluster
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "cluster.sh"
+PORTS = {"TXDAG_CLUSTER_ZK_PORT": "2391", "TXDAG_CLUSTER_REDIS_PORT": "7401", "TXDAG_CLUSTER_SPARK_PORT": "7477"}
+ENV = {**os.environ, **PORTS}
+ZK_PORTS = [2391, 2392, 2393]
+REDIS_PORTS = list(range(7401, 7407))
+RUN = REPO / ".run" / "cluster"
+
+
+def run(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(SCRIPT), *args], env=ENV, capture_output=True, text=True, timeout=timeout)
+
+
+def cluster(*args: str, timeout: float = 240) -> str:
+    done = run(*args, timeout=timeout)
+    assert done.returncode == 0, f"cluster.sh {' '.join(args)} exited {done.returncode}:\n{done.stdout}{done.stderr}"
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def addresses() -> Iterator[dict[str, str]]:
+    cluster("wipe")  # a run before that was cut off leaves its data; the cluster starts empty
+    try:
+        cluster("start")
+        lines = [ln.removeprefix("export ") for ln in cluster("env").splitlines()]
+        yield dict(ln.split("=", 1) for ln in lines)
+    finally:
+        cluster("stop")
+        cluster("wipe")
+
+
+def wait_until(check: Callable[[], bool], seconds: float, what: str) -> float:
+    """Seconds until ``check()`` holds; fails naming ``what`` after ``seconds``."""
+    started = time.monotonic()
+    while time.monotonic() - started < seconds:
+        try:
+            if check():
+                return time.monotonic() - started
+        except Exception:  # a node still recovering refuses: try again
+            pass
+        time.sleep(0.2)
+    pytest.fail(f"{what}: not within {seconds:.0f} s")
+
+
+def node_pid(pid_file: Path) -> int:
+    return int(pid_file.read_text().split()[0])
+
+
+def zk_mode(port: int) -> str:
+    import socket
+
+    with socket.create_connection(("127.0.0.1", port), timeout=3) as s:
+        s.sendall(b"srvr")
+        reply = b"".join(iter(lambda: s.recv(4096), b"")).decode()
+    return next((ln.split(": ", 1)[1] for ln in reply.splitlines() if ln.startswith("Mode: ")), "")
+
+
+def test_the_script_says_what_it_runs_and_the_env_names_every_node(addresses):
+    assert addresses["TXDAG_CLUSTER_ZK_HOSTS"] == ",".join(f"127.0.0.1:{p}" for p in ZK_PORTS)
+    assert addresses["TXDAG_CLUSTER_REDIS_NODES"] == ",".join(f"127.0.0.1:{p}" for p in REDIS_PORTS)
+    assert addresses["TXDAG_CLUSTER_SPARK_MASTER"] == "spark://127.0.0.1:7477"
+    status = cluster("status")
+    assert sorted(zk_mode(p) for p in ZK_PORTS) == ["follower", "follower", "leader"], status
+    assert status.count("master, cluster ok") == 3 and status.count("slave, cluster ok") == 3, status
+    assert "counts 2 live worker(s)" in status, status
+    again = cluster("start")  # everything answers: nothing is started twice
+    assert "started nodes: none" in again and "started: none" in again, again
+    refused = run("wipe")  # a running cluster's data is never deleted
+    assert refused.returncode == 1 and "stop the cluster first" in refused.stderr, refused
+    typo = run("start", "zookeeper")
+    assert typo.returncode == 1 and "unknown component 'zookeeper' (zk, redis or spark)" in typo.stderr, typo
+
+
+def test_the_zookeeper_ensemble_keeps_every_write_when_its_leader_is_killed(addresses):
+    zk = KazooClient(hosts=addresses["TXDAG_CLUSTER_ZK_HOSTS"], timeout=10, **kazoo_auth())
+    zk.start(timeout=30)
+    try:
+        path = f"/txdag-cluster-test/{uuid.uuid4().hex}"
+        zk.create(path, b"before", makepath=True)
+        leader = next(p for p in ZK_PORTS if zk_mode(p) == "leader")
+        os.kill(node_pid(RUN / f"zk-{leader}" / "zookeeper.pid"), signal.SIGKILL)
+        elected = wait_until(lambda: any(zk_mode(p) == "leader" for p in ZK_PORTS if p != leader), 60,
+                             "a new ZooKeeper leader")
+        wait_until(lambda: zk.set(path, b"after") is not None, 60, "a write through the client after the kill")
+        assert zk.get(path)[0] == b"after"
+        print(f"ZooKeeper leader {leader} killed: new leader elected in {elected:.1f} s")
+    finally:
+        zk.stop()
+        zk.close()
+    assert f"started nodes: {ZK_PORTS.index(leader) + 1}" in cluster("start", "zk")
+    assert zk_mode(leader) == "follower"
+    alone = KazooClient(hosts=f"127.0.0.1:{leader}", timeout=10, **kazoo_auth())  # the restarted node has it all
+    alone.start(timeout=30)
+    try:
+        assert alone.get(path)[0] == b"after"
+    finally:
+        alone.stop()
+        alone.close()
+
+
+def admin() -> dict[str, str]:
+    url = urlsplit(REDIS_URL)
+    return {"username": unquote(url.username or ""), "password": unquote(url.password or "")}
+
+
+def test_the_redis_cluster_fails_over_to_a_replica_and_keeps_the_replicated_writes(addresses):
+    rc = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", p) for p in REDIS_PORTS], **admin(),
+                      socket_timeout=5)
+    try:
+        values = {f"txdag-cluster-test:{i}": str(i) for i in range(300)}  # keys in every master's slots
+        for key, value in values.items():
+            rc.set(key, value)
+        primaries = rc.get_primaries()
+        assert len(primaries) == 3
+        for node in primaries:  # each master has its replica's acknowledgement of every write before the kill
+            assert rc.execute_command("WAIT", 1, 2000, target_nodes=node) == 1, node
+        victim = rc.get_node_from_key("txdag-cluster-test:0")
+        assert victim.server_type == "primary"
+        os.kill(node_pid(RUN / f"redis-{victim.port}" / "redis.pid"), signal.SIGKILL)
+        took = wait_until(lambda: rc.get("txdag-cluster-test:0") == b"0" and rc.set("txdag-cluster-test:w", "1"),
+                          60, f"a replica serving master {victim.port}'s slots")
+        assert {k: rc.get(k).decode() for k in values} == values  # every acknowledged, replicated write survived
+        print(f"Redis master {victim.port} killed: its replica served its slots after {took:.1f} s")
+    finally:
+        rc.close()
+    assert f"started nodes: {victim.port}" in cluster("start", "redis")
+    role = subprocess.run(["redis-cli", "--user", admin()["username"], "-p", str(victim.port), "role"],
+                          env={**ENV, "REDISCLI_AUTH": admin()["password"]}, capture_output=True, text=True)
+    assert role.stdout.splitlines()[0] == "slave", role  # the old master came back as its successor's replica
+
+
+JOB = textwrap.dedent("""
+    import os, sys
+    from pyspark.sql import SparkSession
+    spark = SparkSession.builder.appName("txdag-cluster-test").getOrCreate()
+    rows = spark.sparkContext.parallelize(range(1000), 8).map(lambda x: (os.path.dirname(os.getcwd()), x)).collect()
+    print("total", sum(x for _, x in rows))
+    print("workers", len({d for d, _ in rows}))
+""")
+
+
+def test_a_spark_job_runs_on_both_standalone_workers(addresses, tmp_path):
+    job = tmp_path / "job.py"
+    job.write_text(JOB)
+    submit = Path(sys.executable).parent / "spark-submit"
+    done = subprocess.run(
+        [str(submit), "--master", addresses["TXDAG_CLUSTER_SPARK_MASTER"], "--executor-memory", "512m",
+         "--conf", "spark.ui.enabled=false", "--conf", "spark.driver.host=127.0.0.1",
+         "--conf", "spark.driver.bindAddress=127.0.0.1", str(job)],
+        env={**ENV, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}, capture_output=True,
+        text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "total 499500" in done.stdout
+    assert "workers 2" in done.stdout, done.stdout  # each worker's executor ran a share: two work folders
