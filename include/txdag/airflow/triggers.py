@@ -6,6 +6,12 @@ failed N - 1 leaves it waiting for the replay, looking again at the time limit).
 of rescheduling every ``commit_poke_interval``, resumes the task as soon as N - 1 settles, and holds neither a
 worker nor the topology's pool slot meanwhile. The trigger decides nothing: on any event (settled, its own time
 limit, an error) the task runs its step again, which decides.
+
+It never fires sooner than ``earliest`` seconds after it starts (by default Airflow's ``[workers]
+min_heartbeat_interval`` plus 2 s). Airflow 3.3 fails a resumed task that is already running when the worker's
+report of its deferral (which comes up to ``min_heartbeat_interval`` after the task left) reaches the scheduler
+only then (apache/airflow#72716): a wait settled at once would lose its try to that race (seen in CI: a process
+step resumed 4 s after it deferred was killed as "finished with state success, but ... running").
 """
 
 from __future__ import annotations
@@ -23,26 +29,37 @@ from txdag.zk.records import TxStatus
 from txdag.zk.store import TransactionStore
 
 POLL_SECONDS = 0.25  # one znode read per waiting commit: cheap for ZooKeeper, quick to notice
+REPORT_MARGIN = 2.0  # seconds, beyond the worker's report interval, for the scheduler's loop to take the report
+
+
+def earliest_default() -> float:
+    """Seconds a wait lasts at least: until the worker's report of the deferral has reached the scheduler."""
+    from airflow.configuration import conf
+
+    return conf.getfloat("workers", "min_heartbeat_interval", fallback=5.0) + REPORT_MARGIN
 
 
 class TxidSettled(BaseTrigger):
     """Fires once txid ``waiting_on`` of ``topology_id`` is committed or failed (only committed with
-    ``committed_only``), or after ``limit`` seconds."""
+    ``committed_only``), or after ``limit`` seconds; not before ``earliest`` seconds (None: earliest_default())."""
 
     def __init__(self, topology_id: str, zookeeper_conn_id: str, waiting_on: int, limit: float,
-                 committed_only: bool = False) -> None:
+                 committed_only: bool = False, earliest: float | None = None) -> None:
         super().__init__()
         self.topology_id, self.zookeeper_conn_id = topology_id, zookeeper_conn_id
         self.waiting_on, self.limit, self.committed_only = waiting_on, limit, committed_only
+        self.earliest = earliest
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (f"{type(self).__module__}.{type(self).__name__}",
                 {"topology_id": self.topology_id, "zookeeper_conn_id": self.zookeeper_conn_id,
-                 "waiting_on": self.waiting_on, "limit": self.limit, "committed_only": self.committed_only})
+                 "waiting_on": self.waiting_on, "limit": self.limit, "committed_only": self.committed_only,
+                 "earliest": self.earliest})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.limit
+        not_before = loop.time() + (earliest_default() if self.earliest is None else self.earliest)
+        deadline = max(loop.time() + self.limit, not_before)
         why, client = "time limit", None
         try:
             settings = zookeeper_settings(await BaseHook.aget_connection(self.zookeeper_conn_id))
@@ -63,6 +80,7 @@ class TxidSettled(BaseTrigger):
         finally:
             if client is not None:
                 await asyncio.to_thread(close_zk, client)
+        await asyncio.sleep(max(0.0, not_before - loop.time()))
         yield TriggerEvent({"waiting_on": self.waiting_on, "why": why})
 
 

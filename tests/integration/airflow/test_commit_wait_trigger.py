@@ -45,10 +45,11 @@ def first_event(trigger) -> dict:
     return asyncio.run(run())
 
 
-def trigger(prefix: str, waiting_on: int, limit: float, conn: str = CONN, committed_only: bool = False):
+def trigger(prefix: str, waiting_on: int, limit: float, conn: str = CONN, committed_only: bool = False,
+            earliest: float = 0.0):
     from txdag.airflow.triggers import TxidSettled
 
-    return TxidSettled(prefix, conn, waiting_on, limit, committed_only)
+    return TxidSettled(prefix, conn, waiting_on, limit, committed_only, earliest)
 
 
 def later(seconds: float, change) -> threading.Thread:
@@ -100,6 +101,27 @@ def test_a_process_waiting_on_its_key_value_predecessor_wakes_on_its_commit_not_
 def test_a_txid_already_settled_fires_at_once(store, prefix) -> None:
     commit(store, 1)
     assert first_event(trigger(prefix, 1, limit=120)) == {"waiting_on": 1, "why": "settled"}
+
+
+def test_it_never_fires_before_the_deferral_has_been_reported(store, prefix) -> None:
+    """A resumed task must not be running before the scheduler has the worker's report of its deferral (Airflow
+    3.3 fails it then, apache/airflow#72716): a txid settled already still waits ``earliest`` seconds, and by
+    default that is the worker's report interval plus a margin."""
+    import time
+
+    from txdag.airflow.triggers import REPORT_MARGIN, TxidSettled, earliest_default
+
+    commit(store, 1)
+    started = time.monotonic()
+    assert first_event(trigger(prefix, 1, limit=120, earliest=1.0)) == {"waiting_on": 1, "why": "settled"}
+    assert time.monotonic() - started >= 1.0
+    started = time.monotonic()
+    assert first_event(trigger(prefix, 2, limit=0.2, earliest=1.0)) == {"waiting_on": 2, "why": "time limit"}
+    assert time.monotonic() - started >= 1.0  # a time limit shorter than that waits as long
+    from airflow.configuration import conf
+
+    assert earliest_default() == conf.getfloat("workers", "min_heartbeat_interval") + REPORT_MARGIN
+    assert TxidSettled(prefix, CONN, 1, 10).serialize()[1]["earliest"] is None
 
 
 def test_a_zookeeper_it_cannot_reach_wakes_the_task_at_its_time_limit(store, prefix, monkeypatch, capfd) -> None:

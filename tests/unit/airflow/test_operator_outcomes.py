@@ -75,7 +75,8 @@ def test_a_run_waiting_for_a_place_among_max_active_transactions_defers_until_th
         exc = ops.m.coordinate_refusal(TASK, topology, "run1", Busy("2 txid(s) uncommitted (txids 5..6)", 5))
     assert isinstance(exc, TaskDeferred) and exc.method_name == "resume"
     assert exc.trigger.serialize() == ("txdag.airflow.triggers.TxidSettled", {
-        "topology_id": "topo", "zookeeper_conn_id": "zk_topo", "waiting_on": 5, "limit": 7, "committed_only": False})
+        "topology_id": "topo", "zookeeper_conn_id": "zk_topo", "waiting_on": 5, "limit": 7, "committed_only": False,
+        "earliest": None})
     assert "run=run1: waiting (2 txid(s) uncommitted (txids 5..6)); deferred: back once txid 5 is committed or " \
            "failed, at the latest in 7s" in caplog.text
 
@@ -160,7 +161,8 @@ def test_process_waiting_for_a_key_value_predecessor_defers_until_it_commits(ops
         ops.m.process_result(task, topology, TA(4, 1), EMITTED, Wait("read as of txid 3", 3, replay=True))
     assert deferred.value.method_name == "resume"
     assert deferred.value.trigger.serialize() == ("txdag.airflow.triggers.TxidSettled", {
-        "topology_id": "topo", "zookeeper_conn_id": "zk_topo", "waiting_on": 3, "limit": 7, "committed_only": True})
+        "topology_id": "topo", "zookeeper_conn_id": "zk_topo", "waiting_on": 3, "limit": 7, "committed_only": True,
+        "earliest": None})
     assert "read as of txid 3; deferred: back once txid 3 is committed, at the latest in 7s" in caplog.text
 
 
@@ -213,7 +215,8 @@ def test_a_commit_waiting_for_its_predecessor_defers_until_it_settles(ops, caplo
         ops.m.commit_result(task, topology, TA(4, 1), Wait("txid 4 waits for txid 3 to commit", 3, replay=True))
     assert deferred.value.method_name == "resume"
     assert deferred.value.trigger.serialize() == ("txdag.airflow.triggers.TxidSettled", {
-        "topology_id": "topo", "zookeeper_conn_id": "zk_topo", "waiting_on": 3, "limit": 7, "committed_only": False})
+        "topology_id": "topo", "zookeeper_conn_id": "zk_topo", "waiting_on": 3, "limit": 7, "committed_only": False,
+        "earliest": None})
     assert "txid 4 waits for txid 3 to commit; deferred: back once txid 3 is committed or failed, at the latest " \
            "in 7s" in caplog.text
 
