@@ -233,6 +233,7 @@ appendfsync always
 cluster-enabled yes
 cluster-config-file $d/data/nodes.conf
 cluster-node-timeout 2000
+repl-diskless-sync-delay 0
 masteruser $TXDAG_REDIS_ADMIN_USER
 masterauth $TXDAG_REDIS_ADMIN_PASSWORD
 EOF
@@ -269,7 +270,19 @@ start_redis() {
         wait_for "[[ \"\$(cluster_state $p)\" == ok ]]" "$WAIT_SECONDS" ||
             die "Redis node $HOST:$p: cluster_state is not ok after ${WAIT_SECONDS}s; log: $(redis_dir "$p")/redis.log"
     done
+    # A replica that has not finished its first sync cannot take over: done only once every replica is in sync.
+    for p in "${REDIS_PORTS[@]}"; do
+        wait_for "replica_synced $p" "$WAIT_SECONDS" ||
+            die "Redis node $HOST:$p: a replica not in sync with its master after ${WAIT_SECONDS}s; log:" \
+                "$(redis_dir "$p")/redis.log"
+    done
     say "Redis Cluster $(redis_nodes) ok (started nodes: ${started[*]:-none}; masters: $(redis_masters))"
+}
+
+replica_synced() { # a master, or a replica whose link to its master is up
+    local info
+    info="$(rcli "$1" info replication 2>/dev/null | tr -d '\r')"
+    grep -qx 'role:master' <<<"$info" || grep -qx 'master_link_status:up' <<<"$info"
 }
 
 redis_masters() {

@@ -16,6 +16,8 @@ production environment cannot kill jobs. The points, in the order a txid passes 
     staged      the process task sealed the staging and marked the txid PROCESSED; commit has not started
     prepared    the commit prepared every key-value state of the txid and committed none (seed 002's restart
                 between prepare and commit)
+    applying    the commit added the first state's numeric partials and not the others' (on a Redis Cluster whose
+                states are in several slots: one slot written, the rest not); the marker is not written
     commit      the commit wrote the states (with the txid) but did not record the commit in ZooKeeper
     committed   the commit is recorded in ZooKeeper; the staging is not cleaned up yet
 
@@ -40,7 +42,7 @@ FAULTS_VAR = "TXDAG_FAULTS"
 ALLOWED_VAR = "TXDAG_FAULTS_ALLOWED"
 FIRED_DIR_VAR = "TXDAG_FAULTS_FIRED_DIR"
 
-POINTS = ("coordinate", "process", "staged", "prepared", "commit", "committed")
+POINTS = ("coordinate", "process", "staged", "prepared", "applying", "commit", "committed")
 
 log = logging.getLogger(__name__)
 _warned = False

@@ -28,7 +28,7 @@ from txdag.defaults import ZK_ROOT
 Kind = Literal["checkout", "container", "installed"]
 KINDS: tuple[Kind, ...] = ("checkout", "container", "installed")
 ENV = "TXDAG_DEPLOYMENT"
-SERVICES = ("redis", "zookeeper", "spark_connect", "airflow")
+SERVICES = ("redis", "redis_cluster", "zookeeper", "spark_connect", "airflow")
 DEV_AIRFLOW_PORT = "8791"  # scripts/airflow.sh's default TXDAG_AIRFLOW_PORT
 
 
@@ -49,18 +49,21 @@ def deployment() -> Kind:
 _START: dict[Kind, dict[str, str]] = {
     "checkout": {
         "redis": "start it with `bash scripts/services.sh start`",
+        "redis_cluster": "start its nodes with `bash scripts/cluster.sh start redis` (the loopback cluster)",
         "zookeeper": "start it with `bash scripts/services.sh start`",
         "spark_connect": "start it with `bash scripts/spark-connect.sh start`",
         "airflow": "start Airflow (bash scripts/airflow.sh start)",
     },
     "container": {
         "redis": "start it on the Docker host with `docker compose up -d redis`",
+        "redis_cluster": "start that Redis Cluster's nodes (`docker compose` runs a single Redis, no cluster)",
         "zookeeper": "start it on the Docker host with `docker compose up -d zk1 zk2 zk3`",
         "spark_connect": "start it on the Docker host with `docker compose up -d spark-connect`",
         "airflow": "start Airflow (on the Docker host: docker compose up -d; `docker compose ps` shows what is down)",
     },
     "installed": {
         "redis": "start that Redis server",
+        "redis_cluster": "start that Redis Cluster's nodes",
         "zookeeper": "start those ZooKeeper servers",
         "spark_connect": "start a Spark Connect server at that address (sbin/start-connect-server.sh of a Spark "
                          "distribution)",

@@ -3,20 +3,34 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import cast
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 import redis
+from redis.cluster import ClusterNode, RedisCluster
+from redis.crc import key_slot
 
 from txdag import hints
 from txdag.errors import AccessDenied, ServiceUnavailable
 
 SCRIPT_REFUSED = "The user executing the script can't"  # Redis 7's ACL refusal inside a Lua script
+SLOTS_REFUSAL = "must map to the same key slot"  # redis-py's refusal of a cluster command over several slots
+CLUSTER_DOWN = (redis.exceptions.ClusterError,)  # the cluster lost a slot's master, or every node it knew
 SHOWN_KEYS = 4
 
 
-def how_to_start_redis() -> str:
-    """The fix for an unreachable Redis, for where txdag runs (a checkout, a container, an installed wheel)."""
+def how_to_start_redis(cluster: bool = False) -> str:
+    """The fix for an unreachable Redis (or Redis Cluster), for where txdag runs (a checkout, a container, an
+    installed wheel)."""
+    if cluster:
+        return f"{hints.how_to_start('redis_cluster')}, or check the nodes txdag is given"
     return f"{hints.how_to_start('redis')}, or check the Airflow connection that points txdag at Redis"
+
+
+def is_cluster(client: object) -> bool:
+    """Whether ``client`` is a Redis Cluster client (it routes each key to its slot's node)."""
+    return getattr(client, "nodes_manager", None) is not None
 
 
 def _kwargs(client: redis.Redis) -> dict:
@@ -29,9 +43,8 @@ def _kwargs(client: redis.Redis) -> dict:
 
 def describe(client: redis.Redis) -> str:
     """host:port/db of a client (``cluster host:port,...`` for a Redis Cluster), without its password."""
-    manager = getattr(client, "nodes_manager", None)
-    if manager is not None:
-        return "cluster " + ",".join(sorted(manager.startup_nodes))
+    if is_cluster(client):
+        return "cluster " + ",".join(sorted(client.nodes_manager.startup_nodes))  # type: ignore[attr-defined]
     kwargs = _kwargs(client)
     if "path" in kwargs:
         return f"unix:{kwargs['path']}"
@@ -78,15 +91,106 @@ def redis_errors(
     address and what to do."""
     try:
         yield
-    except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError) as exc:
+    except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError, *CLUSTER_DOWN) as exc:
         if is_refusal(exc):
             raise access_denied(client, exc, doing, topology=topology, keys=keys) from exc
-        if isinstance(exc, redis.ResponseError):
+        if isinstance(exc, redis.ResponseError) and not isinstance(exc, CLUSTER_DOWN):
             raise
         raise ServiceUnavailable(
             f"Redis at {describe(client)} is unreachable while {doing} ({type(exc).__name__}: {exc}); "
-            f"{how_to_start_redis()}"
+            f"{how_to_start_redis(is_cluster(client))}"
         ) from exc
+    except redis.exceptions.RedisClusterException as exc:  # also a client-side refusal (keys of several slots)
+        if SLOTS_REFUSAL in str(exc):
+            raise
+        raise ServiceUnavailable(f"Redis at {describe(client)} cannot serve {doing} ({type(exc).__name__}: "
+                                 f"{exc}); {how_to_start_redis(is_cluster(client))}") from exc
+
+
+CLUSTER_OPTION = "cluster"  # txdag's URL query option: ?cluster=true is a Redis Cluster (redis-py has none)
+NODES_OPTION = "nodes"  # with it, more startup nodes besides the URL's host: ?cluster=true&nodes=h2:6379,h3:6379
+REFUSALS = ("invalid username-password pair", "WRONGPASS", "NOAUTH")
+
+
+def client_from_url(url: str, **kwargs: object) -> redis.Redis:
+    """``redis.Redis.from_url``; a Redis Cluster client when the URL's query has ``cluster=true`` (the URL's
+    host, and the ``nodes`` option's, are the startup nodes; the cluster is contacted now, to learn its slots)."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    options = dict(query)
+    if CLUSTER_OPTION not in options:
+        return redis.Redis.from_url(url, **kwargs)
+    rest = urlunsplit(parts._replace(query=urlencode([(k, v) for k, v in query
+                                                      if k not in (CLUSTER_OPTION, NODES_OPTION)])))
+    if options[CLUSTER_OPTION].lower() not in ("1", "true", "yes"):
+        return redis.Redis.from_url(rest, **kwargs)
+    nodes = [_node(n) for n in options.get(NODES_OPTION, "").split(",") if n.strip()]
+    address = ",".join([f"{parts.hostname}:{parts.port or 6379}", *(f"{n.host}:{n.port}" for n in nodes)])
+    return connect_cluster(lambda: RedisCluster.from_url(rest, startup_nodes=nodes, **kwargs), address,
+                           unquote(parts.username or "") or None,
+                           "check the login and password of the Airflow Redis connection")
+
+
+def _node(text: str) -> ClusterNode:
+    host, _, port = text.strip().rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"a Redis Cluster node is host:port, got {text.strip()!r}")
+    return ClusterNode(host, int(port))
+
+
+def connect_cluster(connect: Callable[[], RedisCluster], address: str, user: str | None, login_fix: str
+                    ) -> redis.Redis:
+    """``connect()``'s cluster client; nodes that do not answer are ServiceUnavailable naming them and how to start
+    them, a refused login AccessDenied with ``login_fix`` (redis-py wraps both in RedisClusterException)."""
+    try:
+        return cast(redis.Redis, connect())  # the rest of txdag takes either client as a redis.Redis
+    except (redis.exceptions.RedisClusterException, redis.RedisError) as exc:
+        refusal = _refusal(exc)
+        if refusal is None:
+            raise ServiceUnavailable(f"Redis Cluster at {address} is unreachable ({type(exc).__name__}: {exc}); "
+                                     f"{how_to_start_redis(True)}") from None
+        fix = ("the cluster client needs CLUSTER SLOTS and COMMAND besides the topology's keys: give the user the "
+               "ACL SETUSER line `txdag acl redis TOPOLOGY` prints, on every node"
+               if isinstance(refusal, redis.exceptions.NoPermissionError) else login_fix)
+        raise AccessDenied(f"Redis Cluster at {address} refused user {user or 'default'!r}: {refusal}; {fix}"
+                           ) from None
+
+
+def _refusal(exc: BaseException) -> BaseException | None:
+    """The login or ACL refusal behind a failed cluster connection (redis-py wraps it in RedisClusterException)."""
+    chain: BaseException | None = exc
+    while chain is not None:
+        if isinstance(chain, redis.AuthenticationError | redis.exceptions.NoPermissionError):
+            return chain
+        chain = chain.__cause__ or chain.__context__
+    return exc if any(s in str(exc) for s in REFUSALS) else None
+
+
+REPLICA_WAIT_MS = 2000  # how long a commit waits for a replica's acknowledgement before it fails (and is retried)
+
+
+def replicate(client: redis.Redis, keys: Sequence[str], doing: str, timeout_ms: int = REPLICA_WAIT_MS) -> int:
+    """On a Redis Cluster, wait (WAIT) until a replica of each master holding one of ``keys`` has everything this
+    client wrote there, so a failover cannot take back what a commit then records as done; returns the masters
+    waited on. A master without a replica (one that just took over) is not waited on; one whose replicas do not
+    answer within ``timeout_ms`` is ServiceUnavailable. One server: nothing to wait for (its append-only file is
+    fsynced before it replies). The client must be this thread's own: WAIT counts its connection's writes."""
+    if not is_cluster(client):
+        return 0
+    masters = {}
+    for key in keys:
+        nodes = client.nodes_manager.slots_cache.get(key_slot(key.encode())) or []  # type: ignore[attr-defined]
+        if len(nodes) > 1:  # the slot's master, then its replicas
+            masters[nodes[0].name] = nodes[0]
+    for name, node in sorted(masters.items()):
+        with redis_errors(client, doing, keys=keys):
+            acked = client.execute_command("WAIT", 1, timeout_ms, target_nodes=node)
+        if int(acked) < 1:
+            raise ServiceUnavailable(
+                f"Redis Cluster master {name}: no replica acknowledged {doing} within {timeout_ms} ms, so a failover "
+                f"could lose it; it is not recorded as done and will be retried. Check the master's replicas "
+                f"(`ROLE` on {name}); {how_to_start_redis(True)}")
+    return len(masters)
 
 
 PORTABLE_KEYS = ("host", "port", "db", "username", "password", "socket_timeout", "socket_connect_timeout", "path")
@@ -94,8 +198,16 @@ PORTABLE_KEYS = ("host", "port", "db", "username", "password", "socket_timeout",
 
 def portable(client: redis.Redis) -> dict[str, object]:
     """What it takes to open the same connection elsewhere (a Spark executor): plain values, picklable."""
+    if is_cluster(client):
+        manager = client.nodes_manager  # type: ignore[attr-defined]
+        kwargs = manager.connection_kwargs
+        spec: dict[str, object] = {k: kwargs[k] for k in PORTABLE_KEYS[3:7] if kwargs.get(k) is not None}
+        spec["cluster_nodes"] = sorted(manager.startup_nodes)
+        if kwargs.get("connection_class") is redis.SSLConnection or kwargs.get("ssl"):
+            spec["ssl"] = True
+        return spec
     kwargs = client.connection_pool.connection_kwargs
-    spec: dict[str, object] = {k: kwargs[k] for k in PORTABLE_KEYS if kwargs.get(k) is not None}
+    spec = {k: kwargs[k] for k in PORTABLE_KEYS if kwargs.get(k) is not None}
     if issubclass(client.connection_pool.connection_class, redis.SSLConnection):
         spec["ssl"] = True
     return spec
@@ -104,6 +216,11 @@ def portable(client: redis.Redis) -> dict[str, object]:
 def from_portable(spec: dict[str, object]) -> redis.Redis:
     """A client of what ``portable`` described."""
     kwargs = dict(spec)
+    if "cluster_nodes" in kwargs:
+        nodes = [_node(str(n)) for n in kwargs.pop("cluster_nodes")]  # type: ignore[attr-defined]
+        return connect_cluster(lambda: RedisCluster(startup_nodes=nodes, **kwargs), ",".join(  # type: ignore[arg-type]
+            f"{n.host}:{n.port}" for n in nodes), kwargs.get("username"),  # type: ignore[arg-type]
+            "check the login and password the job was given")
     if "path" in kwargs:
         kwargs.pop("host", None)
         kwargs.pop("port", None)

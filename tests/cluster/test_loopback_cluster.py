@@ -154,6 +154,89 @@ def test_the_redis_cluster_fails_over_to_a_replica_and_keeps_the_replicated_writ
     assert role.stdout.splitlines()[0] == "slave", role  # the old master came back as its successor's replica
 
 
+def test_a_topology_on_the_cluster_commits_exactly_once_through_a_state_master_kill(addresses, monkeypatch):
+    """Seed 000's three states on the Redis Cluster (the tweets on the single-node Redis), ZooKeeper the ensemble:
+    right after txid 2's commit is recorded, the master of the opaque state's slot is SIGKILLed. Every commit waited
+    for a replica (WAIT), so its replica takes over with txid 2 in; the txids that meet the failover fail and are
+    replayed, and the counts equal the ground truth."""
+    import redis
+    from access import ZK_AUTH
+
+    from txdag.analytics.tweets import STATES, tweet_partials
+    from txdag.errors import TxdagError
+    from txdag.protocol.local import LocalTopology
+    from txdag.redisio import client_from_url
+    from txdag.spouts.samples import sample_tweets
+    from txdag.spouts.tweets import TweetsTransactionalSpout, append_tweets
+    from txdag.state import JoinedKeyCodec, OpaqueMap, RedisBackingMap, TransactionalMap
+    from txdag.state.keys import DEFAULT_KEY_CODEC
+    from txdag.txid.coordinator import Coordinator, Emission
+    from txdag.zk.client import connect_zk
+    from txdag.zk.store import TransactionStore
+
+    name = f"cl{uuid.uuid4().hex[:8]}"
+    source = redis.Redis.from_url(REDIS_URL)
+    tweets = sample_tweets(300, seed=17)
+    append_tweets(source, tweets, prefix=f"{name}:")
+    first, *others = addresses["TXDAG_CLUSTER_REDIS_NODES"].split(",")
+    url = f"redis://{admin()['username']}:{admin()['password']}@{first}/0?cluster=true&nodes={','.join(others)}"
+    rc = client_from_url(url, socket_timeout=5, socket_connect_timeout=2)
+    topology_master = rc.get_node_from_key(f"{{{name}}}").name
+    suffix = next(i for i in range(1000) if rc.get_node_from_key(f"{name}:hashtags{i}").name != topology_master)
+    spaces = {s: f"{name}:{s}{suffix}" for s in STATES}  # the victim's slot holds no staging and no marker
+    kinds = {"users": TransactionalMap, "hashtags": OpaqueMap, "users_hashtags": TransactionalMap}
+    codecs = {"users_hashtags": JoinedKeyCodec(":", 2)}
+    states = {s: kinds[s](RedisBackingMap(rc, spaces[s], key_codec=codecs.get(s, DEFAULT_KEY_CODEC))) for s in STATES}
+    store = TransactionStore(connect_zk(addresses["TXDAG_CLUSTER_ZK_HOSTS"], auth=ZK_AUTH), name,
+                             root=f"/txdag-cluster-test-{name}")
+    spout = TweetsTransactionalSpout(source, prefix=f"{name}:", max_transaction_size=50, topology=name)
+    topology = LocalTopology(Coordinator(store, spout, max_active_transactions=1), rc, states,
+                             lambda records: tweet_partials(r.value for r in records))
+    victim = rc.get_node_from_key(spaces["hashtags"])
+    killed: list[float] = []
+
+    def kill_after_txid_2(point, topology_id, tx):
+        if point == "committed" and tx.txid == 2 and not killed:
+            os.kill(node_pid(RUN / f"redis-{victim.port}" / "redis.pid"), signal.SIGKILL)
+            killed.append(time.monotonic())
+
+    def waits() -> int:  # WAIT commands the masters served so far
+        stats = rc.info("commandstats", target_nodes=rc.PRIMARIES)
+        return sum(int((node.get("cmdstat_wait") or {}).get("calls", 0)) for node in stats.values())
+
+    monkeypatch.setattr("txdag.commit.phase.crash_if_requested", kill_after_txid_2)
+    failures: list[str] = []
+    waited = waits()
+    try:
+        for txid in range(1, 7):
+            deadline = time.monotonic() + 90
+            while True:
+                try:
+                    emission = topology.coordinate(f"run{txid}")
+                    assert isinstance(emission, Emission), emission
+                    topology.process(emission)
+                    if topology.commit(emission.tx).status == "committed":
+                        break
+                except TxdagError as exc:  # the failover: the txid failed and is replayed by its run
+                    failures.append(f"txid {txid}: {type(exc).__name__}")
+                    assert time.monotonic() < deadline, f"txid {txid} did not commit: {exc}"
+                    time.sleep(0.3)
+            if txid == 3:
+                recovered = time.monotonic() - killed[0]
+        stored = {s: {codecs.get(s, DEFAULT_KEY_CODEC).decode(k.decode()): int(v)
+                      for k, v in rc.hgetall(spaces[s]).items()} for s in STATES}
+        assert stored == {s: dict(c) for s, c in tweet_partials(tweets).items()}
+        assert topology.coordinator.status().topology.committed_txid == 6
+        assert killed, "the master was killed (else the test tested nothing)"
+        assert waits() - waited >= 4, "the commits after the failover waited for the replicas (WAIT)"
+        print(f"Redis master {victim.port} (opaque state's slot) killed after txid 2's commit: txid 3 committed "
+              f"{recovered:.1f} s later, after {len(failures)} failed tries ({sorted(set(failures))})")
+    finally:
+        rc.close()
+        source.close()
+    assert f"started nodes: {victim.port}" in cluster("start", "redis")
+
+
 JOB = textwrap.dedent("""
     import os, sys
     from pyspark.sql import SparkSession

@@ -30,7 +30,7 @@ def test_a_malformed_entry_is_an_error_that_shows_the_format(text):
 
 
 def test_an_unknown_point_is_an_error_that_lists_the_points():
-    points = "coordinate, process, staged, prepared, commit, committed"
+    points = "coordinate, process, staged, prepared, applying, commit, committed"
     with pytest.raises(ConfigError, match=f"unknown fault point 'comit'.*{points}"):
         parse_faults("comit:wc:3")
     assert [f.point for f in parse_faults(",".join(f"{p}:wc:1" for p in faults.POINTS))] == list(faults.POINTS)

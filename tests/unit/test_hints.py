@@ -78,8 +78,8 @@ def test_an_unknown_value_of_the_variable_falls_back_to_the_detection(where, mon
 @pytest.mark.parametrize("service", hints.SERVICES)
 def test_each_kind_names_its_own_fix_for_each_service(service) -> None:
     checkout, container, installed = (hints.how_to_start(service, kind) for kind in KINDS)
-    script = "scripts/spark-connect.sh" if service == "spark_connect" else (
-        "scripts/airflow.sh" if service == "airflow" else "scripts/services.sh")
+    script = {"spark_connect": "scripts/spark-connect.sh", "airflow": "scripts/airflow.sh",
+              "redis_cluster": "scripts/cluster.sh"}.get(service, "scripts/services.sh")
     assert script in checkout
     assert "docker compose" in container and "scripts/" not in container
     assert "scripts/" not in installed and "docker" not in installed

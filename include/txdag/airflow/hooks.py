@@ -13,8 +13,10 @@ from urllib.parse import quote
 from airflow.sdk import BaseHook
 
 from txdag.defaults import REDIS_TIMEOUT, ZK_ROOT, ZK_TIMEOUT, ZOOKEEPER_CONN_ID
+from txdag.errors import ConfigError
 from txdag.masking import register_secret
 from txdag.protocol.clients import Clients, RedisSettings, ZooKeeperSettings
+from txdag.redisio import CLUSTER_OPTION, NODES_OPTION
 from txdag.zk.client import ZkClient, close_zk
 
 
@@ -72,8 +74,20 @@ def redis_url(conn_id: str) -> str:
 
 
 def redis_url_of(conn: Any) -> str:
-    """The URL of a Redis connection object (host, port, login/password, extra ``db`` and ``ssl``)."""
+    """The URL of a Redis connection object (host, port, login/password, extra ``db`` and ``ssl``). Extra
+    ``{"cluster": true}``: a Redis Cluster, its host one node or several (``h1:7000,h2:7000``), the first in the
+    URL and the others in its ``nodes`` option (txdag.redisio.client_from_url)."""
     extra = conn.extra_dejson
+    cluster = str(extra.get("cluster", "")).lower() in ("1", "true", "yes")
+    hosts = [h.strip() for h in (conn.host or "127.0.0.1").split(",") if h.strip()] or ["127.0.0.1"]
+    if len(hosts) > 1 and not cluster:
+        raise ConfigError(f"Redis connection {conn.conn_id!r} lists several hosts ({conn.host}) and is no cluster: "
+                          f"give one host, or add \"cluster\": true to its extra for a Redis Cluster")
+    if cluster and int(extra.get("db") or 0) != 0:
+        raise ConfigError(f"Redis connection {conn.conn_id!r} is a Redis Cluster, which has database 0 only: "
+                          f"remove \"db\" from its extra")
+    first = hosts[0] if ":" in hosts[0] else f"{hosts[0]}:{conn.port or 6379}"
+    others = [h if ":" in h else f"{h}:{conn.port or 6379}" for h in hosts[1:]]
     scheme = "rediss" if str(extra.get("ssl", "")).lower() in ("1", "true") else "redis"
     auth = ""
     if conn.password and str(conn.password).lower() not in ("none", "false"):
@@ -81,7 +95,10 @@ def redis_url_of(conn: Any) -> str:
         auth = f"{quote(conn.login or '', safe='')}:{quote(conn.password, safe='')}@"
     elif conn.login:
         auth = f"{quote(conn.login, safe='')}@"
-    return f"{scheme}://{auth}{conn.host or '127.0.0.1'}:{conn.port or 6379}/{int(extra.get('db') or 0)}"
+    url = f"{scheme}://{auth}{first}/{int(extra.get('db') or 0)}"
+    if cluster:
+        url += f"?{CLUSTER_OPTION}=true" + (f"&{NODES_OPTION}={','.join(others)}" if others else "")
+    return url
 
 
 def _mask(password: str) -> None:

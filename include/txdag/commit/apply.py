@@ -23,12 +23,13 @@ from txdag.commit.newvalues import emit_values
 from txdag.commit.outputs import OutputSpec
 from txdag.commit.rejections import record_rejections
 from txdag.errors import ConfigError
+from txdag.faults import crash_if_requested
 from txdag.spouts.base import Rejection
 from txdag.state.combine_apply import apply_combined, apply_updaters
 from txdag.state.kv import KVNamespace, ProviderConfig
 from txdag.state.map_state import MapStateBase
 from txdag.state.redis_backing import RedisBackingMap
-from txdag.state.redis_commit import StagedPartials, apply_staged
+from txdag.state.redis_commit import StagedPartials, apply_staged_state, write_marker
 from txdag.state.snapshottable_map import GLOBAL_KEY
 from txdag.topology.refs import resolve_ref
 from txdag.windows.rules import spec_from_dict
@@ -163,12 +164,18 @@ def _put_global(ctx: CommitContext, name: str, value: Any) -> None:
 
 
 def apply_sums(ctx: CommitContext, outputs: Mapping[str, tuple[OutputSpec, str]]) -> tuple[int, int]:
-    """Every state's numeric partials (their staging keys) added inside Redis, one script call per page of fields,
-    then ``extra`` and the marker, last (also with no partials at all); returns (applied, skipped)."""
-    sums = [StagedPartials(_namespace(ctx, name), ctx.states[name].kind, key) for name, (_, key) in outputs.items()]
-    result = apply_staged(ctx.client, ctx.tx.txid, sums, marker_key=ctx.marker_key, extra=ctx.extra,
-                          topology=ctx.topology)
-    return result.applied, result.skipped
+    """Every state's numeric partials (their staging keys) added inside Redis, state by state, one script call per
+    page of fields, then ``extra`` and the marker, last (also with no partials at all); returns (applied, skipped).
+    The ``applying`` fault point is after the first state: on a Redis Cluster, one slot written and not the rest."""
+    applied = skipped = 0
+    for i, (name, (_, key)) in enumerate(outputs.items()):
+        partials = StagedPartials(_namespace(ctx, name), ctx.states[name].kind, key)
+        a, s, _ = apply_staged_state(ctx.client, ctx.tx.txid, partials, topology=ctx.topology)
+        applied, skipped = applied + a, skipped + s
+        if i == 0:
+            crash_if_requested("applying", ctx.topology, ctx.tx)
+    write_marker(ctx.client, ctx.tx.txid, ctx.marker_key, ctx.extra, topology=ctx.topology)
+    return applied, skipped
 
 
 def _namespace(ctx: CommitContext, name: str) -> str:

@@ -5,6 +5,7 @@ Order of writes, and why each crash point is safe:
 2. Redis: the outputs of each state, each idempotent for the txid, applied kind by kind as the table of kinds says
    (txdag.commit.kinds): combiner partials, windows, state updaters, key-value states (prepared then committed),
    then the numeric partials, read from the staging and added inside Redis, with the marker written last.
+   On a Redis Cluster, a replica of every master written has acknowledged the writes (WAIT) before step 3.
 3. ZooKeeper: COMMITTED and committed_txid = txid, in one transaction.
 4. Redis: the staging of every attempt of txid is deleted; ZooKeeper: txids older than the kept window.
 A crash after 1 or 2 leaves a txid that re-runs 2 with the same partials (no change where already applied);
@@ -26,8 +27,10 @@ from txdag.commit.kinds import apply_outputs
 from txdag.commit.staging import Staging
 from txdag.errors import ConfigError
 from txdag.faults import crash_if_requested
+from txdag.redisio import replicate
 from txdag.state.map_state import MapStateBase
 from txdag.state.marker import read_marker, where
+from txdag.state.redis_backing import RedisBackingMap
 from txdag.txid.coordinator import AlreadyCommitted, Coordinator, Wait
 from txdag.txid.decisions import check_marker
 
@@ -77,6 +80,7 @@ def commit_transaction(
     if not _marker_at(client, marker_key, tx.txid, topology):  # a marker >= txid: every output is in already
         ctx = CommitContext(topology, tx, client, states, load_job, key_values or {}, marker_key, extra)
         applied, skipped = apply_outputs(ctx, outputs)
+    replicate(client, _written_keys(states, marker_key), f"the commit of {tx} of topology {topology!r}")
     crash_if_requested("commit", topology, tx)  # the states hold txid, ZooKeeper does not know yet
     coordinator.record_commit(tx)
     crash_if_requested("committed", topology, tx)  # recorded; the staging is still there
@@ -91,6 +95,12 @@ def commit_transaction(
         sorted(outputs),
     )
     return CommitOutcome(tx, "committed", applied=applied, skipped=skipped)
+
+
+def _written_keys(states: Mapping[str, MapStateBase], marker_key: str | None) -> list[str]:
+    """A key of each Redis state and the marker: where a commit wrote (one per slot is enough for WAIT)."""
+    keys = [s.backing.namespace for s in states.values() if isinstance(s.backing, RedisBackingMap)]
+    return keys + ([marker_key] if marker_key else [])
 
 
 def _marker_at(client: redis.Redis, marker_key: str | None, txid: int, topology: str) -> bool:

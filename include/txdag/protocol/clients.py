@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from redis import Redis
 
+from txdag.redisio import client_from_url
 from txdag.spouts.base import TransactionalSpout
 from txdag.topology.topology import TransactionalTopology
 from txdag.zk.client import ZkClient, close_zk, connect_zk
@@ -31,10 +32,11 @@ class RedisSettings:
     timeout: float | None = None
 
     def connect(self) -> Redis:
-        """A client with bytes replies, as the spouts and the states read them; it connects on first use."""
+        """A client with bytes replies, as the spouts and the states read them; it connects on first use (a Redis
+        Cluster's, ``?cluster=true`` in the URL, now: to learn the slots)."""
         if self.timeout is None:
-            return Redis.from_url(self.url)
-        return Redis.from_url(self.url, socket_connect_timeout=self.timeout, socket_timeout=self.timeout)
+            return client_from_url(self.url)
+        return client_from_url(self.url, socket_connect_timeout=self.timeout, socket_timeout=self.timeout)
 
 
 @dataclass(frozen=True)

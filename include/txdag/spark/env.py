@@ -17,6 +17,7 @@ import redis
 from txdag.defaults import REDIS_TIMEOUT
 from txdag.errors import ConfigError
 from txdag.masking import register_secret
+from txdag.redisio import client_from_url
 
 URLS_VAR = "TXDAG_REDIS_URLS"
 
@@ -51,8 +52,8 @@ def redis_clients_from_env(
     for conn_id, url in urls.items():
         try:
             register_secret(unquote(urlparse(url).password or ""))
-            clients[conn_id] = redis.Redis.from_url(url, socket_timeout=REDIS_TIMEOUT,
-                                                    socket_connect_timeout=REDIS_TIMEOUT)  # the URL's win
+            clients[conn_id] = client_from_url(url, socket_timeout=REDIS_TIMEOUT,
+                                               socket_connect_timeout=REDIS_TIMEOUT)  # the URL's win
         except ValueError as exc:  # the message may hold the URL's password: name the connection only
             raise ConfigError(f"{URLS_VAR}: the URL of connection {conn_id!r} is not a Redis URL "
                               f"({type(exc).__name__}); use redis://[user:password@]host:port/db") from None

@@ -12,6 +12,12 @@ The race the script closes, as a timeline, if the rule ran in Python instead:
 Inside one script there is no interleaving: each chunk is applied atomically. Chunks are sent one after the
 other; the marker and the extra keys are written with the last chunk, so a marker >= txid means the whole
 batch is in.
+
+On a Redis Cluster a script touches one hash slot. A state's four keys share its namespace's slot; the staging and
+the marker are in the topology's (``{topology}``). So a call holds one state's keys only, and the marker is its own
+write after every state. A commit that dies between two slots leaves some states with the txid and others
+without; its replay applies the same partials again, and the per-key txid rule turns what is in already into a
+no-op (non-transactional states excepted: they are at-least-once by definition).
 """
 
 from __future__ import annotations
@@ -19,8 +25,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Number
+from typing import Any
 
 import redis
+from redis.crc import key_slot
 
 from txdag.errors import ConfigError
 from txdag.luascripts import run
@@ -28,6 +36,7 @@ from txdag.redisio import redis_errors
 from txdag.state.base import Key, StateKind
 from txdag.state.lua import APPLY, APPLY_STAGED
 from txdag.state.map_state import MapStateBase
+from txdag.state.marker import read_marker
 from txdag.state.redis_backing import RedisBackingMap, state_keys
 
 DEFAULT_CHUNK = 5000
@@ -80,13 +89,16 @@ def apply_encoded(
     topology: str | None = None,
 ) -> ApplyResult:
     """One script call per chunk of ``chunk_size`` keys; ``marker_key`` gets txid and ``extra`` its values last.
-    ``topology`` only names the topology in errors."""
+    On a Redis Cluster whose keys are in several slots, each chunk holds one state's keys, and the marker is
+    checked before and written after them (write_marker). ``topology`` only names the topology in errors."""
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     items = [(p, field, _number(p, field, d)) for p in partials for field, d in p.deltas.items()]
+    touched = [k for p in partials for k in state_keys(p.namespace)] + ([marker_key] if marker_key else [])
+    if not one_slot(client, touched + list(extra or {})):
+        return _apply_per_slot(client, txid, partials, items, marker_key, extra, chunk_size, topology)
     chunks = [items[i : i + chunk_size] for i in range(0, len(items), chunk_size)] or [[]]
     applied = skipped = 0
-    touched = [k for p in partials for k in state_keys(p.namespace)] + ([marker_key] if marker_key else [])
     with redis_errors(client, f"committing txid {txid}", topology=topology, keys=touched + list(extra or {})):
         for n, chunk in enumerate(chunks):
             last = n == len(chunks) - 1
@@ -96,6 +108,26 @@ def apply_encoded(
                 return ApplyResult(applied, skipped, True, n + 1)
             applied, skipped = applied + a, skipped + s
     return ApplyResult(applied, skipped, False, len(chunks))
+
+
+def _apply_per_slot(client: redis.Redis, txid: int, partials: Sequence[EncodedPartials],
+                    items: list[tuple[EncodedPartials, str, str]], marker_key: str | None,
+                    extra: Mapping[str, str] | None, chunk_size: int, topology: str | None) -> ApplyResult:
+    """apply_encoded where the states are in several Redis Cluster slots: chunks of one state each."""
+    if marker_key is not None:
+        marker = read_marker(client, marker_key, topology or "", f"reading the marker of txid {txid}")
+        if marker is not None and marker >= txid:
+            return ApplyResult(0, 0, True, 0)
+    applied = skipped = calls = 0
+    for p in partials:
+        mine = [item for item in items if item[0] is p]
+        for first in range(0, len(mine), chunk_size):
+            keys, args = _call(txid, mine[first : first + chunk_size], None, False, {})
+            with redis_errors(client, f"committing txid {txid}", topology=topology, keys=keys):
+                a, s = run(client, APPLY, keys, args, where=_where(topology, txid))
+            applied, skipped, calls = applied + a, skipped + s, calls + 1
+    write_marker(client, txid, marker_key, extra, topology=topology)
+    return ApplyResult(applied, skipped, False, calls)
 
 
 @dataclass(frozen=True)
@@ -117,28 +149,72 @@ def apply_staged(
     page: int = STAGED_PAGE,
     topology: str | None = None,
 ) -> ApplyResult:
-    """Add staged partials of batch ``txid``, read and applied inside Redis a page of ``page`` fields per script
-    call (the partials never go through the client); then ``extra`` and the marker, last. The caller checks the
-    marker first: a marker >= txid means every state already holds the txid."""
+    """Add staged partials of batch ``txid`` state by state (apply_staged_state), then ``extra`` and the marker,
+    last (write_marker). The caller checks the marker first: a marker >= txid means every state holds the txid."""
     applied = skipped = calls = 0
-    touched = [k for p in partials for k in (*state_keys(p.namespace), p.stage_key)]
-    with redis_errors(client, f"committing txid {txid}", topology=topology, keys=touched + [marker_key or ""]):
-        for p in partials:
-            cursor = "0"
-            while True:
-                cursor, a, s = run(client, APPLY_STAGED, [*state_keys(p.namespace), p.stage_key],
-                                   [str(txid), p.kind.value, cursor, str(page)], where=_where(topology, txid))
-                applied, skipped, calls = applied + a, skipped + s, calls + 1
-                cursor = cursor.decode() if isinstance(cursor, bytes) else str(cursor)
-                if cursor == "0":
-                    break
-        pipe = client.pipeline(transaction=False)
-        for key, value in (extra or {}).items():
-            pipe.set(key, value)
-        if marker_key is not None:
-            pipe.set(marker_key, txid)  # last: a marker >= txid means the whole batch is in
-        pipe.execute()
+    for p in partials:
+        a, s, c = apply_staged_state(client, txid, p, page=page, topology=topology)
+        applied, skipped, calls = applied + a, skipped + s, calls + c
+    write_marker(client, txid, marker_key, extra, topology=topology)
     return ApplyResult(applied, skipped, False, calls)
+
+
+def apply_staged_state(client: redis.Redis, txid: int, p: StagedPartials, *, page: int = STAGED_PAGE,
+                       topology: str | None = None) -> tuple[int, int, int]:
+    """Add one state's staged partials of batch ``txid``, a page of ``page`` fields per script call; returns
+    (applied, skipped, calls). Where one script may reach both the staging hash and the state (one server, or
+    one Redis Cluster slot), the partials are read and applied inside Redis and never go through the client;
+    on a cluster whose state is in another slot than the staging, each page is read here (HSCAN) and applied in
+    the state's slot. Either way each page is atomic and the per-key txid rule makes a second pass a no-op, so a
+    commit that dies between two states (two slots) is completed by its replay."""
+    keys = [*state_keys(p.namespace), p.stage_key]
+    server_side = one_slot(client, keys)
+    applied = skipped = calls = 0
+    cursor: int | str = "0" if server_side else 0
+    with redis_errors(client, f"committing txid {txid}", topology=topology, keys=keys):
+        while True:
+            if server_side:
+                cursor, a, s = run(client, APPLY_STAGED, keys, [str(txid), p.kind.value, cursor, str(page)],
+                                   where=_where(topology, txid))
+                cursor = cursor.decode() if isinstance(cursor, bytes) else str(cursor)
+            else:
+                cursor, fields = client.hscan(p.stage_key, int(cursor), count=page)
+                a, s = _apply_fields(client, txid, p, fields, topology) if fields else (0, 0)
+            applied, skipped, calls = applied + a, skipped + s, calls + 1
+            if str(cursor) == "0":
+                return applied, skipped, calls
+
+
+def _apply_fields(client: redis.Redis, txid: int, p: StagedPartials, fields: Any,
+                  topology: str | None) -> tuple[int, int]:
+    """One page of staged fields, read by the client, applied to the state by the APPLY script (one slot)."""
+    target = EncodedPartials(p.namespace, p.kind, {})
+    chunk = [(target, f.decode(), v.decode()) for f, v in fields.items()]
+    keys, args = _call(txid, chunk, None, False, {})
+    applied, skipped = run(client, APPLY, keys, args, where=_where(topology, txid))
+    return applied, skipped
+
+
+def write_marker(client: redis.Redis, txid: int, marker_key: str | None, extra: Mapping[str, str] | None = None,
+                 *, topology: str | None = None) -> None:
+    """``extra``'s keys, then the marker (its own write, after them: on a Redis Cluster a pipeline's commands to
+    different nodes are not ordered), so a marker >= txid means the whole batch is in."""
+    with redis_errors(client, f"committing txid {txid}", topology=topology, keys=[*(extra or {}), marker_key or ""]):
+        if extra:
+            pipe = client.pipeline(transaction=False)
+            for key, value in extra.items():
+                pipe.set(key, value)
+            pipe.execute()
+        if marker_key is not None:
+            client.set(marker_key, txid)
+
+
+def one_slot(client: redis.Redis, keys: Sequence[str]) -> bool:
+    """Whether one script call may touch all of ``keys``: always on one server, on a Redis Cluster only when their
+    hash tags put them in one slot."""
+    if getattr(client, "nodes_manager", None) is None:
+        return True
+    return len({key_slot(k.encode()) for k in keys}) == 1
 
 
 def _where(topology: str | None, txid: int) -> str:

@@ -15,7 +15,6 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import pyarrow as pa
-import redis
 from pyspark.sql import DataFrame, Row
 from pyspark.sql.types import StructType
 from redis.connection import parse_url
@@ -23,7 +22,7 @@ from redis.connection import parse_url
 from txdag.contracts import AggregatorError, Collector, QueryFunction, call
 from txdag.errors import ConfigError
 from txdag.masking import register_secret
-from txdag.redisio import from_portable
+from txdag.redisio import client_from_url, from_portable
 from txdag.spark.context import current_job
 from txdag.spark.env import URLS_VAR, parse_redis_urls
 from txdag.state import RedisBackingMap
@@ -134,7 +133,7 @@ def read_committed(state: State, url: str | dict[str, Any], keys: list[tuple[Any
     distinct = {freeze(k): k for k in keys if k is not None}
     stored: dict[Any, Any] = {}
     if distinct:
-        client = redis.Redis.from_url(url) if isinstance(url, str) else from_portable(url)
+        client = client_from_url(url) if isinstance(url, str) else from_portable(url)
         try:
             backing = RedisBackingMap(client, state.redis_key, key_codec=state.codec())
             stored = dict(zip(distinct, backing.multi_get(list(distinct.values()))))

@@ -172,3 +172,25 @@ def test_a_job_of_a_fenced_off_attempt_stages_nothing(spark, jobs, redis_client,
     with pytest.raises(StaleAttemptError, match="txid 1 attempt 1: attempt 1 is stale: attempt 2 of its txid"):
         run_job(spec, jobs["tweets_analytics"].process, clients(redis_client), spark)
     assert redis_client.keys(f"txdag:stage:{{{spec.topology}}}:*") == []
+
+
+def test_the_executors_stage_into_a_redis_cluster(spark, jobs, redis_client, redis_cluster, tweets_spec):
+    """The states' Redis is a cluster (the source stays on one server): the executors open cluster clients from
+    the driver's portable spec and write the staging in the topology's slot, fenced as on one server."""
+    from dataclasses import replace
+
+    from txdag.state.kv import make_client, parse_provider_config
+
+    cluster = make_client(parse_provider_config("redis_cluster", redis_cluster.config()))
+    tweets = sample_tweets(200, seed=5)
+    spec = replace(tweets_spec(tweets), redis_conn_id="states")
+    try:
+        result = run_job(spec, jobs["tweets_analytics"].process, {"redis_default": redis_client, "states": cluster},
+                         spark)
+        assert Staging(cluster, spec.topology).read(spec.tx) == tweets_expectation(tweets)
+        assert result.batch_size == len(tweets)
+        assert not redis_client.exists(stage_key(spec.topology, spec.tx)), "nothing staged on the source's Redis"
+    finally:
+        for key in cluster.scan_iter(match=f"*{{{spec.topology}}}*"):
+            cluster.delete(key)
+        cluster.close()

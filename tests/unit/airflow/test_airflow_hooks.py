@@ -5,12 +5,16 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
 from txdag.airflow.hooks import redis_url_of, zookeeper_settings
+from txdag.errors import ConfigError
 from txdag.protocol.clients import ZooKeeperSettings
 
 
 def conn(host, port=None, login=None, password=None, **extra):
-    return SimpleNamespace(host=host, port=port, login=login, password=password, extra_dejson=extra)
+    return SimpleNamespace(conn_id="redis_default", host=host, port=port, login=login, password=password,
+                           extra_dejson=extra)
 
 
 def test_zookeeper_settings_add_the_port_to_hosts_without_one() -> None:
@@ -25,3 +29,16 @@ def test_redis_url_quotes_credentials_and_keeps_db_and_ssl() -> None:
     assert redis_url_of(conn("r", 6391, db=3)) == "redis://r:6391/3"
     assert redis_url_of(conn("r", None, "u", "p@ss:/", ssl=True)) == "rediss://u:p%40ss%3A%2F@r:6379/0"
     assert redis_url_of(conn(None, None, password="None")) == "redis://127.0.0.1:6379/0"
+
+
+def test_a_redis_cluster_connection_lists_its_other_nodes_in_the_url() -> None:
+    assert redis_url_of(conn("n1,n2:7002, n3", 7001, "u", "pw", cluster=True)) == (
+        "redis://u:pw@n1:7001/0?cluster=true&nodes=n2:7002,n3:7001")
+    assert redis_url_of(conn("n1:7001", None, cluster="true")) == "redis://n1:7001/0?cluster=true"
+
+
+def test_several_hosts_without_cluster_and_a_cluster_database_are_refused() -> None:
+    with pytest.raises(ConfigError, match=r"lists several hosts \(a,b\) and is no cluster: .* \"cluster\": true"):
+        redis_url_of(conn("a,b", 6379))
+    with pytest.raises(ConfigError, match="database 0 only: remove \"db\""):
+        redis_url_of(conn("a", 7001, cluster=True, db=2))

@@ -25,14 +25,12 @@ import redis
 from txdag.attempt import TransactionAttempt
 from txdag.errors import ServiceUnavailable
 from txdag.luascripts import run
-from txdag.redisio import describe, how_to_start_redis, redis_errors
+from txdag.redisio import describe, how_to_start_redis, is_cluster, redis_errors
 from txdag.state.kv import scripts
 from txdag.state.kv.errors import KVStateError
 from txdag.state.kv.layout import PUT_TAG, TOMBSTONE, KVNamespace
 from txdag.state.staging_layout import attempt_id, parse_attempt_id
 
-HOW_TO_START_CLUSTER = ("start its nodes (the tests start one with txdag.testing.cluster.RedisClusterServers), or "
-                        "fix the provider config's \"nodes\"")
 HSET_FIELDS = 1000  # fields per HSET command
 PIPELINE_DEPTH = 10  # HSET commands per round trip
 
@@ -99,7 +97,7 @@ def kv_errors(client: redis.Redis, doing: str, spec: KVNamespace) -> Iterator[No
 
 
 def _down(client: redis.Redis, doing: str, spec: KVNamespace, exc: BaseException) -> ServiceUnavailable:
-    hint = HOW_TO_START_CLUSTER if getattr(client, "nodes_manager", None) is not None else how_to_start_redis()
+    hint = how_to_start_redis(is_cluster(client))
     return ServiceUnavailable(f"Redis at {describe(client)} cannot serve {doing} of KeyValueState "
                               f"{spec.namespace!r} ({type(exc).__name__}: {exc}); {hint}")
 

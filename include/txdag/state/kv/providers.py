@@ -16,14 +16,12 @@ from typing import Any
 import redis
 from redis.cluster import ClusterNode, RedisCluster
 
-from txdag.errors import AccessDenied, ServiceUnavailable
 from txdag.masking import register_secret
+from txdag.redisio import connect_cluster
 from txdag.state.kv.config import ProviderConfig, parse_provider_config
 from txdag.state.kv.layout import KVNamespace
-from txdag.state.kv.protocol import HOW_TO_START_CLUSTER, StateHooks
+from txdag.state.kv.protocol import StateHooks
 from txdag.state.kv.state import KeyValueState
-
-REFUSALS = ("invalid username-password pair", "WRONGPASS", "NOAUTH")
 
 
 def make_client(config: ProviderConfig) -> Any:
@@ -33,36 +31,12 @@ def make_client(config: ProviderConfig) -> Any:
     if config.provider == "redis":
         return redis.Redis(host=config.host, port=config.port, db=config.database, socket_timeout=seconds,
                            socket_connect_timeout=seconds, username=config.username, password=config.password)
-    try:
-        client = RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in config.nodes], socket_timeout=seconds,
-                              socket_connect_timeout=seconds, username=config.username, password=config.password)
-    except (redis.exceptions.RedisClusterException, redis.RedisError) as exc:
-        refusal = _refusal(exc)
-        if refusal is not None:
-            raise AccessDenied(f"Redis Cluster at {config.address} refused user {config.username or 'default'!r}: "
-                               f"{refusal}; {_fix(refusal, config)}") from None
-        raise ServiceUnavailable(f"Redis Cluster at {config.address} is unreachable ({type(exc).__name__}: "
-                                 f"{exc}); {HOW_TO_START_CLUSTER}") from None
-    client.RedisClusterRequestTTL = config.max_redirections + 1
+    client = connect_cluster(
+        lambda: RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in config.nodes], socket_timeout=seconds,
+                             socket_connect_timeout=seconds, username=config.username, password=config.password),
+        config.address, config.username, "check \"username\" and \"password\" in the provider config")
+    client.RedisClusterRequestTTL = config.max_redirections + 1  # type: ignore[attr-defined]
     return client
-
-
-def _refusal(exc: BaseException) -> BaseException | None:
-    """The login or ACL refusal behind a failed cluster connection (redis-py wraps it in RedisClusterException)."""
-    chain: BaseException | None = exc
-    while chain is not None:
-        if isinstance(chain, redis.AuthenticationError | redis.exceptions.NoPermissionError):
-            return chain
-        chain = chain.__cause__ or chain.__context__
-    return exc if any(s in str(exc) for s in REFUSALS) else None
-
-
-def _fix(refusal: BaseException, config: ProviderConfig) -> str:
-    if isinstance(refusal, redis.exceptions.NoPermissionError):
-        return (f"the cluster client needs CLUSTER SLOTS and COMMAND besides the topology's keys: give user "
-                f"{config.username or 'default'!r} the ACL SETUSER line `txdag acl redis TOPOLOGY` prints, on every "
-                f"node")
-    return "check \"username\" and \"password\" in the provider config"
 
 
 def namespace_of(config: ProviderConfig, namespace: str) -> KVNamespace:
