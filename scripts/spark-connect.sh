@@ -8,7 +8,11 @@
 #   bash scripts/spark-connect.sh url       the sc:// URL (an Airflow spark_connect connection's host and port)
 #
 # Environment: TXDAG_SPARK_CONNECT_PORT (default 15092, clear of Spark's 15002), TXDAG_SPARK_CONNECT_MASTER
-# (default local[2]), TXDAG_SPARK_CONNECT_MEMORY (driver memory, default 1g).
+# (default local[2]; spark://host:port for a standalone cluster), TXDAG_SPARK_CONNECT_MEMORY (driver memory, default
+# 1g), TXDAG_SPARK_CONNECT_PYTHON (the Python the executors run, default the project's .venv; on a cluster whose
+# workers' Python has no txdag, theirs: each topology ships txdag to its session, see `txdag pyfiles`); on a
+# cluster also TXDAG_SPARK_CONNECT_CORES (spark.cores.max, default 2: what the server leaves to spark-submit
+# applications) and TXDAG_SPARK_CONNECT_EXECUTOR_MEMORY (default 512m).
 # State (log, pid file) lives in .run/spark-connect-<port>/ at the repository root.
 set -euo pipefail
 if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then # the comment above, before anything runs or is created
@@ -21,6 +25,12 @@ HOST=127.0.0.1
 PORT="${TXDAG_SPARK_CONNECT_PORT:-15092}"
 MASTER="${TXDAG_SPARK_CONNECT_MASTER:-local[2]}"
 MEMORY="${TXDAG_SPARK_CONNECT_MEMORY:-1g}"
+EXECUTOR_PYTHON="${TXDAG_SPARK_CONNECT_PYTHON:-$ROOT/.venv/bin/python}"
+CLUSTER_ARGS=()
+if [[ "$MASTER" != local* ]]; then
+    CLUSTER_ARGS=(--conf "spark.cores.max=${TXDAG_SPARK_CONNECT_CORES:-2}"
+        --executor-memory "${TXDAG_SPARK_CONNECT_EXECUTOR_MEMORY:-512m}")
+fi
 DIR="$ROOT/.run/spark-connect-$PORT"
 PID_FILE="$DIR/server.pid"
 LOG="$DIR/server.log"
@@ -61,9 +71,10 @@ start() {
     # Its own session (setsid), so that 'stop' ends the JVM and nothing else; loopback only.
     # A topology's txids share a session a day (txdag.spark.connect): kept for 25 h of idleness, it outlives its day.
     # spark-submit finds PySpark's jars through the `python` first on PATH: the project's; its Python workers run
-    # the project's Python too (they import txdag: staging is written from the executors).
-    PATH="$ROOT/.venv/bin:$PATH" PYSPARK_PYTHON="$ROOT/.venv/bin/python" SPARK_LOCAL_IP=$HOST setsid "$submit" --class "$SERVER_CLASS" --master "$MASTER" --name txdag-spark-connect \
-        --driver-memory "$MEMORY" \
+    # the project's Python too (they import txdag: staging is written from the executors), unless told otherwise.
+    PATH="$ROOT/.venv/bin:$PATH" PYSPARK_PYTHON="$EXECUTOR_PYTHON" PYSPARK_DRIVER_PYTHON="$ROOT/.venv/bin/python" \
+        SPARK_LOCAL_IP=$HOST setsid "$submit" --class "$SERVER_CLASS" --master "$MASTER" --name txdag-spark-connect \
+        --driver-memory "$MEMORY" "${CLUSTER_ARGS[@]}" \
         --conf spark.connect.grpc.binding.address=$HOST --conf spark.connect.grpc.binding.port="$PORT" \
         --conf spark.ui.enabled=false --conf spark.driver.bindAddress=$HOST --conf spark.driver.host=$HOST \
         --conf spark.sql.shuffle.partitions=4 --conf spark.connect.session.manager.defaultSessionTimeout=25h \

@@ -12,9 +12,10 @@ from redis.cluster import ClusterNode, RedisCluster
 from redis.crc import key_slot
 
 from txdag import hints
-from txdag.errors import AccessDenied, ServiceUnavailable
+from txdag.errors import AccessDenied, ConfigError, ServiceUnavailable
 
 SCRIPT_REFUSED = "The user executing the script can't"  # Redis 7's ACL refusal inside a Lua script
+NOT_A_CLUSTER = "Cluster mode is not enabled"  # a cluster client's reply from a single server
 SLOTS_REFUSAL = "must map to the same key slot"  # redis-py's refusal of a cluster command over several slots
 CLUSTER_DOWN = (redis.exceptions.ClusterError,)  # the cluster lost a slot's master, or every node it knew
 SHOWN_KEYS = 4
@@ -94,6 +95,9 @@ def redis_errors(
     except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError, *CLUSTER_DOWN) as exc:
         if is_refusal(exc):
             raise access_denied(client, exc, doing, topology=topology, keys=keys) from exc
+        if isinstance(exc, redis.exceptions.MovedError) and not is_cluster(client):
+            raise ConfigError(f"Redis at {describe(client)} is a node of a Redis Cluster (it answered MOVED while "
+                              f"{doing}): add \"cluster\": true to the Redis connection's extra") from exc
         if isinstance(exc, redis.ResponseError) and not isinstance(exc, CLUSTER_DOWN):
             raise
         raise ServiceUnavailable(
@@ -146,6 +150,9 @@ def connect_cluster(connect: Callable[[], RedisCluster], address: str, user: str
         return cast(redis.Redis, connect())  # the rest of txdag takes either client as a redis.Redis
     except (redis.exceptions.RedisClusterException, redis.RedisError) as exc:
         refusal = _refusal(exc)
+        if refusal is None and NOT_A_CLUSTER in str(exc):
+            raise ConfigError(f"Redis at {address} is a single server, not a Redis Cluster: remove \"cluster\": "
+                              f"true from the connection's extra (or point it at a cluster's nodes)") from None
         if refusal is None:
             raise ServiceUnavailable(f"Redis Cluster at {address} is unreachable ({type(exc).__name__}: {exc}); "
                                      f"{how_to_start_redis(True)}") from None

@@ -14,44 +14,14 @@ import sys
 import textwrap
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
 
 import pytest
 from access import REDIS_URL, kazoo_auth
 from kazoo.client import KazooClient
 from redis.cluster import ClusterNode, RedisCluster
-
-REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "scripts" / "cluster.sh"
-PORTS = {"TXDAG_CLUSTER_ZK_PORT": "2391", "TXDAG_CLUSTER_REDIS_PORT": "7401", "TXDAG_CLUSTER_SPARK_PORT": "7477"}
-ENV = {**os.environ, **PORTS}
-ZK_PORTS = [2391, 2392, 2393]
-REDIS_PORTS = list(range(7401, 7407))
-RUN = REPO / ".run" / "cluster"
-
-
-def run(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", str(SCRIPT), *args], env=ENV, capture_output=True, text=True, timeout=timeout)
-
-
-def cluster(*args: str, timeout: float = 240) -> str:
-    done = run(*args, timeout=timeout)
-    assert done.returncode == 0, f"cluster.sh {' '.join(args)} exited {done.returncode}:\n{done.stdout}{done.stderr}"
-    return done.stdout
-
-
-@pytest.fixture(scope="module")
-def addresses() -> Iterator[dict[str, str]]:
-    cluster("wipe")  # a run before that was cut off leaves its data; the cluster starts empty
-    try:
-        cluster("start")
-        lines = [ln.removeprefix("export ") for ln in cluster("env").splitlines()]
-        yield dict(ln.split("=", 1) for ln in lines)
-    finally:
-        cluster("stop")
-        cluster("wipe")
+from support.loopback import ENV, REDIS_PORTS, RUN, ZK_PORTS, admin, cluster, node_pid, run
 
 
 def wait_until(check: Callable[[], bool], seconds: float, what: str) -> float:
@@ -65,10 +35,6 @@ def wait_until(check: Callable[[], bool], seconds: float, what: str) -> float:
             pass
         time.sleep(0.2)
     pytest.fail(f"{what}: not within {seconds:.0f} s")
-
-
-def node_pid(pid_file: Path) -> int:
-    return int(pid_file.read_text().split()[0])
 
 
 def zk_mode(port: int) -> str:
@@ -121,11 +87,6 @@ def test_the_zookeeper_ensemble_keeps_every_write_when_its_leader_is_killed(addr
     finally:
         alone.stop()
         alone.close()
-
-
-def admin() -> dict[str, str]:
-    url = urlsplit(REDIS_URL)
-    return {"username": unquote(url.username or ""), "password": unquote(url.password or "")}
 
 
 def test_the_redis_cluster_fails_over_to_a_replica_and_keeps_the_replicated_writes(addresses):

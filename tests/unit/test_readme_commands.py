@@ -80,6 +80,8 @@ RUN_BY: dict[str, tuple[str, str]] = {
     "bash scripts/spark-connect.sh start": (
         "tests/integration/spark/test_spark_connect.py::test_tweets_analytics_on_spark_connect_stages_the_reference",
         'tests/integration/spark/conftest.py::[*script, "start"]'),  # its connect_url fixture starts the server
+    "txdag pyfiles": ("tests/cluster/test_cluster_executors.py::test_spark_submit_ships_txdag_to_executors_without_it",
+                      'tests/cluster/test_cluster_executors.py::"pyfiles", str(out), "--python"'),
     ".venv/bin/python bench/soak.py --txids 40 --seed 3": (
         "tests/integration/test_soak.py::test_short_soak_commits_every_txid_exactly_once_under_faults",
         '"--txids", "40", "--seed", "3"'),

@@ -49,7 +49,7 @@ from txdag.protocol import (
 )
 from txdag.topology.owner import Owner
 from txdag.topology.topology import TransactionalTopology
-from txdag.txid.failure import JobFailed, job_failure, job_line
+from txdag.txid.failure import JobFailed, job_failure, job_line, with_missing_module
 
 FAULTS_VARIABLE = "txdag_faults"  # test hook, see txdag.faults; honoured only where TXDAG_FAULTS_ALLOWED=1
 
@@ -205,6 +205,7 @@ class ProcessOperator(SparkSubmitOperator):
         def submit(rt: TopologyRuntime, emission: Emission) -> None:
             self.application_args = ["--job", rt.job_spec(emission).to_json()]
             self.env_vars = {**(self.env_vars or {}), **rt.job_env(), **self._local_env(), **_faults()}
+            self.conf = {**self._driver_conf(), **(self.conf or {})}
             try:
                 super(ProcessOperator, self).execute(context)
             except AirflowException as exc:
@@ -220,6 +221,13 @@ class ProcessOperator(SparkSubmitOperator):
         """In local mode the job's driver and workers use the Python that runs Airflow (it has txdag)."""
         master = str(self._get_hook()._connection.get("master", ""))
         return {"PYSPARK_PYTHON": sys.executable} if master.startswith("local") else {}
+
+    def _driver_conf(self) -> dict[str, str]:
+        """On a cluster in client mode the driver runs here: on the Python that runs Airflow (it has txdag), not on
+        the executors' (``spark.pyspark.python``, which may have none: ``txdag pyfiles`` ships it to them)."""
+        connection = self._get_hook()._connection
+        master, mode = str(connection.get("master", "")), connection.get("deploy_mode") or "client"
+        return {} if master.startswith("local") or mode != "client" else {"spark.pyspark.driver.python": sys.executable}
 
 
 class WarmProcessOperator(BaseOperator):
@@ -245,7 +253,8 @@ class WarmProcessOperator(BaseOperator):
             clients = {c: rt.clients.redis(c) for c in {spec.redis_conn_id, *spec.source.conn_ids()}}
             url = SparkConnectHook(self.topology.spark_connect_conn_id).get_connection_url()
             try:
-                result = run_connected(spec, self.topology.job_path, clients, url, rt.kv_configs)
+                result = run_connected(spec, self.topology.job_path, clients, url, rt.kv_configs,
+                                       self.topology.spark_conf)
             except Exception as exc:
                 raise warm_failure(self.topology.topology_id, emission.tx, exc) from exc
             self.log.info("%s", result.timed("import", imported).summary())
@@ -267,7 +276,7 @@ def submit_failure(topology: str, tx: Any, exc: BaseException) -> JobFailed:
 
 def warm_failure(topology: str, tx: Any, exc: BaseException) -> JobFailed:
     """The same shape as cold mode's: txdag's message first, the job's exception chained behind it."""
-    return JobFailed(job_failure(topology, tx, f"{type(exc).__name__}: {exc}"))
+    return JobFailed(job_failure(topology, tx, f"{type(exc).__name__}: {with_missing_module(str(exc))}"))
 
 
 def _faults() -> dict[str, str]:

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from txdag.cli import exits
 from txdag.cli.acl import add_cli as add_acl_cli
 from txdag.cli.common import conn_id_arg, int_at_least, seconds_arg, shorten, topology_arg, txid_arg
+from txdag.cli.pyfiles import add_cli as add_pyfiles_cli
 from txdag.defaults import REDIS_CONN_ID, SPARK_CONN_ID, ZOOKEEPER_CONN_ID
 from txdag.errors import TxdagError
 
@@ -130,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=seconds_arg, default=5.0, help="seconds per service (default 5)")
     p.set_defaults(func=doctor.cmd_doctor)
     add_acl_cli(sub)
+    add_pyfiles_cli(sub)
     topology.add_cli(sub, common)
     holes.add_cli(sub, common)
     return parser

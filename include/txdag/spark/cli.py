@@ -22,6 +22,7 @@ from txdag.spark.runner import Process, run_job
 from txdag.spark.session import spark_session
 from txdag.topology.definition import JobSpec
 from txdag.topology.kvstates import configs_from_env
+from txdag.txid.failure import with_missing_module
 
 log = logging.getLogger("txdag.spark")
 
@@ -53,7 +54,8 @@ def run_main(process: Process, argv: Sequence[str] | None = None, environ: Mappi
     except Exception as exc:
         if not isinstance(exc, TxdagError):  # ours say what to do; anything else needs its traceback
             log.exception("unexpected error")
-        failed = f"txdag job failed: {_where(spec)}: {type(exc).__name__}: {exc}"
+        said = with_missing_module(str(exc)).splitlines() or [""]  # one line: the task reads the output's last ones
+        failed = f"txdag job failed: {_where(spec)}: {type(exc).__name__}: {said[0]}"
     finally:
         if spark is not None and owns_session:
             spark.stop()

@@ -19,8 +19,9 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import cast
 from urllib.parse import urlsplit
 
@@ -39,6 +40,7 @@ from txdag.topology.jobfile import load_job_module
 # pyspark.sql.functions build Connect columns only while this is set (pyspark's is_remote()); pyspark sets it for
 # good on a Connect session, so it is set around the job and put back after.
 CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
+PY_FILES_CONF = "spark.submit.pyFiles"  # spark-submit's --py-files as a conf: both modes read it
 SHARED_GENERATIONS = 8  # shared sessions a topology may start in a day before its txids fall back to their own
 log = logging.getLogger(__name__)
 
@@ -48,11 +50,16 @@ def how_to_start() -> str:
     return f"{hints.how_to_start('spark_connect')}, or fix the host/port of the spark_connect connection"
 
 
-def shared_session_url(url: str, topology: str, day: datetime | None = None, generation: int = 0) -> str:
+def shared_session_url(url: str, topology: str, day: datetime | None = None, generation: int = 0,
+                       shipped: str = "") -> str:
     """``url`` with the id of the session the topology's txids share on ``day`` (UTC, default today). ``generation``
-    counts the ones the server closed that day (idle past its timeout: it refuses a closed id for good)."""
+    counts the ones the server closed that day (idle past its timeout: it refuses a closed id for good);
+    ``shipped`` is the digest of the py-files the session gets (py_files_digest): other code, another session,
+    since a session's Python workers keep the modules they imported (and the server refuses a file's name again
+    with other content)."""
     stamp = (day or datetime.now(UTC)).strftime("%Y-%m-%d")
-    digest = hashlib.sha256(f"txdag:{topology}:{stamp}:{generation}".encode()).digest()[:16]
+    salt = f":{shipped}" if shipped else ""
+    digest = hashlib.sha256(f"txdag:{topology}:{stamp}:{generation}{salt}".encode()).digest()[:16]
     base = url.rstrip("/")
     params = ";" if "/;" in base else "/;"  # after the connection's own (user_id, token, use_ssl)
     return f"{base}{params}session_id={uuid.UUID(bytes=digest, version=4)}"
@@ -94,15 +101,39 @@ def connect_session(url: str) -> SparkSession:
     return cast(SparkSession, spark)
 
 
-def shared_session(url: str, topology: str) -> SparkSession:
+def py_files(spark_conf: Mapping[str, str]) -> list[Path]:
+    """The local files of the topology's ``spark.submit.pyFiles`` (what ``txdag pyfiles`` builds), which a Connect
+    session gets as artifacts: its executors' Python need not have txdag."""
+    paths = [p.strip() for p in spark_conf.get(PY_FILES_CONF, "").split(",") if p.strip()]
+    found = [Path(p.removeprefix("file://")) for p in paths]
+    missing = [raw for p, raw in zip(found, paths) if "://" in raw.removeprefix("file://") or not p.is_file()]
+    if missing:
+        raise ConfigError(f"spark_conf {PY_FILES_CONF}: {missing} not a file here; in connect mode the task uploads "
+                          f"each to the session, so give paths the Airflow workers read (`txdag pyfiles` builds it)")
+    return found
+
+
+def py_files_digest(files: Sequence[Path]) -> str:
+    """16 hex digits of the files' names and bytes ('' for none)."""
+    if not files:
+        return ""
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(f"{path.name}\0".encode() + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def shared_session(url: str, topology: str, files: Sequence[Path] = ()) -> SparkSession:
     """Today's shared session of ``topology``, left open on the server when the client stops: the lowest generation
-    the server has not closed. A URL that names a session already is used as it is."""
+    the server has not closed, with ``files`` added as py-files (again the same bytes: a no-op on the server). A URL
+    that names a session already is used as it is."""
+    shipped = py_files_digest(files)
     if ";session_id=" in url:
         spark = connect_session(url)
     else:
         for generation in range(SHARED_GENERATIONS):
             try:
-                spark = connect_session(shared_session_url(url, topology, generation=generation))
+                spark = connect_session(shared_session_url(url, topology, generation=generation, shipped=shipped))
                 break
             except PySparkException as exc:
                 if not session_closed(exc):
@@ -112,20 +143,32 @@ def shared_session(url: str, topology: str) -> SparkSession:
                         "spark.connect.session.manager.defaultSessionTimeout); this txid runs in a session of its "
                         "own, whose Python workers stay until the server restarts (SPARK-54055)", topology,
                         SHARED_GENERATIONS)
-            return connect_session(url)
+            spark = connect_session(url)
+            ship(spark, files)
+            return spark
     cast(ConnectSession, spark).release_session_on_close = False
+    ship(spark, files)
     return spark
 
 
+def ship(spark: SparkSession, files: Sequence[Path]) -> None:
+    """Add ``files`` to the session's executors' ``sys.path`` (Spark Connect artifacts)."""
+    for path in files:
+        cast(ConnectSession, spark).addArtifacts(str(path), pyfile=True)
+
+
 def run_connected(spec: JobSpec, job_path: str, clients: Mapping[str, redis.Redis], url: str,
-                  kv_configs: Mapping[str, ProviderConfig] | None = None) -> JobResult:
-    """Run the job for ``spec`` on the Spark Connect server at ``url``, in the topology's shared session."""
+                  kv_configs: Mapping[str, ProviderConfig] | None = None,
+                  spark_conf: Mapping[str, str] | None = None) -> JobResult:
+    """Run the job for ``spec`` on the Spark Connect server at ``url``, in the topology's shared session, which
+    gets the py-files of the topology's ``spark_conf`` first."""
+    files = py_files(spark_conf or {})
     process = load_process(job_path)
     previous = os.environ.get(CONNECT_MODE)
     os.environ[CONNECT_MODE] = "1"
     try:
         started = time.perf_counter()
-        spark = shared_session(url, spec.topology)
+        spark = shared_session(url, spec.topology, files)
         connected = time.perf_counter() - started
         log.info("topology %r %s runs in Spark Connect session %s", spec.topology, spec.tx,
                  cast(ConnectSession, spark).session_id)

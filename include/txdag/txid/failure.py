@@ -14,6 +14,8 @@ from txdag.errors import TxdagError
 JOB_FAILED = "txdag job failed:"  # the line txdag.spark.cli prints last on stderr when a job fails
 _JOB_LINE = re.compile(r"txdag job failed: topology=\S+ txid=\S+ attempt=\S+: (.*)")
 _EXIT_CODE = re.compile(r"Error code is: (-?\d+)")
+_NO_MODULE = re.compile(r"No module named '([\w.]+)'")
+SHIPPED = ("txdag", "redis", "async_timeout")  # what `txdag pyfiles` ships to executors without txdag
 ACCEPT_MISSING = "txdag accept-missing"  # named by the spout's error for a hole it lets an operator accept
 HEADLINE_MAX = 1000
 
@@ -32,6 +34,25 @@ def job_line(output: str) -> str | None:
     line = found[-1][found[-1].index(JOB_FAILED):]
     match = _JOB_LINE.match(line)
     return match.group(1) if match else line[len(JOB_FAILED):].strip()
+
+
+def with_missing_module(error: str) -> str:
+    """``error``'s first line, plus what to do when its text says a Python (an executor's, on a cluster) lacks a
+    module txdag needs there; Spark's own first line only says that the Python worker raised."""
+    first, *rest = error.splitlines() or [""]
+    found = _NO_MODULE.search(error)
+    if found is None:
+        return error
+    module = found.group(1).split(".")[0]
+    if module in SHIPPED:
+        fix = (f"the Python running the job has no {module!r}: on a cluster whose executors have no txdag, ship it "
+               f"with `txdag pyfiles ZIP --python WORKERS_PYTHON` and the topology's spark_conf "
+               f"{{\"spark.submit.pyFiles\": ZIP}}")
+    elif module == "pyarrow":
+        fix = "the executors' Python has no pyarrow: install it on every worker (the Python of spark.pyspark.python)"
+    else:
+        fix = f"the Python running the job has no {module!r}: install it there, or ship it with the job"
+    return "\n".join([f"{first} ({fix})", *rest])
 
 
 def job_failure(topology: str, tx: TransactionAttempt, what: str | None, output: str = "") -> str:

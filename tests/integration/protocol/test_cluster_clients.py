@@ -49,3 +49,16 @@ def test_a_wrong_password_and_a_cluster_that_is_down_say_what_to_do(redis_cluste
         client_from_url("redis://127.0.0.1:1/0?cluster=true&nodes=127.0.0.1:2", socket_connect_timeout=0.5)
     with pytest.raises(ValueError, match="host:port, got 'nohost'"):
         client_from_url("redis://127.0.0.1:1/0?cluster=true&nodes=nohost")
+
+
+def test_a_cluster_flag_on_one_server_and_a_cluster_node_without_it_say_which_to_change(redis_cluster, redis_url):
+    from txdag.errors import ConfigError
+    from txdag.redisio import redis_errors
+
+    with pytest.raises(ConfigError, match=r"is a single server, not a Redis Cluster: remove \"cluster\": true"):
+        client_from_url(f"{redis_url}?cluster=true")
+    node = client_from_url(url_of(redis_cluster).split("?")[0])  # one node, as a plain server
+    with pytest.raises(ConfigError, match=r"is a node of a Redis Cluster .*add \"cluster\": true"):
+        with redis_errors(node, "reading"):
+            for i in range(20):  # some keys' slots are on another master: MOVED
+                node.get(f"k{i}")

@@ -45,3 +45,29 @@ def test_only_a_closed_or_unknown_session_is_taken_for_one():
     assert session_closed(RuntimeError("[INVALID_HANDLE.SESSION_CLOSED] The handle x is invalid."))
     assert session_closed(RuntimeError("[INVALID_HANDLE.SESSION_NOT_FOUND] The handle x is invalid."))
     assert not session_closed(RuntimeError("UNAVAILABLE: failed to connect to all addresses"))
+
+
+def test_the_shipped_code_is_part_of_the_session_id(tmp_path):
+    from txdag.spark.connect import py_files, py_files_digest
+
+    zip_file = tmp_path / "txdag-pyfiles.zip"
+    zip_file.write_bytes(b"one")
+    files = py_files({"spark.submit.pyFiles": f" file://{zip_file} "})
+    assert files == [zip_file]
+    first = py_files_digest(files)
+    zip_file.write_bytes(b"two")
+    assert py_files_digest(files) != first and py_files_digest([]) == ""
+    ids = {session_id(shared_session_url("sc://h:1", "tweets", DAY, shipped=s)) for s in ("", first)}
+    assert len(ids) == 2
+
+
+def test_py_files_the_task_cannot_read_are_refused_before_connecting(tmp_path):
+    import pytest
+
+    from txdag.errors import ConfigError
+    from txdag.spark.connect import py_files
+
+    refused = r"\['hdfs://nn/txdag.zip', .*missing.zip'\] not a file here; .*txdag pyfiles"
+    with pytest.raises(ConfigError, match=refused):
+        py_files({"spark.submit.pyFiles": f"hdfs://nn/txdag.zip,{tmp_path / 'missing.zip'}"})
+    assert py_files({}) == []

@@ -74,3 +74,17 @@ def test_accept_missing_is_allowed_for_a_failed_txid_on_its_own_or_behind_anothe
     assert refusal("t", rec(TxStatus.FAILED), 8, 7) is None
     behind = TxidRecord.new(8, "run8", {}, "now").moved(TxStatus.FAILED, "now", failed_by=6)
     assert refusal("t", behind, 8, 5) is None
+
+
+def test_a_missing_module_on_the_executors_says_how_to_ship_it():
+    from txdag.txid.failure import with_missing_module
+
+    spark = "An exception was thrown from the Python worker:\nTraceback ...\nModuleNotFoundError: No module named '{}'"
+    shipped = with_missing_module(spark.format("txdag.spark"))
+    assert shipped.splitlines()[0].endswith("the Python running the job has no 'txdag': on a cluster whose "
+                                            "executors have no txdag, ship it with `txdag pyfiles ZIP --python "
+                                            "WORKERS_PYTHON` and the topology's spark_conf "
+                                            '{"spark.submit.pyFiles": ZIP})')
+    assert "install it on every worker" in with_missing_module(spark.format("pyarrow")).splitlines()[0]
+    assert "has no 'numpy': install it there" in with_missing_module(spark.format("numpy"))
+    assert with_missing_module("KeyError: 'x'") == "KeyError: 'x'"
