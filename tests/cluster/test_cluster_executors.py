@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -18,7 +21,7 @@ from pathlib import Path
 import pytest
 import redis
 from access import REDIS_URL
-from support.loopback import RUN, admin
+from support.loopback import RUN, admin, cluster, node_pid
 
 from txdag import TransactionAttempt
 from txdag.commit.staging import Staging
@@ -140,13 +143,49 @@ def test_spark_submit_ships_txdag_to_executors_without_it(addresses, pyfiles, st
         submit({"spark.pyspark.python": pyfiles["spark.pyspark.python"]})  # the executors' Python, nothing shipped
 
     before = shipped()
+    started = time.monotonic()
     submit(pyfiles)
+    clean = time.monotonic() - started
     states = client_from_url(states_url)
     try:
         assert Staging(states, spec.topology).read(spec.tx) == {"words": dict(words)}
         assert workers_that_got_it(before) == 2, "both workers ran executors, and each fetched the zip"
     finally:
         close(states, source, spec.topology)
+
+    spec, words, source = batch(f"ek{uuid.uuid4().hex[:8]}")  # again, a worker SIGKILLed while it runs a task
+    killer = threading.Thread(target=kill_worker_in_a_task, args=("worker-1",), daemon=True)
+    started = time.monotonic()
+    killer.start()
+    submit(pyfiles)
+    killed = time.monotonic() - started
+    killer.join(timeout=5)
+    states = client_from_url(states_url)
+    try:
+        assert KILLED, "worker-1 was killed while a Python task ran on it"
+        assert Staging(states, spec.topology).read(spec.tx) == {"words": dict(words)}, "the retried tasks rewrote it"
+        print(f"Spark worker-1 SIGKILLed {KILLED[0]:.1f} s into the job, in a task: the job took {killed:.1f} s "
+              f"against {clean:.1f} s without the kill")
+    finally:
+        close(states, source, spec.topology)
+    assert "started: worker-1" in cluster("start", "spark")
+
+
+KILLED: list[float] = []
+
+
+def kill_worker_in_a_task(name: str, timeout: float = 120) -> None:
+    """SIGKILL the whole session of standalone ``name`` (the worker, its executor, their Python workers) once a
+    Python worker runs there: a machine that dies mid-task."""
+    leader = node_pid(RUN / f"spark-7477-{name}" / "spark.pid")
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        session = subprocess.run(["ps", "-o", "args=", "-s", str(leader)], capture_output=True, text=True).stdout
+        if "pyspark" in session:
+            os.killpg(leader, signal.SIGKILL)
+            KILLED.append(time.monotonic() - started)
+            return
+        time.sleep(0.05)
 
 
 @pytest.fixture

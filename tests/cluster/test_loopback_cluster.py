@@ -156,9 +156,15 @@ def test_a_topology_on_the_cluster_commits_exactly_once_through_a_state_master_k
     victim = rc.get_node_from_key(spaces["hashtags"])
     killed: list[float] = []
 
+    leaders: list[int] = []
+
     def kill_after_txid_2(point, topology_id, tx):
         if point == "committed" and tx.txid == 2 and not killed:
             os.kill(node_pid(RUN / f"redis-{victim.port}" / "redis.pid"), signal.SIGKILL)
+            killed.append(time.monotonic())
+        if point == "committed" and tx.txid == 4 and not leaders:  # and the ZooKeeper leader, mid-run
+            leaders.append(next(p for p in ZK_PORTS if zk_mode(p) == "leader"))
+            os.kill(node_pid(RUN / f"zk-{leaders[0]}" / "zookeeper.pid"), signal.SIGKILL)
             killed.append(time.monotonic())
 
     def waits() -> int:  # WAIT commands the masters served so far
@@ -184,6 +190,8 @@ def test_a_topology_on_the_cluster_commits_exactly_once_through_a_state_master_k
                     time.sleep(0.3)
             if txid == 3:
                 recovered = time.monotonic() - killed[0]
+            if txid == 5:
+                elected = time.monotonic() - killed[1]
         stored = {s: {codecs.get(s, DEFAULT_KEY_CODEC).decode(k.decode()): int(v)
                       for k, v in rc.hgetall(spaces[s]).items()} for s in STATES}
         assert stored == {s: dict(c) for s, c in tweet_partials(tweets).items()}
@@ -191,11 +199,13 @@ def test_a_topology_on_the_cluster_commits_exactly_once_through_a_state_master_k
         assert killed, "the master was killed (else the test tested nothing)"
         assert waits() - waited >= 4, "the commits after the failover waited for the replicas (WAIT)"
         print(f"Redis master {victim.port} (opaque state's slot) killed after txid 2's commit: txid 3 committed "
-              f"{recovered:.1f} s later, after {len(failures)} failed tries ({sorted(set(failures))})")
+              f"{recovered:.1f} s later; ZooKeeper leader {leaders[0]} killed after txid 4's: txid 5 committed "
+              f"{elected:.1f} s later; {len(failures)} failed tries ({sorted(set(failures))})")
     finally:
         rc.close()
         source.close()
     assert f"started nodes: {victim.port}" in cluster("start", "redis")
+    assert f"started nodes: {ZK_PORTS.index(leaders[0]) + 1}" in cluster("start", "zk")
 
 
 JOB = textwrap.dedent("""
