@@ -6,7 +6,8 @@
 #   bash scripts/cluster.sh start [zk|redis|spark]...   start them (default: all); a node that is down is started
 #                                                       again, one that answers is kept; waits until each serves
 #   bash scripts/cluster.sh stop [zk|redis|spark]...    stop what this script started (never anything else); data stays
-#   bash scripts/cluster.sh status                      one line per node; exit 0 only when every node answers
+#   bash scripts/cluster.sh status                      one line per node (role, resident memory); exit 0 only when
+#                                                       every node answers
 #   bash scripts/cluster.sh env                         the export lines of the addresses (hosts strings, master URL)
 #   bash scripts/cluster.sh wipe                        delete the stopped cluster's data (znodes, keys, Spark's work)
 #
@@ -375,11 +376,19 @@ stop_spark() {
 
 # --- commands -----------------------------------------------------------------------------------------------
 
+# Resident memory of process $1 and all its descendants (a Spark worker's executors and their Python workers), MiB.
+tree_mib() {
+    ps -eo pid=,ppid=,rss= | awk -v root="$1" '{ parent[$1] = $2; rss[$1] = $3 }
+        END { for (p in parent) { q = p; while (q != root && q in parent && q > 1) q = parent[q]
+                                  if (q == root) sum += rss[p] }
+              printf "%d MiB", sum / 1024 }'
+}
+
 status() {
     local rc=0 n p name pid
     for n in "${ZK_NODES[@]}"; do
         if zk_serving "$n"; then
-            say "ZooKeeper node $n  $HOST:$(zk_port "$n")  $(zk_mode "$n")"
+            say "ZooKeeper node $n  $HOST:$(zk_port "$n")  $(zk_mode "$n"), $(tree_mib "$(zk_pid "$n")")"
         else
             say "ZooKeeper node $n  $HOST:$(zk_port "$n")  down"
             rc=1
@@ -387,7 +396,8 @@ status() {
     done
     for p in "${REDIS_PORTS[@]}"; do
         if redis_up "$p"; then
-            say "Redis node        $HOST:$p  $(rcli "$p" role 2>/dev/null | head -n 1), cluster $(cluster_state "$p")"
+            say "Redis node        $HOST:$p  $(rcli "$p" role 2>/dev/null | head -n 1), cluster $(cluster_state "$p")," \
+                "$(tree_mib "$(redis_pid "$p")")"
         else
             say "Redis node        $HOST:$p  down"
             rc=1
@@ -395,7 +405,7 @@ status() {
     done
     for name in master "${SPARK_WORKERS[@]/#/worker-}"; do
         if pid="$(spark_pid "$name")"; then
-            say "Spark $name  pid $pid"
+            say "Spark $name  pid $pid, $(tree_mib "$pid") (with its executors)"
         else
             say "Spark $name  down"
             rc=1

@@ -231,3 +231,37 @@ def test_a_spark_job_runs_on_both_standalone_workers(addresses, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "total 499500" in done.stdout
     assert "workers 2" in done.stdout, done.stdout  # each worker's executor ran a share: two work folders
+
+
+def test_a_key_value_state_commit_returns_once_a_replica_has_it(addresses, monkeypatch):
+    """Seed 002's KeyValueState on the replicated cluster: each commit WAITs on its namespace's master, and a master
+    SIGKILLed right after a commit leaves its replica with the committed values."""
+    from txdag.state.kv import load_state
+
+    config = {"nodes": addresses["TXDAG_CLUSTER_REDIS_NODES"].split(","), **admin()}
+    state = load_state("redis_cluster", config, f"kv{uuid.uuid4().hex[:8]}")
+    master = state.client.nodes_manager.get_node_from_slot(state.client.keyslot(state.spec.committed))
+
+    def waits() -> int:
+        stats = state.client.info("commandstats", target_nodes=master)
+        return int((stats.get("cmdstat_wait") or {}).get("calls", 0))
+
+    before = waits()
+    for txid in (1, 2, 3):
+        state.put(f"k{txid}", txid)
+        state.prepare_commit(txid)
+        assert state.commit(txid).outcome == "committed"
+    assert waits() - before == 3, "one WAIT per commit, on the namespace's master"
+    os.kill(node_pid(RUN / f"redis-{master.port}" / "redis.pid"), signal.SIGKILL)
+    state.client.close()
+
+    def committed() -> list[object]:  # a new client: the cluster may be down while the replica takes over
+        again = load_state("redis_cluster", config, state.namespace)
+        try:
+            return [again.get(f"k{t}") for t in (1, 2, 3)]
+        finally:
+            again.client.close()
+
+    took = wait_until(lambda: committed() == [1, 2, 3], 60, "the replica serving every committed value")
+    print(f"KeyValueState master {master.port} killed after 3 commits: its replica served them {took:.1f} s later")
+    assert f"started nodes: {master.port}" in cluster("start", "redis")

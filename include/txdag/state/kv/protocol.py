@@ -25,7 +25,7 @@ import redis
 from txdag.attempt import TransactionAttempt
 from txdag.errors import ServiceUnavailable
 from txdag.luascripts import run
-from txdag.redisio import describe, how_to_start_redis, is_cluster, redis_errors
+from txdag.redisio import describe, how_to_start_redis, is_cluster, redis_errors, replicate
 from txdag.state.kv import scripts
 from txdag.state.kv.errors import KVStateError
 from txdag.state.kv.layout import PUT_TAG, TOMBSTONE, KVNamespace
@@ -184,12 +184,14 @@ def commit(client: redis.Redis, spec: KVNamespace, txid: int, *, hooks: StateHoo
         commit task A   applies half of txid 5's writes
         reader          sees half a transaction
         retry A'        applies 5 again after A recorded it, undoing a write txid 6 made meanwhile
-    In one script no reader sees half of 5, and the second commit finds 5 committed and changes nothing."""
+    In one script no reader sees half of 5, and the second commit finds 5 committed and changes nothing. On a Redis
+    Cluster it returns once a replica of the namespace's master has the commit (txdag.redisio.replicate)."""
     if hooks is not None:
         hooks.pre_commit(txid)
     with kv_errors(client, f"committing txid {txid}", spec):
         reply = run(client, scripts.COMMIT, [spec.meta, spec.committed, spec.prepared, spec.stages, spec.undo],
                     [spec.namespace, spec.key_serializer, spec.value_serializer, txid, spec.stage_prefix])
+        replicate(client, [spec.committed], f"the commit of txid {txid} of KeyValueState {spec.namespace!r}")
     if _text(reply[0]) == "already committed":
         return StepResult(spec.namespace, "commit", "already committed", int(reply[1]))
     return StepResult(spec.namespace, "commit", "committed", txid, int(reply[1]), int(reply[2]))
