@@ -17,6 +17,7 @@ from txdag.errors import AccessDenied, ConfigError, ServiceUnavailable
 SCRIPT_REFUSED = "The user executing the script can't"  # Redis 7's ACL refusal inside a Lua script
 NOT_A_CLUSTER = "Cluster mode is not enabled"  # a cluster client's reply from a single server
 SLOTS_REFUSAL = "must map to the same key slot"  # redis-py's refusal of a cluster command over several slots
+NON_LOCAL_KEY = "non local key"  # a cluster node's refusal of a script that reaches a key of another slot
 CLUSTER_DOWN = (redis.exceptions.ClusterError,)  # the cluster lost a slot's master, or every node it knew
 SHOWN_KEYS = 4
 
@@ -95,6 +96,8 @@ def redis_errors(
     except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError, *CLUSTER_DOWN) as exc:
         if is_refusal(exc):
             raise access_denied(client, exc, doing, topology=topology, keys=keys) from exc
+        if isinstance(exc, redis.ResponseError) and NON_LOCAL_KEY in str(exc):
+            raise spans_slots(client, doing, topology, exc) from exc
         if isinstance(exc, redis.exceptions.MovedError) and not is_cluster(client):
             raise ConfigError(f"Redis at {describe(client)} is a node of a Redis Cluster (it answered MOVED while "
                               f"{doing}): add \"cluster\": true to the Redis connection's extra") from exc
@@ -106,7 +109,7 @@ def redis_errors(
         ) from exc
     except redis.exceptions.RedisClusterException as exc:  # also a client-side refusal (keys of several slots)
         if SLOTS_REFUSAL in str(exc):
-            raise
+            raise spans_slots(client, doing, topology, exc) from exc
         raise ServiceUnavailable(f"Redis at {describe(client)} cannot serve {doing} ({type(exc).__name__}: "
                                  f"{exc}); {how_to_start_redis(is_cluster(client))}") from exc
 
@@ -198,6 +201,15 @@ def replicate(client: redis.Redis, keys: Sequence[str], doing: str, timeout_ms: 
                 f"could lose it; it is not recorded as done and will be retried. Check the master's replicas "
                 f"(`ROLE` on {name}); {how_to_start_redis(True)}")
     return len(masters)
+
+
+def spans_slots(client: redis.Redis, doing: str, topology: str | None, exc: BaseException) -> ConfigError:
+    """A command or script over keys of several Redis Cluster slots (a source's keys, in practice)."""
+    where = f"topology {topology!r}: " if topology else ""
+    return ConfigError(f"{where}Redis Cluster at {describe(client)}: {doing} takes keys of several hash slots in one "
+                       f"command ({str(exc).split(' script: ')[0]}); keep the source on a single Redis (a connection "
+                       f"of its own, the source's redis_conn_id), or give its keys one hash tag (a prefix such as "
+                       f"'{{tweets}}:')")
 
 
 PORTABLE_KEYS = ("host", "port", "db", "username", "password", "socket_timeout", "socket_connect_timeout", "path")

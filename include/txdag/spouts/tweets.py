@@ -28,7 +28,7 @@ from txdag.errors import (
 )
 from txdag.keyspace import glob_escape
 from txdag.luascripts import declare, run
-from txdag.redisio import describe, is_refusal, redis_errors
+from txdag.redisio import NON_LOCAL_KEY, describe, is_cluster, is_refusal, redis_errors
 from txdag.spouts.base import Batch, Metadata, Record, Rejection, SpoutKind
 from txdag.spouts.tweet_batches import FORMAT_VERSION as FORMAT_VERSION
 from txdag.spouts.tweet_batches import accepted_missing as accepted_missing
@@ -62,6 +62,10 @@ def acl_patterns(prefix: str) -> list[str]:
 
 def require_bytes_client(client: Any, what: str) -> None:
     """Refuse ``decode_responses=True``: one non-UTF-8 value would then fail the whole reply, not one record."""
+    if is_cluster(client):
+        raise ConfigError(f"{what} reads a single Redis, not a Redis Cluster: keep the source on a Redis server of "
+                          f"its own (a connection without \"cluster\": true, the source's redis_conn_id); the "
+                          f"states may stay on the cluster")
     if not isinstance(client, redis.Redis):
         raise ConfigError(f"{what} needs a redis.Redis client, got {type(client).__name__}")
     if client.connection_pool.connection_kwargs.get("decode_responses"):
@@ -286,7 +290,7 @@ def append_tweets(client: redis.Redis, tweets: Iterable[str | bytes], prefix: st
             try:
                 first = int(run(client, APPEND_TWEETS, [next_write_key(prefix)], [prefix, *chunk]))
             except redis.ResponseError as exc:
-                if is_refusal(exc):
+                if is_refusal(exc) or NON_LOCAL_KEY in str(exc):
                     raise
                 raise ConfigError(
                     f"cannot append tweets: {exc}; {next_write_key(prefix)} must hold an integer tweet id"

@@ -62,3 +62,18 @@ def test_a_cluster_flag_on_one_server_and_a_cluster_node_without_it_say_which_to
         with redis_errors(node, "reading"):
             for i in range(20):  # some keys' slots are on another master: MOVED
                 node.get(f"k{i}")
+
+
+def test_a_source_on_the_cluster_says_to_keep_it_on_a_single_redis(redis_cluster, prefix):
+    from txdag.errors import ConfigError
+    from txdag.spouts.tweets import TweetsTransactionalSpout, append_tweets
+
+    client = client_from_url(url_of(redis_cluster))
+    try:
+        with pytest.raises(ConfigError, match=r"appending tweets .* takes keys of several hash slots .*'\{tweets\}:'"):
+            append_tweets(client, ["@a #x"], prefix=f"{prefix}:")
+        with pytest.raises(ConfigError, match=r"reads a single Redis, not a Redis Cluster: keep the source on a Redis "
+                                              r"server of its own .*the states may stay on the cluster"):
+            TweetsTransactionalSpout(client, prefix=f"{prefix}:", topology="t")
+    finally:
+        client.close()
