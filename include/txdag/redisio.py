@@ -131,18 +131,39 @@ def client_from_url(url: str, **kwargs: object) -> redis.Redis:
                                                       if k not in (CLUSTER_OPTION, NODES_OPTION)])))
     if options[CLUSTER_OPTION].lower() not in ("1", "true", "yes"):
         return redis.Redis.from_url(rest, **kwargs)
-    nodes = [_node(n) for n in options.get(NODES_OPTION, "").split(",") if n.strip()]
+    listed = options.get(NODES_OPTION, "")
+    nodes = [_node(n, listed) for n in listed.split(",") if n.strip()]
     address = ",".join([f"{parts.hostname}:{parts.port or 6379}", *(f"{n.host}:{n.port}" for n in nodes)])
     return connect_cluster(lambda: RedisCluster.from_url(rest, startup_nodes=nodes, **kwargs), address,
                            unquote(parts.username or "") or None,
                            "check the login and password of the Airflow Redis connection")
 
 
-def _node(text: str) -> ClusterNode:
-    host, _, port = text.strip().rpartition(":")
-    if not host or not port.isdigit():
-        raise ValueError(f"a Redis Cluster node is host:port, got {text.strip()!r}")
-    return ClusterNode(host, int(port))
+NODE_FORM = "host:port, port 1-65535"  # what a Redis Cluster startup node looks like, as error messages say it
+
+
+def node_address(text: str, nodes: str | None = None, *, where: str = "",
+                 fix: str = f"fix the {NODES_OPTION} option of the Redis URL (?{CLUSTER_OPTION}=true&{NODES_OPTION}="
+                            f"h2:6379,h3:6379), or the hosts of the Airflow connection it was made from"
+                 ) -> tuple[str, int]:
+    """Host and port of the Redis Cluster startup node ``text`` ("host:port"): the one parser of node addresses
+    (client_from_url, from_portable, and the Airflow connection's hosts in txdag.airflow.hooks.redis_url_of).
+    Anything else is a ConfigError naming the node, the whole list it came from (``nodes``), what a node looks
+    like and ``fix``; ``where`` (e.g. the connection) starts the message."""
+    node = text.strip()
+    host, colon, port = node.rpartition(":")
+    problem = ("no port" if not colon or not port else "no host" if not host
+               else f"port {port!r} is not a number" if not (port.isascii() and port.isdigit())
+               else f"port {port} is out of range" if not 1 <= int(port) <= 65535 else "")
+    if problem:
+        listed = f" (of {nodes.strip()!r})" if nodes and nodes.strip() != node else ""
+        raise ConfigError(f"{where}Redis Cluster node {node!r}{listed} is malformed ({problem}): a node is "
+                          f"{NODE_FORM}; {fix}")
+    return host, int(port)
+
+
+def _node(text: str, nodes: str | None = None) -> ClusterNode:
+    return ClusterNode(*node_address(text, nodes))
 
 
 def connect_cluster(connect: Callable[[], RedisCluster], address: str, user: str | None, login_fix: str
@@ -213,6 +234,8 @@ def spans_slots(client: redis.Redis, doing: str, topology: str | None, exc: Base
 
 
 PORTABLE_KEYS = ("host", "port", "db", "username", "password", "socket_timeout", "socket_connect_timeout", "path")
+# a cluster client's: its nodes go as cluster_nodes instead of host/port/path, and a cluster has database 0 only
+CLUSTER_PORTABLE_KEYS = ("username", "password", "socket_timeout", "socket_connect_timeout")
 
 
 def portable(client: redis.Redis) -> dict[str, object]:
@@ -220,7 +243,7 @@ def portable(client: redis.Redis) -> dict[str, object]:
     if is_cluster(client):
         manager = client.nodes_manager  # type: ignore[attr-defined]
         kwargs = manager.connection_kwargs
-        spec: dict[str, object] = {k: kwargs[k] for k in PORTABLE_KEYS[3:7] if kwargs.get(k) is not None}
+        spec: dict[str, object] = {k: kwargs[k] for k in CLUSTER_PORTABLE_KEYS if kwargs.get(k) is not None}
         spec["cluster_nodes"] = sorted(manager.startup_nodes)
         if kwargs.get("connection_class") is redis.SSLConnection or kwargs.get("ssl"):
             spec["ssl"] = True

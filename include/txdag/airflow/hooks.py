@@ -16,7 +16,7 @@ from txdag.defaults import REDIS_TIMEOUT, ZK_ROOT, ZK_TIMEOUT, ZOOKEEPER_CONN_ID
 from txdag.errors import ConfigError
 from txdag.masking import register_secret
 from txdag.protocol.clients import Clients, RedisSettings, ZooKeeperSettings
-from txdag.redisio import CLUSTER_OPTION, NODES_OPTION
+from txdag.redisio import CLUSTER_OPTION, NODES_OPTION, node_address
 from txdag.zk.client import ZkClient, close_zk
 
 
@@ -76,7 +76,8 @@ def redis_url(conn_id: str) -> str:
 def redis_url_of(conn: Any) -> str:
     """The URL of a Redis connection object (host, port, login/password, extra ``db`` and ``ssl``). Extra
     ``{"cluster": true}``: a Redis Cluster, its host one node or several (``h1:7000,h2:7000``), the first in the
-    URL and the others in its ``nodes`` option (txdag.redisio.client_from_url)."""
+    URL and the others in its ``nodes`` option (txdag.redisio.client_from_url); a malformed node is a ConfigError
+    naming the connection (txdag.redisio.node_address)."""
     extra = conn.extra_dejson
     cluster = str(extra.get("cluster", "")).lower() in ("1", "true", "yes")
     hosts = [h.strip() for h in (conn.host or "127.0.0.1").split(",") if h.strip()] or ["127.0.0.1"]
@@ -88,6 +89,11 @@ def redis_url_of(conn: Any) -> str:
                           f"remove \"db\" from its extra")
     first = hosts[0] if ":" in hosts[0] else f"{hosts[0]}:{conn.port or 6379}"
     others = [h if ":" in h else f"{h}:{conn.port or 6379}" for h in hosts[1:]]
+    if cluster:
+        for node in (first, *others):
+            node_address(node, conn.host, where=f"Redis connection {conn.conn_id!r}: ",
+                         fix="fix the connection's Host (nodes comma-separated, host:port,host:port; a node "
+                             "without :port takes the connection's Port, which must be 1-65535 too)")
     scheme = "rediss" if str(extra.get("ssl", "")).lower() in ("1", "true") else "redis"
     auth = ""
     if conn.password and str(conn.password).lower() not in ("none", "false"):

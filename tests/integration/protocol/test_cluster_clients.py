@@ -4,7 +4,7 @@ does not answer or refuses the login gets an error naming it and what to do."""
 
 import pytest
 
-from txdag.errors import AccessDenied, ServiceUnavailable
+from txdag.errors import AccessDenied, ConfigError, ServiceUnavailable
 from txdag.redisio import client_from_url, describe, from_portable, is_cluster, portable
 from txdag.spark.env import redis_clients_from_env
 
@@ -47,7 +47,7 @@ def test_a_wrong_password_and_a_cluster_that_is_down_say_what_to_do(redis_cluste
     with pytest.raises(ServiceUnavailable, match=r"Redis Cluster at 127\.0\.0\.1:1,127\.0\.0\.1:2 is unreachable "
                                                  r".*start (its|that Redis Cluster's) nodes"):
         client_from_url("redis://127.0.0.1:1/0?cluster=true&nodes=127.0.0.1:2", socket_connect_timeout=0.5)
-    with pytest.raises(ValueError, match="host:port, got 'nohost'"):
+    with pytest.raises(ConfigError, match=r"node 'nohost' is malformed \(no port\): a node is host:port, port 1-65535"):
         client_from_url("redis://127.0.0.1:1/0?cluster=true&nodes=nohost")
 
 

@@ -42,3 +42,19 @@ def test_several_hosts_without_cluster_and_a_cluster_database_are_refused() -> N
         redis_url_of(conn("a,b", 6379))
     with pytest.raises(ConfigError, match="database 0 only: remove \"db\""):
         redis_url_of(conn("a", 7001, cluster=True, db=2))
+
+
+@pytest.mark.parametrize("host,port,bad,problem", [
+    ("h1:7000,h2:abc", None, "h2:abc", "port 'abc' is not a number"),
+    ("h1:", None, "h1:", "no port"),
+    ("h1:99999,h2:7000", None, "h1:99999", "port 99999 is out of range"),
+    ("h1,h2:7001", 70000, "h1:70000", "port 70000 is out of range"),  # a node without a port takes the connection's
+])
+def test_a_malformed_cluster_node_names_the_connection_and_what_to_fix(host, port, bad, problem) -> None:
+    with pytest.raises(ConfigError) as refused:
+        redis_url_of(conn(host, port, "u", "s3cret", cluster=True))
+    message = str(refused.value)
+    listed = "" if host == bad else f" (of {host!r})"
+    assert message.startswith(f"Redis connection 'redis_default': Redis Cluster node {bad!r}{listed} is malformed "
+                              f"({problem}): a node is host:port, port 1-65535; fix the connection's Host"), message
+    assert "s3cret" not in message
