@@ -21,7 +21,7 @@ import pytest
 from access import REDIS_URL, kazoo_auth
 from kazoo.client import KazooClient
 from redis.cluster import ClusterNode, RedisCluster
-from support.loopback import ENV, REDIS_PORTS, RUN, ZK_PORTS, admin, cluster, node_pid, run
+from support.loopback import ENV, REDIS_PORTS, RUN, ZK_PORTS, admin, cluster, node_pid, run, zk_mode
 
 
 def wait_until(check: Callable[[], bool], seconds: float, what: str) -> float:
@@ -37,15 +37,6 @@ def wait_until(check: Callable[[], bool], seconds: float, what: str) -> float:
     pytest.fail(f"{what}: not within {seconds:.0f} s")
 
 
-def zk_mode(port: int) -> str:
-    import socket
-
-    with socket.create_connection(("127.0.0.1", port), timeout=3) as s:
-        s.sendall(b"srvr")
-        reply = b"".join(iter(lambda: s.recv(4096), b"")).decode()
-    return next((ln.split(": ", 1)[1] for ln in reply.splitlines() if ln.startswith("Mode: ")), "")
-
-
 def test_the_script_says_what_it_runs_and_the_env_names_every_node(addresses):
     assert addresses["TXDAG_CLUSTER_ZK_HOSTS"] == ",".join(f"127.0.0.1:{p}" for p in ZK_PORTS)
     assert addresses["TXDAG_CLUSTER_REDIS_NODES"] == ",".join(f"127.0.0.1:{p}" for p in REDIS_PORTS)
@@ -54,12 +45,14 @@ def test_the_script_says_what_it_runs_and_the_env_names_every_node(addresses):
     assert sorted(zk_mode(p) for p in ZK_PORTS) == ["follower", "follower", "leader"], status
     assert status.count("master, cluster ok") == 3 and status.count("slave, cluster ok") == 3, status
     assert "counts 2 live worker(s)" in status, status
+    assert "Celery worker 1  pid" in status and "Celery worker 2  pid" in status, status
+    assert "scheduler healthy triggerer healthy dag_processor healthy" in status, status
     again = cluster("start")  # everything answers: nothing is started twice
     assert "started nodes: none" in again and "started: none" in again, again
     refused = run("wipe")  # a running cluster's data is never deleted
     assert refused.returncode == 1 and "stop the cluster first" in refused.stderr, refused
     typo = run("start", "zookeeper")
-    assert typo.returncode == 1 and "unknown component 'zookeeper' (zk, redis or spark)" in typo.stderr, typo
+    assert typo.returncode == 1 and "unknown component 'zookeeper' (zk, redis, spark or airflow)" in typo.stderr, typo
 
 
 def test_the_zookeeper_ensemble_keeps_every_write_when_its_leader_is_killed(addresses):
@@ -265,3 +258,46 @@ def test_a_key_value_state_commit_returns_once_a_replica_has_it(addresses, monke
     took = wait_until(lambda: committed() == [1, 2, 3], 60, "the replica serving every committed value")
     print(f"KeyValueState master {master.port} killed after 3 commits: its replica served them {took:.1f} s later")
     assert f"started nodes: {master.port}" in cluster("start", "redis")
+
+
+def test_the_marker_is_written_once_a_replica_has_every_state_of_the_commit(addresses):
+    """A failover may take back a master's writes that no replica had. The marker says "this txid is in" for all
+    the states, so it is written only once a replica of each state's master has them: else a replay trusting it
+    would skip a state whose master lost the txid's writes (counts lost; the cluster e2e met it)."""
+    from txdag.redisio import client_from_url
+    from txdag.state.base import StateKind
+    from txdag.state.redis_backing import state_keys
+    from txdag.state.redis_commit import EncodedPartials, apply_encoded
+
+    first, *others = addresses["TXDAG_CLUSTER_REDIS_NODES"].split(",")
+    login = admin()
+    client = client_from_url(f"redis://{login['username']}:{login['password']}@{first}/0?cluster=true&nodes="
+                             f"{','.join(others)}")
+    name = uuid.uuid4().hex[:8]
+    namespaces = [f"{name}:{i}" for i in range(12)]  # several slots, on more than one master
+    masters = {client.get_node_from_key(ns).name for ns in namespaces}
+    marker = f"{name}:marker"
+    sent: list[tuple[str, str]] = []
+    execute = client.execute_command
+
+    def recording(*args, **kwargs):
+        target = kwargs.get("target_nodes")
+        node = target.name if target is not None and not isinstance(target, str) else client.get_node_from_key(
+            str(args[1]) if len(args) > 1 else "").name
+        sent.append((str(args[0]).upper(), node))
+        return execute(*args, **kwargs)
+
+    client.execute_command = recording  # type: ignore[method-assign]
+    try:
+        result = apply_encoded(client, 1, [EncodedPartials(ns, StateKind.TRANSACTIONAL, {"a": 1}) for ns in namespaces],
+                               marker_key=marker)
+        assert not result.already_committed and client.get(marker) == b"1"
+    finally:
+        client.execute_command = execute  # type: ignore[method-assign]
+        for key in [marker, *(k for ns in namespaces for k in state_keys(ns))]:
+            client.delete(key)
+        client.close()
+    assert len(masters) > 1, "the states' slots are on one master: not a test of several"
+    marker_set = next(i for i, (command, _) in enumerate(sent) if command == "SET")
+    waited = {node for command, node in sent[:marker_set] if command == "WAIT"}
+    assert waited == masters, f"WAITed on {sorted(waited)} before the marker; the states are on {sorted(masters)}"

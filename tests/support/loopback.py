@@ -12,7 +12,8 @@ from access import REDIS_URL
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "cluster.sh"
-PORTS = {"TXDAG_CLUSTER_ZK_PORT": "2391", "TXDAG_CLUSTER_REDIS_PORT": "7401", "TXDAG_CLUSTER_SPARK_PORT": "7477"}
+PORTS = {"TXDAG_CLUSTER_ZK_PORT": "2391", "TXDAG_CLUSTER_REDIS_PORT": "7401", "TXDAG_CLUSTER_SPARK_PORT": "7477",
+         "TXDAG_CLUSTER_AIRFLOW_PORT": "8991", "TXDAG_CLUSTER_PG_PORT": "5691"}
 ENV = {**os.environ, **PORTS}
 ZK_PORTS = [2391, 2392, 2393]
 REDIS_PORTS = list(range(7401, 7407))
@@ -37,3 +38,13 @@ def admin() -> dict[str, str]:
 
 def node_pid(pid_file: Path) -> int:
     return int(pid_file.read_text().split()[0])
+
+
+def zk_mode(port: int) -> str:
+    """A ZooKeeper node's role, from its four-letter word srvr: leader, follower, or "" when it serves none."""
+    import socket
+
+    with socket.create_connection(("127.0.0.1", port), timeout=3) as s:
+        s.sendall(b"srvr")
+        reply = b"".join(iter(lambda: s.recv(4096), b"")).decode()
+    return next((ln.split(": ", 1)[1] for ln in reply.splitlines() if ln.startswith("Mode: ")), "")

@@ -36,6 +36,7 @@ from txdag.windows import store as window_store
 COMMANDS = (
     "ping", "select", "hello",                                                      # connection
     "cluster|slots", "command",                              # a Redis Cluster client's discovery (read-only)
+    "wait",                                  # a commit on a Redis Cluster: a replica has it before ZooKeeper records it
     "get", "mget", "exists", "type", "hget", "hmget", "hgetall", "hlen", "hscan", "hkeys", "hexists", "xrange",  # reads
     "xrevrange",
     "set", "del", "hset", "hsetnx", "hdel", "hincrby", "hincrbyfloat", "xadd",      # writes

@@ -29,7 +29,7 @@ from txdag.state.combine_apply import apply_combined, apply_updaters
 from txdag.state.kv import KVNamespace, ProviderConfig
 from txdag.state.map_state import MapStateBase
 from txdag.state.redis_backing import RedisBackingMap
-from txdag.state.redis_commit import StagedPartials, apply_staged_state, write_marker
+from txdag.state.redis_commit import StagedPartials, apply_staged_state, commit_keys, write_marker
 from txdag.state.snapshottable_map import GLOBAL_KEY
 from txdag.topology.refs import resolve_ref
 from txdag.windows.rules import spec_from_dict
@@ -174,7 +174,8 @@ def apply_sums(ctx: CommitContext, outputs: Mapping[str, tuple[OutputSpec, str]]
         applied, skipped = applied + a, skipped + s
         if i == 0:
             crash_if_requested("applying", ctx.topology, ctx.tx)
-    write_marker(ctx.client, ctx.tx.txid, ctx.marker_key, ctx.extra, topology=ctx.topology)
+    write_marker(ctx.client, ctx.tx.txid, ctx.marker_key, ctx.extra, topology=ctx.topology,
+                 written=commit_keys(ctx.states, ctx.topology))
     return applied, skipped
 
 

@@ -30,7 +30,7 @@ from txdag.faults import crash_if_requested
 from txdag.redisio import replicate
 from txdag.state.map_state import MapStateBase
 from txdag.state.marker import read_marker, where
-from txdag.state.redis_backing import RedisBackingMap
+from txdag.state.redis_commit import commit_keys
 from txdag.txid.coordinator import AlreadyCommitted, Coordinator, Wait
 from txdag.txid.decisions import check_marker
 
@@ -80,7 +80,8 @@ def commit_transaction(
     if not _marker_at(client, marker_key, tx.txid, topology):  # a marker >= txid: every output is in already
         ctx = CommitContext(topology, tx, client, states, load_job, key_values or {}, marker_key, extra)
         applied, skipped = apply_outputs(ctx, outputs)
-    replicate(client, _written_keys(states, marker_key), f"the commit of {tx} of topology {topology!r}")
+    written = commit_keys(states, topology) + ([marker_key] if marker_key else [])
+    replicate(client, written, f"the commit of {tx} of topology {topology!r}")
     crash_if_requested("commit", topology, tx)  # the states hold txid, ZooKeeper does not know yet
     coordinator.record_commit(tx)
     crash_if_requested("committed", topology, tx)  # recorded; the staging is still there
@@ -95,12 +96,6 @@ def commit_transaction(
         sorted(outputs),
     )
     return CommitOutcome(tx, "committed", applied=applied, skipped=skipped)
-
-
-def _written_keys(states: Mapping[str, MapStateBase], marker_key: str | None) -> list[str]:
-    """A key of each Redis state and the marker: where a commit wrote (one per slot is enough for WAIT)."""
-    keys = [s.backing.namespace for s in states.values() if isinstance(s.backing, RedisBackingMap)]
-    return keys + ([marker_key] if marker_key else [])
 
 
 def _marker_at(client: redis.Redis, marker_key: str | None, txid: int, topology: str) -> bool:

@@ -14,6 +14,7 @@ Connect session can be keyed by its digest (txdag.spark.connect).
 from __future__ import annotations
 
 import importlib
+import os
 import subprocess
 import sys
 import zipfile
@@ -96,15 +97,20 @@ def build(out: Path, executor: ExecutorPython | None = None) -> PyFiles:
         entries.update(found)
     if out.is_dir():
         raise ConfigError(f"{out} is a folder: give the zip's file name, e.g. {out / 'txdag-pyfiles.zip'}")
+    # Written beside, then renamed over the old zip: a job that reads the zip meanwhile (spark-submit puts it on
+    # the driver's path too) sees the old one or the new one, never half of one.
+    partial = out.with_name(f".{out.name}.{os.getpid()}.partial")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as zf:
             for arcname in sorted(entries):
                 info = zipfile.ZipInfo(arcname, STAMP)
                 info.compress_type = zipfile.ZIP_DEFLATED
                 info.external_attr = 0o644 << 16
                 zf.writestr(info, entries[arcname].read_bytes())
+        os.replace(partial, out)
     except OSError as exc:
+        partial.unlink(missing_ok=True)
         raise ConfigError(f"cannot write {out} ({exc.strerror or exc}): give a path this user may write") from None
     return PyFiles(out, files, out.stat().st_size)
 

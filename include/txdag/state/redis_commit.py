@@ -32,7 +32,7 @@ from redis.crc import key_slot
 
 from txdag.errors import ConfigError
 from txdag.luascripts import run
-from txdag.redisio import redis_errors
+from txdag.redisio import redis_errors, replicate
 from txdag.state.base import Key, StateKind
 from txdag.state.lua import APPLY, APPLY_STAGED
 from txdag.state.map_state import MapStateBase
@@ -129,7 +129,7 @@ def _apply_per_slot(client: redis.Redis, txid: int, partials: Sequence[EncodedPa
             with redis_errors(client, f"committing txid {txid}", topology=topology, keys=keys):
                 a, s = run(client, APPLY, keys, args, where=_where(topology, txid))
             applied, skipped, calls = applied + a, skipped + s, calls + 1
-    write_marker(client, txid, marker_key, extra, topology=topology)
+    write_marker(client, txid, marker_key, extra, topology=topology, written=[p.namespace for p in partials])
     return ApplyResult(applied, skipped, False, calls)
 
 
@@ -158,7 +158,7 @@ def apply_staged(
     for p in partials:
         a, s, c = apply_staged_state(client, txid, p, page=page, topology=topology)
         applied, skipped, calls = applied + a, skipped + s, calls + c
-    write_marker(client, txid, marker_key, extra, topology=topology)
+    write_marker(client, txid, marker_key, extra, topology=topology, written=[p.namespace for p in partials])
     return ApplyResult(applied, skipped, False, calls)
 
 
@@ -199,9 +199,12 @@ def _apply_fields(client: redis.Redis, txid: int, p: StagedPartials, fields: Any
 
 
 def write_marker(client: redis.Redis, txid: int, marker_key: str | None, extra: Mapping[str, str] | None = None,
-                 *, topology: str | None = None) -> None:
+                 *, topology: str | None = None, written: Sequence[str] = ()) -> None:
     """``extra``'s keys, then the marker (its own write, after them: on a Redis Cluster a pipeline's commands to
-    different nodes are not ordered), so a marker >= txid means the whole batch is in."""
+    different nodes are not ordered), so a marker >= txid means the whole batch is in. On a Redis Cluster the
+    marker waits until a replica has ``written`` (the states' namespaces) and ``extra``: else a failover of a state's
+    master could take back its writes while the marker, on another master, stays, and the replay that trusts the
+    marker would skip them (counts lost)."""
     with redis_errors(client, f"committing txid {txid}", topology=topology, keys=[*(extra or {}), marker_key or ""]):
         if extra:
             pipe = client.pipeline(transaction=False)
@@ -209,7 +212,16 @@ def write_marker(client: redis.Redis, txid: int, marker_key: str | None, extra: 
                 pipe.set(key, value)
             pipe.execute()
         if marker_key is not None:
+            doing = f"the commit of txid {txid}" + (f" of topology {topology!r}" if topology else "")
+            replicate(client, [*written, *(extra or {})], f"{doing}, before its marker")
             client.set(marker_key, txid)
+
+
+def commit_keys(states: Mapping[str, MapStateBase], topology: str) -> list[str]:
+    """A key in each slot a commit writes (one per slot is enough for WAIT): each Redis state's namespace, and the
+    topology's own slot (its windows, new values, rejections and staging carry the ``{topology}`` hash tag)."""
+    return [s.backing.namespace for s in states.values() if isinstance(s.backing, RedisBackingMap)] + [
+        f"{{{topology}}}"]
 
 
 def one_slot(client: redis.Redis, keys: Sequence[str]) -> bool:

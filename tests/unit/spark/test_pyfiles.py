@@ -59,3 +59,16 @@ def test_a_folder_and_a_program_that_is_no_python_are_named(tmp_path):
         build(tmp_path)
     with pytest.raises(ConfigError, match=r"'/bin/echo' did not answer as a Python does"):
         probe("/bin/echo")
+
+
+def test_building_again_replaces_the_zip_a_running_job_may_be_reading(tmp_path):
+    """spark-submit puts the zip on the driver's path too: a rebuild (cluster.sh start, an upgrade) while a driver
+    imports from it must not hand it half a file. The new zip is another file renamed over the old one."""
+    out = tmp_path / "txdag-pyfiles.zip"
+    build(out)
+    with out.open("rb") as reading:
+        before = out.stat().st_ino
+        build(out)
+        assert out.stat().st_ino != before, "rewritten in place"
+        assert zipfile.ZipFile(reading).testzip() is None, "the reader's zip changed under it"
+    assert [p.name for p in tmp_path.iterdir()] == ["txdag-pyfiles.zip"], "a partial file was left behind"
