@@ -1,19 +1,33 @@
 #!/usr/bin/env bash
 # The distributed deployment on one machine, loopback only (issue 17): a three-node ZooKeeper ensemble, a Redis
-# Cluster of three masters with a replica each, and a Spark standalone master with two one-core workers. Beside
-# the single-node set-up (scripts/services.sh, scripts/spark-connect.sh), on ports of its own.
+# Cluster of three masters with a replica each, a Spark standalone master with two one-core workers, and Airflow
+# with the CeleryExecutor and two Celery workers. Beside the single-node set-up (scripts/services.sh,
+# scripts/spark-connect.sh, scripts/airflow.sh), on ports of its own.
 #
-#   bash scripts/cluster.sh start [zk|redis|spark]...   start them (default: all); a node that is down is started
-#                                                       again, one that answers is kept; waits until each serves
-#   bash scripts/cluster.sh stop [zk|redis|spark]...    stop what this script started (never anything else); data stays
+#   bash scripts/cluster.sh start [zk|redis|spark|airflow]...  start them (default: all); a node that is down is
+#                                                       started again, one that answers is kept; waits until each serves
+#   bash scripts/cluster.sh stop [zk|redis|spark|airflow]...   stop what this script started (never anything else);
+#                                                       data stays
 #   bash scripts/cluster.sh status                      one line per node (role, resident memory); exit 0 only when
 #                                                       every node answers
-#   bash scripts/cluster.sh env                         the export lines of the addresses (hosts strings, master URL)
-#   bash scripts/cluster.sh wipe                        delete the stopped cluster's data (znodes, keys, Spark's work)
+#   bash scripts/cluster.sh env                         the export lines of the addresses (hosts strings, master URL,
+#                                                       Airflow's URL and home)
+#   bash scripts/cluster.sh wipe                        delete the stopped cluster's data (znodes, keys, Spark's work,
+#                                                       Airflow's database and logs)
 #
 # Environment: TXDAG_CLUSTER_ZK_PORT (first of 3 client ports, default 2291; quorum 2891+, election 3891+),
-# TXDAG_CLUSTER_REDIS_PORT (first of 6, default 7301; cluster bus = port + 10000), TXDAG_CLUSTER_SPARK_PORT (the
-# master, default 7377; workers 7378+, web UIs 8377+), TXDAG_CLUSTER_WORKER_MEMORY (default 1g).
+# TXDAG_CLUSTER_REDIS_PORT (first of 6, default 7301; cluster bus = port + 10000; the single Redis of the sources
+# and the Celery broker = port + 90), TXDAG_CLUSTER_SPARK_PORT (the master, default 7377; workers 7378+, web UIs
+# 8377+), TXDAG_CLUSTER_WORKER_MEMORY (default 1g), TXDAG_CLUSTER_AIRFLOW_PORT (API server and UI, default 8891),
+# TXDAG_CLUSTER_PG_PORT (PostgreSQL: Airflow's metadata and Celery's results, default 5591),
+# TXDAG_CLUSTER_DAGS_FOLDER (default dags_cluster/: the demo's topologies on the cluster's connections).
+# Airflow (scripts/airflow.sh with AIRFLOW_HOME .run/cluster/airflow-<port>): the CeleryExecutor, its broker the
+# single Redis (keys and channels under "celery:", an ACL user "celery" limited to them), its results in their own
+# PostgreSQL database; two workers (`airflow celery worker`, 2 task slots each, no log server), each in its own
+# session. The connections: redis_default (the single Redis: the sources), redis_cluster (the Redis Cluster: the
+# states), zookeeper_default (the ensemble), spark_cluster (spark-submit to the standalone master); both Redis as
+# the topologies' user, limited to their keys (`txdag acl redis`). The Spark executors run a Python without txdag
+# (.run/cluster/executor-python): the job ships it (`txdag pyfiles`, TXDAG_CLUSTER_SPARK_CONF).
 # State lives in .run/cluster/ at the repository root: one folder per node, named by its port (config, log, pid
 # file, data).
 # Redis: the same durability and access control as scripts/services.sh (append-only file fsynced before a reply,
@@ -32,10 +46,15 @@ ZK_BASE="${TXDAG_CLUSTER_ZK_PORT:-2291}"
 REDIS_BASE="${TXDAG_CLUSTER_REDIS_PORT:-7301}"
 SPARK_PORT="${TXDAG_CLUSTER_SPARK_PORT:-7377}"
 WORKER_MEMORY="${TXDAG_CLUSTER_WORKER_MEMORY:-1g}"
+AIRFLOW_PORT="${TXDAG_CLUSTER_AIRFLOW_PORT:-8891}"
+PG_PORT="${TXDAG_CLUSTER_PG_PORT:-5591}"
+SINGLE_REDIS_PORT=$((REDIS_BASE + 90))
+DAGS_FOLDER="${TXDAG_CLUSTER_DAGS_FOLDER:-$ROOT/dags_cluster}"
 DIR="$ROOT/.run/cluster"
 ZK_NODES=(1 2 3)
 REDIS_PORTS=("$REDIS_BASE" $((REDIS_BASE + 1)) $((REDIS_BASE + 2)) $((REDIS_BASE + 3)) $((REDIS_BASE + 4)) $((REDIS_BASE + 5)))
 SPARK_WORKERS=(1 2)
+CELERY_WORKERS=(1 2)
 ZK_SERVER=/usr/share/zookeeper/bin/zkServer.sh
 WAIT_SECONDS=60
 # shellcheck source=/dev/null  # generated: TXDAG_REDIS_ADMIN_USER/PASSWORD, ...
@@ -47,7 +66,7 @@ die() {
     exit 1
 }
 
-for port in "$ZK_BASE" "$REDIS_BASE" "$SPARK_PORT"; do
+for port in "$ZK_BASE" "$REDIS_BASE" "$SPARK_PORT" "$AIRFLOW_PORT" "$PG_PORT"; do
     if ! [[ "$port" =~ ^[0-9]+$ ]] || ((port < 1 || port + 1000 > 65535)); then
         die "not a usable port number: '$port'"
     fi
@@ -93,9 +112,10 @@ terminate() {
     kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
 }
 
-# Refuses to start node $2 on port $1 when something else answers there.
+# Refuses to start node $2 on port $1 when something else answers there (after 10 s: a node that was just killed
+# may hold its port a moment longer).
 port_free_or_die() {
-    ! port_open "$1" || die "port $1 ($2) answers, but not as this cluster's node: free it or set the" \
+    wait_for "! port_open $1" 10 || die "port $1 ($2) answers, but not as this cluster's node: free it or set the" \
         "TXDAG_CLUSTER_*_PORT variables (bash scripts/cluster.sh --help)"
 }
 
@@ -218,8 +238,12 @@ write_redis_config() {
     hash="$(printf '%s' "$TXDAG_REDIS_ADMIN_PASSWORD" | sha256sum | cut -d' ' -f1)"
     (
         umask 077
-        printf 'user default off resetkeys ~* &* +@all\nuser %s on #%s ~* &* +@all\n' "$TXDAG_REDIS_ADMIN_USER" \
-            "$hash" >"$d/users.acl"
+        # The default and admin users afresh; every other user the node saved (ACL SAVE: the topologies' user) kept.
+        {
+            printf 'user default off resetkeys ~* &* +@all\nuser %s on #%s ~* &* +@all\n' "$TXDAG_REDIS_ADMIN_USER" "$hash"
+            grep -v -e '^user default ' -e "^user $TXDAG_REDIS_ADMIN_USER " "$d/users.acl" 2>/dev/null || true
+        } >"$d/users.acl.new"
+        mv "$d/users.acl.new" "$d/users.acl"
         cat >"$d/redis.conf" <<EOF
 port $port
 bind $HOST
@@ -374,6 +398,149 @@ stop_spark() {
     done
 }
 
+# --- Airflow with the CeleryExecutor ------------------------------------------------------------------------
+
+AIRFLOW_HOME_DIR="$DIR/airflow-$AIRFLOW_PORT"
+CELERY_DIR="$AIRFLOW_HOME_DIR/celery"
+EXECUTOR_PYTHON="$DIR/executor-python/bin/python"
+PYFILES_ZIP="$DIR/txdag-pyfiles.zip"
+CELERY_PREFIX="celery:"
+# The broker user: kombu's keys and channels, all under CELERY_PREFIX (global_keyprefix), and the commands kombu's
+# Redis transport and Celery's tasks, remote control and events send. PSUBSCRIBE needs its two patterns literally.
+CELERY_ACL="resetkeys resetchannels ~${CELERY_PREFIX}* &${CELERY_PREFIX}* &${CELERY_PREFIX}/0.celery.pidbox
+&${CELERY_PREFIX}/0.celeryev/worker.* -@all +hello +ping +time +select +multi +exec +discard +watch +unwatch +lpush
++rpush +brpop +rpop +llen +del +exists +pexpire +sadd +srem +smembers +hset +hget +hdel +zadd +zrem +zrange
++zrangebyscore +set +get +evalsha +script|load +script|exists +publish +subscribe +psubscribe +unsubscribe
++punsubscribe"
+
+# scripts/services.sh, scripts/postgres.sh and scripts/airflow.sh on this cluster's ports, without the admin
+# credentials this script sourced (airflow.sh would record them for every component).
+single_redis() { TXDAG_REDIS_PORT="$SINGLE_REDIS_PORT" bash "$ROOT/scripts/services.sh" "$@"; }
+postgres() { TXDAG_PG_PORT="$PG_PORT" bash "$ROOT/scripts/postgres.sh" "$@"; }
+airflow_sh() {
+    env -u TXDAG_REDIS_ADMIN_USER -u TXDAG_REDIS_ADMIN_PASSWORD -u TXDAG_REDIS_USER -u TXDAG_REDIS_PASSWORD \
+        -u TXDAG_ZK_USER -u TXDAG_ZK_PASSWORD AIRFLOW_HOME="$AIRFLOW_HOME_DIR" TXDAG_AIRFLOW_PORT="$AIRFLOW_PORT" \
+        TXDAG_PG_PORT="$PG_PORT" TXDAG_REDIS_PORT="$SINGLE_REDIS_PORT" TXDAG_DAGS_FOLDER="$DAGS_FOLDER" \
+        bash "$ROOT/scripts/airflow.sh" "$@"
+}
+secret() {
+    mkdir -p "$CELERY_DIR"
+    [[ -s "$CELERY_DIR/$1" ]] || (umask 077 && head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$CELERY_DIR/$1")
+    cat "$CELERY_DIR/$1"
+}
+
+# The broker's own user, set afresh at every start and saved in the single Redis's users.acl.
+broker_user() {
+    local -a rules
+    read -r -a rules <<<"$(tr '\n' ' ' <<<"$CELERY_ACL")"
+    [[ "$(rcli "$SINGLE_REDIS_PORT" acl setuser celery reset on ">$(secret broker.password)" "${rules[@]}")" == OK ]] ||
+        die "ACL SETUSER celery on $HOST:$SINGLE_REDIS_PORT failed"
+    rcli "$SINGLE_REDIS_PORT" acl save >/dev/null
+}
+
+# The topologies' user on every node of the Redis Cluster (a node's users are its own; a replica that takes over
+# must know it too), limited to their keys as on the single Redis (scripts/airflow.sh does that one).
+cluster_redis_user() {
+    local p
+    for p in "${REDIS_PORTS[@]}"; do
+        TXDAG_ACL_PASSWORD="$TXDAG_REDIS_PASSWORD" "$ROOT/.venv/bin/txdag" acl redis --dags "$DAGS_FOLDER" \
+            --user "$TXDAG_REDIS_USER" --password-env TXDAG_ACL_PASSWORD --apply "redis://$HOST:$p/0" >/dev/null ||
+            die "could not create Redis user $TXDAG_REDIS_USER on the cluster node $HOST:$p (above: why)"
+    done
+}
+
+# A Python for the Spark executors with pyarrow and nothing else of .venv (no txdag, no redis-py): a venv whose
+# .pth adds a folder holding a link to .venv's pyarrow. Then the zip of txdag and redis-py the job ships to them.
+executor_python() {
+    local site arrow
+    [[ -x "$EXECUTOR_PYTHON" ]] || "$ROOT/.venv/bin/python" -m venv --without-pip "$DIR/executor-python"
+    site="$("$EXECUTOR_PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+    arrow="$("$ROOT/.venv/bin/python" -c 'import os, pyarrow; print(os.path.dirname(pyarrow.__file__))')"
+    mkdir -p "$DIR/executor-python/arrow-only"
+    ln -sfn "$arrow" "$DIR/executor-python/arrow-only/pyarrow"
+    printf '%s\n' "$DIR/executor-python/arrow-only" >"$site/arrow-only.pth"
+}
+
+# What the cluster's topologies add to spark-submit: the zip, the executors' Python, and a share of the cluster
+# small enough that two txids are processed at once (one core and 512 MiB of a worker each).
+spark_conf() {
+    "$ROOT/.venv/bin/txdag" pyfiles "$PYFILES_ZIP" --python "$EXECUTOR_PYTHON" --json |
+        "$ROOT/.venv/bin/python" -c 'import json, sys
+conf = json.load(sys.stdin)["spark_conf"]
+print(json.dumps({**conf, "spark.cores.max": "1", "spark.executor.memory": "512m"}))'
+}
+
+worker_pid() { live_pid "$CELERY_DIR/worker$1.pid" 'celery worker'; }
+
+start_celery_worker() {
+    local n="$1" i
+    ! worker_pid "$n" >/dev/null || return 1
+    rm -f "$CELERY_DIR/worker$n.pid"
+    # Its own session (a crash test kills the session: the worker, its pool, their task processes); the recorded
+    # environment of the components; no log server (it would bind 0.0.0.0:8793): the logs are on this disk.
+    # shellcheck disable=SC2016  # $$, $0 and $@ are expanded by the inner bash
+    (eval "$(airflow_sh env)" && exec setsid bash -c 'printf "%s\n" "$$" >"$0" && exec "$@"' "$CELERY_DIR/worker$n.pid" \
+        airflow celery worker --celery-hostname "w$n@%h" --queues default --concurrency 2 --skip-serve-logs) \
+        >"$CELERY_DIR/worker$n.log" 2>&1 </dev/null &
+    for ((i = 0; i < WAIT_SECONDS * 4; i++)); do
+        grep -q ' ready\.' "$CELERY_DIR/worker$n.log" 2>/dev/null && return 0
+        if ((i > 8)) && ! worker_pid "$n" >/dev/null; then
+            tail -n 20 "$CELERY_DIR/worker$n.log" >&2
+            die "Celery worker $n exited while starting; log: $CELERY_DIR/worker$n.log"
+        fi
+        sleep 0.25
+    done
+    die "Celery worker $n not ready after ${WAIT_SECONDS}s; log: $CELERY_DIR/worker$n.log"
+}
+
+start_airflow() {
+    local n conf started=()
+    if ! { redis_up "${REDIS_PORTS[0]}" && zk_serving 1 && spark_pid master >/dev/null; }; then
+        die "Airflow on the cluster needs its ZooKeeper, Redis Cluster and Spark: bash scripts/cluster.sh start"
+    fi
+    single_redis start redis
+    postgres start
+    postgres ensure-db celery_results celery
+    broker_user
+    cluster_redis_user
+    executor_python
+    conf="$(spark_conf)" || die "txdag pyfiles failed (above: why)"
+    local broker results spark zk cluster_conn
+    broker="redis://celery:$(secret broker.password)@$HOST:$SINGLE_REDIS_PORT/0"
+    results="db+$(postgres url celery_results celery)"
+    spark="{\"conn_type\": \"spark\", \"host\": \"spark://$HOST\", \"port\": $SPARK_PORT, \"extra\": {\"deploy-mode\": \"client\"}}"
+    zk="{\"conn_type\": \"zookeeper\", \"host\": \"$(zk_hosts)\", \"login\": \"$TXDAG_ZK_USER\", \"password\": \"$TXDAG_ZK_PASSWORD\"}"
+    cluster_conn="{\"conn_type\": \"redis\", \"host\": \"$(redis_nodes)\", \"login\": \"$TXDAG_REDIS_USER\",
+        \"password\": \"$TXDAG_REDIS_PASSWORD\", \"extra\": {\"cluster\": true}}"
+    AIRFLOW__CORE__EXECUTOR=CeleryExecutor AIRFLOW__CELERY__BROKER_URL="$broker" \
+        AIRFLOW__CELERY__RESULT_BACKEND="$results" AIRFLOW__CELERY__WORKER_CONCURRENCY=2 \
+        AIRFLOW__CELERY_BROKER_TRANSPORT_OPTIONS__GLOBAL_KEYPREFIX="$CELERY_PREFIX" \
+        AIRFLOW__CELERY_BROKER_TRANSPORT_OPTIONS__VISIBILITY_TIMEOUT=86400 \
+        AIRFLOW__CELERY__EXTRA_CELERY_CONFIG='{"result_extended": true}' \
+        AIRFLOW_CONN_ZOOKEEPER_DEFAULT="$zk" AIRFLOW_CONN_REDIS_CLUSTER="$cluster_conn" \
+        AIRFLOW_CONN_SPARK_CLUSTER="$spark" TXDAG_CLUSTER_SPARK_CONF="$conf" airflow_sh start >&2 ||
+        die "Airflow did not start (above: why)"
+    for n in "${CELERY_WORKERS[@]}"; do
+        start_celery_worker "$n" && started+=("worker-$n")
+    done
+    say "Airflow http://$HOST:$AIRFLOW_PORT with the CeleryExecutor and ${#CELERY_WORKERS[@]} workers (started:" \
+        "${started[*]:-none}; DAGs $DAGS_FOLDER)"
+}
+
+stop_airflow() {
+    local n pid
+    for n in "${CELERY_WORKERS[@]}"; do
+        if pid="$(worker_pid "$n")"; then
+            terminate "$pid" # a warm shutdown waits for the running tasks; SIGKILL after 15 s
+            say "Celery worker $n stopped (pid $pid)"
+        fi
+        rm -f "$CELERY_DIR/worker$n.pid"
+    done
+    [[ ! -d "$AIRFLOW_HOME_DIR" ]] || airflow_sh stop
+    single_redis stop redis
+    postgres stop
+}
+
 # --- commands -----------------------------------------------------------------------------------------------
 
 # Resident memory of process $1 and all its descendants (a Spark worker's executors and their Python workers), MiB.
@@ -412,6 +579,17 @@ status() {
         fi
     done
     say "Spark master counts $(alive_workers) live worker(s)"
+    if [[ -d "$AIRFLOW_HOME_DIR" ]]; then
+        for n in "${CELERY_WORKERS[@]}"; do
+            if pid="$(worker_pid "$n")"; then
+                say "Celery worker $n  pid $pid, $(tree_mib "$pid") (with its tasks)"
+            else
+                say "Celery worker $n  down"
+                rc=1
+            fi
+        done
+        airflow_sh status | sed 's/^/cluster: /' || rc=1
+    fi
     return "$rc"
 }
 
@@ -419,6 +597,9 @@ print_env() {
     printf 'export TXDAG_CLUSTER_ZK_HOSTS=%s\n' "$(zk_hosts)"
     printf 'export TXDAG_CLUSTER_REDIS_NODES=%s\n' "$(redis_nodes)"
     printf 'export TXDAG_CLUSTER_SPARK_MASTER=%s\n' "$(master_url)"
+    printf 'export TXDAG_CLUSTER_SINGLE_REDIS=%s\n' "$HOST:$SINGLE_REDIS_PORT"
+    printf 'export TXDAG_CLUSTER_AIRFLOW_URL=%s\n' "http://$HOST:$AIRFLOW_PORT"
+    printf 'export TXDAG_CLUSTER_AIRFLOW_HOME=%s\n' "$AIRFLOW_HOME_DIR"
 }
 
 wipe() {
@@ -428,6 +609,11 @@ wipe() {
     for name in master "${SPARK_WORKERS[@]/#/worker-}"; do
         ! spark_pid "$name" >/dev/null || die "Spark $name runs: stop the cluster first"
     done
+    for n in "${CELERY_WORKERS[@]}"; do ! worker_pid "$n" >/dev/null || die "Celery worker $n runs: stop the cluster first"; done
+    ! port_open "$AIRFLOW_PORT" || die "Airflow answers on $HOST:$AIRFLOW_PORT: stop the cluster first"
+    single_redis wipe redis >/dev/null
+    ! port_open "$PG_PORT" || die "PostgreSQL answers on $HOST:$PG_PORT: stop the cluster first"
+    rm -rf "$AIRFLOW_HOME_DIR" "$ROOT/.run/pg-$PG_PORT" "$PYFILES_ZIP"
     for n in "${ZK_NODES[@]}"; do rm -rf "$(zk_dir "$n")"; done
     for p in "${REDIS_PORTS[@]}"; do rm -rf "$(redis_dir "$p")"; done
     for name in master "${SPARK_WORKERS[@]/#/worker-}"; do rm -rf "$(spark_dir "$name")"; done
@@ -439,9 +625,9 @@ wipe() {
 COMPONENTS=()
 set_components() {
     local c
-    (($# > 0)) || set -- zk redis spark
+    (($# > 0)) || set -- zk redis spark airflow
     for c in "$@"; do
-        [[ "$c" == zk || "$c" == redis || "$c" == spark ]] || die "unknown component '$c' (zk, redis or spark)"
+        [[ "$c" =~ ^(zk|redis|spark|airflow)$ ]] || die "unknown component '$c' (zk, redis, spark or airflow)"
     done
     COMPONENTS=("$@")
 }
@@ -456,11 +642,11 @@ start)
     ;;
 stop)
     set_components "$@"
-    for c in "${COMPONENTS[@]}"; do "stop_$c"; done
+    for ((i = ${#COMPONENTS[@]} - 1; i >= 0; i--)); do "stop_${COMPONENTS[i]}"; done # Airflow before what it uses
     say "stopped what this script had started of: ${COMPONENTS[*]} (a node it did not start is never stopped)"
     ;;
 status) status ;;
 env) print_env ;;
 wipe) wipe ;;
-*) die "usage: bash scripts/cluster.sh start|stop [zk|redis|spark]... | status | env | wipe (--help for more)" ;;
+*) die "usage: bash scripts/cluster.sh start|stop [zk|redis|spark|airflow]... | status | env | wipe (--help for more)" ;;
 esac

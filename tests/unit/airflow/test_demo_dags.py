@@ -25,3 +25,17 @@ def test_the_demo_script_picks_the_folder_of_its_mode() -> None:
     script = (ROOT / "scripts" / "demo.sh").read_text()
     assert 'dags_folder="$ROOT/dags_warm"' in script and 'dags_folder="$ROOT/dags"' in script
     assert "TXDAG_SPARK_MODE" not in script
+
+
+def test_the_cluster_folder_is_the_shipped_topologies_on_the_cluster_connections(monkeypatch) -> None:
+    monkeypatch.setenv("TXDAG_CLUSTER_SPARK_CONF", '{"spark.submit.pyFiles": "/x/txdag-pyfiles.zip"}')
+    shipped, errors = load_definitions(ROOT / "dags")
+    on_cluster, cluster_errors = load_definitions(ROOT / "dags_cluster")
+    assert errors == {} and cluster_errors == {} and sorted(on_cluster) == ["tweets_analytics", "word_count"]
+    for name, b in on_cluster.items():
+        a = shipped[name]
+        differ = [f.name for f in dataclasses.fields(a) if getattr(a, f.name) != getattr(b, f.name)]
+        assert differ == ["redis_conn_id", "spark_conn_id", "spark_conf"], f"dags_cluster/{name}.py drifted: {differ}"
+        assert (b.redis_conn_id, b.spark_conn_id, b.source.redis_conn_id) == ("redis_cluster", "spark_cluster",
+                                                                              "redis_default")
+        assert b.spark_conf == {"spark.submit.pyFiles": "/x/txdag-pyfiles.zip"}
