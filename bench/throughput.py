@@ -3,6 +3,7 @@
     .venv/bin/python bench/throughput.py                      # everything, 1,000,000 tweets (~30-40 min on 2 cores)
     .venv/bin/python bench/throughput.py --quick              # 20,000 tweets, 3 latency samples (a few minutes)
     .venv/bin/python bench/throughput.py --tweets 200000 --batch 10000 --only P1,P3 --out /tmp/b
+    .venv/bin/python bench/throughput.py --only P1,P4 --cluster --flush   # P1 cold and P4 on the cluster too
 
 P1  drain N generated tweets (seed 000's layout) through copies of the tweets_analytics topology on a real Airflow
     (scheduler, LocalExecutor, PostgreSQL) with warm Spark (Spark Connect), checked exactly against the ground
@@ -12,6 +13,8 @@ P2  trigger -> committed latency of 1-tweet txids: median, min, max, split into 
 P3  commit keys/s for 100k distinct keys (bench/commit_throughput.py) beside redis-benchmark, same Redis.
 P4  tweets/s with max_active_transactions 1, 2 and 4 on one backlog size.
 Peak RSS of the Spark and Airflow processes during P1 (and of the peer). --cold adds cold spark-submit to P1/P2.
+--cluster then runs P1 (cold: spark-submit to a Spark standalone master) and P4 on the loopback cluster of
+scripts/cluster.sh (CeleryExecutor, Redis Cluster, ZooKeeper ensemble), with their ratios cluster / single node.
 
 It starts Redis, ZooKeeper, PostgreSQL, Airflow and a Spark Connect server through scripts/ on the TXDAG_*_PORT
 ports (or reuses a server already answering), and stops what it started. Nothing here asserts a time.
@@ -44,6 +47,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="20,000 tweets, 3 latency samples, small P3/P4 (development)")
     p.add_argument("--cold", action="store_true", help="also cold spark-submit mode in P1 and P2")
     p.add_argument("--cold-tweets", type=int, default=100_000, help="P1's backlog in cold mode (default 100,000)")
+    p.add_argument("--cluster", action="store_true", help="after the single node's phases, P1 (cold, on "
+                   "--cold-tweets; implies --cold) and P4 on the loopback cluster of scripts/cluster.sh (its "
+                   "TXDAG_CLUSTER_*_PORT ports; its Airflow must not be running), beside the single node's figures")
     p.add_argument("--p4-tweets", type=int, default=None, help="P4's backlog (default min(--tweets, 10 batches))")
     p.add_argument("--latency-samples", type=int, default=5, help="1-tweet txids timed in P2 (default 5)")
     p.add_argument("--keys", type=int, default=100_000, help="P3's distinct keys (default 100,000)")
@@ -71,6 +77,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = set(args.phases) - set(PHASES)
     if unknown:
         p.error(f"unknown phase(s) {sorted(unknown)} in --only; use {','.join(PHASES)}")
+    if args.cluster and not {"P1", "P4"} & set(args.phases):
+        p.error("--cluster runs P1 and P4 on the cluster: --only must name one of them")
+    args.cold = args.cold or (args.cluster and "P1" in args.phases)  # the cluster's P1 is cold: the single node's too
     started = datetime.now(UTC)
     args.started = started.strftime("%Y-%m-%dT%H:%M:%SZ")
     args.out = args.out or str(Path(__file__).resolve().parent / "results" / started.strftime("%Y%m%d-%H%M%S"))
@@ -102,7 +111,8 @@ def settings(args: argparse.Namespace, roles: dict) -> dict:
             "p3_keys": args.keys, "spark_connect": "local[2] (scripts/spark-connect.sh), shuffle partitions 4",
             "peer": "local[2], shuffle partitions 4, 2 read partitions per micro-batch",
             "airflow": "scripts/airflow.sh: LocalExecutor, parallelism 8, PostgreSQL",
-            "airflow_env": args.airflow_env, "phases": args.phases}
+            "airflow_env": args.airflow_env, "phases": args.phases,
+            **({"cluster": "scripts/cluster.sh: P1 cold and P4, spark-submit"} if args.cluster else {})}
 
 
 def main(argv: list[str] | None = None) -> int:

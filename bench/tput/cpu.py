@@ -3,8 +3,9 @@
 A throughput ratio (P4's, P1's against the baseline) has a ceiling the profile must show: when the cores are busy
 at one txid in flight, more txids in flight cannot go faster. Each component is a process tree (an Airflow
 component with its task processes, the Spark Connect server with its Python workers, Redis, ZooKeeper,
-PostgreSQL); its CPU time is the tree's own plus what its exited children left in their parents' ``children_*``
-times, so a task process that lived for a second is counted once it is reaped.
+PostgreSQL), or the trees of a cluster component's nodes (roots named ``<component> #<n>``); its CPU time is the
+tree's own plus what its exited children left in their parents' ``children_*`` times, so a task process that lived
+for a second is counted once it is reaped.
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ def tree_seconds(pid: int) -> float:
             continue
         total += t.user + t.system + t.children_user + t.children_system
     return total
+
+
+def component(root: str) -> str:
+    """The component a root belongs to: ``zookeeper #2`` is a node of ``zookeeper``."""
+    return root.partition(" #")[0]
 
 
 def busy_seconds() -> tuple[float, float]:
@@ -56,8 +62,10 @@ class CpuMeter:
     def stop(self) -> dict:
         busy, total = busy_seconds()
         wall = time.monotonic() - self.start_wall
-        used = {name: round(max(0.0, tree_seconds(pid) - self.start_trees[name]), 2)
-                for name, pid in self.roots.items()}
+        used: dict[str, float] = {}
+        for name, pid in self.roots.items():
+            seconds = max(0.0, tree_seconds(pid) - self.start_trees[name])
+            used[component(name)] = round(used.get(component(name), 0.0) + seconds, 2)
         busy_core_s = busy - self.start_busy
         return {"seconds": round(wall, 2), "cores": psutil.cpu_count(),
                 "busy_share": round(busy_core_s / max(total - self.start_all, 1e-9), 3),

@@ -4,17 +4,25 @@ batch size, max_active_transactions and Spark mode as parameters (dags/ stays as
 Each copy keeps the shipped job file, states and marker key, reads and writes a Redis database of its own (its own
 Airflow connection), and has no schedule: only the benchmark's triggers start runs. All copies are in one DAG
 file, so the DAG processor parses one file, not one per copy.
+
+The copies for the loopback cluster of scripts/cluster.sh (``--cluster``) are copies of dags_cluster/'s instead:
+its connections (the sources on the single Redis, the states on the Redis Cluster, spark-submit to the standalone
+master) and the Spark settings cluster.sh gives its Airflow (TXDAG_CLUSTER_SPARK_CONF). A Redis Cluster has one
+database, so there each copy's keys (source, states, marker) start with its topology id instead.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from tput.services import REPO
+from txdag.analytics.tweets import MARKER_KEY
 
 SHIPPED = "tweets_analytics"
+CLUSTER_SPARK_CONF = "TXDAG_CLUSTER_SPARK_CONF"  # what scripts/cluster.sh gives its Airflow: `txdag pyfiles`' conf
 
 
 @dataclass(frozen=True)
@@ -27,19 +35,34 @@ class Variant:
     mat: int
     mode: str  # "connect" (warm) or "submit" (cold)
     commit_poke_interval: float
+    cluster: bool = False  # a copy of dags_cluster/'s, for the loopback cluster
 
     @property
     def conn_id(self) -> str:
         return f"redis_{self.topology_id}"
 
+    @property
+    def prefix(self) -> str:
+        """What the copy's keys start with: nothing in a database of its own, its id on the cluster."""
+        return f"{self.topology_id}:" if self.cluster else ""
 
-def shipped() -> Any:
-    """The shipped definition (dags/tweets_analytics.py), as the DAG file renders it."""
+    @property
+    def marker_key(self) -> str:
+        return f"{self.prefix}{MARKER_KEY}"
+
+
+def shipped(cluster: bool = False) -> Any:
+    """The shipped definition (dags/tweets_analytics.py; ``cluster``: dags_cluster/'s), as the DAG file renders it."""
+    return _shipped_in("dags_cluster" if cluster else "dags")
+
+
+@functools.cache
+def _shipped_in(folder: str) -> Any:
     from txdag.topology.topology import load_definitions
 
-    found, errors = load_definitions(REPO / "dags")
+    found, errors = load_definitions(REPO / folder)
     if SHIPPED not in found:
-        raise RuntimeError(f"dags/ defines no {SHIPPED!r} topology (errors: {errors})")
+        raise RuntimeError(f"{folder}/ defines no {SHIPPED!r} topology (errors: {errors})")
     return found[SHIPPED]
 
 
@@ -59,38 +82,61 @@ def variants(batch: int, mat: int, poke: float | None, db_base: int) -> dict[str
     return roles
 
 
+def cluster_variants(batch: int, mat: int, poke: float | None) -> dict[str, Variant]:
+    """The copies for the loopback cluster, by role: a warm-up, P1 (cold: spark-submit to the standalone master)
+    and P4 with 1, 2 and 4 in flight (cold too)."""
+    poke = shipped(True).commit_poke_interval if poke is None else poke
+    p1 = Variant("bench_cluster_p1_cold", 0, batch, mat, "submit", poke, cluster=True)
+    roles = {"warm_up": replace(p1, topology_id="bench_cluster_warm_up", mat=1), "p1_cold": p1}
+    for n in (1, 2, 4):
+        roles[f"p4_{n}"] = replace(p1, topology_id=f"bench_cluster_p4_mat{n}", mat=n)
+    return roles
+
+
 def render(chosen: list[Variant]) -> str:
     """The DAG file's text: one TransactionalTopology per variant, the shipped definition's fields otherwise, each
     rendered into a DAG kept in a module variable named after it (its project_dir is the repository's)."""
-    t = shipped()
-    source = t.source
     blocks = []
-    states = "".join(f"\n        {s!r}," for s in t.states) + "\n    "
     for v in chosen:
+        t = shipped(v.cluster)
+        states = [replace(s, namespace=v.prefix + s.redis_key) if v.prefix else s for s in t.states]
+        listed = "".join(f"\n        {s!r}," for s in states) + "\n    "
+        if v.cluster:  # dags_cluster/'s connections, and Spark settings of the environment cluster.sh gives Airflow
+            source_conn, states_conn = t.source.redis_conn_id, t.redis_conn_id
+            spark = f"spark_conn_id={t.spark_conn_id!r},\n    spark_conf=CLUSTER_SPARK_CONF,"
+        else:
+            source_conn = states_conn = v.conn_id
+            spark = f"spark_conf={dict(t.spark_conf)!r},"
         blocks.append(f"""
 {v.topology_id} = render(TransactionalTopology(
     {v.topology_id!r},
-    source=TweetsSource(max_transaction_size={v.batch}, prefix={source.prefix!r}, redis_conn_id={v.conn_id!r}),
+    source=TweetsSource(max_transaction_size={v.batch}, prefix={v.prefix!r}, redis_conn_id={source_conn!r}),
     job={t.job!r},
     project_dir={str(REPO)!r},
-    states=[{states}],
-    marker_key={t.marker_key!r},
+    states=[{listed}],
+    marker_key={v.marker_key!r},
     max_active_transactions={v.mat},
     schedule=None,
     spark_mode={v.mode!r},
-    redis_conn_id={v.conn_id!r},
+    redis_conn_id={states_conn!r},
     retries={t.retries},
     keep_txids={t.keep_txids},
     commit_poke_interval={v.commit_poke_interval!r},
-    spark_conf={dict(t.spark_conf)!r},
+    {spark}
 ))
 """)
     # Airflow's safe mode parses only files that name both "airflow" and "dag": the docstring does.
-    head = ('"""Airflow DAGs generated by bench/throughput.py: copies of dags/tweets_analytics.py with the\n'
-            'benchmark\'s batch size, max_active_transactions and Spark mode. Rewritten at every run."""\n\n'
-            "from txdag import TransactionalTopology\n"
-            "from txdag.airflow import render\n"
-            "from txdag.topology.definition import State, TweetsSource\n")
+    cluster = any(v.cluster for v in chosen)
+    head = (f'"""Airflow DAGs generated by bench/throughput.py: copies of {"dags_cluster" if cluster else "dags"}/'
+            "tweets_analytics.py with the\nbenchmark's batch size, max_active_transactions and Spark mode. Rewritten "
+            'at every run."""\n\n')
+    if cluster:
+        head += "import json\nimport os\n\n"
+    head += ("from txdag import TransactionalTopology\n"
+             "from txdag.airflow import render\n"
+             "from txdag.topology.definition import State, TweetsSource\n")
+    if cluster:
+        head += f"\nCLUSTER_SPARK_CONF = json.loads(os.environ.get({CLUSTER_SPARK_CONF!r}) or '{{}}')\n"
     return head + "".join(blocks)
 
 

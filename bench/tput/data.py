@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import redis
 
 from txdag.analytics.tweets import STATES, tweet_partials
+from txdag.keyspace import glob_escape
 from txdag.spouts import append_tweets
 from txdag.spouts.samples import sample_tweets
 
@@ -43,11 +44,18 @@ def expected_counts(tweets: Sequence[str]) -> Expected:
     return expected
 
 
-def load(client: redis.Redis, tweets: Sequence[str]) -> None:
-    """Loads the tweets at ids 1..n of an empty database, with NEXT_WRITE, the way `txdag seed` does."""
-    if client.dbsize():
-        raise RuntimeError(f"Redis database {client.connection_pool.connection_kwargs.get('db', 0)} is not empty")
-    append_tweets(client, tweets)
+def load(client: redis.Redis, tweets: Sequence[str], prefix: str = "") -> None:
+    """Loads the tweets at ids 1..n of an empty database (``prefix``: with no key under that prefix), with
+    NEXT_WRITE, the way `txdag seed` does."""
+    if any(client.scan_iter(match=f"{glob_escape(prefix)}*", count=1000)) if prefix else client.dbsize():
+        raise RuntimeError(f"{where(client)} is not empty" + (f" under {prefix!r}" if prefix else ""))
+    append_tweets(client, tweets, prefix=prefix)
+
+
+def where(client: redis.Redis) -> str:
+    """The database a client uses, for a message (a Redis Cluster has one)."""
+    pool = getattr(client, "connection_pool", None)  # a RedisCluster has none
+    return f"Redis database {pool.connection_kwargs.get('db', 0)}" if pool else "the Redis Cluster"
 
 
 def committed_counts(client: redis.Redis, prefix: str = "") -> Expected:
@@ -66,8 +74,7 @@ def check_exact(client: redis.Redis, expected: Expected, who: str, prefix: str =
             sample = ", ".join(f"{k}: expected {want.get(k)}, got {have.get(k)}" for k in wrong[:5])
             problems.append(f"{prefix}{state}: {len(wrong)} of {len(want)} keys differ ({sample})")
     if problems:
-        db = client.connection_pool.connection_kwargs.get("db", 0)
-        raise CountMismatch(f"{who}: the committed counts in Redis database {db} are NOT the ground truth: "
+        raise CountMismatch(f"{who}: the committed counts in {where(client)} are NOT the ground truth: "
                             + "; ".join(problems))
 
 

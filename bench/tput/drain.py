@@ -1,7 +1,8 @@
 """Driving a bench topology through Airflow's REST API: drain a backlog (P1, P4) and time 1-tweet txids (P2).
 
 Only public behaviour is used: DAG runs triggered through the REST API, task instances' start and end dates from
-it, and the topology's marker key in Redis (``LAST_COMMITED_TRANSACTION``: the last committed txid).
+it, and the topology's marker key in Redis (``LAST_COMMITED_TRANSACTION``, after the copy's key prefix: the last
+committed txid).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from tput.dags import Variant
 from tput.services import BenchError
 from txdag.airflow.api import AirflowAPI, unique_run_id
 from txdag.airflow.timings import TASKS, all_timings, run_timings
-from txdag.analytics.tweets import MARKER_KEY
 
 
 @dataclass
@@ -75,8 +75,8 @@ def median_steps(rows: list[dict[str, float]]) -> dict[str, float]:
     return {n: statistics.median(row[n] for row in rows if n in row) for n in names}
 
 
-def _marker(client: redis.Redis) -> int:
-    raw = client.get(MARKER_KEY)
+def _marker(client: redis.Redis, key: str) -> int:
+    raw = client.get(key)
     return int(raw) if raw is not None else 0
 
 
@@ -105,7 +105,7 @@ def drain(api: AirflowAPI, client: redis.Redis, variant: Variant, tweets: int, t
     runs = trigger(api, dag, txids)
     deadline = time.monotonic() + timeout
     checked = time.monotonic()
-    while _marker(client) < txids:
+    while _marker(client, variant.marker_key) < txids:
         if time.monotonic() - checked > 5:
             checked = time.monotonic()
             failed = _failed_runs(api, dag)
@@ -113,8 +113,9 @@ def drain(api: AirflowAPI, client: redis.Redis, variant: Variant, tweets: int, t
                 raise BenchError(f"{dag}: run(s) {failed} failed; see their task logs under "
                                  f"{api.base_url}/dags/{dag}")
         if time.monotonic() > deadline:
-            raise BenchError(f"{dag}: committed txid {_marker(client)} of {txids} after {timeout:.0f} s; stopped "
-                             f"waiting (raise --timeout, or see the runs in {api.base_url}/dags/{dag})")
+            raise BenchError(f"{dag}: committed txid {_marker(client, variant.marker_key)} of {txids} after "
+                             f"{timeout:.0f} s; stopped waiting (raise --timeout, or see the runs in "
+                             f"{api.base_url}/dags/{dag})")
         time.sleep(0.25)
     cpu = meter.stop()
     for run in runs:  # the last commit is in; the runs end with it

@@ -3,18 +3,23 @@
 Roots are named processes (an Airflow component, the Spark Connect server, the streaming peer); each sample
 walks a root and its descendants and files every process under one group: Spark JVMs (the Connect server's,
 spark-submit's of cold tasks, the peer's), Spark's Python workers, Airflow's task processes (the scheduler's
-descendants: LocalExecutor workers, task supervisors and tasks), and each Airflow component with its own
-children. Per group it keeps the peak of the group's sum and of its largest single process.
+descendants: LocalExecutor workers, task supervisors and tasks; on the cluster, the Celery workers'), and each
+Airflow component with its own children. The nodes of one cluster component (roots ``<component> #<n>``) are one
+group. Per group it keeps the peak of the group's sum and of its largest single process.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import defaultdict
+from pathlib import Path
 
 import psutil
 
+from tput.cpu import component
+
 MB = 1024 * 1024
+TASK_HOLDERS = ("airflow scheduler", "celery worker")  # whose descendants run the tasks (Local-, CeleryExecutor)
 
 
 def group_of(root: str, proc: psutil.Process, is_root: bool) -> str:
@@ -28,16 +33,18 @@ def group_of(root: str, proc: psutil.Process, is_root: bool) -> str:
     if name == "java" or "/java" in cmdline.split(" ")[0]:
         if root == "spark-connect":
             return "Spark Connect server JVM"
-        return "Spark peer JVM" if root == "peer" else "spark-submit JVMs (cold tasks)"
+        if root == "peer":
+            return "Spark peer JVM"
+        return "spark-submit JVMs (cold tasks)" if component(root) in TASK_HOLDERS else component(root)
     if "pyspark.daemon" in cmdline or "pyspark.worker" in cmdline:
         return "Spark peer Python workers" if root == "peer" else "Spark Python workers"
     if root == "peer":
         return "Spark peer driver (Python)"
     if root == "spark-connect":
         return "Spark Connect server JVM"  # its launcher shell, when the JVM is not the root
-    if root == "airflow scheduler" and not is_root:
+    if component(root) in TASK_HOLDERS and not is_root:
         return "Airflow task processes (executor workers, tasks)"
-    return root
+    return component(root)
 
 
 class RssSampler:
@@ -92,6 +99,15 @@ class RssSampler:
         while not self._stop.is_set():
             self.sample()
             self._stop.wait(self.interval)
+
+
+def pid_in(path: Path) -> int | None:
+    """The live process whose pid a pid file starts with (the scripts' pid files), if any."""
+    try:
+        pid = int(path.read_text().split()[0])
+    except (OSError, IndexError, ValueError):
+        return None
+    return pid if psutil.pid_exists(pid) else None
 
 
 def listener_pid(port: int) -> int | None:

@@ -8,9 +8,11 @@ import os
 import subprocess
 import sys
 from argparse import Namespace
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+import redis
 from commit_throughput import measure
 
 from tput import data, drain
@@ -18,7 +20,7 @@ from tput.baseline import PREFIX as BASELINE_PREFIX
 from tput.baseline import python_baseline
 from tput.cpu import CpuMeter, per_txid
 from tput.dags import Variant
-from tput.memory import RssSampler, listener_pid
+from tput.memory import RssSampler, listener_pid, pid_in
 from tput.services import REPO, BenchError, Stack
 from txdag.airflow.api import AirflowAPI
 from txdag.spouts.samples import sample_tweets
@@ -28,6 +30,8 @@ PEER_PREFIX = "peer:"
 
 
 class Bench:
+    WARM_UP = "p2_warm"  # the role of the warm-up txid
+
     def __init__(self, args: Namespace, stack: Stack, roles: dict[str, Variant], backlog: data.Backlog,
                  results: dict[str, Any]) -> None:
         self.args, self.stack, self.roles, self.backlog, self.results = args, stack, roles, backlog, results
@@ -39,27 +43,44 @@ class Bench:
 
     def airflow(self) -> AirflowAPI:
         if self.api is None:
-            passwords = json.loads((self.stack.airflow_home / "simple_auth_manager_passwords.json").read_text())
-            self.api = AirflowAPI(f"http://127.0.0.1:{self.stack.ports.airflow}", "admin", passwords["admin"])
+            home, url = self.airflow_at()
+            passwords = json.loads((home / "simple_auth_manager_passwords.json").read_text())
+            self.api = AirflowAPI(url, "admin", passwords["admin"])
         return self.api
+
+    def airflow_at(self) -> tuple[Path, str]:
+        """The AIRFLOW_HOME and the URL of the Airflow the drains use."""
+        return self.stack.airflow_home, f"http://127.0.0.1:{self.stack.ports.airflow}"
+
+    def sources(self, v: Variant) -> AbstractContextManager[redis.Redis]:
+        """An admin client of the Redis that holds ``v``'s tweets."""
+        return self.stack.admin(v.db)
+
+    def states(self, v: Variant) -> AbstractContextManager[redis.Redis]:
+        """An admin client of the Redis that holds ``v``'s states and marker."""
+        return self.stack.admin(v.db)
+
+    def airflow_roots(self) -> dict[str, int]:
+        """The Airflow components, by their pid files."""
+        found = {f"airflow {name}": pid_in(self.airflow_at()[0] / f"{name}.pid") for name in COMPONENTS}
+        return {name: pid for name, pid in found.items() if pid is not None}
 
     def roots(self) -> dict[str, int]:
         """The processes to sample: the Airflow components and the Spark Connect server."""
-        roots = {}
-        for name in COMPONENTS:
-            pid_file = self.stack.airflow_home / f"{name}.pid"
-            if pid_file.is_file():
-                roots[f"airflow {name}"] = int(pid_file.read_text().split()[0])
+        roots = self.airflow_roots()
         connect = listener_pid(self.stack.ports.spark_connect)
         if connect is not None:
             roots["spark-connect"] = connect
         return roots
 
+    def services(self) -> dict[str, int]:
+        """The services whose CPU time a drain reports too, by the port each listens on."""
+        return {"redis": self.stack.ports.redis, "zookeeper": self.stack.ports.zk, "postgresql": self.stack.ports.pg}
+
     def cpu_roots(self) -> dict[str, int]:
         """The processes whose CPU time a drain reports: roots() and the services."""
         roots = self.roots()
-        for name, port in (("redis", self.stack.ports.redis), ("zookeeper", self.stack.ports.zk),
-                           ("postgresql", self.stack.ports.pg)):
+        for name, port in self.services().items():
             pid = listener_pid(port)
             if pid is not None:
                 roots[name] = pid
@@ -69,9 +90,9 @@ class Bench:
         v = self.roles[role]
         print(f"bench: draining {tweets:,} tweets through {v.topology_id} (batch {v.batch:,}, "
               f"{v.mat} in flight, {v.mode} mode)", flush=True)
-        with self.stack.admin(v.db) as client:
+        with self.states(v) as client:
             d = drain.drain(self.airflow(), client, v, tweets, self.args.timeout, CpuMeter(self.cpu_roots()))
-            data.check_exact(client, self.backlog.truth(tweets), f"{v.topology_id} ({tweets:,} tweets)")
+            data.check_exact(client, self.backlog.truth(tweets), f"{v.topology_id} ({tweets:,} tweets)", v.prefix)
         print(f"bench: {v.topology_id}: {d.rate:,.0f} tweets/s ({d.txids} txids in {d.seconds:.1f} s), counts exact; "
               f"cores {d.cpu['busy_share']:.0%} busy", flush=True)
         return {"tweets": tweets, "txids": d.txids, "batch": v.batch, "mat": v.mat, "mode": v.mode,
@@ -80,20 +101,28 @@ class Bench:
                 "cpu": d.cpu, "cpu_per_txid": per_txid(d.cpu, d.txids),
                 "per_txid": [{k: r[k] for k in r if k != "spans"} for r in d.timings]}
 
+    def sampled_drain(self, role: str, tweets: int, memory: str) -> dict[str, Any]:
+        """drain(), with the peak RSS of roots() during it in results[memory]."""
+        sampler = RssSampler(self.roots()).start()
+        try:
+            return self.drain(role, tweets)
+        finally:
+            self.results[memory] = sampler.stop()
+
     def append_p2(self, role: str):  # type: ignore[no-untyped-def]
         def append(client) -> None:  # type: ignore[no-untyped-def]
             n = sum(self.p2_used.values())
-            data.append_tweets(client, [self.p2_tweets[n]])
+            data.append_tweets(client, [self.p2_tweets[n]], prefix=self.roles[role].prefix)
             self.p2_used[role] = self.p2_used.get(role, 0) + 1
         return append
 
     def warm_up(self) -> None:
         """One 1-tweet txid before anything is timed: executor workers and the Connect server's first query."""
-        v = self.roles["p2_warm"]
-        with self.stack.admin(v.db) as client:
+        v = self.roles[self.WARM_UP]
+        with self.sources(v) as client:
             self.airflow().wait_dag_parsed(v.topology_id, timeout=180)
             self.airflow().unpause(v.topology_id)
-            first = drain.one_tweet_latency(self.airflow(), client, v, self.append_p2("p2_warm"))
+            first = drain.one_tweet_latency(self.airflow(), client, v, self.append_p2(self.WARM_UP))
         print(f"bench: warm-up txid committed {first.total:.1f} s after its trigger", flush=True)
 
     # --- P1 --------------------------------------------------------------------------------------------------
@@ -101,17 +130,9 @@ class Bench:
     def p1(self) -> None:
         n, p1 = self.args.tweets, {}
         self.results["p1"] = p1
-        sampler = RssSampler(self.roots()).start()
-        try:
-            p1["txdag_warm"] = self.drain("p1_warm", n)
-        finally:
-            self.results["memory"] = sampler.stop()
+        p1["txdag_warm"] = self.sampled_drain("p1_warm", n, "memory")
         if self.args.cold:
-            sampler = RssSampler(self.roots()).start()
-            try:
-                p1["txdag_cold"] = self.drain("p1_cold", self.args.cold_tweets)
-            finally:
-                self.results["memory_cold"] = sampler.stop()
+            p1["txdag_cold"] = self.sampled_drain("p1_cold", self.args.cold_tweets, "memory_cold")
         with self.stack.admin(self.roles["p1_warm"].db) as client:
             seconds = python_baseline(client, n)
             data.check_exact(client, self.backlog.truth(n), "Python baseline", BASELINE_PREFIX)

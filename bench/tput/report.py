@@ -23,18 +23,20 @@ def _fmt(value: float | None, unit: str) -> str:
     return f"{value} {unit}"
 
 
-def cpu_row(label: str, drain: dict[str, Any]) -> tuple[str, str, str] | None:
+def cpu_row(label: str, drain: dict[str, Any], labels: dict[str, str]) -> tuple[str, str, str] | None:
     """How busy the cores were during a drain, and each component's core-seconds per txid (what caps a ratio)."""
     cpu, per = drain.get("cpu"), drain.get("cpu_per_txid")
     if not cpu or not per:
         return None
-    parts = ", ".join(f"{CPU_LABELS.get(name, name)} {s:.2f}" for name, s in per.items() if name != "all" and s >= 0.01)
+    parts = ", ".join(f"{labels.get(name, name)} {s:.2f}" for name, s in per.items() if name != "all" and s >= 0.01)
     return (f"{label}: cores busy", f"{cpu['busy_share']:.0%}",
             f"of {cpu['cores']} cores; core-s per txid {per['all']:.2f}: {parts}")
 
 
-def rows(results: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """(figure, value, note) rows for the table, in the order of issue 5's list."""
+def rows(results: dict[str, Any], labels: dict[str, str] | None = None) -> list[tuple[str, str, str]]:
+    """(figure, value, note) rows for the table, in the order of issue 5's list, then the cluster's (``labels``: the
+    names of the CPU's components, CPU_LABELS by default)."""
+    labels = CPU_LABELS if labels is None else labels
     out: list[tuple[str, str, str]] = []
     s = results["settings"]
     p1 = results.get("p1")
@@ -51,11 +53,13 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str]]:
                 if "micro_batches" in f:
                     note += f", {f['micro_batches']} micro-batches of <= {s['batch']:,}"
                 out.append((label, _fmt(f["rate"], "tweets/s"), note))
-        med = p1.get("txdag_warm", {}).get("median_per_txid")
-        if med:
-            out.append(("P1 warm, per txid: coordinate / process / commit", " / ".join(
-                f"{med[k]:.2f}" for k in ("coordinate", "process", "commit")) + " s",
-                f"medians; scheduler gaps c>p {med['gap c>p']:.2f} s, p>c {med['gap p>c']:.2f} s (incl. commit waits)"))
+        for key in ("txdag_warm", "txdag_cold"):
+            med = p1.get(key, {}).get("median_per_txid")
+            if med:
+                out.append((f"P1 {key[6:]}, per txid: coordinate / process / commit", " / ".join(
+                    f"{med[k]:.2f}" for k in ("coordinate", "process", "commit")) + " s",
+                    f"medians; scheduler gaps c>p {med['gap c>p']:.2f} s, p>c {med['gap p>c']:.2f} s "
+                    "(incl. commit waits)"))
         for key in ("txdag_warm", "txdag_cold"):
             steps = p1.get(key, {}).get("job_per_txid")
             if steps:
@@ -63,7 +67,7 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str]]:
                             " / ".join(f"{v:.2f}" for v in steps.values()) + " s",
                             "medians per txid; the job's own steps (its log line), airflow = the rest of the task"))
         for key in ("txdag_warm", "txdag_cold"):
-            row = cpu_row(f"P1 {key[6:]}", p1.get(key, {}))
+            row = cpu_row(f"P1 {key[6:]}", p1.get(key, {}), labels)
             out += [row] if row else []
         for name, value in p1.get("ratios", {}).items():
             out.append((f"P1 ratio {name}", _fmt(value, "x"), "same backlog, same run"))
@@ -91,14 +95,41 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str]]:
             out.append((f"P4 max_active_transactions = {mat}", _fmt(f["rate"], "tweets/s"),
                         f"{f['tweets']:,} tweets, {f['txids']} txids of {f['batch']:,}, {f['seconds']:.1f} s"))
         for mat, f in p4["drains"].items():
-            row = cpu_row(f"P4 max_active_transactions = {mat}", f)
+            row = cpu_row(f"P4 max_active_transactions = {mat}", f, labels)
             out += [row] if row else []
         if p4.get("ratio_4_1") is not None:
             out.append(("P4 ratio mat=4 / mat=1", _fmt(p4["ratio_4_1"], "x"), "same backlog size"))
     for group, m in results.get("memory", {}).items():
         out.append((f"peak RSS: {group}", _fmt(m["peak_mb"], "MB"),
                     f"{m['processes']} process(es), largest {m['peak_process_mb']:,.0f} MB"))
-    return out
+    return out + cluster_rows(results)
+
+
+def cluster_rows(results: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """--cluster's rows: its figures as the single node's are shown, then each ratio cluster / single node."""
+    c = results.get("cluster")
+    if not c:
+        return []
+    inner = {"settings": results["settings"], **{k: c[k] for k in ("p1", "p4", "memory") if k in c}}
+    out = [(f"cluster: {figure}", value, note) for figure, value, note in rows(inner, CLUSTER_CPU_LABELS)]
+    return out + [(f"cluster / single node: {figure}", _fmt(ratio, "x"), note)
+                  for figure, ratio, note in cluster_ratios(results)]
+
+
+MODES = {"connect": "warm Spark Connect", "submit": "spark-submit"}
+
+
+def cluster_ratios(results: dict[str, Any]) -> list[tuple[str, float, str]]:
+    """(figure, cluster's rate / single node's, note) for each drain measured on both: P1 cold, P4 per
+    max_active_transactions (the single node's P4 has warm Spark, the cluster's spark-submit: the note says so)."""
+    c = results.get("cluster") or {}
+    pairs = [("P1 cold", results.get("p1", {}).get("txdag_cold"), c.get("p1", {}).get("txdag_cold"))]
+    single, cluster = results.get("p4", {}).get("drains", {}), c.get("p4", {}).get("drains", {})
+    pairs += [(f"P4 max_active_transactions = {m}", single.get(m), cluster[m]) for m in cluster]
+    return [(figure, on["rate"] / one["rate"],
+             f"{on['rate']:,.0f} tweets/s ({MODES[on['mode']]}) / {one['rate']:,.0f} ({MODES[one['mode']]}), "
+             f"{on['tweets']:,} tweets each")
+            for figure, one, on in pairs if one and on]
 
 
 def print_table(results: dict[str, Any]) -> str:
@@ -137,15 +168,18 @@ def write_chart(results: dict[str, Any], out: Path) -> Path | None:
         print("no chart: matplotlib is not installed (pip install -e '.[bench]'; scripts/setup.sh installs it)")
         return None
     fig, axes = plt.subplots(3, 3, figsize=(17, 13))
+    sides = (("", results), ("cluster ", results.get("cluster") or {}))  # the single node's figures, the cluster's
     _bars(axes[0][0], "P1: tweets/s committed (log)", {
-        k: v["rate"] for k, v in results.get("p1", {}).items() if isinstance(v, dict) and "rate" in v}, log=True)
+        f"{side}{k}": v["rate"] for side, r in sides
+        for k, v in r.get("p1", {}).items() if isinstance(v, dict) and "rate" in v}, log=True)
     _progress(axes[0][1], results.get("p1", {}))
     _phases(axes[0][2], phase_rows(results))
     _latency(axes[1][0], results.get("p2", {}))
     _bars(axes[1][1], "P3: keys/s", {n: r for n, r in results.get("p3", {}).get("rows", [])}, log=True)
     _bars(axes[1][2], "P4: tweets/s by max_active_transactions",
-          {f"mat={m}": f["rate"] for m, f in results.get("p4", {}).get("drains", {}).items()})
-    _bars(axes[2][0], "peak RSS (MB)", {g: m["peak_mb"] for g, m in results.get("memory", {}).items()})
+          {f"{side}mat={m}": f["rate"] for side, r in sides for m, f in r.get("p4", {}).get("drains", {}).items()})
+    _bars(axes[2][0], "peak RSS (MB)", {f"{side}{g}": m["peak_mb"] for side, r in sides
+                                        for g, m in r.get("memory", {}).items()})
     axes[2][1].axis("off")
     _cpu(axes[2][2], cpu_rows(results))
     s = results["settings"]
@@ -190,8 +224,9 @@ def _latency(ax, p2: dict) -> None:  # type: ignore[no-untyped-def]
 
 
 def phase_rows(results: dict[str, Any]) -> dict[str, dict[str, float]]:
-    """Per measured case (P1 warm/cold per txid, P2 warm/cold), the seconds of each phase of one txid, in order: the
-    scheduler's waits, coordinate, the process task's Airflow part and its job's steps, commit (medians)."""
+    """Per measured case (P1 warm/cold per txid, P2 warm/cold, the cluster's P1), the seconds of each phase of one
+    txid, in order: the scheduler's waits, coordinate, the process task's Airflow part and its job's steps, commit
+    (medians)."""
     cases: dict[str, dict[str, float]] = {}
     for key in ("txdag_warm", "txdag_cold"):
         f = results.get("p1", {}).get(key)
@@ -201,6 +236,8 @@ def phase_rows(results: dict[str, Any]) -> dict[str, dict[str, float]]:
     for mode, p2 in results.get("p2", {}).items():
         med = {k: v["median"] for k, v in p2["summary"].items()}
         cases[f"P2 {mode}"] = _split(med["wait"], med, p2.get("job") or {})
+    if results.get("cluster"):
+        cases.update({f"cluster {name}": phases for name, phases in phase_rows(results["cluster"]).items()})
     return cases
 
 
@@ -235,16 +272,30 @@ def matplotlib_colors(n: int) -> list:
 
 # the scheduler's tree holds the LocalExecutor's workers and every task process (and cold mode's spark-submit JVMs)
 CPU_LABELS = {"airflow scheduler": "airflow scheduler + tasks", "spark-connect": "Spark Connect (JVM + Python workers)"}
+# on the cluster, the Celery workers' trees hold the tasks (and the spark-submit drivers), the Spark workers' the
+# executors (and their Python workers)
+CLUSTER_CPU_LABELS = {"celery worker": "Celery workers + tasks", "spark worker": "Spark workers + executors"}
+
+
+def drains(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The drains measured, by name: P1 warm/cold, P4 per max_active_transactions, then the cluster's."""
+    found = {f"P1 {k[6:]}": results.get("p1", {}).get(k) for k in ("txdag_warm", "txdag_cold")}
+    found.update({f"P4 mat={m}": f for m, f in results.get("p4", {}).get("drains", {}).items()})
+    if results.get("cluster"):
+        found.update({f"cluster {name}": f for name, f in drains(results["cluster"]).items()})
+    return {name: f for name, f in found.items() if f}
 
 
 def cpu_rows(results: dict[str, Any]) -> dict[str, tuple[float, dict[str, float]]]:
-    """Per drain (P1 warm/cold, P4 per max_active_transactions): the cores' busy share and the core-seconds per txid
-    of each component."""
-    drains = {f"P1 {k[6:]}": results.get("p1", {}).get(k) for k in ("txdag_warm", "txdag_cold")}
-    drains.update({f"P4 mat={m}": f for m, f in results.get("p4", {}).get("drains", {}).items()})
-    return {name: (f["cpu"]["busy_share"],
-                   {CPU_LABELS.get(k, k): v for k, v in f["cpu_per_txid"].items() if k != "all"})
-            for name, f in drains.items() if f and f.get("cpu_per_txid")}
+    """Per drain (P1 warm/cold, P4 per max_active_transactions, the cluster's): the cores' busy share and the
+    core-seconds per txid of each component."""
+    out = {}
+    for name, f in drains(results).items():
+        labels = CLUSTER_CPU_LABELS if name.startswith("cluster ") else CPU_LABELS
+        if f.get("cpu_per_txid"):
+            out[name] = (f["cpu"]["busy_share"],
+                         {labels.get(k, k): v for k, v in f["cpu_per_txid"].items() if k != "all"})
+    return out
 
 
 def _cpu(ax, rows: dict[str, tuple[float, dict[str, float]]]) -> None:  # type: ignore[no-untyped-def]

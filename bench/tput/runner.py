@@ -1,5 +1,6 @@
 """One benchmark run: start the services, load the backlogs, run the phases asked for, always stop what was
-started, then print the table and write results.json and chart.png (also after a failure, with what was measured)."""
+started (then, with --cluster, the same for P1 and P4 on the loopback cluster), then print the table and write
+results.json and chart.png (also after a failure, with what was measured)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tput import dags, data, report
+from tput.cluster import Cluster, ClusterBench
 from tput.memory import machine_load
 from tput.phases import Bench
 from tput.profile import profile_drain
@@ -68,6 +70,7 @@ def run(args: Namespace, out: Path, settings: Callable[[Namespace, dict], dict])
     results: dict[str, Any] = {"started": args.started, "settings": settings(args, roles), "load_start": machine_load()}
     sizes = backlogs(args, roles)
     code = 0
+    backlog = None
     try:
         stack.start_redis_zk()
         dbs = [*(v.db for v in roles.values()), p3_db]
@@ -98,10 +101,59 @@ def run(args: Namespace, out: Path, settings: Callable[[Namespace, dict], dict])
         for problem in stack.stop():
             print(f"bench: could not stop {problem}")
         shutil.rmtree(out / "peer-checkpoint", ignore_errors=True)
+    if args.cluster and code == 0 and backlog is not None:
+        code = run_cluster(args, out, stack, backlog, results)
+    elif args.cluster:
+        print("bench: no cluster phases: the single node's failed")
     print()
     results["table"] = report.print_table(results)
     report.write_json(results, out)
     report.write_chart(results, out)
+    return code
+
+
+def run_cluster(args: Namespace, out: Path, stack: Stack, backlog: data.Backlog, results: dict[str, Any]) -> int:
+    """--cluster: P1 (cold) and P4 on scripts/cluster.sh's loopback cluster, on the single node's backlogs, into
+    results["cluster"] with the ratios cluster / single node; stops what it started. 1 after a failure."""
+    roles = dags.cluster_variants(args.batch, args.mat or dags.shipped().max_active_transactions,
+                                  args.commit_poke_interval)
+    sizes = {role: n for role, n in backlogs(args, roles).items() if role in roles}  # P1's cold backlog, P4's
+    section: dict[str, Any] = {"load_start": machine_load()}
+    results["cluster"] = section
+    cluster = Cluster(stack, stack.extra_airflow_env)
+    topologies: list = []
+    code = 0
+    try:
+        cluster.read_addresses()
+        section["settings"] = cluster.settings()
+        folder = out / "cluster-dags"
+        dags.write_folder(folder, [roles[r] for r in ["warm_up", *sizes]])
+        from txdag.topology.topology import load_definitions
+
+        topologies = list(load_definitions(folder)[0].values())
+        cluster.start(folder)
+        cluster.forget(topologies)  # what an earlier run left
+        with cluster.sources() as client:
+            for role, n in sizes.items():
+                data.load(client, backlog.first(n), roles[role].prefix)
+        bench = ClusterBench(args, cluster, roles, backlog, section)
+        bench.warm_up()
+        for phase in [p for p in args.phases if p in ("P1", "P4")]:
+            print(f"bench: --- {phase} on the cluster ---", flush=True)
+            getattr(bench, phase.lower())()
+    except Exception as exc:  # noqa: BLE001 - as run()'s
+        code = 1
+        report.record_failure(section, out, exc, "bench: cluster")
+    finally:
+        section["load_end"] = machine_load()
+        try:
+            if topologies and not args.keep_data:
+                cluster.forget(topologies)
+        except Exception as exc:  # noqa: BLE001
+            print(f"bench: cluster clean-up: {exc}")
+        for problem in cluster.stop():
+            print(f"bench: could not stop {problem}")
+    section["ratios"] = {figure: ratio for figure, ratio, _ in report.cluster_ratios(results)}
     return code
 
 

@@ -58,7 +58,12 @@ def credentials() -> dict[str, str]:
     """The ``export NAME=value`` lines of .run/credentials.env (scripts/credentials.sh creates it once)."""
     path = subprocess.run(["bash", str(SCRIPTS / "credentials.sh")], capture_output=True, text=True,
                           check=True).stdout.strip()
-    lines = (line.removeprefix("export ").strip() for line in Path(path).read_text().splitlines())
+    return exports(Path(path).read_text())
+
+
+def exports(text: str) -> dict[str, str]:
+    """NAME -> value of the ``export NAME=value`` lines of ``text`` (unquoted values, as the scripts write them)."""
+    lines = (line.removeprefix("export ").strip() for line in text.splitlines())
     return dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith("#"))
 
 
@@ -81,7 +86,7 @@ class Stack:
 
     # --- scripts ---------------------------------------------------------------------------------------------
 
-    def _script(self, name: str, *args: str, env: dict[str, str] | None = None, timeout: float = 600) -> None:
+    def script(self, name: str, *args: str, env: dict[str, str] | None = None, timeout: float = 600) -> None:
         log = self.log_dir / f"{name.removesuffix('.sh')}.log"
         with log.open("a") as out:
             out.write(f"$ bash scripts/{name} {' '.join(args)}\n")
@@ -96,12 +101,12 @@ class Stack:
         for service, port in (("redis", self.ports.redis), ("zk", self.ports.zk)):
             if not listening(port):
                 self.started.append(service)
-            self._script("services.sh", "start", service)
+            self.script("services.sh", "start", service)
 
     def start_spark_connect(self) -> None:
         if not listening(self.ports.spark_connect):
             self.started.append("spark-connect")
-        self._script("spark-connect.sh", "start")
+        self.script("spark-connect.sh", "start")
 
     def start_airflow(self, dags_folder: Path, connections: dict[str, dict]) -> None:
         """A fresh AIRFLOW_HOME and metadata database; the connections as AIRFLOW_CONN_* of the components."""
@@ -111,12 +116,12 @@ class Stack:
                "TXDAG_AIRFLOW_FRESH_DB": "1", "TXDAG_DAGS_FOLDER": str(dags_folder), **self.extra_airflow_env}
         env.update({f"AIRFLOW_CONN_{cid.upper()}": json.dumps(conn) for cid, conn in connections.items()})
         self.airflow_env = env
-        self._script("airflow.sh", "stop", env=env, timeout=120)  # a run killed before its clean-up
+        self.script("airflow.sh", "stop", env=env, timeout=120)  # a run killed before its clean-up
         if listening(self.ports.airflow):
             raise BenchError(f"port {self.ports.airflow} is taken (another Airflow?): stop it, or give the benchmark "
                              f"another port with --airflow-port")
         self.started.append("airflow")
-        self._script("airflow.sh", "start", env=env)
+        self.script("airflow.sh", "start", env=env)
 
     def stop(self) -> list[str]:
         """Stops what this run started, in reverse order; returns what could not be stopped (with why)."""
@@ -127,7 +132,7 @@ class Stack:
         for name in reversed(self.started):
             script, args, env = stops[name]
             try:
-                self._script(script, *args, env=env, timeout=180)
+                self.script(script, *args, env=env, timeout=180)
             except (BenchError, subprocess.TimeoutExpired) as exc:
                 problems.append(f"{name}: {exc}")
         self.started.clear()
@@ -170,14 +175,23 @@ class Stack:
         for db in [] if keep_data else dbs:
             with self.admin(db) as client:
                 client.flushdb()
-        from kazoo.client import KazooClient
+        self.delete_znodes(f"127.0.0.1:{self.ports.zk}", [self.zk_root])
 
-        zk = KazooClient(hosts=f"127.0.0.1:{self.ports.zk}", timeout=5,
+    def delete_znodes(self, hosts: str, paths: list[str]) -> None:
+        """Deletes each of ``paths`` and what is under it, as the ZooKeeper digest user of .run/credentials.env."""
+        from kazoo.client import KazooClient
+        from kazoo.exceptions import NoNodeError
+
+        zk = KazooClient(hosts=hosts, timeout=5,
                          auth_data=[("digest", f"{self.cred['TXDAG_ZK_USER']}:{self.cred['TXDAG_ZK_PASSWORD']}")])
         try:
             zk.start(timeout=5)
-            zk.delete(self.zk_root, recursive=True)
-        except Exception:  # never created, or ZooKeeper is gone: nothing to clean
+            for path in paths:
+                try:
+                    zk.delete(path, recursive=True)
+                except NoNodeError:  # never created: nothing to clean
+                    pass
+        except Exception:  # ZooKeeper is gone: nothing to clean
             pass
         finally:
             zk.stop()

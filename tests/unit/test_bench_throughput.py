@@ -189,3 +189,124 @@ def test_the_cpu_meter_counts_a_child_that_ran_and_exited_under_its_tree():
     assert 0.3 <= used["core_seconds"]["this test"] < 5
     assert used["busy_core_seconds"] >= 0.3 and 0 < used["busy_share"] <= 1
     assert cpu.per_txid(used, 2)["this test"] == pytest.approx(used["core_seconds"]["this test"] / 2, abs=0.01)
+
+
+# --- --cluster (issue 17): P1 cold and P4 on scripts/cluster.sh's loopback cluster ---------------------------------
+
+
+def test_cluster_implies_cold_p1_and_needs_p1_or_p4():
+    import throughput
+
+    args = throughput.parse_args(["--cluster", "--only", "P1,P4", "--out", "/tmp/x"])
+    assert args.cluster and args.cold and args.phases == ["P1", "P4"]
+    assert not throughput.parse_args(["--cluster", "--only", "P4", "--out", "/tmp/x"]).cold  # no P1: nothing cold
+    assert not throughput.parse_args(["--only", "P1", "--out", "/tmp/x"]).cold
+    with pytest.raises(SystemExit):
+        throughput.parse_args(["--cluster", "--only", "P2,P3", "--out", "/tmp/x"])
+
+
+def test_the_cluster_copies_take_the_cluster_dags_connections_and_a_key_prefix_each(tmp_path, monkeypatch):
+    roles = dags.cluster_variants(batch=1234, mat=3, poke=2.5)
+    assert list(roles) == ["warm_up", "p1_cold", "p4_1", "p4_2", "p4_4"]
+    dags.write_folder(tmp_path, list(roles.values()))
+    monkeypatch.setenv(dags.CLUSTER_SPARK_CONF, '{"spark.cores.max": "1"}')  # as cluster.sh gives its Airflow
+    found, errors = load_definitions(tmp_path)
+    assert errors == {}
+    shipped = dags.shipped(cluster=True)
+    assert (shipped.redis_conn_id, shipped.spark_conn_id) == ("redis_cluster", "spark_cluster")
+    for v in roles.values():
+        t = found[v.topology_id]
+        assert (t.source.max_transaction_size, t.max_active_transactions, t.spark_mode) == (v.batch, v.mat, "submit")
+        assert (t.redis_conn_id, t.spark_conn_id, t.source.redis_conn_id) == (
+            shipped.redis_conn_id, shipped.spark_conn_id, shipped.source.redis_conn_id)
+        assert t.spark_conf == {"spark.cores.max": "1"} and t.job == shipped.job and t.schedule is None
+        # a Redis Cluster has database 0 only: every key of a copy starts with its id
+        prefix = f"{v.topology_id}:"
+        assert v.prefix == t.source.prefix == prefix and t.commit_marker == v.marker_key == prefix + shipped.marker_key
+        assert [s.name for s in t.states] == [s.name for s in shipped.states]
+        assert [s.redis_key for s in t.states] == [prefix + s.redis_key for s in shipped.states]
+    prefixes = [v.prefix for v in roles.values()]
+    assert not any(a != b and b.startswith(a) for a in prefixes for b in prefixes)
+    text = (tmp_path / "bench_tweets.py").read_text()
+    assert "dags_cluster/tweets_analytics.py" in text and "redis_bench_" not in text
+    single = dags.render([dags.variants(batch=10, mat=1, poke=None, db_base=4)["p1_warm"]])
+    assert "CLUSTER_SPARK_CONF" not in single and "prefix=''" in single  # the single node's copies as they were
+
+
+def _with_cluster() -> dict:
+    results = _results()
+    results["p1"]["txdag_cold"] = {**results["p1"]["txdag_warm"], "mode": "submit", "rate": 20.0}
+    cold = {**results["p1"]["txdag_cold"], "rate": 10.0,
+            "cpu_per_txid": {"celery worker": 3.0, "spark worker": 1.5, "zookeeper": 0.2, "other": 0.1, "all": 4.8}}
+    results["cluster"] = {
+        "p1": {"txdag_cold": cold},
+        "p4": {"tweets": 1000, "drains": {"1": {**cold, "rate": 5.0}, "2": {**cold, "rate": 7.5},
+                                          "4": {**cold, "rate": 10.0}}, "ratio_4_1": 2.0},
+        "memory": {"celery worker": {"peak_mb": 300.0, "peak_process_mb": 150.0, "processes": 2}},
+    }
+    return results
+
+
+def test_the_cluster_figures_sit_beside_the_single_nodes_as_ratios(tmp_path, capsys):
+    results = _with_cluster()
+    ratios = report.cluster_ratios(results)
+    assert [(figure, value) for figure, value, _ in ratios] == [
+        ("P1 cold", 0.5), ("P4 max_active_transactions = 1", 0.1), ("P4 max_active_transactions = 2", 0.15),
+        ("P4 max_active_transactions = 4", 0.2)]
+    assert ratios[0][2] == "10 tweets/s (spark-submit) / 20 (spark-submit), 1,000 tweets each"
+    assert ratios[1][2].startswith("5 tweets/s (spark-submit) / 50 (warm Spark Connect)")
+    text = report.print_table(results)
+    for figure in ("cluster: P1 txdag, cold spark-submit", "cluster: P1 cold, per txid: coordinate / process / commit",
+                   "cluster: P4 max_active_transactions = 4", "cluster: P4 ratio mat=4 / mat=1",
+                   "cluster: peak RSS: celery worker", "cluster / single node: P1 cold",
+                   "cluster / single node: P4 max_active_transactions = 2", "Celery workers + tasks 3.00",
+                   "Spark workers + executors 1.50"):
+        assert figure in text
+    assert "cluster: P1 ratio" not in text and "cluster / single node: P1 warm" not in text
+    assert list(report.phase_rows(results)) == ["P1 warm", "P1 cold", "P2 warm", "cluster P1 cold"]
+    rows = report.cpu_rows(results)
+    assert list(rows)[-4:] == ["cluster P1 cold", "cluster P4 mat=1", "cluster P4 mat=2", "cluster P4 mat=4"]
+    assert rows["cluster P1 cold"][1]["Celery workers + tasks"] == 3.0
+    assert rows["P1 warm"][1]["airflow scheduler + tasks"] == 2.0  # the single node's labels stay
+    chart = report.write_chart(results, tmp_path)
+    assert chart is not None and chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert report.cluster_ratios(_results()) == [] and "cluster" not in report.print_table(_results())
+
+
+def test_the_cluster_is_read_from_cluster_sh_env_and_its_nodes_from_their_pid_files(tmp_path, monkeypatch):
+    from tput import cluster, services
+
+    env = services.exports("export TXDAG_CLUSTER_ZK_HOSTS=127.0.0.1:2291,127.0.0.1:2292\n"
+                           "export TXDAG_CLUSTER_REDIS_NODES=127.0.0.1:7301,127.0.0.1:7302\n"
+                           "export TXDAG_CLUSTER_SPARK_MASTER=spark://127.0.0.1:7377\n"
+                           "export TXDAG_CLUSTER_SINGLE_REDIS=127.0.0.1:7391\n"
+                           "export TXDAG_CLUSTER_AIRFLOW_URL=http://127.0.0.1:8891\n"
+                           f"export TXDAG_CLUSTER_AIRFLOW_HOME={tmp_path}/airflow-8891\n")
+    assert [cluster.port_of(a) for a in ("127.0.0.1:2291", env["TXDAG_CLUSTER_SPARK_MASTER"],
+                                         env["TXDAG_CLUSTER_AIRFLOW_URL"])] == [2291, 7377, 8891]
+    monkeypatch.setattr(cluster, "RUN", tmp_path)
+    for path in ("airflow-8891/celery/worker1.pid", "airflow-8891/celery/worker2.pid", "spark-7377-master/spark.pid",
+                 "spark-7377-worker-1/spark.pid", "spark-7477-worker-1/spark.pid", "zk-2291/zookeeper.pid",
+                 "zk-2391/zookeeper.pid", "redis-7302/redis.pid"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("123\n")
+    c = cluster.Cluster(stack=None, addresses=env)  # type: ignore[arg-type]
+    assert sorted(c.pid_files()) == ["celery worker #1", "celery worker #2", "redis cluster #7302", "spark master",
+                                     "spark worker #1", "zookeeper #2291"]  # another cluster's ports left out
+    assert c.home == tmp_path / "airflow-8891" and c.url == "http://127.0.0.1:8891"
+    assert cluster.cluster_env(tmp_path, {"AIRFLOW__CORE__X": "1"}) == {
+        "TXDAG_CLUSTER_DAGS_FOLDER": str(tmp_path), "TXDAG_AIRFLOW_DB": cluster.AIRFLOW_DB,
+        "TXDAG_AIRFLOW_FRESH_DB": "1", "TXDAG_AIRFLOW_REDIS_DB": "0", "AIRFLOW__CORE__X": "1"}
+
+
+def test_a_cluster_components_nodes_count_as_one():
+    import os
+
+    from tput import cpu, memory
+
+    assert cpu.component("zookeeper #2291") == "zookeeper" and cpu.component("airflow scheduler") == "airflow scheduler"
+    used = cpu.CpuMeter({"node #1": os.getpid(), "node #2": os.getpid()}).start().stop()
+    assert list(used["core_seconds"]) == ["node"]
+    sampler = memory.RssSampler({"celery worker #1": os.getpid()})
+    sampler.sample()
+    assert list(sampler.stop()) == ["celery worker"]
