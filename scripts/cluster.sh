@@ -310,8 +310,9 @@ replica_synced() { # a master, or a replica whose link to its master is up
     grep -qx 'role:master' <<<"$info" || grep -qx 'master_link_status:up' <<<"$info"
 }
 
-redis_masters() {
-    rcli "${REDIS_PORTS[0]}" cluster nodes 2>/dev/null | awk '$3 ~ /master/ && $3 !~ /fail/ {split($2, a, "@"); print a[1]}' |
+redis_masters() { # the masters that hold slots (a node just added is a master without any until it replicates)
+    rcli "${REDIS_PORTS[0]}" cluster nodes 2>/dev/null |
+        awk '$3 ~ /master/ && $3 !~ /fail/ && NF >= 9 {split($2, a, "@"); print a[1]}' |
         sort | tr '\n' ' ' | sed 's/ $//'
 }
 

@@ -30,6 +30,16 @@ def cluster(*args: str, timeout: float = 240) -> str:
     return done.stdout
 
 
+def user_shell(command: str, timeout: float = 300) -> str:
+    """Run ``command`` in bash at the repository's root as docs/operations.md tells a user to: after evaluating the
+    cluster's addresses and its Airflow's environment (connections, AIRFLOW_HOME, the DAG folder)."""
+    script = ('eval "$(bash scripts/cluster.sh env)" && '
+              'eval "$(AIRFLOW_HOME=$TXDAG_CLUSTER_AIRFLOW_HOME bash scripts/airflow.sh env)" && ' + command)
+    done = subprocess.run(["bash", "-c", script], cwd=REPO, env=ENV, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, f"{command} exited {done.returncode}:\n{done.stdout}{done.stderr}"
+    return done.stdout
+
+
 def admin() -> dict[str, str]:
     """The Redis admin's login, which the cluster's nodes share with the single-node Redis."""
     url = urlsplit(REDIS_URL)
