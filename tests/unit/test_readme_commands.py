@@ -27,7 +27,17 @@ CLI = "tests/integration/cli/test_cli.py"
 KV_CLI = "tests/integration/cli/test_kv_cli.py"
 SERVICES = "tests/integration/test_services_script.py::test_start_status_restart_redis_stop"
 RECIPES = "tests/integration/test_shell_recipes.py"
+CLUSTER_E2E = ("tests/cluster/test_cluster_airflow.py::"
+               "test_exactly_once_on_the_cluster_while_parts_of_it_are_killed")
 RUN_BY: dict[str, tuple[str, str]] = {
+    "bash scripts/cluster.sh start": (CLUSTER_E2E, 'tests/cluster/conftest.py::cluster("start")'),
+    "bash scripts/cluster.sh stop": (CLUSTER_E2E, 'tests/cluster/conftest.py::cluster("stop")'),
+    'eval "$(bash scripts/cluster.sh env)"': (  # tests/support/loopback.py's user_shell evaluates both lines
+        CLUSTER_E2E, 'tests/support/loopback.py::eval "$(bash scripts/cluster.sh env)" && '),
+    'eval "$(AIRFLOW_HOME=$TXDAG_CLUSTER_AIRFLOW_HOME bash scripts/airflow.sh env)"': (
+        CLUSTER_E2E,
+        'tests/support/loopback.py::eval "$(AIRFLOW_HOME=$TXDAG_CLUSTER_AIRFLOW_HOME bash scripts/airflow.sh env)"'),
+    "airflow dags trigger": (CLUSTER_E2E, 'user_shell(f"airflow dags trigger {dag}")'),
     "bash scripts/services.sh status": (SERVICES, 'services("status")'),
     "bash scripts/services.sh stop": (SERVICES, 'services("stop")'),
     "bash scripts/services.sh restart-redis": (SERVICES, 'services("restart-redis")'),
