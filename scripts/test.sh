@@ -49,8 +49,8 @@ done
 # time and result. The integration tier runs on two workers (pytest-xdist): each test has its own key prefix and
 # znode root, each worker its own Spark session. The e2e tier shares one Airflow; the demo tier starts its own;
 # the cluster tier starts and stops scripts/cluster.sh's loopback cluster on ports of its own, and prints what its
-# tests printed (-rP: each kill's cost in time).
-TIERS=("unit:tests/unit" "integration:tests/integration -n 2" "e2e:tests/e2e" "demo:tests/demo" "cluster:tests/cluster -rP")
+# tests printed (-rfEP: the failures and errors, then the passed tests' output, each kill's cost in time).
+TIERS=("unit:tests/unit" "integration:tests/integration -n 2" "e2e:tests/e2e" "demo:tests/demo" "cluster:tests/cluster -rfEP")
 LOGS="$ROOT/.run/test-logs"
 mkdir -p "$LOGS"
 summary=()
