@@ -25,4 +25,8 @@ COMMIT_POKE_INTERVAL = 10.0  # seconds between a waiting commit's tries; shorter
 EXECUTION_TIMEOUT = timedelta(minutes=30)  # a task try still running after this (a hung, not a dead, job or
 #                                          service: heartbeats cover the dead) fails and is retried; far above a
 #                                          batch's normal time, so only a hang reaches it (a topology's own wins)
+RETRIES = 60  # tries a transient failure gets (txdag.txid.healing), its waits doubling from RETRY_DELAY up to
+#              MAX_RETRY_DELAY: about 4.5 hours of outage; a failure that will recur gets none
+RETRY_DELAY = timedelta(seconds=5)  # the first wait: a single crash costs one retry, well within Storm's 30 s
+MAX_RETRY_DELAY = timedelta(minutes=5)  # the longest wait: a cleared cause is noticed within 5 minutes
 POOL_PREFIX = "txdag_"  # a topology's 1-slot pool is POOL_PREFIX + its topology id

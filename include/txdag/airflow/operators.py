@@ -25,6 +25,7 @@ from airflow.sdk.exceptions import (
     TaskDeferred,
 )
 
+from txdag.airflow.awaited import look_at
 from txdag.airflow.connections import require_connections
 from txdag.airflow.runtime import TopologyRuntime, emission_to_xcom, tx_from_xcom
 from txdag.airflow.triggers import TxidSettled
@@ -49,7 +50,7 @@ from txdag.protocol import (
 )
 from txdag.topology.owner import Owner
 from txdag.topology.topology import TransactionalTopology
-from txdag.txid.failure import JobFailed, job_failure, job_line, with_missing_module
+from txdag.txid.failure import JobFailed, error_name, job_failure, job_line, with_missing_module
 
 FAULTS_VARIABLE = "txdag_faults"  # test hook, see txdag.faults; honoured only where TXDAG_FAULTS_ALLOWED=1
 
@@ -74,6 +75,8 @@ class CoordinateOperator(BaseOperator):
         require_connections(t)  # first: a missing connection is named, with its topology and how to add it
         with TopologyRuntime(t) as rt:
             outcome = steps.coordinate(rt, run_id, Owner.of(t, self.dag_file))
+            if isinstance(outcome, Busy) and outcome.waiting_on is not None:
+                outcome = self._unless_stuck(rt, context, outcome)
             if isinstance(outcome, Emission):
                 size = rt.coordinator.spout.batch_size(outcome.metadata) if outcome.metadata else 0
                 self.log.info(
@@ -89,6 +92,22 @@ class CoordinateOperator(BaseOperator):
     def resume(self, context: Any, event: dict[str, Any] | None = None) -> dict[str, Any]:
         """Back from waiting for a place among max_active_transactions (TxidSettled fired): coordinate again."""
         return self.execute(context)
+
+    def _unless_stuck(self, rt: TopologyRuntime, context: Any, busy: Busy) -> CoordinateOutcome:
+        """``busy``, unless the run it waits on cannot move while this run waits (txdag.airflow.awaited): queued
+        behind max_active_runs (this run gives its slot up: skipped, no txid consumed), or failed without
+        ZooKeeper knowing (recorded now; coordinating again refuses the run, naming the failed txid)."""
+        t, run_id = self.topology, context["run_id"]
+        assert busy.waiting_on is not None
+        seen = look_at(rt, context, self.dag_id, busy.waiting_on)
+        if seen is not None and seen[1] == "queued":
+            raise AirflowSkipException(
+                f"topology {t.topology_id!r}: run {run_id!r} gives its run slot to run {seen[0]!r} of txid "
+                f"{busy.waiting_on}, queued behind max_active_runs (a replay): it consumed no txid; a later run "
+                "emits the next batch")
+        if seen is not None and seen[1] == "failed":
+            return steps.coordinate(rt, run_id, Owner.of(t, self.dag_file))
+        return busy
 
 
 def coordinate_refusal(task: BaseOperator, t: TransactionalTopology, run_id: str,
@@ -271,12 +290,14 @@ def submit_failure(topology: str, tx: Any, exc: BaseException) -> JobFailed:
     the provider's exception carries (its last lines); the exception itself, with the command and the driver's
     output, stays chained behind it in the task log."""
     output = str(exc)
-    return JobFailed(job_failure(topology, tx, job_line(output), output))
+    said = job_line(output)
+    return JobFailed(job_failure(topology, tx, said, output), error_name(said), output)
 
 
 def warm_failure(topology: str, tx: Any, exc: BaseException) -> JobFailed:
     """The same shape as cold mode's: txdag's message first, the job's exception chained behind it."""
-    return JobFailed(job_failure(topology, tx, f"{type(exc).__name__}: {with_missing_module(str(exc))}"))
+    return JobFailed(job_failure(topology, tx, f"{type(exc).__name__}: {with_missing_module(str(exc))}"),
+                     type(exc).__name__, str(exc))
 
 
 def _faults() -> dict[str, str]:
@@ -307,6 +328,10 @@ class CommitOperator(BaseOperator):
         _arm_faults()
         with TopologyRuntime(t) as rt:
             outcome = steps.commit(rt, tx, Owner.of(t, self.dag_file))
+            if isinstance(outcome, Wait):  # its predecessor's run failed unrecorded: record it, then the cascade
+                seen = look_at(rt, context, self.dag_id, outcome.waiting_on)
+                if seen is not None and seen[1] == "failed":
+                    outcome = steps.commit(rt, tx, Owner.of(t, self.dag_file))
         return commit_result(self, t, tx, outcome)
 
     def resume(self, context: Any, event: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from txdag.airflow.operators import (
     WarmProcessOperator,
     fail_txid,
 )
+from txdag.airflow.retries import BACKOFF_MULTIPLIER, TxidRetryPolicy
 from txdag.topology.owner import check_one_file, files_defining
 from txdag.topology.topology import TransactionalTopology
 
@@ -81,17 +82,20 @@ def _build(t: TransactionalTopology, dag_file: str | None = None) -> DAG:
         start_date=t.start_date,
         catchup=t.catchup,
         max_active_runs=t.max_active_transactions,
-        default_args={"retries": t.retries, "retry_delay": t.retry_delay,
-                      "execution_timeout": t.execution_timeout},
+        default_args={"retries": t.retries, "retry_delay": t.retry_delay, "max_retry_delay": t.max_retry_delay,
+                      "retry_exponential_backoff": BACKOFF_MULTIPLIER, "execution_timeout": t.execution_timeout},
         tags=["txdag"],
         description=t.description or f"txdag transactional topology {t.topology_id}",
         doc_md=doc,
     ) as dag:
-        coordinate = CoordinateOperator(task_id="coordinate", topology=t, dag_file=dag_file, pool=t.pool)
+        heals = TxidRetryPolicy(t)  # a transient failure is replayed automatically; one that will recur is not
+        coordinate = CoordinateOperator(task_id="coordinate", topology=t, dag_file=dag_file, pool=t.pool,
+                                        retry_policy=heals)
         process_operator = WarmProcessOperator if t.spark_mode == "connect" else ProcessOperator
-        process = process_operator(task_id="process", topology=t, dag_file=dag_file, on_failure_callback=fail_txid)
+        process = process_operator(task_id="process", topology=t, dag_file=dag_file, on_failure_callback=fail_txid,
+                                   retry_policy=heals)
         # commit is idempotent: retrying it is always safe, and only its final failure fails the txid
         commit = CommitOperator(task_id="commit", topology=t, dag_file=dag_file, pool=t.pool,
-                                retries=max(t.retries, 2), on_failure_callback=fail_txid)
+                                retries=max(t.retries, 2), on_failure_callback=fail_txid, retry_policy=heals)
         coordinate >> process >> commit
     return dag

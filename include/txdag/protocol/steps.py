@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from txdag.attempt import TransactionAttempt
 from txdag.commit.phase import commit_transaction
-from txdag.errors import CascadeError, SourceUnavailable, StaleAttemptError, StoreWentBackwards
+from txdag.errors import CascadeError, ServiceUnavailable, SourceUnavailable, StaleAttemptError, StoreWentBackwards
 from txdag.faults import crash_if_requested
 from txdag.protocol.claims import ReemitError, claim_attempt
 from txdag.protocol.outcomes import (
@@ -167,7 +167,20 @@ def fail(rt: Runtime, run_id: str, error: str, *, attempt: int | None = None, ow
     tx = got[0].tx
     if attempt is not None and attempt != tx.attempt:
         return Superseded(tx, f"this try worked on attempt {attempt}, and attempt {tx.attempt} replaced it")
-    held = rt.staging.holder(tx) if owner is not None else None
+    held = claim_holder(rt, tx) if owner is not None else None
     if held is not None and held != owner:
         return Superseded(tx, f"{tx} is claimed by {held!r}, not by this try ({owner})")
     return Failed(tx, tuple(rt.coordinator.fail(tx, error)))
+
+
+def claim_holder(rt: Runtime, tx: TransactionAttempt) -> str | None:
+    """Who claimed ``tx`` in Redis; None when Redis cannot say. Recording a failure must not depend on the service
+    whose outage may have caused it: a Redis down for longer than the retries once left the txid ``processing`` in
+    ZooKeeper after its run had failed, and every later run waiting for a place that never freed. While Redis is
+    down no later try can be processing ``tx`` either (it claims in Redis first), so failing it is safe."""
+    try:
+        return rt.staging.holder(tx)
+    except ServiceUnavailable as exc:
+        log.warning("topology=%s %s: the claim cannot be read (%s); failing the txid without it",
+                    rt.coordinator.name, tx, exc)
+        return None

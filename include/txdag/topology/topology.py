@@ -29,7 +29,10 @@ from txdag.defaults import (
     COMMIT_POKE_INTERVAL,
     EXECUTION_TIMEOUT,
     KEEP_TXIDS,
+    MAX_RETRY_DELAY,
     POOL_PREFIX,
+    RETRIES,
+    RETRY_DELAY,
     SPARK_CONN_ID,
     SPARK_CONNECT_CONN_ID,
     ZOOKEEPER_CONN_ID,
@@ -82,8 +85,9 @@ class TransactionalTopology:
     schedule: Any = None
     start_date: datetime = DEFAULT_START
     catchup: bool = False
-    retries: int = 2  # a crash (scheduler, worker, Spark Connect server) uses a try: one more for a slow restart
-    retry_delay: timedelta = timedelta(seconds=5)
+    retries: int = RETRIES  # automatic replays of a transient failure (txdag.txid.healing); why 60: txdag.defaults
+    retry_delay: timedelta = RETRY_DELAY  # the first wait before one; it doubles per try, up to max_retry_delay
+    max_retry_delay: timedelta = MAX_RETRY_DELAY
     execution_timeout: timedelta | None = EXECUTION_TIMEOUT  # why 30 min: txdag.defaults
     redis_conn_id: str = DEFAULT_REDIS_CONN_ID
     zookeeper_conn_id: str = ZOOKEEPER_CONN_ID
@@ -193,8 +197,12 @@ class TransactionalTopology:
             raise ConfigError(f"{where}: commit_poke_interval must be a number of seconds > 0, got {poke!r}")
         if not isinstance(self.catchup, bool):
             raise ConfigError(f"{where}: catchup must be True or False, got {self.catchup!r}")
-        if not isinstance(self.retry_delay, timedelta):
-            raise ConfigError(f"{where}: retry_delay must be a datetime.timedelta, got {self.retry_delay!r}")
+        for name in ("retry_delay", "max_retry_delay"):
+            if not isinstance(getattr(self, name), timedelta) or getattr(self, name) < timedelta(0):
+                raise ConfigError(f"{where}: {name} must be a datetime.timedelta >= 0, got {getattr(self, name)!r}")
+        if self.max_retry_delay < self.retry_delay:
+            raise ConfigError(f"{where}: max_retry_delay ({self.max_retry_delay}) is shorter than retry_delay "
+                              f"({self.retry_delay}): the longest wait between automatic replays must be the longer")
         limit = self.execution_timeout
         if limit is not None and (not isinstance(limit, timedelta) or limit <= timedelta(0)):
             raise ConfigError(f"{where}: execution_timeout must be a datetime.timedelta > 0 (several times a batch's "

@@ -22,7 +22,19 @@ HEADLINE_MAX = 1000
 
 class JobFailed(TxdagError):
     """The processing job of a TransactionAttempt failed; the message is txdag's, the cause (spark-submit's
-    exception, with the driver's output) is chained behind it."""
+    exception, with the driver's output) is chained behind it. ``job_error``: the class name of the exception the
+    job reported (None: it reported none, its driver was killed); ``job_detail``: its text or the job's output, which
+    txdag.txid.healing reads to tell a transient failure from one that will recur."""
+
+    def __init__(self, message: str, job_error: str | None = None, job_detail: str = "") -> None:
+        super().__init__(message)
+        self.job_error, self.job_detail = job_error, job_detail
+
+
+def error_name(said: str | None) -> str | None:
+    """The exception's class name at the start of a job's error (``ValueError: bad row`` -> ``ValueError``)."""
+    name = (said or "").split(":", 1)[0].strip()
+    return name if name.isidentifier() else None
 
 
 def job_line(output: str) -> str | None:
@@ -63,8 +75,9 @@ def job_failure(topology: str, tx: TransactionAttempt, what: str | None, output:
         exit_code = f" with exit code {code.group(1)}" if code else ""
         what = (f"spark-submit failed{exit_code} before the job could say why (the driver was killed, ran out of "
                 "memory, or did not start): its output is in this task's log")
-    return (f"topology {topology!r} {tx}: the Spark job failed: {what}. Airflow retries the task; once it has "
-            f"failed for good, fix the cause and replay: txdag replay {topology} --from {tx.txid}")
+    return (f"topology {topology!r} {tx}: the Spark job failed: {what}. A transient failure is replayed "
+            f"automatically; one that will recur fails the txid: fix the cause, then replay: txdag replay {topology} "
+            f"--from {tx.txid}")
 
 
 def headline(error: str | None) -> str:

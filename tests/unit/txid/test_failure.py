@@ -40,8 +40,9 @@ def test_job_line_reads_the_last_line_of_the_job_and_none_without_one() -> None:
 
 def test_a_job_failure_names_topology_txid_attempt_and_the_replay_command() -> None:
     said = job_failure("t", TA(8, 2), "ValueError: bad row")
-    assert said == ("topology 't' txid 8 attempt 2: the Spark job failed: ValueError: bad row. Airflow retries the "
-                    "task; once it has failed for good, fix the cause and replay: txdag replay t --from 8")
+    assert said == ("topology 't' txid 8 attempt 2: the Spark job failed: ValueError: bad row. A transient failure "
+                    "is replayed automatically; one that will recur fails the txid: fix the cause, then replay: "
+                    "txdag replay t --from 8")
 
 
 def test_ways_out_of_a_hole_are_restore_accept_and_reset_and_of_anything_else_replay() -> None:

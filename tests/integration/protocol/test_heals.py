@@ -1,0 +1,73 @@
+"""What a failure must record cannot depend on the service whose outage caused it, and no wait outlives what it
+waits for: the failure record without Redis, and a waiting task that looks at the run it waits on (over real Redis and
+ZooKeeper; the run's Airflow state is given as the Task SDK's get_dagrun_state answers it)."""
+
+from __future__ import annotations
+
+import socket
+
+import redis
+from test_protocol_steps import statuses, tweets_topology
+
+from txdag.airflow.awaited import look_at
+from txdag.protocol import ClientsRuntime, Failed, steps
+from txdag.zk.records import TxStatus
+
+
+def unreachable_redis() -> redis.Redis:
+    with socket.socket() as sock:  # a port nothing listens on once closed
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=0.5, retry=None)
+
+
+class TaskInstance:
+    """Answers get_dagrun_state as the Task SDK does: a state per run id, or an error for an unknown run."""
+
+    def __init__(self, states: dict[str, str]) -> None:
+        self.states, self.asked = states, []
+
+    def get_dagrun_state(self, dag_id: str, run_id: str) -> str:
+        self.asked.append((dag_id, run_id))
+        if run_id not in self.states:
+            raise RuntimeError(f"DagRun {run_id} not found")
+        return self.states[run_id]
+
+
+def test_a_failure_is_recorded_while_redis_is_unreachable(redis_client, zk_hosts, zk_root, prefix):
+    """The failure callback of a process task reads the attempt's claim in Redis; with Redis down it used to raise,
+    leaving the txid 'processing' in ZooKeeper after its run had failed (the wedge). It records the failure."""
+    topology = tweets_topology(redis_client, zk_hosts, zk_root, prefix)
+    first = steps.coordinate(topology.runtime, "run1")
+    second = steps.coordinate(topology.runtime, "run2")
+    assert topology.runtime.staging.claim(first.tx, "run1 try 1") == "run1 try 1"
+    down = ClientsRuntime(topology.coordinator, unreachable_redis(), topology.states)
+    assert steps.fail(down, "run1", "process failed: Redis is unreachable", owner="run1 try 3") == Failed(
+        first.tx, (1, 2))
+    assert statuses(topology) == {1: TxStatus.FAILED, 2: TxStatus.FAILED}
+    assert second.tx.txid == 2
+
+
+def test_a_wait_on_a_run_that_failed_unrecorded_records_the_failure(redis_client, zk_hosts, zk_root, prefix):
+    topology = tweets_topology(redis_client, zk_hosts, zk_root, prefix)
+    steps.coordinate(topology.runtime, "run1")
+    steps.coordinate(topology.runtime, "run2")
+    ti = TaskInstance({"run1": "failed", "run2": "running"})
+    assert look_at(topology.runtime, {"ti": ti}, "tweets", 1) == ("run1", "failed")
+    assert ti.asked == [("tweets", "run1")]
+    assert statuses(topology) == {1: TxStatus.FAILED, 2: TxStatus.FAILED}, "Airflow and ZooKeeper agree now"
+    record = topology.coordinator.store.read_txid(1)[0]
+    assert "its run 'run1' failed in Airflow while ZooKeeper still had txid 1 emitted (attempt 1)" in record.error
+    assert look_at(topology.runtime, {"ti": ti}, "tweets", 1) is None, "a failed txid is no longer in flight"
+    refused = steps.coordinate(topology.runtime, "run3")
+    assert refused.waiting_on == 1 and "no new txid while txid 1 is failed" in refused.reason
+
+
+def test_a_queued_or_running_or_unknown_run_changes_nothing(redis_client, zk_hosts, zk_root, prefix):
+    topology = tweets_topology(redis_client, zk_hosts, zk_root, prefix)
+    steps.coordinate(topology.runtime, "run1")
+    for states, seen in (({"run1": "queued"}, ("run1", "queued")), ({"run1": "running"}, ("run1", "running")),
+                         ({}, None)):
+        assert look_at(topology.runtime, {"ti": TaskInstance(states)}, "tweets", 1) == seen
+    assert statuses(topology) == {1: TxStatus.EMITTED}
+    assert look_at(topology.runtime, {"ti": TaskInstance({"run1": "failed"})}, "tweets", 7) is None, "no such txid"

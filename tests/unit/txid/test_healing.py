@@ -1,0 +1,103 @@
+"""The one table that tells a transient failure (replayed automatically) from one that will recur (fails at once):
+every row, the Spark job's failures by what the job reported, and the backoff an operator is told."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+import redis
+from kazoo.exceptions import ConnectionLoss, SessionExpiredError
+from kazoo.handlers.threading import KazooTimeoutError
+
+from txdag.errors import (
+    AccessDenied,
+    BatchReadError,
+    ConfigError,
+    FormatVersionError,
+    ServiceUnavailable,
+    SourceUnavailable,
+    StoreWentBackwards,
+    TxidOrderError,
+)
+from txdag.txid.failure import JobFailed, error_name
+from txdag.txid.healing import KILLED, TABLE, backoff, classify, classify_name, replaying, will_recur
+
+
+def named(name: str) -> BaseException:
+    """An exception whose class has ``name`` (Airflow's and Spark's, without importing them here)."""
+    return type(name, (Exception,), {})("x")
+
+
+@pytest.mark.parametrize("name", sorted(TABLE))
+def test_every_row_of_the_table_decides_by_the_class_name(name) -> None:
+    transient, because = TABLE[name]
+    verdict = classify(named(name))
+    assert (verdict.transient, verdict.because) == (transient, because) and because
+
+
+@pytest.mark.parametrize("exc, transient", [
+    (ServiceUnavailable("Redis at 127.0.0.1:1 is unreachable"), True),
+    (SourceUnavailable("partition s0 times out"), True),
+    (redis.ConnectionError("refused"), True),
+    (redis.TimeoutError("timed out"), True),
+    (redis.exceptions.BusyLoadingError("loading"), True),
+    (redis.exceptions.ReadOnlyError("failing over"), True),
+    (ConnectionLoss(), True),
+    (SessionExpiredError(), True),
+    (KazooTimeoutError("no server"), True),
+    (ConnectionRefusedError("refused"), True),
+    (redis.exceptions.AuthenticationError("wrong password"), False),  # a ConnectionError that will not heal
+    (AccessDenied("no permission for SCAN"), False),
+    (ConfigError("no such connection"), False),
+    (StoreWentBackwards("Redis restarted without its data"), False),
+    (BatchReadError("key 506 missing"), False),
+    (TxidOrderError(3, 5), False),
+    (FormatVersionError("v 9"), False),
+    (ValueError("bad row"), False),
+    (ZeroDivisionError("the user's processing"), False),
+])
+def test_real_exceptions_are_classified_by_their_most_specific_class(exc, transient) -> None:
+    assert classify(exc).transient is transient
+
+
+def test_a_try_that_died_without_an_exception_was_killed_and_heals() -> None:
+    assert classify(None) == KILLED and KILLED.transient
+
+
+def test_a_spark_job_is_classified_by_what_the_job_reported() -> None:
+    said = "ServiceUnavailable: Redis at 127.0.0.1:6391 is unreachable while staging"
+    assert classify(JobFailed("m", error_name(said), said)).transient
+    assert not classify(JobFailed("m", error_name("ValueError: bad row"), "ValueError: bad row")).transient
+    assert classify(JobFailed("spark-submit failed with exit code 137", None, "Error code is: 137")) == KILLED
+
+
+def test_spark_wrappers_are_classified_by_the_transient_error_they_carry() -> None:
+    wrapped = "An exception was thrown from the Python worker.\nredis.exceptions.ConnectionError: Error 111"
+    assert classify_name("PythonException", wrapped).because == TABLE["ConnectionError"][1]
+    assert not classify_name("PythonException", "Traceback ...\nKeyError: 'user'").transient
+    assert not classify_name("Py4JJavaError", "").transient
+    assert classify_name("SparkConnectGrpcException", "").transient  # the Connect server itself is unreachable
+
+
+def test_error_name_is_the_class_at_the_start_of_a_job_error_and_none_otherwise() -> None:
+    assert error_name("BatchReadError: key '506' missing") == "BatchReadError"
+    assert error_name("spark-submit failed before the job could say why: see the log") is None
+    assert error_name(None) is None
+
+
+def test_the_backoff_doubles_from_retry_delay_and_stops_at_max_retry_delay() -> None:
+    first, cap = timedelta(seconds=5), timedelta(minutes=5)
+    assert [backoff(first, cap, n).total_seconds() for n in range(1, 9)] == [5, 10, 20, 40, 80, 160, 300, 300]
+    assert backoff(timedelta(0), timedelta(0), 3) == timedelta(0)
+
+
+def test_what_an_operator_reads_names_the_txid_the_try_the_time_and_the_cause() -> None:
+    verdict = classify(ServiceUnavailable("down"))
+    said = replaying("tweets", 33, 2, 60, "2026-11-27T03:04:05+00:00", verdict)
+    assert said == ("topology 'tweets': replaying txid 33 automatically, try 3 of 61, next at "
+                    "2026-11-27T03:04:05+00:00, because a service (Redis, ZooKeeper) was unreachable; nothing to do "
+                    "unless the cause lasts")
+    assert "this run's coordinate" in replaying("tweets", None, 1, 60, "T", verdict)
+    assert will_recur("tweets", classify(ValueError("x"))) == (
+        "not retried: the processing raised ValueError: it will raise again on the same batch (topology 'tweets')")
