@@ -99,6 +99,11 @@ def test_tweets_analytics_exactly_once_through_a_crash_and_replays(airflow, stor
     airflow.api.clear_run(dag, run2)
     wait_runs(airflow, dag, [run2])
     assert store.read_txid(2)[0].attempt == records[2].attempt + 1
+    # as the README says: the process task processes nothing, the commit task writes nothing
+    replayed = {task: airflow.api.task_log(dag, run2, task, airflow.api.task_instance(dag, run2, task)["try_number"])
+                for task in ("process", "commit")}
+    assert "committed already; nothing to process" in replayed["process"], replayed["process"][-2000:]
+    assert "already committed (0 keys written" in replayed["commit"], replayed["commit"][-2000:]
     # Clear with Future from txid 4's run (its logical date is before txid 5's): both replay, nothing changes.
     cleared = airflow.api.clear(dag, run4, include_future=True)
     assert {ti["dag_run_id"] for ti in cleared} >= {run4, run_of_txid(records, 5)}

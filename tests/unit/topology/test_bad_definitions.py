@@ -51,3 +51,14 @@ def test_a_bad_definition_value_is_refused_saying_what_and_where(job: Path, case
     assert case["error"] in message
     if case["build"] == "TransactionalTopology":
         assert repr(case["args"].get("topology_id", "bad_topology")) in message, "the message names the topology"
+
+
+def test_the_longest_wait_between_automatic_replays_is_not_shorter_than_the_first(job: Path) -> None:
+    from datetime import timedelta
+
+    with pytest.raises(ConfigError, match=r"topology 'bad_topology': max_retry_delay \(0:00:10\) is shorter than "
+                                          r"retry_delay \(0:01:00\)"):
+        topology(job, {"retry_delay": timedelta(minutes=1), "max_retry_delay": timedelta(seconds=10)})
+    with pytest.raises(ConfigError, match="retry_delay must be a datetime.timedelta >= 0"):
+        topology(job, {"retry_delay": timedelta(seconds=-1)})
+    assert topology(job, {"retries": 0, "max_retry_delay": timedelta(minutes=1)}).max_retry_delay.seconds == 60
