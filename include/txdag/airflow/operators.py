@@ -27,6 +27,7 @@ from airflow.sdk.exceptions import (
 
 from txdag.airflow.awaited import look_at
 from txdag.airflow.connections import require_connections
+from txdag.airflow.replays import replay_run
 from txdag.airflow.runtime import TopologyRuntime, emission_to_xcom, tx_from_xcom
 from txdag.airflow.triggers import TxidSettled
 from txdag.errors import SourceUnavailable
@@ -332,6 +333,10 @@ class CommitOperator(BaseOperator):
                 seen = look_at(rt, context, self.dag_id, outcome.waiting_on)
                 if seen is not None and seen[1] == "failed":
                     outcome = steps.commit(rt, tx, Owner.of(t, self.dag_file))
+            if isinstance(outcome, Committed | AlreadyCommitted):
+                for later in rt.coordinator.automatic_replays(tx.txid):
+                    replay_run(self.dag_id, later.run_id, f"txdag: txid {later.txid} re-emitted automatically after "
+                               f"txid {later.failed_by}, which was re-emitted with another batch")
         return commit_result(self, t, tx, outcome)
 
     def resume(self, context: Any, event: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -39,6 +39,7 @@ from txdag.txid.decisions import (  # noqa: F401  (re-exported: the coordinator'
     SourceDown,
     TransactionStateError,
     Wait,
+    automatic_replays,
     cascade,
     commit_decision,
     frozen_metadata,
@@ -222,6 +223,13 @@ class Coordinator:
         self._cleanup(tx.txid)
         return done
 
+    def automatic_replays(self, committed: int) -> list[TxidRecord]:
+        """The txids whose runs are to be replayed now that txid ``committed`` is committed (see
+        :func:`txdag.txid.decisions.automatic_replays`)."""
+        topo, _ = self.store.read_topology()
+        recs = self.store.read_txids(range(committed + 1, topo.last_txid + 1))
+        return automatic_replays(committed, (r for r, _ in recs.values()))
+
     def status(self) -> Snapshot:
         self._ensure()
         topo, _ = self.store.read_topology()
@@ -237,6 +245,12 @@ class Coordinator:
             return self._reemit(txid, topo, tv)
         recs = self.store.read_txids(range(topo.committed_txid + 1, topo.last_txid + 1))
         failed = lowest_failed(r for r, _ in recs.values())
+        if failed is not None and failed.auto_replay:
+            return NotReady(
+                f"topology {self.name!r}: txid {failed.txid} is re-emitted automatically once txid "
+                f"{failed.failed_by} commits (it was re-emitted with another batch); run {run_id!r} is skipped and "
+                "consumes no txid"
+            )
         if failed is not None:
             return Wait(refused_behind(self.name, run_id, failed), failed.txid)
         if topo.last_txid - topo.committed_txid >= self.max_active:
@@ -286,9 +300,12 @@ class Coordinator:
             metadata = self._initialize(n, self._pick(recs, n - 1)[0].metadata if n > 1 else None)
         at = _now()
         again = rec.moved(TxStatus.EMITTED, at, attempt=rec.attempt + 1, metadata=metadata)
-        # Later txids were planned from this txid's metadata: only a different batch invalidates them.
-        why = f"txid {n} was re-emitted (attempt {again.attempt}) with a different batch, and this txid followed it"
-        later = [] if metadata == rec.metadata else cascade((r for t, (r, _) in recs.items() if t > n), n, why, at)
+        # Later txids were planned from this txid's metadata: only a different batch invalidates them; txdag
+        # re-emits them itself once this txid commits (automatic_replays), as Storm re-emits every later batch.
+        why = (f"txid {n} was re-emitted (attempt {again.attempt}) with a different batch, and this txid followed it: "
+               f"it is re-emitted automatically once txid {n} commits")
+        later = [] if metadata == rec.metadata else cascade((r for t, (r, _) in recs.items() if t > n), n, why, at,
+                                                            auto_replay=True)
         self.store.update([(again, ver)] + [(r, recs[r.txid][1]) for r in later], topology=(topo, tv))
         return Emission(again.tx, metadata, replay=True)
 

@@ -100,13 +100,27 @@ def lowest_failed(records: Iterable[TxidRecord]) -> TxidRecord | None:
     return min(failed, key=lambda r: r.txid) if failed else None
 
 
-def cascade(later: Iterable[TxidRecord], failed_by: int, error: str, at: str) -> list[TxidRecord]:
-    """Fail every later uncommitted txid not FAILED already: its batch was computed on top of ``failed_by``."""
+def cascade(later: Iterable[TxidRecord], failed_by: int, error: str, at: str, *, auto_replay: bool = False
+            ) -> list[TxidRecord]:
+    """Fail every later uncommitted txid not FAILED already: its batch was computed on top of ``failed_by``.
+    ``auto_replay``: only because ``failed_by`` was re-emitted with another batch; txdag replays them itself."""
     return [
-        r.moved(TxStatus.FAILED, at, failed_by=failed_by, error=error)
+        r.moved(TxStatus.FAILED, at, failed_by=failed_by, error=error, auto_replay=auto_replay)
         for r in later
         if r.txid > failed_by and r.status not in (TxStatus.FAILED, TxStatus.COMMITTED)
     ]
+
+
+def automatic_replays(committed_txid: int, records: Iterable[TxidRecord]) -> list[TxidRecord]:
+    """The txids to re-emit now that ``committed_txid`` is committed: the run of FAILED txids marked
+    ``auto_replay`` that starts right after it, in txid order (a txid failed for another reason ends the run: it
+    waits for an operator's replay, and so do the txids after it)."""
+    by_txid = {r.txid: r for r in records}
+    due, n = [], committed_txid + 1
+    while n in by_txid and by_txid[n].status is TxStatus.FAILED and by_txid[n].auto_replay:
+        due.append(by_txid[n])
+        n += 1
+    return due
 
 
 def frozen_metadata(kind: SpoutKind, record: TxidRecord) -> bool:

@@ -68,7 +68,7 @@ TABLE: dict[str, tuple[bool, str]] = {
     "AirflowTaskTerminated": (TRANSIENT, "the task was terminated"),
 }
 KILLED = Verdict(TRANSIENT, "the task's process or its Spark driver was killed, or its heartbeat was lost")
-USER_ERROR = "the processing raised {name}: it will raise again on the same batch"
+USER_ERROR = "the task raised {name}: it will raise again on the same batch"
 # Spark's wrappers of an error raised on an executor or by the server: the cause is named in their text
 WRAPPERS = frozenset({"PythonException", "Py4JJavaError", "SparkException"})
 _TRANSIENT_NAME = re.compile(r"\b(" + "|".join(n for n, (t, _) in TABLE.items() if t) + r")\b")

@@ -65,6 +65,9 @@ class TxidRecord:
 
     ``commit_begun`` is set the first time the txid enters COMMITTING and never cleared: part of its batch may
     be in the state already, so its metadata is frozen for every later emission, whatever the spout kind.
+    ``auto_replay`` marks a FAILED txid that failed only because txid ``failed_by`` was re-emitted with a different
+    batch (an opaque spout's retry): txdag re-emits it itself once ``failed_by`` is committed (Storm re-emits every
+    later batch); leaving FAILED clears it.
     """
 
     txid: int
@@ -77,6 +80,7 @@ class TxidRecord:
     error: str | None = None
     commit_begun: bool = False
     history: tuple[HistoryEntry, ...] = field(default=())
+    auto_replay: bool = False
 
     @property
     def tx(self) -> TransactionAttempt:
@@ -97,6 +101,7 @@ class TxidRecord:
         if status is not TxStatus.FAILED:
             changes.setdefault("failed_by", None)
             changes.setdefault("error", None)
+            changes.setdefault("auto_replay", False)
         rec = replace(self, status=status, updated_at=at, **changes)
         entry = HistoryEntry(rec.attempt, status, at, rec.error if status is TxStatus.FAILED else None)
         frozen = rec.commit_begun or status is TxStatus.COMMITTING
@@ -126,6 +131,7 @@ class TxidRecord:
             error=_str(obj, "error", path, optional=True),
             commit_begun=bool(obj.get("commit_begun", False)),
             history=tuple(_entry(e, path) for e in history),
+            auto_replay=bool(obj.get("auto_replay", False)),
         )
 
 

@@ -10,7 +10,7 @@ import redis
 from test_protocol_steps import statuses, tweets_topology
 
 from txdag.airflow.awaited import look_at
-from txdag.protocol import ClientsRuntime, Failed, steps
+from txdag.protocol import ClientsRuntime, Emission, Failed, steps
 from txdag.zk.records import TxStatus
 
 
@@ -71,3 +71,56 @@ def test_a_queued_or_running_or_unknown_run_changes_nothing(redis_client, zk_hos
         assert look_at(topology.runtime, {"ti": TaskInstance(states)}, "tweets", 1) == seen
     assert statuses(topology) == {1: TxStatus.EMITTED}
     assert look_at(topology.runtime, {"ti": TaskInstance({"run1": "failed"})}, "tweets", 7) is None, "no such txid"
+
+
+def test_an_opaque_retry_with_another_batch_replays_the_later_txid_itself(redis_client, zk_hosts, zk_root, prefix):
+    """Txid 1 is emitted with the 5 entries there were, txid 2 after it; txid 1's retry finds 10 and takes them all:
+    txid 2, planned on the old batch, is marked for automatic replay (never failed for good), new runs skip until
+    then, and once txid 1 commits it is due: re-emitted after txid 1's new batch. Nothing counted twice or lost."""
+    from collections import Counter
+
+    from access import ZK_AUTH
+
+    from txdag.protocol.local import LocalTopology
+    from txdag.spouts import OpaquePartitionedStreamSpout, StreamPartition, append_entries
+    from txdag.spouts.samples import sample_sentences
+    from txdag.state import OpaqueMap, RedisBackingMap
+    from txdag.txid.coordinator import Coordinator, NotReady
+    from txdag.zk.client import connect_zk
+    from txdag.zk.store import TransactionStore
+
+    part = StreamPartition(name="p", client=redis_client, stream=f"{prefix}:p")
+    sentences = sample_sentences(20, seed=3)
+    append_entries(part, sentences[:5])
+    coordinator = Coordinator(TransactionStore(connect_zk(zk_hosts, auth=ZK_AUTH), prefix, root=zk_root),
+                              OpaquePartitionedStreamSpout([part], max_per_partition=10), max_active_transactions=2)
+    words = OpaqueMap(RedisBackingMap(redis_client, f"{prefix}:words"))
+    topology = LocalTopology(coordinator, redis_client, {"words": words},
+                             lambda recs: {"words": Counter((w,) for r in recs for w in r.value.split())})
+    first = topology.coordinate("run1")
+    append_entries(part, sentences[5:15])
+    second = topology.coordinate("run2")
+    assert second.metadata["partitions"]["p"]["after"] == first.metadata["partitions"]["p"]["last"]
+    retried = topology.coordinate("run1")  # txid 1's retry (attempt 2): an opaque spout takes what is there now
+    assert retried.metadata != first.metadata
+    record = coordinator.store.read_txid(2)[0]
+    assert (record.status, record.failed_by, record.auto_replay) == (TxStatus.FAILED, 1, True)
+    assert "re-emitted automatically once txid 1 commits" in record.error
+    skipped = coordinator.coordinate("run3")
+    assert isinstance(skipped, NotReady) and "txid 2 is re-emitted automatically once txid 1 commits" in skipped.reason
+    assert coordinator.automatic_replays(0) == [], "not before txid 1 is committed"
+
+    topology.process(retried)
+    assert topology.commit(retried.tx).status == "committed"
+    assert [r.txid for r in coordinator.automatic_replays(1)] == [2]
+    append_entries(part, sentences[15:])
+    again = topology.coordinate("run2")  # what the run's replay does (txdag.airflow.replays clears it)
+    assert again.tx.attempt == 2 and again.metadata["partitions"]["p"]["after"] == retried.metadata["partitions"][
+        "p"]["last"]
+    topology.process(again)
+    assert topology.commit(again.tx).status == "committed"
+    while isinstance(more := coordinator.coordinate(f"more{coordinator.committed_txid()}"), Emission):
+        topology.process(more)
+        topology.commit(more.tx)
+    truth = Counter(w for s in sentences for w in s.split())
+    assert {w: v.curr for w, v in zip(truth, words.backing.multi_get([(w,) for w in truth]))} == dict(truth)

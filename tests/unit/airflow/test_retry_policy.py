@@ -53,7 +53,7 @@ def test_a_failure_that_will_recur_fails_at_once(policy) -> None:
 
     decision = policy.evaluate(KeyError("user"), 1, 60, {"ti": TI(None)})
     assert decision.action is RetryAction.FAIL
-    assert decision.reason == ("not retried: the processing raised KeyError: it will raise again on the same batch "
+    assert decision.reason == ("not retried: the task raised KeyError: it will raise again on the same batch "
                                "(topology 'heals')")
 
 

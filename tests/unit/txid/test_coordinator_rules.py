@@ -118,3 +118,25 @@ def test_metadata_is_frozen_for_transactional_spouts_and_once_a_commit_began() -
     assert frozen_metadata(SpoutKind.OPAQUE, rec(1, TxStatus.COMMITTING))
     begun = rec(1, TxStatus.COMMITTING).moved(TxStatus.FAILED, AT, failed_by=1, error="commit failed")
     assert frozen_metadata(SpoutKind.OPAQUE, begun)
+
+
+def test_a_reemission_with_another_batch_marks_later_txids_for_automatic_replay() -> None:
+    from txdag.txid.decisions import cascade
+
+    later = cascade([rec(3), rec(4, TxStatus.EMITTED), rec(5, TxStatus.FAILED, failed_by=5, error="x")], 2, "why", AT,
+                    auto_replay=True)
+    assert [(r.txid, r.status, r.failed_by, r.auto_replay) for r in later] == [
+        (3, TxStatus.FAILED, 2, True), (4, TxStatus.FAILED, 2, True)], "a txid failed already keeps its own failure"
+    assert not any(r.auto_replay for r in cascade([rec(3)], 2, "a real failure", AT))
+    assert not later[0].moved(TxStatus.EMITTED, AT, attempt=2).auto_replay, "leaving FAILED clears it"
+
+
+def test_automatic_replays_are_the_marked_txids_right_after_the_commit_in_order() -> None:
+    from txdag.txid.decisions import automatic_replays
+
+    marked = [rec(n, TxStatus.FAILED, failed_by=2, error="re-emitted", auto_replay=True) for n in (3, 4)]
+    assert [r.txid for r in automatic_replays(2, [marked[1], marked[0]])] == [3, 4]
+    assert automatic_replays(1, marked) == [], "not before the txid they follow is committed"
+    real = rec(4, TxStatus.FAILED, failed_by=4, error="boom")
+    assert [r.txid for r in automatic_replays(2, [marked[0], real])] == [3], "a real failure waits for an operator"
+    assert automatic_replays(2, [rec(3)]) == []

@@ -100,4 +100,4 @@ def test_what_an_operator_reads_names_the_txid_the_try_the_time_and_the_cause() 
                     "unless the cause lasts")
     assert "this run's coordinate" in replaying("tweets", None, 1, 60, "T", verdict)
     assert will_recur("tweets", classify(ValueError("x"))) == (
-        "not retried: the processing raised ValueError: it will raise again on the same batch (topology 'tweets')")
+        "not retried: the task raised ValueError: it will raise again on the same batch (topology 'tweets')")

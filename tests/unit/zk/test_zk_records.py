@@ -34,6 +34,14 @@ def test_txid_record_round_trips_with_status_history_and_failure() -> None:
                                                              (TxStatus.FAILED, "txid 6 failed")]
 
 
+def test_an_automatic_replay_mark_round_trips_and_an_older_record_has_none() -> None:
+    rec = record(status=TxStatus.FAILED, at=AT, failed_by=6, error="txid 6 was re-emitted", auto_replay=True)
+    assert TxidRecord.from_bytes(rec.to_bytes(), PATH).auto_replay
+    older = json.loads(rec.to_bytes())
+    del older["auto_replay"]
+    assert not TxidRecord.from_bytes(json.dumps(older).encode(), PATH).auto_replay
+
+
 def test_run_record_round_trips() -> None:
     assert RunRecord.from_bytes(RunRecord(12).to_bytes(), "/r") == RunRecord(12)
 
