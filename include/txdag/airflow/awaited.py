@@ -9,7 +9,9 @@ A wait (deferred or rescheduled) holds no worker and no pool slot, but it holds 
 - **the awaited run failed** in Airflow while ZooKeeper still has its txid in flight: its failure callback could
   not record the failure (the service that was down made the task fail, and the callback too). The waiting task
   records it now, naming why, so that Airflow and ZooKeeper agree: the cascade and the ways out follow as for any
-  failed txid, and automatic or manual replays work again.
+  failed txid, and automatic or manual replays work again;
+- **a failed txid's run is queued or running again**: it is being replayed (``txdag replay``, the UI's *Clear*),
+  so a new run is not refused (red) for it: it is skipped and consumes no txid.
 """
 
 from __future__ import annotations
@@ -34,17 +36,17 @@ def run_state(context: Any, dag_id: str, run_id: str) -> str | None:
 
 
 def look_at(rt: Runtime, context: Any, dag_id: str, txid: int) -> tuple[str, str] | None:
-    """(run id, Airflow state) of the run of ``txid`` while ZooKeeper has it in flight; records the txid as failed
-    when that run has failed (its callback could not). None when it is not in flight or its run's state is
-    unknown."""
+    """(run id, Airflow state) of the run of uncommitted ``txid``; records the txid as failed when ZooKeeper has it
+    in flight and its run has failed (its callback could not). None when it is committed or unknown, or its run's
+    state cannot be read."""
     got = rt.coordinator.store.read_txid(txid)
-    if got is None or got[0].status not in IN_FLIGHT:
+    if got is None or got[0].status is TxStatus.COMMITTED:
         return None
     record = got[0]
     state = run_state(context, dag_id, record.run_id)
     if state is None:
         return None
-    if state == "failed":
+    if state == "failed" and record.status in IN_FLIGHT:
         why = (f"its run {record.run_id!r} failed in Airflow while ZooKeeper still had txid {txid} "
                f"{record.status.value} (attempt {record.attempt}): the failure callback could not record it then")
         outcome = steps.fail(rt, record.run_id, why, attempt=record.attempt)

@@ -76,7 +76,7 @@ class CoordinateOperator(BaseOperator):
         require_connections(t)  # first: a missing connection is named, with its topology and how to add it
         with TopologyRuntime(t) as rt:
             outcome = steps.coordinate(rt, run_id, Owner.of(t, self.dag_file))
-            if isinstance(outcome, Busy) and outcome.waiting_on is not None:
+            if isinstance(outcome, Busy | Wait) and outcome.waiting_on is not None:
                 outcome = self._unless_stuck(rt, context, outcome)
             if isinstance(outcome, Emission):
                 size = rt.coordinator.spout.batch_size(outcome.metadata) if outcome.metadata else 0
@@ -94,21 +94,30 @@ class CoordinateOperator(BaseOperator):
         """Back from waiting for a place among max_active_transactions (TxidSettled fired): coordinate again."""
         return self.execute(context)
 
-    def _unless_stuck(self, rt: TopologyRuntime, context: Any, busy: Busy) -> CoordinateOutcome:
-        """``busy``, unless the run it waits on cannot move while this run waits (txdag.airflow.awaited): queued
-        behind max_active_runs (this run gives its slot up: skipped, no txid consumed), or failed without
-        ZooKeeper knowing (recorded now; coordinating again refuses the run, naming the failed txid)."""
-        t, run_id = self.topology, context["run_id"]
-        assert busy.waiting_on is not None
-        seen = look_at(rt, context, self.dag_id, busy.waiting_on)
-        if seen is not None and seen[1] == "queued":
+    def _unless_stuck(self, rt: TopologyRuntime, context: Any, waits: Busy | Wait) -> CoordinateOutcome:
+        """``waits``, unless the run of the txid it waits on says otherwise (txdag.airflow.awaited). Waiting for a
+        place: that run queued behind max_active_runs (this run gives its slot up: skipped, no txid consumed), or
+        failed without ZooKeeper knowing (recorded now; coordinating again refuses the run, naming the failed txid).
+        Refused behind a failed txid: that txid's run queued or running again (being replayed): skipped, not red."""
+        t, run_id, behind = self.topology, context["run_id"], waits.waiting_on
+        if isinstance(waits, Wait) and waits.replay:  # a replay waiting for its own predecessor's replay
+            return waits
+        assert behind is not None
+        seen = look_at(rt, context, self.dag_id, behind)
+        if seen is None:
+            return waits
+        if isinstance(waits, Wait) and seen[1] in ("queued", "running"):
+            raise AirflowSkipException(
+                f"topology {t.topology_id!r}: txid {behind} is being replayed (its run {seen[0]!r} is {seen[1]}); "
+                f"run {run_id!r} consumed no txid; a later run emits the next batch")
+        if isinstance(waits, Busy) and seen[1] == "queued":
             raise AirflowSkipException(
                 f"topology {t.topology_id!r}: run {run_id!r} gives its run slot to run {seen[0]!r} of txid "
-                f"{busy.waiting_on}, queued behind max_active_runs (a replay): it consumed no txid; a later run "
-                "emits the next batch")
-        if seen is not None and seen[1] == "failed":
+                f"{behind}, queued behind max_active_runs (a replay): it consumed no txid; a later run emits the "
+                "next batch")
+        if isinstance(waits, Busy) and seen[1] == "failed":
             return steps.coordinate(rt, run_id, Owner.of(t, self.dag_file))
-        return busy
+        return waits
 
 
 def coordinate_refusal(task: BaseOperator, t: TransactionalTopology, run_id: str,

@@ -53,9 +53,10 @@ def stalled_advice(topology: str, record: TxidRecord, now: datetime) -> str:
     since = duration(age(record.updated_at, now))
     task = "process" if record.status is TxStatus.EMITTED else "commit"
     return (f"txid {record.txid} (attempt {record.attempt}, run {record.run_id}) has waited on its {task} task for "
-            f"{since} (since {record.updated_at}); every later txid commits after it. If that task died, Airflow "
-            f"retries it once its heartbeat times out ([scheduler] task_instance_heartbeat_timeout); to retry it "
-            f"now: txdag retry {topology} {record.txid}")
+            f"{since} (since {record.updated_at}); every later txid commits after it. If that task failed for a "
+            f"transient reason, Airflow replays it automatically (its log says when: 'replaying txid {record.txid} "
+            f"automatically ... next at ...'); if it died, Airflow retries it once its heartbeat times out "
+            f"([scheduler] task_instance_heartbeat_timeout); to retry it now: txdag retry {topology} {record.txid}")
 
 
 def predecessor_note(topology: str, record: TxidRecord | None, now: datetime) -> str:

@@ -58,7 +58,10 @@ def test_a_wait_on_a_run_that_failed_unrecorded_records_the_failure(redis_client
     assert statuses(topology) == {1: TxStatus.FAILED, 2: TxStatus.FAILED}, "Airflow and ZooKeeper agree now"
     record = topology.coordinator.store.read_txid(1)[0]
     assert "its run 'run1' failed in Airflow while ZooKeeper still had txid 1 emitted (attempt 1)" in record.error
-    assert look_at(topology.runtime, {"ti": ti}, "tweets", 1) is None, "a failed txid is no longer in flight"
+    assert look_at(topology.runtime, {"ti": ti}, "tweets", 1) == ("run1", "failed"), "seen, recorded once"
+    assert topology.coordinator.store.read_txid(1)[0].error == record.error
+    ti.states["run1"] = "queued"  # a replay cleared it
+    assert look_at(topology.runtime, {"ti": ti}, "tweets", 1) == ("run1", "queued")
     refused = steps.coordinate(topology.runtime, "run3")
     assert refused.waiting_on == 1 and "no new txid while txid 1 is failed" in refused.reason
 
