@@ -40,7 +40,7 @@ LOG="$DIR/kafka.log"
 JARS="$ROOT/.run/jars/kafka"
 SPARK_JARS="$ROOT/.run/jars/spark-kafka"
 POMS="$ROOT/scripts/kafka"
-WAIT_SECONDS=60
+WAIT_SECONDS=120 # a busy 2-core machine: the first start, format included, took 71 s at a load of 16
 MAIN_CLASS=kafka.Kafka
 
 say() { printf 'kafka: %s\n' "$*"; }

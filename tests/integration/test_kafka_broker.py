@@ -102,7 +102,7 @@ class Broker:
 
     def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["bash", "scripts/kafka.sh", *args], cwd=ROOT, env=self.env, capture_output=True,
-                              text=True, timeout=180)
+                              text=True, timeout=300)
 
     def ok(self, *args: str) -> str:
         done = self(*args)

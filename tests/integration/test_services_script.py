@@ -69,7 +69,7 @@ class Services:
 
     def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["bash", "scripts/services.sh", *args], cwd=ROOT, env=self.env, capture_output=True,
-                              text=True, timeout=180)
+                              text=True, timeout=300)
 
     def ok(self, *args: str) -> str:
         done = self(*args)
