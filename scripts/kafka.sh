@@ -33,7 +33,6 @@ fi
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 HOST=127.0.0.1
 PORT="${TXDAG_KAFKA_PORT:-9391}"
-CONTROLLER_PORT="${TXDAG_KAFKA_CONTROLLER_PORT:-$((PORT + 1))}"
 DIR="$ROOT/.run/kafka-$PORT"
 PID_FILE="$DIR/kafka.pid"
 LOG="$DIR/kafka.log"
@@ -53,6 +52,7 @@ die() {
 source "$ROOT/scripts/lib/process.sh"
 
 check_port "$PORT"
+CONTROLLER_PORT="${TXDAG_KAFKA_CONTROLLER_PORT:-$((PORT + 1))}"
 check_port "$CONTROLLER_PORT"
 [[ "$PORT" != "$CONTROLLER_PORT" ]] || die "TXDAG_KAFKA_PORT and TXDAG_KAFKA_CONTROLLER_PORT are both $PORT"
 
@@ -157,7 +157,7 @@ format_once() {
 }
 
 start() {
-    local pid
+    local pid port
     if kafka_up; then
         if pid="$(kafka_pid)"; then
             say "Kafka     $HOST:$PORT already running (pid $pid)"
