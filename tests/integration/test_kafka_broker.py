@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.kafka import add_partitions, create_topic, partitions_of, produce, read_range, watermarks
+from support.kafka import add_partitions, create_topic, delete_topic, partitions_of, produce, read_range, watermarks
 from support.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,8 +32,14 @@ def topic_name(prefix: str) -> str:
     return f"txdag-test-{prefix}"
 
 
-def test_a_topic_of_two_partitions_read_back_by_offset_range_and_a_partition_added(kafka_bootstrap, prefix):
-    topic = topic_name(prefix)
+@pytest.fixture
+def topic(kafka_bootstrap: str, prefix: str) -> Iterator[str]:
+    """A topic name of the test's own on the shared broker; the topic is deleted afterwards."""
+    yield topic_name(prefix)
+    delete_topic(kafka_bootstrap, topic_name(prefix))
+
+
+def test_a_topic_of_two_partitions_read_back_by_offset_range_and_a_partition_added(kafka_bootstrap, topic):
     create_topic(kafka_bootstrap, topic, 2)
     assert partitions_of(kafka_bootstrap, topic, 2) == [0, 1]
 
@@ -68,12 +74,11 @@ spark.stop()
 """
 
 
-def test_spark_reads_exactly_an_offset_range_of_each_partition(kafka_bootstrap, prefix):
+def test_spark_reads_exactly_an_offset_range_of_each_partition(kafka_bootstrap, topic):
     jars = sorted(SPARK_KAFKA_JARS.glob("*.jar"))
     names = {p.name.rsplit("-", 1)[0] for p in jars}
     assert {"spark-sql-kafka-0-10_2.13", "kafka-clients"} <= names, \
         f"Spark's Kafka source is not in {SPARK_KAFKA_JARS} ({names}): run bash scripts/setup.sh"
-    topic = topic_name(prefix)
     create_topic(kafka_bootstrap, topic, 2)
     produce(kafka_bootstrap, topic, [(i % 2, f"record-{i}") for i in range(40)])
     starting, ending = {topic: {"0": 5, "1": 0}}, {topic: {"0": 12, "1": 3}}

@@ -24,6 +24,17 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     future.result(timeout=TIMEOUT)
 
 
+def delete_topic(bootstrap: str, topic: str) -> None:
+    """Deletes the topic, if it is there (the tests' topics on the shared broker)."""
+    client = admin_client(bootstrap)
+    (future,) = client.delete_topics([topic]).values()
+    try:
+        future.result(timeout=TIMEOUT)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+            raise
+
+
 def add_partitions(bootstrap: str, topic: str, total: int) -> None:
     """Grows the topic to ``total`` partitions."""
     client = admin_client(bootstrap)
