@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
-# Redis and ZooKeeper for txdag, on loopback only, on ports that stay clear of the defaults.
+# Redis, ZooKeeper and Kafka for txdag, on loopback only, on ports that stay clear of the defaults (Kafka through
+# scripts/kafka.sh, which says more about it).
 #
-#   bash scripts/services.sh start [redis|zk]   start (or reuse what already answers on the port)
-#   bash scripts/services.sh stop [redis|zk]    stop what this script started (never anything else); the data stays
-#   bash scripts/services.sh status             one line per service; exit 0 only when both answer
-#   bash scripts/services.sh restart-redis      stop the Redis on the port and start it again here; its data and
-#                                               users are kept
-#   bash scripts/services.sh wipe [redis|zk]    delete the data of the stopped services (all Redis keys, all znodes);
-#                                               Redis's users (users.acl) are kept
-#   bash scripts/services.sh env                print the export lines for the two addresses
+#   bash scripts/services.sh start [redis|zk|kafka]   start (or reuse what already answers on the port)
+#   bash scripts/services.sh stop [redis|zk|kafka]    stop what this script started (never anything else); the data
+#                                                     stays
+#   bash scripts/services.sh status                   one line per service; exit 0 only when all three answer
+#   bash scripts/services.sh restart-redis            stop the Redis on the port and start it again here; its data
+#                                                     and users are kept
+#   bash scripts/services.sh wipe [redis|zk|kafka]    delete the data of the stopped services (all Redis keys, all
+#                                                     znodes, all topics); Redis's users (users.acl) are kept
+#   bash scripts/services.sh env                      print the export lines for the three addresses
 #
-# Environment: TXDAG_REDIS_PORT (default 6391), TXDAG_ZK_PORT (default 2191).
-# State lives in .run/redis-<port>/ and .run/zk-<port>/ at the repository root: config, logs and pid files, and the
-# data in their data/ folders, which a stop and a start (or a crash) keep; only `wipe` deletes them.
+# Environment: TXDAG_REDIS_PORT (default 6391), TXDAG_ZK_PORT (default 2191), and scripts/kafka.sh's
+# TXDAG_KAFKA_PORT (default 9391) and TXDAG_KAFKA_CONTROLLER_PORT.
+# State lives in .run/redis-<port>/, .run/zk-<port>/ and .run/kafka-<port>/ at the repository root: config, logs
+# and pid files, and the data in their data/ folders, which a stop and a start (or a crash) keep; only `wipe`
+# deletes them.
 # Durability: Redis appends every write to its append-only file (.run/redis-<port>/data/appendonlydir/) and fsyncs
-# it before it answers (appendfsync always); ZooKeeper fsyncs its transaction log before it answers (forceSync).
+# it before it answers (appendfsync always); ZooKeeper fsyncs its transaction log before it answers (forceSync);
+# Kafka fsyncs a partition's log before it acknowledges a write.
 # Access control: Redis runs with an ACL file (.run/redis-<port>/users.acl): the default user is off, the admin
 # user of .run/credentials.env (scripts/credentials.sh) may do everything; topologies' users are added with
 # `txdag acl redis` (scripts/airflow.sh does it for the DAGs folder). Each start writes the default and admin users
@@ -48,20 +53,15 @@ die() {
     exit 1
 }
 
+# shellcheck source-path=SCRIPTDIR source=lib/process.sh
+source "$ROOT/scripts/lib/process.sh"
+
 for port in "$REDIS_PORT" "$ZK_PORT"; do
-    if ! [[ "$port" =~ ^[0-9]+$ ]] || ((port < 1 || port > 65535)); then
-        die "not a port number: '$port'"
-    fi
+    check_port "$port"
 done
 [[ "$REDIS_PORT" != "$ZK_PORT" ]] || die "TXDAG_REDIS_PORT and TXDAG_ZK_PORT are both $REDIS_PORT"
 
 # --- probes -------------------------------------------------------------------------------------------------
-
-# Something accepts TCP connections on 127.0.0.1:$1.
-port_open() {
-    # shellcheck disable=SC2016  # $0 and $1 are expanded by the inner bash
-    timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$HOST" "$1" 2>/dev/null
-}
 
 # redis-cli as the admin user; the password goes through the environment, not the command line. A server without
 # that user (started before access control) answers as its default user: redis-cli only warns on stderr.
@@ -112,52 +112,8 @@ zk_up() {
     [[ "$reply" == imok ]]
 }
 
-# Prints the pid in pid file $1 when that process is alive and its command line contains $2.
-live_pid() {
-    local pid
-    [[ -f "$1" ]] || return 1
-    pid="$(tr -dc '0-9' <"$1")"
-    [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || return 1
-    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$2" || return 1
-    printf '%s\n' "$pid"
-}
-
 redis_pid() { live_pid "$REDIS_PID" redis-server; }
 zk_pid() { live_pid "$ZK_PID" "$ZK_DIR/zoo.cfg"; }
-
-# Waits for $1 (a probe function) for up to $2 seconds, while process $3 lives.
-wait_for() {
-    local probe="$1" seconds="$2" pid="${3:-}" i
-    for ((i = 0; i < seconds * 4; i++)); do
-        "$probe" && return 0
-        if [[ -n "$pid" ]] && ! kill -0 "$pid" 2>/dev/null; then
-            return 1
-        fi
-        sleep 0.25
-    done
-    "$probe"
-}
-
-# Sends SIGTERM to $1 and waits for it to exit (SIGKILL after 15 s).
-terminate() {
-    local pid="$1" i
-    kill "$pid" 2>/dev/null || return 0
-    for ((i = 0; i < 60; i++)); do
-        kill -0 "$pid" 2>/dev/null || return 0
-        sleep 0.25
-    done
-    say "pid $pid did not exit on SIGTERM: sending SIGKILL"
-    kill -9 "$pid" 2>/dev/null || true
-}
-
-wait_port_closed() {
-    local port="$1" i
-    for ((i = 0; i < 60; i++)); do
-        port_open "$port" || return 0
-        sleep 0.25
-    done
-    return 1
-}
 
 # --- Redis --------------------------------------------------------------------------------------------------
 
@@ -464,30 +420,41 @@ usage() {
 
 which="${2:-all}"
 case "$which" in
-all | redis | zk) ;;
+all | redis | zk | kafka) ;;
 *) usage ;;
 esac
+wants() { [[ "$which" == all || "$which" == "$1" ]]; } # the command is for service $1
+kafka() { bash "$ROOT/scripts/kafka.sh" "$@"; }
 
 case "${1:-}" in
 start)
-    [[ "$which" == zk ]] || start_redis
-    [[ "$which" == redis ]] || start_zk
+    ! wants redis || start_redis
+    ! wants zk || start_zk
+    ! wants kafka || kafka start
     ;;
 stop)
-    [[ "$which" == zk ]] || stop_redis
-    [[ "$which" == redis ]] || stop_zk
+    ! wants redis || stop_redis
+    ! wants zk || stop_zk
+    ! wants kafka || kafka stop
     ;;
-status) status ;;
+status)
+    rc=0
+    status || rc=1
+    kafka status || rc=1
+    exit "$rc"
+    ;;
 restart-redis) restart_redis ;;
 wipe)
-    # both checked before anything is deleted: never half a wipe
-    [[ "$which" == zk ]] || redis_stopped_for_wipe
-    [[ "$which" == redis ]] || zk_stopped_for_wipe
-    [[ "$which" == zk ]] || wipe_redis
-    [[ "$which" == redis ]] || wipe_zk
+    # all checked before anything is deleted: never half a wipe
+    ! wants redis || redis_stopped_for_wipe
+    ! wants zk || zk_stopped_for_wipe
+    ! wants kafka || kafka wipe --check
+    ! wants redis || wipe_redis
+    ! wants zk || wipe_zk
+    ! wants kafka || kafka wipe
     if [[ "$which" != all ]]; then
-        say "only $which wiped: the topologies' state in Redis and their txids in ZooKeeper no longer match;" \
-            "wipe both (no argument) to start them afresh"
+        say "only $which wiped: the topologies' state in Redis, their txids in ZooKeeper and their sources no" \
+            "longer match; wipe all three (no argument) to start them afresh"
     fi
     ;;
 env)
@@ -497,6 +464,7 @@ env)
     printf 'export TXDAG_REDIS_URL="redis://${TXDAG_REDIS_ADMIN_USER}:${TXDAG_REDIS_ADMIN_PASSWORD}@%s:%s/0"\n' \
         "$HOST" "$REDIS_PORT"
     printf 'export TXDAG_ZK_HOSTS=%s:%s\n' "$HOST" "$ZK_PORT"
+    kafka env
     ;;
 *) usage ;;
 esac

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Installs what txdag needs on a Debian 12 machine, and nothing it already has:
-#   - Debian packages: redis-server, redis-tools, zookeeper, postgresql-15, postgresql-client-15, and chromium with
-#     chromium-driver for the UI test in headless Chromium (tests/e2e/test_ui_page.py) (apt-get update
-#     only when one is missing; services the packages would start at install time are kept from starting: the
-#     servers run from scripts/services.sh and scripts/postgres.sh, on loopback and ports of their own)
+#   - Debian packages: redis-server, redis-tools, zookeeper, postgresql-15, postgresql-client-15,
+#     openjdk-17-jre-headless and maven (Kafka's broker and its jars), and chromium with chromium-driver for the UI
+#     test in headless Chromium (tests/e2e/test_ui_page.py) (apt-get update only when one is missing; services the
+#     packages would start at install time are kept from starting: the servers run from scripts/services.sh and
+#     scripts/postgres.sh, on loopback and ports of their own)
 #   - .venv at the repository root (Python 3.11) with txdag installed editable, with its airflow, dev and bench
 #     extras (bench: matplotlib for bench/throughput.py's chart, py-spy for its --profile), at the exact versions
 #     of constraints/constraints-3.11.txt (pyproject.toml has ranges; the constraints file is the tested set)
+#   - the jars of Kafka's broker and of Spark's Kafka source, through Maven, into .run/jars/ (bash scripts/kafka.sh
+#     fetch: the versions of scripts/kafka/*.pom.xml)
 # Safe to run again: a rerun with nothing to do takes about a second (it reinstalls when pyproject.toml or the
-# constraints file changed).
+# constraints file changed, and fetches the jars again when a pom changed).
 #
 #   bash scripts/setup.sh      (scripts/demo.sh and scripts/test.sh run it first)
 #
@@ -24,7 +27,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
 STAMP="$VENV/.txdag-installed"
 CONSTRAINTS="$ROOT/constraints/constraints-3.11.txt"
-APT_PACKAGES=(redis-server redis-tools zookeeper postgresql-15 postgresql-client-15 chromium chromium-driver)
+APT_PACKAGES=(redis-server redis-tools zookeeper postgresql-15 postgresql-client-15 openjdk-17-jre-headless maven
+    chromium chromium-driver)
 
 say() { printf 'setup: %s\n' "$*"; }
 die() {
@@ -142,4 +146,7 @@ else
     rm -rf "$ROOT/include/txdag.egg-info"
     touch "$STAMP"
 fi
+
+# 4. Kafka's jars and Spark's Kafka source's (Maven; nothing to do when .run/jars/ has those of the poms)
+bash "$ROOT/scripts/kafka.sh" fetch
 say "ready ($("$VENV/bin/python" -V 2>&1) in .venv)"

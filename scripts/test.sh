@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test command: installs what is missing, starts Redis and ZooKeeper on loopback, runs the whole pytest
+# The test command: installs what is missing, starts Redis, ZooKeeper and Kafka on loopback, runs the whole pytest
 # suite in tiers (unit, integration, e2e, demo: see below), prints each tier's time and result, and exits non-zero
 # when a tier failed. Extra arguments go to pytest (e.g. -q, -x, -k expr); with a test path, only that runs.
 #
@@ -9,7 +9,7 @@
 # scripts/airflow.sh) and one Airflow instance for the session, which they stop at the end.
 # Services are left running for the next run (stop them with: bash scripts/services.sh stop; bash
 # scripts/postgres.sh stop), except under CI=true or TXDAG_STOP_SERVICES=1, where the ones this checkout started
-# are stopped at the end (Redis, ZooKeeper, PostgreSQL, and an Airflow of the default AIRFLOW_HOME).
+# are stopped at the end (Redis, ZooKeeper, Kafka, PostgreSQL, and an Airflow of the default AIRFLOW_HOME).
 set -euo pipefail
 
 if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then # the comment above, before anything runs or is created
@@ -31,11 +31,13 @@ fi
 
 # Access control is on: the tests log in as the Redis admin user and authenticate to ZooKeeper with a digest,
 # all from .run/credentials.env (scripts/credentials.sh); tests/access.py creates the restricted users it needs.
+# Kafka listens on loopback only, without authentication.
 # shellcheck source=/dev/null
 source "$(bash scripts/credentials.sh)"
 export TXDAG_TEST_REDIS_URL="redis://$TXDAG_REDIS_ADMIN_USER:$TXDAG_REDIS_ADMIN_PASSWORD@127.0.0.1:${TXDAG_REDIS_PORT:-6391}/0"
 export TXDAG_TEST_ZK_HOSTS="127.0.0.1:${TXDAG_ZK_PORT:-2191}"
 export TXDAG_TEST_ZK_AUTH="$TXDAG_ZK_USER:$TXDAG_ZK_PASSWORD"
+export TXDAG_TEST_KAFKA_BOOTSTRAP="127.0.0.1:${TXDAG_KAFKA_PORT:-9391}"
 
 # An argument that names a test path (tests/unit, tests/x.py::test_y, ...) runs pytest on just that, once.
 for arg in "$@"; do

@@ -2,7 +2,8 @@
 
 ``scripts/test.sh`` exports ``TXDAG_TEST_REDIS_URL`` (the Redis admin user of ``.run/credentials.env``) and
 ``TXDAG_TEST_ZK_AUTH`` (``user:password``, the digest every test's ZooKeeper client authenticates with, so the
-znodes the tests create carry digest ACLs). Run by hand, pytest reads ``.run/credentials.env`` itself.
+znodes the tests create carry digest ACLs). Run by hand, pytest reads ``.run/credentials.env`` itself. The Kafka
+broker (``TXDAG_TEST_KAFKA_BOOTSTRAP``, ``host:port``) takes no credentials: it listens on loopback only.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ def _default_redis_url() -> str:
 
 REDIS_URL = os.environ.get("TXDAG_TEST_REDIS_URL") or _default_redis_url()
 ZK_HOSTS = os.environ.get("TXDAG_TEST_ZK_HOSTS") or f"127.0.0.1:{os.environ.get('TXDAG_ZK_PORT', '2191')}"
+KAFKA_BOOTSTRAP = (os.environ.get("TXDAG_TEST_KAFKA_BOOTSTRAP")
+                   or f"127.0.0.1:{os.environ.get('TXDAG_KAFKA_PORT', '9391')}")
 _zk = os.environ.get("TXDAG_TEST_ZK_AUTH") or f"{_CRED.get('TXDAG_ZK_USER', 'txdag-test')}:" + _CRED.get(
     "TXDAG_ZK_PASSWORD", "txdag-test-digest"
 )

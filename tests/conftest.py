@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import redis
-from access import REDIS_URL, ZK_AUTH, ZK_HOSTS, kazoo_auth, redis_config_of, safe_url
+from access import KAFKA_BOOTSTRAP, REDIS_URL, ZK_AUTH, ZK_HOSTS, kazoo_auth, redis_config_of, safe_url
 
 TESTS = Path(__file__).resolve().parent
 HOW_TO_START = "start them with `bash scripts/services.sh start` (or run the README's test command)"
@@ -122,6 +122,19 @@ def zk_client(zk_hosts: str) -> Iterator[KazooClient]:  # noqa: F821
     yield client
     client.stop()
     client.close()
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> str:
+    """The address of the test Kafka broker (scripts/kafka.sh's, started by scripts/services.sh), once it answers."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    try:
+        AdminClient({"bootstrap.servers": KAFKA_BOOTSTRAP}).list_topics(timeout=10)
+    except KafkaException as exc:
+        pytest.fail(f"Kafka is not reachable at {KAFKA_BOOTSTRAP} ({exc}); {HOW_TO_START}", pytrace=False)
+    return KAFKA_BOOTSTRAP
 
 
 class RedisServer:

@@ -1,11 +1,13 @@
 """The README's service commands, run as written: ``bash scripts/services.sh start``, ``status``,
 ``restart-redis`` (keeps the data) and ``stop`` (then ``status`` says down and exits 1); and what a stop and a
-start keep (everything: Redis's keys and users, ZooKeeper's znodes), a crash of Redis too (its append-only file is
-fsynced before it answers), what ``wipe`` deletes (the data, never the users), and a Redis that an older
-services.sh started without an append-only file, whose data ``stop`` and ``restart-redis`` keep as well.
+start keep (everything: Redis's keys and users, ZooKeeper's znodes, Kafka's topics and records), a crash of Redis
+too (its append-only file is fsynced before it answers), what ``wipe`` deletes (the data, never the users), and a
+Redis that an older services.sh started without an append-only file, whose data ``stop`` and ``restart-redis``
+keep as well. (tests/integration/test_kafka_broker.py has Kafka's crash.)
 
-They run on a Redis and a ZooKeeper of each test's own, on free ports (TXDAG_REDIS_PORT, TXDAG_ZK_PORT), never
-on the servers the other tests use; their .run/redis-<port>/ and .run/zk-<port>/ are removed at the end.
+They run on a Redis, a ZooKeeper and a Kafka broker of each test's own, on free ports (TXDAG_REDIS_PORT,
+TXDAG_ZK_PORT, TXDAG_KAFKA_PORT, TXDAG_KAFKA_CONTROLLER_PORT), never on the servers the other tests use; their
+.run/redis-<port>/, .run/zk-<port>/ and .run/kafka-<port>/ are removed at the end.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 import redis
 from access import REDIS_URL, kazoo_auth
+from support.kafka import admin_client, create_topic, partitions_of, produce, read_range
 from support.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,11 +39,15 @@ class Services:
 
     redis_port: int
     zk_port: int
+    kafka_port: int
+    kafka_controller_port: int
     env: dict[str, str] = field(init=False)
     admin: redis.Redis = field(init=False)
 
     def __post_init__(self) -> None:
-        self.env = {**os.environ, "TXDAG_REDIS_PORT": str(self.redis_port), "TXDAG_ZK_PORT": str(self.zk_port)}
+        self.env = {**os.environ, "TXDAG_REDIS_PORT": str(self.redis_port), "TXDAG_ZK_PORT": str(self.zk_port),
+                    "TXDAG_KAFKA_PORT": str(self.kafka_port),
+                    "TXDAG_KAFKA_CONTROLLER_PORT": str(self.kafka_controller_port)}
         self.admin = redis.Redis.from_url(REDIS_URL.rsplit("@", 1)[0] + f"@127.0.0.1:{self.redis_port}/0",
                                           socket_timeout=10, decode_responses=True)
 
@@ -52,9 +59,17 @@ class Services:
     def zk_dir(self) -> Path:
         return ROOT / ".run" / f"zk-{self.zk_port}"
 
+    @property
+    def kafka_dir(self) -> Path:
+        return ROOT / ".run" / f"kafka-{self.kafka_port}"
+
+    @property
+    def kafka(self) -> str:
+        return f"127.0.0.1:{self.kafka_port}"
+
     def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["bash", "scripts/services.sh", *args], cwd=ROOT, env=self.env, capture_output=True,
-                              text=True, timeout=180)
+                              text=True, timeout=300)
 
     def ok(self, *args: str) -> str:
         done = self(*args)
@@ -90,10 +105,10 @@ class Services:
 def services() -> Iterator[Services]:
     if shutil.which("redis-server") is None or not Path("/usr/share/zookeeper/bin/zkServer.sh").exists():
         pytest.fail("redis-server and ZooKeeper are needed: run `bash scripts/setup.sh`", pytrace=False)
-    redis_port, zk_port = free_port(), free_port()
-    while zk_port == redis_port:
-        zk_port = free_port()
-    svc = Services(redis_port, zk_port)
+    ports: set[int] = set()
+    while len(ports) < 4:
+        ports.add(free_port())
+    svc = Services(*ports)
     try:
         yield svc
     finally:
@@ -101,6 +116,7 @@ def services() -> Iterator[Services]:
         svc("stop")
         shutil.rmtree(svc.redis_dir, ignore_errors=True)
         shutil.rmtree(svc.zk_dir, ignore_errors=True)
+        shutil.rmtree(svc.kafka_dir, ignore_errors=True)
 
 
 def acl_rules(client: redis.Redis, user: str) -> dict:
@@ -122,7 +138,9 @@ def test_start_status_restart_redis_stop(services) -> None:
     assert status.returncode == 0, status.stdout + status.stderr
     assert f"Redis     127.0.0.1:{services.redis_port} up (started here, pid" in status.stdout
     assert f"ZooKeeper 127.0.0.1:{services.zk_port} up (started here, pid" in status.stdout
+    assert f"Kafka     127.0.0.1:{services.kafka_port} up (started here, pid" in status.stdout
     assert "without its append-only file" not in status.stdout
+    assert f"TXDAG_KAFKA_BOOTSTRAP=127.0.0.1:{services.kafka_port}" in services.ok("env")
 
     admin = services.admin
     admin.set("services-script-test", "kept")
@@ -142,6 +160,7 @@ def test_start_status_restart_redis_stop(services) -> None:
     assert status.returncode == 1, status.stdout + status.stderr
     assert f"Redis     127.0.0.1:{services.redis_port} down" in status.stdout
     assert f"ZooKeeper 127.0.0.1:{services.zk_port} down" in status.stdout
+    assert f"Kafka     127.0.0.1:{services.kafka_port} down" in status.stdout
 
     # what restart-redis kept is not a one-off: the next cold start has it too
     services.ok("start", "redis")
@@ -153,7 +172,7 @@ def test_stop_and_start_keep_redis_keys_users_and_znodes(services) -> None:
     admin, port = services.admin, services.redis_port
     assert admin.config_get("appendonly")["appendonly"] == "yes"
     assert admin.config_get("appendfsync")["appendfsync"] == "always"
-    assert Path(admin.config_get("dir")["dir"]) == services.redis_dir / "data"
+    assert Path(admin.config_get("dir")["dir"]).resolve() == (services.redis_dir / "data").resolve()
 
     admin.set(STAGED_KEY, "42")
     admin.hset("services-script-hash", mapping={"a": "1", "b": "2"})
@@ -183,6 +202,9 @@ def test_stop_and_start_keep_redis_keys_users_and_znodes(services) -> None:
     finally:
         zk.stop()
         zk.close()
+
+    create_topic(services.kafka, "services-script-topic", 2)
+    acked = produce(services.kafka, "services-script-topic", [(1, "kept")])
 
     services.ok("stop")
     assert services("status").returncode == 1
@@ -215,6 +237,9 @@ def test_stop_and_start_keep_redis_keys_users_and_znodes(services) -> None:
         zk.stop()
         zk.close()
 
+    assert partitions_of(services.kafka, "services-script-topic", 2) == [0, 1], "Kafka came back without its topic"
+    assert read_range(services.kafka, "services-script-topic", 1, 0, 1) == [(acked[0][1], "kept")]
+
     # a crash: what Redis acknowledged is in its append-only file already
     admin.set("services-script-acknowledged", "before-the-crash")
     services.kill_redis()
@@ -243,13 +268,20 @@ def test_wipe_deletes_the_data_of_stopped_services_and_keeps_the_users(services)
     services.ok("stop", "redis")  # ZooKeeper still runs: nothing is deleted, not even Redis's data
     refused = services("wipe")
     assert refused.returncode == 1 and "ZooKeeper" in refused.stderr, refused.stdout + refused.stderr
-    services.ok("start", "redis")
+    services.ok("stop", "zk")  # Kafka still runs
+    refused = services("wipe")
+    assert refused.returncode == 1 and "Kafka" in refused.stderr, refused.stdout + refused.stderr
+    services.ok("start")
     assert admin.get("services-script-wiped") == "x", "a refused wipe deleted Redis's data"
+    create_topic(services.kafka, "services-script-wiped", 1)
 
     services.ok("stop")
     out = services.ok("wipe")
     assert "data deleted" in out and "users" in out
+    assert not (services.kafka_dir / "data").exists(), "wipe kept Kafka's data"
     services.ok("start")
+    topics = admin_client(services.kafka).list_topics(timeout=30).topics
+    assert "services-script-wiped" not in topics, "wipe kept Kafka's topics"
     assert admin.get("services-script-wiped") is None, "wipe kept Redis's keys"
     assert admin.dbsize() == 0
     with login(port, "kept-user", "pw-kept") as user:

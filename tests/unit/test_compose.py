@@ -1,12 +1,13 @@
 """docker-compose.yaml, checked statically (Docker does not run on the development machines).
 
 It is valid against the Compose Specification's JSON schema (check-jsonschema's vendored copy); every service has
-an image or a build and a health check; the ZooKeeper ensemble's nodes list each other; a Spark master and two
-workers; the Airflow components with the project's folders mounted and the FAB auth manager; the init scripts it
-runs exist and get the environment they need; Redis keeps its ACL file and append-only file on its volume; the
-connections it sets are the ones the DAGs use, with the types they expect; the ports the README promises are
-published; every path it mounts or builds from exists. tests/integration/test_compose_redis.py runs the redis
-service's command, tests/e2e/test_compose_init.py runs docker/txdag-init.sh.
+an image or a build and a health check; the ZooKeeper ensemble's nodes list each other; a Kafka broker in KRaft mode
+that keeps its topics on a volume, and the Kafka connection pointing at it; a Spark master and two workers; the
+Airflow components with the project's folders mounted and the FAB auth manager; the init scripts it runs exist
+and get the environment they need; Redis keeps its ACL file and append-only file on its volume; the connections it
+sets are the ones the DAGs use, with the types they expect; the ports the README promises are published; every
+path it mounts or builds from exists. tests/integration/test_compose_redis.py runs the redis service's command,
+tests/e2e/test_compose_init.py runs docker/txdag-init.sh.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ def airflow_services(services: dict) -> dict[str, dict]:
 
 
 def test_the_compose_file_parses_into_the_whole_system(services):
-    expected = {"redis", *ZK_SERVICES, "spark-master", "postgres", *AIRFLOW_COMMANDS.values()}
+    expected = {"redis", *ZK_SERVICES, "kafka", "spark-master", "postgres", *AIRFLOW_COMMANDS.values()}
     missing = expected - set(services)
     assert not missing, f"services missing from docker-compose.yaml: {sorted(missing)}"
 
@@ -153,6 +154,46 @@ def test_the_zookeeper_nodes_keep_their_znodes_on_volumes(compose, services):
         env = env_of(services[name])
         assert int(env.get("ZOO_AUTOPURGE_PURGEINTERVAL", 0)) >= 1, f"{name}: autopurge is off"
         assert int(env.get("ZOO_AUTOPURGE_SNAPRETAINCOUNT", 0)) >= 3, f"{name}: autopurge keeps < 3 snapshots"
+
+
+def test_kafka_is_one_kraft_node_that_keeps_its_topics_on_a_volume(compose, services):
+    kafka = services["kafka"]
+    assert re.match(r"apache/kafka:4\.\d+\.\d+$", str(kafka.get("image", ""))), f"kafka: image {kafka.get('image')}"
+    env = env_of(kafka)
+    assert set(env.get("KAFKA_PROCESS_ROLES", "").split(",")) == {"broker", "controller"}, "not a combined KRaft node"
+    assert env.get("KAFKA_CONTROLLER_QUORUM_VOTERS") == f"{env.get('KAFKA_NODE_ID')}@kafka:9093", "its own voter"
+    assert re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_-]{21}", env.get("CLUSTER_ID", "")), "CLUSTER_ID: 16 bytes, base64url"
+    listeners = dict(re.findall(r"(\w+)://[\w.]*:(\d+)", env.get("KAFKA_LISTENERS", "")))
+    advertised = dict(re.findall(r"(\w+)://([\w.-]+:\d+)", env.get("KAFKA_ADVERTISED_LISTENERS", "")))
+    assert advertised.get(env.get("KAFKA_INTER_BROKER_LISTENER_NAME", "")) == "kafka:9092", advertised
+    assert env.get("KAFKA_CONTROLLER_LISTENER_NAMES") in listeners, "no controller listener"
+    host = [name for name, address in advertised.items() if address.startswith("127.0.0.1:")]
+    assert host, f"no listener advertised to the host: {advertised}"
+    port = int(advertised[host[0]].split(":")[1])
+    assert ("127.0.0.1", port, int(listeners[host[0]])) in published(kafka), "the host listener is not published"
+    volumes = {v.split(":")[1]: v.split(":")[0] for v in kafka.get("volumes", []) if isinstance(v, str)}
+    log_dirs = env.get("KAFKA_LOG_DIRS", "")
+    assert volumes.get(log_dirs) in compose.get("volumes", {}), f"kafka: {log_dirs!r} is not on a named volume"
+    # what the broker acknowledged is on disk (as Redis's appendfsync always); topics are created, not guessed
+    assert env.get("KAFKA_LOG_FLUSH_INTERVAL_MESSAGES") == "1", "kafka: a write is acknowledged before its fsync"
+    assert env.get("KAFKA_AUTO_CREATE_TOPICS_ENABLE") == "false"
+    for key in ("OFFSETS_TOPIC_REPLICATION_FACTOR", "TRANSACTION_STATE_LOG_REPLICATION_FACTOR"):
+        assert env.get(f"KAFKA_{key}") == "1", f"kafka: {key} above 1 on one node: the topic could not be created"
+    for name, service in airflow_services(services).items():
+        assert service["depends_on"]["kafka"]["condition"] == "service_healthy", f"{name} does not wait for kafka"
+
+
+def test_the_kafka_connection_is_the_providers_type_and_points_at_the_broker(services):
+    from airflow.models.connection import Connection
+
+    for name, service in airflow_services(services).items():
+        value = env_of(service).get("AIRFLOW_CONN_KAFKA_DEFAULT", "")
+        assert value.startswith("{"), f"{name}: AIRFLOW_CONN_KAFKA_DEFAULT is not set (as JSON)"
+        conn = Connection.from_json(value, conn_id="kafka_default")
+        assert conn.conn_type == "kafka", f"{name}: kafka_default has type {conn.conn_type!r}"
+        # the provider's hook takes the client's config from the extra; bootstrap.servers is required
+        servers = conn.extra_dejson.get("bootstrap.servers", "")
+        assert servers == "kafka:9092", f"{name}: bootstrap.servers {servers!r} is not the kafka service's listener"
 
 
 def test_a_spark_master_and_two_workers(services):
