@@ -27,7 +27,7 @@ def rejection_count(args: argparse.Namespace, name: str, definition: Any, using:
 
     try:
         client = using.redis(conn_id(args, "redis", definition))
-        with redis_errors(client, f"counting rejections of topology {name!r}"):
+        with redis_errors(client, "counting its rejections", topology=name):  # names the topology, its acl line
             return int(client.hlen(rejections_key(name)))
     except (ConfigError, ServiceUnavailable) as exc:
         print(f"txdag status: rejections of topology {name!r} unknown: {exc}", file=sys.stderr)
