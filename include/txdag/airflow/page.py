@@ -8,7 +8,8 @@ POSTs that must carry the ``X-Txdag-Csrf`` header, which a cross-site form canno
 Every refusal is a JSON ``{"detail": "<one sentence: the problem and what to do>"}``: 401 not logged in, 403 not
 allowed, 404 a topology no DAG file defines, 409 a refused action (a replay beyond the last txid), 422 a malformed
 request, 500 txdag's connections on this server to fix (a wrong password), 502 Airflow answered badly, 503 ZooKeeper,
-Redis or Airflow's REST API did not answer.
+Redis or Airflow's REST API did not answer: a read that cannot read what it reports, and an action that cannot reach
+ZooKeeper within its session timeout (answered then, and never carried out later).
 """
 
 from __future__ import annotations
@@ -84,10 +85,12 @@ async def page(request: Request) -> Response:
 
 
 @app.get("/api/topologies")
-async def list_views(request: Request) -> dict[str, Any]:
+async def list_views(request: Request) -> Response:
+    """Every topology the user may read; a ZooKeeper or Redis that does not answer is a 503 (a script must not
+    take an outage for no topologies), one topology's unreadable record stays in the list as its ``error``."""
     user, _ = await authenticated(request)
-    views, error = await run_in_threadpool(readable_views, user)
-    return {"topologies": views, "error": error}
+    return await act(lambda: {"topologies": [transactions.view(n, strict=True) for n in transactions.topology_names()
+                                             if allowed(user, n, "GET")]})
 
 
 @app.exception_handler(RequestValidationError)
@@ -108,11 +111,11 @@ async def defined(dag_id: str) -> None:
 
 
 @app.get("/api/topologies/{dag_id}")
-async def one_view(dag_id: str, request: Request) -> dict[str, Any]:
+async def one_view(dag_id: str, request: Request) -> Response:
     user, _ = await authenticated(request)
     await defined(dag_id)
     require(user, dag_id, "GET", "read the transactions")
-    return await run_in_threadpool(transactions.view, dag_id)
+    return await act(lambda: transactions.read_view(dag_id, strict=True))
 
 
 @app.get("/api/topologies/{dag_id}/rejections")
@@ -130,7 +133,8 @@ def check_csrf(request: Request) -> None:
 
 
 @app.post("/api/topologies/{dag_id}/replay")
-async def replay(dag_id: str, request: Request, from_txid: int = Body(..., embed=True)) -> Response:
+async def replay(dag_id: str, request: Request, from_txid: int = Body(..., embed=True, strict=True)) -> Response:
+    """``from_txid`` is a JSON integer (strict: not "3", 3.0 or true, as the command line takes digits alone)."""
     check_csrf(request)
     user, token = await authenticated(request)
     await defined(dag_id)

@@ -19,7 +19,7 @@ from typing import Any
 from txdag.airflow.api import AirflowAPI
 from txdag.airflow.hooks import airflow_clients
 from txdag.defaults import ZOOKEEPER_CONN_ID
-from txdag.errors import TxdagError
+from txdag.errors import ServiceUnavailable, TxdagError
 from txdag.topology.topology import TransactionalTopology, load_definitions
 from txdag.txid.report import read_snapshot, replay_targets, transactions_view
 from txdag.zk.store import TransactionStore
@@ -62,8 +62,9 @@ def topology_names() -> list[str]:
     return sorted(names)
 
 
-def lag_of(name: str, records: list[Any], last_txid: int) -> tuple[int | None, str | None]:
-    """Source entries not in any batch yet: (lag, None), or (None, why it is unknown)."""
+def lag_of(name: str, records: list[Any], last_txid: int, strict: bool = False) -> tuple[int | None, str | None]:
+    """Source entries not in any batch yet: (lag, None), or (None, why it is unknown); with ``strict``, a source
+    that does not answer raises its ServiceUnavailable."""
     definition = definitions().get(name)
     if definition is None:
         return None, f"topology {name!r} is not defined in the DAG folder {dags_folder()}: its source is unknown"
@@ -74,6 +75,8 @@ def lag_of(name: str, records: list[Any], last_txid: int) -> tuple[int | None, s
         spout = _clients.spout(definition)
         return spout.lag(last.metadata if last else None), None
     except (TxdagError, OSError) as exc:
+        if strict and isinstance(exc, ServiceUnavailable):
+            raise
         return None, f"{type(exc).__name__}: {exc}"
 
 
@@ -85,13 +88,17 @@ def rejections(name: str, limit: int) -> dict[str, Any]:
     return {"topology": name, "total": total, "rejections": rows}
 
 
-def rejections_of(name: str, limit: int = REJECTIONS_SHOWN) -> tuple[int | None, list[dict[str, Any]], str | None]:
-    """For a view: (how many entries the topology rejected, the newest ``limit``, None), or (None, [], why not)."""
+def rejections_of(name: str, limit: int = REJECTIONS_SHOWN, strict: bool = False
+                  ) -> tuple[int | None, list[dict[str, Any]], str | None]:
+    """For a view: (how many entries the topology rejected, the newest ``limit``, None), or (None, [], why not);
+    with ``strict``, a Redis that does not answer raises its ServiceUnavailable."""
     if name not in definitions():
         return None, [], f"topology {name!r} is not defined in the DAG folder {dags_folder()}: its Redis is unknown"
     try:
         found = rejections(name, limit)
     except (TxdagError, OSError) as exc:
+        if strict and isinstance(exc, ServiceUnavailable):
+            raise
         return None, [], f"{type(exc).__name__}: {exc}"
     return found["total"], found["rejections"], None
 
@@ -111,26 +118,35 @@ def airflow_runs(dag_id: str, run_ids: list[str]) -> tuple[dict[str, str], bool 
     return runs, paused
 
 
-def view(name: str) -> dict[str, Any]:
-    """One topology's figures; a service that fails is reported in the view (``error``), never as a 500."""
+def view(name: str, strict: bool = False) -> dict[str, Any]:
+    """One topology's figures for the page; a service that fails is reported in the view (``error``), never as a
+    500. With ``strict`` (the page's JSON list), a service that does not answer raises its ServiceUnavailable: a read
+    that cannot read what it reports answers an error status, not a success."""
     try:
-        store = store_of(name)
-        store.wait_connected()
-        rejected, rejections, rejections_error = rejections_of(name)
-        rejected_view = {"rejected": rejected, "rejections": rejections, "rejections_error": rejections_error}
-        if not store.client.exists(store.path):
-            runs, paused = airflow_runs(name, [])
-            lag, lag_error = lag_of(name, [], 0)
-            return {"topology": name, "never_ran": True, "paused": paused, "committed_txid": 0, "last_txid": 0,
-                    "in_flight": [], "failed": [], "txids": [], "lag": lag, "lag_error": lag_error,
-                    "commits_per_minute": 0.0, **rejected_view}
-        topo, records = read_snapshot(store)
-        lag, lag_error = lag_of(name, records, topo.last_txid)
-        runs, paused = airflow_runs(name, [r.run_id for r in records])
-        return {**transactions_view(name, topo, records, now=datetime.now(UTC), runs=runs, lag=lag,
-                                    lag_error=lag_error, paused=paused), **rejected_view}
+        return read_view(name, strict)
     except TxdagError as exc:
+        if strict and isinstance(exc, ServiceUnavailable):
+            raise
         return {"topology": name, "error": f"{type(exc).__name__}: {exc}"}
+
+
+def read_view(name: str, strict: bool = False) -> dict[str, Any]:
+    """One topology's figures, or the error that kept them from being read (``strict``: see :func:`view`)."""
+    store = store_of(name)
+    store.wait_connected()
+    rejected, rejections, rejections_error = rejections_of(name, strict=strict)
+    rejected_view = {"rejected": rejected, "rejections": rejections, "rejections_error": rejections_error}
+    if not store.client.exists(store.path):
+        runs, paused = airflow_runs(name, [])
+        lag, lag_error = lag_of(name, [], 0, strict)
+        return {"topology": name, "never_ran": True, "paused": paused, "committed_txid": 0, "last_txid": 0,
+                "in_flight": [], "failed": [], "txids": [], "lag": lag, "lag_error": lag_error,
+                "commits_per_minute": 0.0, **rejected_view}
+    topo, records = read_snapshot(store)
+    lag, lag_error = lag_of(name, records, topo.last_txid, strict)
+    runs, paused = airflow_runs(name, [r.run_id for r in records])
+    return {**transactions_view(name, topo, records, now=datetime.now(UTC), runs=runs, lag=lag,
+                                lag_error=lag_error, paused=paused), **rejected_view}
 
 
 def api_as(token: str) -> AirflowAPI:
@@ -141,8 +157,12 @@ def api_as(token: str) -> AirflowAPI:
 
 
 def replay(name: str, from_txid: int, token: str) -> list[dict[str, Any]]:
-    """Clear the run of txid ``from_txid`` and of every later kept txid, in txid order (``txdag replay``)."""
-    records = replay_targets(store_of(name), from_txid)
+    """Clear the run of txid ``from_txid`` and of every later kept txid, in txid order (``txdag replay``). ZooKeeper
+    is asked only once connected, within the session timeout: kazoo would hold a request made while disconnected
+    until the connection is back, so the replay would hang, then run long after its caller gave up."""
+    store = store_of(name)
+    store.wait_connected()
+    records = replay_targets(store, from_txid)
     api = api_as(token)
     for record in records:
         api.clear_run(name, record.run_id)

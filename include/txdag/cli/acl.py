@@ -144,7 +144,12 @@ def admin_client(url: str, timeout: float = 10.0) -> Any:
 
     parts = urlsplit(url)
     if parts.scheme not in ("redis", "rediss") or not parts.hostname:
-        raise ConfigError(f"--apply needs a Redis URL redis://HOST:PORT[/DB], got {parts.scheme}://{parts.hostname}")
+        from txdag.cli import exits
+        from txdag.cli.common import CliError
+
+        shown = url.replace(f":{parts.password}@", ":***@") if parts.password else url  # never a password
+        raise CliError(f"--apply needs a Redis URL redis://HOST:PORT[/DB] (the admin's login in it or in "
+                       f"{ADMIN_USER_ENV}/{ADMIN_PASSWORD_ENV}), got {shown!r}", exits.USAGE)
     user = unquote(parts.username) if parts.username else os.environ.get(ADMIN_USER_ENV)
     password = unquote(parts.password) if parts.password else os.environ.get(ADMIN_PASSWORD_ENV)
     if not user or not password:
@@ -191,6 +196,8 @@ def apply_setuser(url: str, setuser: Sequence[str]) -> str:
 
 def add_cli(sub: Any) -> None:
     """``txdag acl redis [TOPOLOGY...] [--user NAME]`` on the txdag command's subparsers."""
+    from txdag.cli.common import dags_arg
+
     acl = sub.add_parser("acl", help="print the Redis ACL SETUSER line of a user limited to topologies' keys")
     acl.add_argument("service", choices=["redis"])
     acl.add_argument("topology", nargs="*", help="topology ids (default: every one in the DAG folder)")
@@ -198,7 +205,7 @@ def add_cli(sub: Any) -> None:
     acl.add_argument("--password-env", metavar="VAR", help="set the password held by this environment variable "
                      "(printed as its SHA-256 only); without it the user's password is left as it is")
     acl.add_argument("--source-write", action="store_true", help="the source keys read-write (a user that seeds)")
-    acl.add_argument("--dags", metavar="DIR", help="the DAG folder holding the topologies (default: "
+    acl.add_argument("--dags", metavar="DIR", type=dags_arg, help="the DAG folder holding the topologies (default: "
                      "$TXDAG_DAGS_FOLDER, $AIRFLOW__CORE__DAGS_FOLDER or ./dags)")
     acl.add_argument("--apply", metavar="URL", help="run the line on the Redis at URL (redis://HOST:PORT[/DB]) as "
                      f"an admin (the URL's login, else ${ADMIN_USER_ENV} and ${ADMIN_PASSWORD_ENV}), then ACL SAVE "

@@ -42,22 +42,38 @@ class CliError(TxdagError):
 
 
 def int_at_least(minimum: int, what: str = "", maximum: int | None = None) -> Callable[[str], int]:
-    """An argparse type: an integer >= ``minimum`` (and <= ``maximum``); argparse names the argument first."""
+    """An argparse type: an integer >= ``minimum`` (and <= ``maximum``) written in ASCII digits alone, leading zeros
+    allowed (a txid znode's name, ``00000000000000000003``, is txid 3); argparse names the argument first. Python's
+    ``int()`` would take ``3_0`` (30), `` 3 ``, ``+3`` and a full-width ``３``: a script's typo, not a number."""
     bounds = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
 
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
+        value = _digits(text)
         if value is None or value < minimum or (maximum is not None and value > maximum):
-            raise argparse.ArgumentTypeError(f"{what}must be an integer {bounds}, got {text!r}")
+            how = " written in digits 0-9 alone (no sign, space or '_')" if value is None and _lax(text) else ""
+            raise argparse.ArgumentTypeError(f"{what}must be an integer {bounds}{how}, got {text!r}")
         return value
 
     return parse
 
 
-txid_arg = int_at_least(1, "a txid ")
+def _digits(text: str) -> int | None:
+    """The number ``text`` writes in ASCII digits alone, or None."""
+    try:
+        return int(text) if text.isascii() and text.isdigit() else None
+    except ValueError:  # more digits than Python converts (thousands)
+        return None
+
+
+def _lax(text: str) -> bool:
+    """Whether Python's ``int()`` reads a number >= 1 in ``text`` (``3_0``, ``+3``, `` 3 ``, ``３``)."""
+    try:
+        return int(text) >= 1
+    except ValueError:
+        return False
+
+
+txid_arg = int_at_least(1, "a txid ")  # the one parser of a txid on the command line, for every command
 MAX_SECONDS = 600.0
 
 
@@ -81,6 +97,15 @@ def conn_id_arg(text: str) -> str:
     return text
 
 
+def dags_arg(text: str) -> str:
+    """An argparse type: a DAG folder; an empty one is a mistake (a variable that expanded to nothing), not a
+    request for the default folder."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"the DAG folder is empty ({text!r}): give the folder that holds the "
+                                         "topologies' DAG files, or leave --dags out for $TXDAG_DAGS_FOLDER")
+    return text
+
+
 def topology_arg(text: str) -> str:
     """An argparse type: a topology id as a DAG id, a znode and a Redis key can hold it."""
     from txdag.topology.definition import NAME
@@ -89,8 +114,6 @@ def topology_arg(text: str) -> str:
         raise argparse.ArgumentTypeError(f"a topology id is letters, digits, '_', '.' and '-' (its DAG id), "
                                          f"got {text!r}")
     return text
-
-
 
 
 # --- connections -------------------------------------------------------------------------------------------

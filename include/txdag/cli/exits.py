@@ -5,7 +5,7 @@ is down (retry later) from an operation txdag refused (change what you ask) from
     1    failed: what was asked for does not exist or does not hold (an unknown topology, txid, state or
          namespace; a doctor check that failed; a migration stopped before the end)
     2    usage: the command line is wrong (argparse's own code: an unknown option, a txid that is not an
-         integer >= 1, a number out of range, a malformed name)
+         integer >= 1 in ASCII digits, a number out of range, a malformed name, an empty --dags)
     3    unavailable: a service did not answer (Redis, ZooKeeper, Airflow's REST API): start it, then rerun
     4    refused: txdag or Airflow refused the operation in the topology's current state (a replay beyond the
          last txid, a migration while a txid is prepared, a halted topology, accept-missing of a committed txid

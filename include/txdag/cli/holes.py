@@ -50,10 +50,10 @@ def cmd_accept_missing(args: argparse.Namespace) -> int:
     with clients() as using:
         store = store_of(using, conn_id(args, "zookeeper", definition), args.topology, {args.topology})
         found = accept_missing(store, using.spout(definition), args.txid, at, record=args.confirm)
-        targets = replay_targets(store, found.txid) if replaying else []
+        targets = replay_targets(store, found.replay_from) if replaying else []
     data: dict[str, Any] = {"topology": args.topology, "txid": found.txid, "attempt": found.attempt,
                             "run_id": found.run_id, "missing": found.missing, "at": at, "confirmed": found.recorded,
-                            "replay_requested": args.replay, "replay": None}
+                            "replay_from": found.replay_from, "replay_requested": args.replay, "replay": None}
     if not args.json:
         emit(args, data, accept_text)
     if replaying:
@@ -73,7 +73,10 @@ def accept_text(d: dict[str, Any]) -> str:
     if not d["confirmed"]:
         return (f"would accept {what} as rejected entries of txid {d['txid']} of topology {d['topology']}; nothing "
                 "recorded: add --confirm to do it")
-    then = "replaying it and every later txid:" if d["replay_requested"] else \
-        f"next: txdag replay {d['topology']} --from {d['txid']}"
+    first, name = d["replay_from"], d["topology"]
+    behind = "" if first == d["txid"] else (f" (the lowest failed txid: txid {first} failed before txid {d['txid']}; "
+                                            f"fix its cause first, see `txdag show {name} {first}`)")
+    then = f"replaying txid {first} and every later txid{behind}:" if d["replay_requested"] else \
+        f"next: txdag replay {name} --from {first}{behind}"
     return (f"accepted {what} as missing at {d['at']}: every replay of txid {d['txid']} reads its batch without "
             f"them and records each as a rejected entry (txdag rejections {d['topology']})\n{then}")

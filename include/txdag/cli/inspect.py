@@ -7,6 +7,7 @@ import argparse
 import sys
 from typing import Any
 
+from txdag.cli import exits
 from txdag.cli.common import CliError, clients, conn_id, dags_folder, emit, fields, store_of, table, topologies
 from txdag.cli.doctor import halted
 from txdag.errors import ConfigError, FormatVersionError
@@ -17,26 +18,30 @@ from txdag.zk.records import TxStatus
 __all__ = ["batch_of", "failures", "cmd_rejections", "cmd_show", "cmd_status", "status_text", "show_text"]
 
 
-def rejection_count(args: argparse.Namespace, name: str, definition: Any, using: Any) -> int | None:
-    """Rejected source entries of the topology; None (with a warning) when Redis cannot tell, since the rest of
-    the status comes from ZooKeeper and is still worth showing."""
+def rejection_count(args: argparse.Namespace, name: str, definition: Any, using: Any, codes: list[int]) -> int | None:
+    """Rejected source entries of the topology; None when Redis cannot tell: the rest of the status comes from
+    ZooKeeper and is still shown, the line on stderr says why, and ``codes`` gets the exit code it calls for."""
     from txdag.commit.rejections import rejections_key
     from txdag.errors import ServiceUnavailable
     from txdag.redisio import redis_errors
 
     try:
         client = using.redis(conn_id(args, "redis", definition))
-        with redis_errors(client, f"counting rejections of topology {name!r}"):
+        with redis_errors(client, "counting its rejections", topology=name):  # names the topology, its acl line
             return int(client.hlen(rejections_key(name)))
     except (ConfigError, ServiceUnavailable) as exc:
-        print(f"txdag status: warning: rejections of topology {name!r} unknown: {exc}", file=sys.stderr)
+        print(f"txdag status: rejections of topology {name!r} unknown: {exc}", file=sys.stderr)
+        codes.append(exits.code_of(exc))
         return None
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    """Per topology: last committed txid, txids in flight, failures with their cascade, rejections."""
+    """Per topology: last committed txid, txids in flight, failures with their cascade, rejections. Exits 4 when a
+    topology is halted, 3 (5) when its Redis is unreachable (refuses the login), after printing what it could read;
+    with several, the highest."""
     defined = topologies(args)
     zookeeper = conn_id(args, "zookeeper", defined.get(args.topology))
+    codes: list[int] = []
     with clients(redis_timeout=5) as using:
         in_zk = set(using.topology_ids(zookeeper))
         names = [args.topology] if args.topology else sorted(set(defined) | in_zk)
@@ -53,10 +58,11 @@ def cmd_status(args: argparse.Namespace) -> int:
                     raise
                 print(f"txdag status: warning: skipped topology {name!r}: {exc}", file=sys.stderr)
                 continue
-            row = topology_status(topo, records, name, rejection_count(args, name, defined.get(name), using))
+            row = topology_status(topo, records, name, rejection_count(args, name, defined.get(name), using, codes))
             report.append({**row, "halted": halted(defined[name], args) if name in defined else None})
+            codes += [exits.REFUSED] if report[-1]["halted"] else []
     emit(args, report[0] if args.topology else report, status_text)
-    return 0
+    return max(codes, default=exits.OK)
 
 
 def status_text(report: dict | list) -> str:

@@ -16,13 +16,15 @@ from typing import Any
 from txdag.cli import exits
 from txdag.cli.common import CliError, conn_id, emit, fields, int_at_least, redis_for, table
 from txdag.defaults import REDIS_CONN_ID
-from txdag.redisio import describe
+from txdag.errors import AccessDenied
+from txdag.redisio import describe, user_of
 from txdag.state.kv import KVNamespace, get_serializer, make_client, migrate, parse_provider_config, status
 from txdag.state.kv.config import PROVIDERS, STORM_PROVIDER
 from txdag.state.kv.protocol import NamespaceStatus, kv_errors
 from txdag.state.kv.serializers import SerializationError, serializer_names
 
 SCAN_COUNT = 1000
+KEY_REFUSED = "no permissions to access one of the keys"  # Redis's ACL refusal of a key (not of a command)
 
 
 def add_cli(state_sub: Any, common: list[argparse.ArgumentParser]) -> None:
@@ -73,7 +75,15 @@ def client_of(args: argparse.Namespace) -> Any:
 def cmd_dump(args: argparse.Namespace) -> int:
     client = client_of(args)
     probe = KVNamespace(args.namespace)
-    st = status(client, probe)
+    try:
+        st = status(client, probe)
+    except AccessDenied as exc:
+        if KEY_REFUSED not in str(exc.__cause__):
+            raise
+        raise CliError(f"no KeyValueState {args.namespace!r} that Redis user {user_of(client)!r} at "
+                       f"{describe(client)} may read: a topology's user reads only the KeyValueStates of its "
+                       f"topologies' steps (txdag:kv:{{TOPOLOGY:STEP}}); check the namespace (TOPOLOGY:STEP), or give "
+                       "a connection whose user may read it (--redis-conn-id, or --provider and its config)") from None
     if st.version is None and st.committed_keys == 0:
         raise CliError(f"no KeyValueState {args.namespace!r} in Redis at {describe(client)} (no {probe.meta} and no "
                        f"{probe.committed}): check the namespace (TOPOLOGY:STEP) and the Redis server")

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from txdag.cli import exits
 from txdag.cli.acl import add_cli as add_acl_cli
-from txdag.cli.common import conn_id_arg, int_at_least, seconds_arg, shorten, topology_arg, txid_arg
+from txdag.cli.common import conn_id_arg, dags_arg, int_at_least, seconds_arg, shorten, topology_arg, txid_arg
 from txdag.cli.pyfiles import add_cli as add_pyfiles_cli
 from txdag.defaults import REDIS_CONN_ID, SPARK_CONN_ID, ZOOKEEPER_CONN_ID
 from txdag.errors import TxdagError
@@ -32,7 +32,7 @@ def _options() -> argparse.ArgumentParser:
     """Options every subcommand takes (after its name): --json, the DAG folder, the connections."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="print JSON for scripts instead of tables")
-    common.add_argument("--dags", metavar="DIR", help="the DAG folder holding the topologies (default: "
+    common.add_argument("--dags", metavar="DIR", type=dags_arg, help="the DAG folder holding the topologies (default: "
                         "$TXDAG_DAGS_FOLDER, $AIRFLOW__CORE__DAGS_FOLDER or ./dags)")
     common.add_argument("--redis-conn-id", metavar="ID", type=conn_id_arg,
                         help=f"Redis connection (default: the topology's, or {REDIS_CONN_ID})")

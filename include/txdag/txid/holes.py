@@ -47,6 +47,14 @@ class Accepted:
     missing: list[int]
     metadata: dict[str, Any]
     recorded: bool
+    replay_from: int  # the lowest failed txid up to ``txid``: the replay that helps starts there
+
+
+def first_failed(store: TransactionStore, committed_txid: int, txid: int) -> int:
+    """The lowest failed txid in ``committed_txid + 1 .. txid`` (``txid`` itself when none below it failed): a txid
+    failed behind an earlier one commits only once that one is replayed."""
+    records = store.read_txids(range(committed_txid + 1, txid))
+    return min((t for t, (r, _) in records.items() if r.status is TxStatus.FAILED), default=txid)
 
 
 def refusal(topology: str, record: TxidRecord | None, txid: int, committed_txid: int) -> str | None:
@@ -85,11 +93,12 @@ def accept_missing(store: TransactionStore, spout: Any, txid: int, at: str, *, r
     if why is not None or got is None:
         raise AcceptRefused(why or f"topology {name!r}: txid {txid} has no record")
     rec, version = got
+    replay_from = first_failed(store, topo.committed_txid, txid)
     missing = spout.missing_ids(rec.metadata)
     if not missing:
         raise AcceptRefused(f"topology {name!r}: no entry of txid {txid}'s batch is missing in the source now, so "
                             f"there is no hole to accept: fix what its error says, then `txdag replay {name} --from "
-                            f"{txid}`")
+                            f"{replay_from}`")
     metadata = spout.accept_missing(rec.metadata, missing, at)
     if record:
         try:
@@ -98,4 +107,4 @@ def accept_missing(store: TransactionStore, spout: Any, txid: int, at: str, *, r
             raise AcceptRefused(f"topology {name!r}: txid {txid} changed while its hole was being accepted (a run "
                                 f"re-emitted or failed it); nothing was recorded: check `txdag status {name}` and run "
                                 "this again") from None
-    return Accepted(txid, rec.attempt, rec.run_id, missing, metadata, record)
+    return Accepted(txid, rec.attempt, rec.run_id, missing, metadata, record, replay_from)

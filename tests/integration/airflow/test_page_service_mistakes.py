@@ -7,7 +7,12 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
+import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import pytest
 import redis
@@ -15,6 +20,7 @@ from access import ZK_AUTH
 from fastapi.testclient import TestClient
 from support.cli_project import set_connections
 from support.mistakes import JWT_SECRET, check_answer, detail_of, page_token
+from support.servers import Proxy
 
 from txdag.airflow import transactions
 from txdag.airflow.hooks import airflow_clients
@@ -109,6 +115,14 @@ PAGE_MISTAKES = [  # what is wrong, the request, the status it must get, what th
     ("zk wrong password", "post", "/api/topologies/{t}/replay", {"from_txid": 4}, 500,
      ["txdag is misconfigured on this Airflow", "ZooKeeper refused access", "(NoAuth)", "same user and password"]),
     ("redis down", "get", "/api/topologies/{t}/rejections", None, 503, ["Redis at 127.0.0.1:", "is unreachable"]),
+    # a read that cannot read what it reports is an error status, never a 200 with an error inside (issue 37)
+    ("zk down", "get", "/api/topologies", None, 503, ["ZooKeeper is not reachable at", "start it"]),
+    ("zk down", "get", "/api/topologies/{t}", None, 503, ["ZooKeeper is not reachable at", "start it"]),
+    ("zk wrong password", "get", "/api/topologies", None, 500,
+     ["txdag is misconfigured on this Airflow", "ZooKeeper refused to list", "(NoAuth)"]),
+    ("redis down", "get", "/api/topologies", None, 503,
+     ["Redis at 127.0.0.1:", "is unreachable while reading the rejections of topology '{t}'", "start it"]),
+    ("redis down", "get", "/api/topologies/{t}", None, 503, ["Redis at 127.0.0.1:", "is unreachable"]),
     ("redis wrong password", "get", "/api/topologies/{t}/rejections", None, 500,
      ["txdag is misconfigured on this Airflow", "refused user", "check the login and password"]),
 ]
@@ -128,6 +142,67 @@ def test_a_mistake_on_the_page_gets_its_status_and_a_sentence(page, monkeypatch,
     check_answer(response.status_code, detail_of(response), status, [f.format(t=prefix) for f in fragments],
                  what=f"{wrong}: {method} {path}")
     assert "ensure()" not in response.text and "TransactionStore" not in response.text  # no internal hint
+
+
+class FakeAirflow(BaseHTTPRequestHandler):
+    """Airflow's REST API as far as a replay goes: every POST answers ``{}`` and is recorded (``server.posts``)."""
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        self.server.posts.append(self.path)  # type: ignore[attr-defined]
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def cut_zk(page, monkeypatch, conns, zk_hosts) -> Iterator[tuple[Proxy, ThreadingHTTPServer]]:
+    """The page's ZooKeeper behind a proxy that can cut it (its session already open, as in an API server that ran
+    before the outage), and a stand-in Airflow that records the runs a replay clears."""
+    proxy = Proxy(int(zk_hosts.split(",")[0].rsplit(":", 1)[1]))
+    airflow = ThreadingHTTPServer(("127.0.0.1", 0), FakeAirflow)
+    airflow.posts = []  # type: ignore[attr-defined]
+    threading.Thread(target=airflow.serve_forever, daemon=True).start()
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", f"http://127.0.0.1:{airflow.server_address[1]}")
+    set_conn(monkeypatch, conns, "zookeeper", port=proxy.port)
+    yield proxy, airflow
+    airflow.shutdown()
+    airflow.server_close()
+    proxy.close()
+
+
+def test_a_replay_while_zookeeper_is_cut_answers_503_at_once_and_is_never_done_later(page, cut_zk, prefix) -> None:
+    """Issue 37: the page's replay hung while ZooKeeper was down, then ran once it was back. Now it answers 503
+    within the session timeout (2 s here) and leaves nothing behind: once ZooKeeper is back, only the replay asked
+    then clears runs. The reads answer 503 too, not 200 with an error inside."""
+    proxy, airflow = cut_zk
+    opened = page.post(f"/api/topologies/{prefix}/replay", headers=CSRF, json={"from_txid": 9})
+    assert opened.status_code == 409, opened.text  # the session is open (a refusal: no Airflow here to clear runs)
+    proxy.cut()
+    answers: list[Any] = []
+    asking = threading.Thread(target=lambda: answers.append(
+        page.post(f"/api/topologies/{prefix}/replay", headers=CSRF, json={"from_txid": 4})), daemon=True)
+    asking.start()
+    asking.join(timeout=60)  # a bound for the test, not a speed figure: without one the replay waits for ZooKeeper
+    assert answers, "the replay got no answer within 60 s while ZooKeeper was cut"
+    check_answer(answers[0].status_code, detail_of(answers[0]), 503,
+                 [f"ZooKeeper at {proxy.hosts}", "unreachable", f"topology '{prefix}'", "start it"], what="replay")
+    for path in ("/api/topologies", f"/api/topologies/{prefix}"):
+        response = page.get(path)
+        check_answer(response.status_code, detail_of(response), 503, [f"ZooKeeper at {proxy.hosts}", "start it"],
+                     what=f"get {path}")
+    proxy.heal()
+    deadline = time.monotonic() + 60
+    while (again := page.post(f"/api/topologies/{prefix}/replay", headers=CSRF, json={"from_txid": 5})
+           ).status_code == 503 and time.monotonic() < deadline:
+        time.sleep(0.2)  # kazoo reconnects on its own
+    assert again.status_code == 200, again.text
+    time.sleep(1)  # what the first replay left queued would have run by now
+    assert airflow.posts == [f"/api/v2/dags/{prefix}/dagRuns/run5/clear"], "the replay refused was done later"
 
 
 def test_the_rejections_are_listed_newest_first_with_their_reason_and_time(page, redis_url, prefix) -> None:

@@ -6,6 +6,7 @@ and no traceback. The topology ran five txids: 1-3 committed, 4 failed, 5 failed
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -15,7 +16,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import redis
-from access import ZK_AUTH
+from access import ZK_AUTH, redis_user
 from support.cli_project import dag_folder, set_connections
 from support.mistakes import check_answer
 
@@ -25,6 +26,7 @@ from txdag.cli.main import main
 from txdag.protocol.local import LocalTopology
 from txdag.spouts.samples import sample_tweets
 from txdag.spouts.tweets import append_tweets
+from txdag.state.marker import default_key
 from txdag.topology.topology import load_definitions
 from txdag.txid.coordinator import Coordinator
 from txdag.zk.client import connect_zk
@@ -143,6 +145,10 @@ ENVIRONMENTS = {  # what is wrong with where the command runs
     "airflow url another server": lambda mp, conns, port: mp.setenv("TXDAG_AIRFLOW_PASSWORD", "x"),  # + web_server
     "no admin login": lambda mp, conns, port: (mp.delenv("TXDAG_REDIS_ADMIN_USER", raising=False),
                                                mp.delenv("TXDAG_REDIS_ADMIN_PASSWORD", raising=False)),
+    # these three also change Redis: see arrange()
+    "the topologies' redis user": lambda mp, conns, port: None,  # the user `txdag acl redis` sets up, not the admin
+    "store behind zookeeper": lambda mp, conns, port: None,  # the commit marker says txid 1, ZooKeeper 3: HALTED
+    "entry of txid 5 lost": lambda mp, conns, port: None,  # a source entry of txid 5's batch deleted
 }
 DOWN_ZK = ["ZooKeeper is not reachable at", "start it with `bash scripts/services.sh start`"]
 NOAUTH = ["ZooKeeper refused to list", "(NoAuth)", "give this connection the digest user and password"]
@@ -166,8 +172,9 @@ MISTAKES = [  # the environment, what the user types ({t}: the topology), the ex
     ("redis down", "rejections {t}", UNAVAILABLE, DOWN_REDIS),
     ("redis down", "seed words --count 2", UNAVAILABLE, DOWN_REDIS),
     ("redis down", "state dump {t}:step", UNAVAILABLE, DOWN_REDIS),
-    ("redis down", "status {t}", OK, ["warning: rejections of topology", "unknown", "is unreachable",
-                                      "committed up to txid 3"]),
+    ("redis down", "status {t}", UNAVAILABLE, ["rejections of topology '{t}' unknown: Redis at 127.0.0.1:",
+                                               "is unreachable", "start it", "committed up to txid 3"]),
+    ("redis down", "status", UNAVAILABLE, ["rejections of topology '{t}' unknown", "is unreachable", "start it"]),
     ("redis down", "reset {t}", UNAVAILABLE, ["Redis stopped answering", "start it"]),
     ("zk down", "reset {t}", UNAVAILABLE, DOWN_ZK),
     ("redis down", "doctor --check redis --timeout 1", FAILED, ["redis (redis_default)  fail", "does not answer",
@@ -190,8 +197,8 @@ MISTAKES = [  # the environment, what the user types ({t}: the topology), the ex
     ("redis wrong password", "seed words --count 2", CONFIG, WRONGPASS),
     ("redis wrong password", "reset {t}", CONFIG, ["Redis refused txdag's login", "check the login and password"]),
     ("zk wrong password", "reset {t} --confirm", CONFIG, ["(NoAuth)", "same user and password"]),
-    ("redis wrong password", "status {t}", OK, ["warning: rejections of topology", "refused user",
-                                                "committed up to txid 3"]),
+    ("redis wrong password", "status {t}", CONFIG, ["rejections of topology '{t}' unknown", "refused user",
+                                                    "check the login and password", "committed up to txid 3"]),
     ("redis wrong password", "state dump {t}:step", CONFIG, WRONGPASS),
     ("redis wrong password", "state migrate {t}:step", CONFIG, WRONGPASS),
     ("redis down", "state migrate {t}:step", UNAVAILABLE, DOWN_REDIS),
@@ -225,6 +232,11 @@ MISTAKES = [  # the environment, what the user types ({t}: the topology), the ex
     ("", "state top {t} nosuch", FAILED, ["has no state 'nosuch'"]),
     ("", "rejections nosuch", FAILED, ["topology 'nosuch' is not defined", "--redis-conn-id"]),
     ("", "state dump {t}:nosuch", FAILED, ["no KeyValueState '{t}:nosuch'", "check the namespace"]),
+    ("", "state dump nosuchns", FAILED, ["no KeyValueState 'nosuchns' in Redis at", "check the namespace"]),
+    ("the topologies' redis user", "state dump nosuchns", FAILED,
+     ["no KeyValueState 'nosuchns' that Redis user '{t}-user' at 127.0.0.1:", "may read",
+      "check the namespace (TOPOLOGY:STEP)", "give a connection whose user may read it"]),
+    ("the topologies' redis user", "state dump {t}:nosuch", FAILED, ["no KeyValueState '{t}:nosuch' in Redis at"]),
     ("", "pools sync nosuch", FAILED, ["no topology nosuch in the DAG folder"]),
     ("", "reset nosuch --confirm", FAILED, ["topology 'nosuch' is not defined in the DAG folder"]),
     ("", "reset {t}", FAILED, ["would reset topology {t}", "nothing deleted: add --confirm to do it"]),
@@ -234,18 +246,33 @@ MISTAKES = [  # the environment, what the user types ({t}: the topology), the ex
     ("zk wrong password", "topology accept {t}", CONFIG, ["(NoAuth)", "same user and password"]),
     ("no zk connection", "topology owner {t}", CONFIG, NO_ZK),
     ("", "acl redis nosuch", FAILED, ["no topology ['nosuch'] in the DAG folder", "give topology ids defined there"]),
+    ("", "acl redis {t} --apply notaurl", USAGE, ["--apply needs a Redis URL redis://HOST:PORT[/DB]",
+                                                 "got 'notaurl'"]),
+    ("", "acl redis {t} --apply http://admin:secret@{redis}", USAGE, ["got 'http://admin:***@127.0.0.1:"]),
     # a failed txid leads the status, with its way out
     ("", "status {t}", OK, ["txid 4 FAILED (attempt 1, run run4): RuntimeError: injected failure in txid 4",
                             "failed behind it: txid 5", "way out: fix the cause, then replay it and every later "
                             "txid: txdag replay {t} --from 4"]),
     ("", "status", OK, ["{t}: txid 4 FAILED (attempt 1, run run4): RuntimeError: injected failure",
                         "txdag replay {t} --from 4"]),
+    ("", "show {t} 03", OK, ["txid        3", "committed"]),  # leading zeros: a txid znode's name works too
+    # a halted topology: status exits 4 (refused) after the report that leads with it
+    ("store behind zookeeper", "status {t}", REFUSED, ["HALTED: topology '{t}': ZooKeeper records txid 3 committed",
+                                                      "commit marker 1", "txdag reset {t} --confirm"]),
+    ("store behind zookeeper", "status", REFUSED, ["{t} HALTED: topology '{t}'", "HALTED"]),
     ("", "show {t} 5", OK, ["txid 5 FAILED behind txid 4 (attempt 1, run run5): txid 4 failed (attempt 1): "
                             "RuntimeError", "txdag replay {t} --from 4"]),
     # accept-missing where it has nothing to accept or would break the guarantee
     ("", "accept-missing {t} 2 --confirm", REFUSED, ["txid 2 is committed", "would rewrite history"]),
     ("", "accept-missing {t} 4 --confirm", REFUSED, ["no entry of txid 4's batch is missing in the source now",
                                                      "there is no hole to accept", "txdag replay {t} --from 4"]),
+    ("", "accept-missing {t} 5 --confirm", REFUSED, ["no entry of txid 5's batch is missing in the source now",
+                                                     "txdag replay {t} --from 4`"]),  # 5 failed behind 4
+    ("entry of txid 5 lost", "accept-missing {t} 5 --confirm", OK,
+     ["accepted 1 id(s) of txid 5's batch missing in the source (170)", "next: txdag replay {t} --from 4 (the lowest "
+      "failed txid: txid 4 failed before txid 5; fix its cause first, see `txdag show {t} 4`)"]),
+    ("entry of txid 5 lost", "accept-missing {t} 5", FAILED, ["would accept 1 id(s) of txid 5's batch",
+                                                              "add --confirm to do it"]),
     ("", "accept-missing {t}_streams 1 --confirm", REFUSED,
      ["reads a streams source", "entries lost from it cannot be listed one by one", "restore the entries, then "
       "`txdag replay {t}_streams --from 1`", "`txdag reset {t}_streams --confirm`"]),
@@ -278,7 +305,7 @@ MISTAKES = [  # the environment, what the user types ({t}: the topology), the ex
 
 @pytest.mark.parametrize("environment, command, code, fragments", MISTAKES,
                          ids=[f"{e or 'ok'}: {c}" for e, c, _, _ in MISTAKES])
-def test_a_mistake_gets_its_exit_code_and_a_message_naming_the_fix(ran, conns, monkeypatch, capsys, prefix,
+def test_a_mistake_gets_its_exit_code_and_a_message_naming_the_fix(ran, conns, monkeypatch, capsys, prefix, tmp_path,
                                                                    dead_port, web_server, environment, command,
                                                                    code, fragments) -> None:
     ENVIRONMENTS[environment](monkeypatch, conns, dead_port)
@@ -286,12 +313,28 @@ def test_a_mistake_gets_its_exit_code_and_a_message_naming_the_fix(ran, conns, m
         monkeypatch.setenv("TXDAG_AIRFLOW_URL", web_server)
     redis_address = f"{conns['redis']['host']}:{conns['redis']['port']}"
     argv = command.format(t=prefix, port=dead_port, redis=redis_address).split()
-    capsys.readouterr()  # what the fixtures logged: not the command's answer
-    got = main(argv)
+    with contextlib.ExitStack() as stack:
+        arrange(environment, stack, ran, monkeypatch, conns, prefix, tmp_path)
+        capsys.readouterr()  # what the fixtures logged: not the command's answer
+        got = main(argv)
     out, err = capsys.readouterr()
     check_answer(got, out + err, code, [f.format(t=prefix) for f in fragments], what=f"{environment}: {command}")
-    if got != OK and argv[0] not in ("doctor", "reset"):  # those two report on stdout, and exit 1 for "not done"
+    reports = ("doctor", "reset", "status", "accept-missing")  # report on stdout, and exit non-zero for "not done"
+    if got != OK and argv[0] not in reports:  # (status: halted, or Redis unknown: what it read still shows)
         assert out == "", "a failed command prints its one line on stderr, nothing on stdout"
+
+
+def arrange(environment: str, stack: contextlib.ExitStack, client: redis.Redis, monkeypatch, conns, prefix: str,
+            tmp_path) -> None:
+    """What an environment changes in Redis, undone by ``stack`` or with the test's keys."""
+    if environment == "the topologies' redis user":  # txdag acl redis for every topology of the DAG folder
+        definitions = list(load_definitions(tmp_path / "dags")[0].values())
+        stack.enter_context(redis_user(client, f"{prefix}-user", definitions, "pw-" + prefix))
+        set_conn(monkeypatch, conns, "redis", login=f"{prefix}-user", password="pw-" + prefix)
+    elif environment == "store behind zookeeper":
+        client.set(default_key(prefix), 1)
+    elif environment == "entry of txid 5 lost":
+        client.delete(f"{prefix}:170")
 
 
 def test_a_corrupt_znode_and_a_value_that_is_not_json_are_named(ran, zk_client, zk_root, prefix, capsys) -> None:

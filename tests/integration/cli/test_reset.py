@@ -35,7 +35,7 @@ def test_status_and_doctor_lead_with_the_halt_and_reset_starts_over_exactly(
     lose_redis_state(env, prefix)
 
     code, out, _ = run(capsys, "status", prefix)
-    assert code == 0 and out.startswith(f"HALTED: topology {prefix!r}: ZooKeeper records txid 3 committed")
+    assert code == 4 and out.startswith(f"HALTED: topology {prefix!r}: ZooKeeper records txid 3 committed")  # refused
     assert f"txdag reset {prefix} --confirm" in out
     code, out, _ = run(capsys, "doctor", "--check", "stores")
     assert code == 1 and f"stores of {prefix}" in out and "fail" in out and "txdag reset" in out

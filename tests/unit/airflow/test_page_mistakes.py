@@ -54,6 +54,10 @@ PAGE_MISTAKES = [  # what the user does, the request, the status it must get, wh
      ["no DAG file defines topology 'nosuch'"]),
     ("replay from a txid that is not a number", "post", "/api/topologies/known/replay", {"from_txid": "four"}, 422,
      ["malformed request", "from_txid", "valid integer", "send JSON"]),
+    ("replay from a txid in a string", "post", "/api/topologies/known/replay", {"from_txid": "3"}, 422,
+     ["malformed request", "from_txid", "valid integer"]),
+    ("replay from a txid that is a float", "post", "/api/topologies/known/replay", {"from_txid": 3.0}, 422,
+     ["malformed request", "from_txid", "valid integer"]),
     ("replay from txid 0", "post", "/api/topologies/known/replay", {"from_txid": 0}, 422,
      ["from_txid must be a txid >= 1, got 0"]),
     ("replay from a negative txid", "post", "/api/topologies/known/replay", {"from_txid": -3}, 422,
@@ -100,6 +104,6 @@ def test_a_refusal_says_how_to_get_in(page, what, method, path, headers, body, s
 
 def test_a_topology_the_dag_folder_defines_is_not_a_404(page, monkeypatch) -> None:
     """The 404 is the DAG folder's answer, not the page's default: a defined topology reaches its view."""
-    monkeypatch.setattr(transactions, "view", lambda name: {"topology": name, "seen": True})
+    monkeypatch.setattr(transactions, "read_view", lambda name, strict=False: {"topology": name, "seen": True})
     response = page.get("/api/topologies/known")
     assert response.status_code == 200 and response.json() == {"topology": "known", "seen": True}

@@ -26,6 +26,18 @@ USAGE = [  # what the user types, and what argparse's answer must say (exit 2)
     (["show", "../etc", "1"], ["argument topology: a topology id is letters, digits, '_', '.' and '-'", "'../etc'"]),
     (["status", "a b"], ["a topology id is letters, digits"]),
     (["replay", "t", "--from", "0"], ["argument --from: a txid must be an integer >= 1, got '0'"]),
+    # txids in ASCII digits alone (issue 37): Python's int() reads each of these as a number
+    (["show", "t", "3_0"], ["argument txid: a txid must be an integer >= 1 written in digits 0-9 alone (no sign, "
+                            "space or '_'), got '3_0'"]),
+    (["show", "t", " 3 "], ["argument txid: a txid must be an integer >= 1 written in digits 0-9 alone", "' 3 '"]),
+    (["show", "t", "\uff13"], ["argument txid: a txid must be an integer >= 1 written in digits 0-9", "'\uff13'"]),
+    (["show", "t", "+3"], ["argument txid: a txid must be an integer >= 1 written in digits 0-9", "'+3'"]),
+    (["replay", "t", "--from", "3_0"], ["argument --from: a txid must be an integer >= 1 written in digits 0-9"]),
+    (["retry", "t", "\uff14"], ["argument txid: a txid must be an integer >= 1 written in digits 0-9"]),
+    (["accept-missing", "t", "+8"], ["argument txid: a txid must be an integer >= 1 written in digits 0-9"]),
+    (["state", "top", "t", "s", "-n", "1_0"], ["argument -n: must be an integer >= 1 written in digits 0-9"]),
+    (["status", "--dags", ""], ["argument --dags: the DAG folder is empty ('')", "leave --dags out"]),
+    (["acl", "redis", "--dags", ""], ["argument --dags: the DAG folder is empty"]),
     (["replay", "t"], ["the following arguments are required: --from"]),
     (["retry", "t", "0"], ["argument txid: a txid must be an integer >= 1, got '0'"]),
     (["retry", "t"], ["the following arguments are required: txid"]),
