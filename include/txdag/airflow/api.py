@@ -26,6 +26,7 @@ from txdag import hints
 
 TERMINAL_RUN_STATES = frozenset({"success", "failed"})
 TERMINAL_TI_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
+EVENT_FIELDS = ("action", "reason")  # what Airflow's "Retry policy decision" event says beside its text
 
 
 class AirflowAPIError(RuntimeError):
@@ -310,13 +311,15 @@ class AirflowAPI:
             params["token"] = token
 
     def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1, *, map_index: int = -1) -> str:
-        """The task's log for one try as text: one line per event (``<time> <level> <logger>: <event>``), an
-        exception's details on the lines after its event."""
+        """The task's log for one try as text: one line per event (``<time> <level> <logger>: <event>``, then the
+        fields an event carries of its own, such as the retry policy's ``action=`` and ``reason=``), an exception's
+        details on the lines after its event."""
         lines = []
         for event in self.task_log_events(dag_id, run_id, task_id, try_number, map_index=map_index):
             head = " ".join(str(event[k]) for k in ("timestamp", "level") if event.get(k))
             logger = f"{event['logger']}: " if event.get("logger") else ""
-            lines.append(f"{head} {logger}{event.get('event', '')}".strip())
+            own = "".join(f" {k}={event[k]}" for k in EVENT_FIELDS if event.get(k) is not None)
+            lines.append(f"{head} {logger}{event.get('event', '')}{own}".strip())
             if event.get("error_detail"):
                 lines.append(f"  {event['error_detail']}")
         return "\n".join(lines)

@@ -27,9 +27,11 @@ IN_FLIGHT = (TxStatus.EMITTED, TxStatus.PROCESSED, TxStatus.COMMITTING)
 
 
 def run_state(context: Any, dag_id: str, run_id: str) -> str | None:
-    """The Airflow state of run ``run_id`` (queued, running, success, failed), None when it cannot be read."""
+    """The Airflow state of run ``run_id`` (queued, running, success, failed), None when it cannot be read. The
+    Task SDK answers a ``DagRunState`` (a str enum, whose str() is its name, not its value)."""
     try:
-        return str(context["ti"].get_dagrun_state(dag_id, run_id))
+        state = context["ti"].get_dagrun_state(dag_id, run_id)
+        return str(getattr(state, "value", state))
     except Exception as exc:  # noqa: BLE001 - unknown: the task keeps waiting, as it did before it looked
         log.warning("dag=%s run=%s: its state cannot be read (%s: %s)", dag_id, run_id, type(exc).__name__, exc)
         return None

@@ -22,16 +22,19 @@ def unreachable_redis() -> redis.Redis:
 
 
 class TaskInstance:
-    """Answers get_dagrun_state as the Task SDK does: a state per run id, or an error for an unknown run."""
+    """Answers get_dagrun_state as the Task SDK does: the Task SDK's DagRunState per run id (a str enum whose
+    str() is its name), or an error for an unknown run."""
 
     def __init__(self, states: dict[str, str]) -> None:
         self.states, self.asked = states, []
 
-    def get_dagrun_state(self, dag_id: str, run_id: str) -> str:
+    def get_dagrun_state(self, dag_id: str, run_id: str):
+        from airflow.sdk.api.datamodels._generated import DagRunState
+
         self.asked.append((dag_id, run_id))
         if run_id not in self.states:
             raise RuntimeError(f"DagRun {run_id} not found")
-        return self.states[run_id]
+        return DagRunState(self.states[run_id])
 
 
 def test_a_failure_is_recorded_while_redis_is_unreachable(redis_client, zk_hosts, zk_root, prefix):
