@@ -26,6 +26,7 @@ from support.loopback import RUN, admin, cluster, node_pid
 from txdag import TransactionAttempt
 from txdag.commit.staging import Staging
 from txdag.redisio import client_from_url
+from txdag.spouts import SpoutContext
 from txdag.spouts.samples import sample_sentences
 from txdag.spouts.streams import StreamPartition, append_entries
 from txdag.topology.definition import JobSpec, State, StreamsSource
@@ -84,7 +85,7 @@ def batch(name: str) -> tuple[JobSpec, Counter, redis.Redis]:
     for stream, values in sentences.items():
         append_entries(StreamPartition(stream, source_client, stream), values)
     source = StreamsSource(tuple(sentences), opaque=True)
-    metadata = source.build({"redis_default": source_client}, name).initialize_transaction(1, None)
+    metadata = source.build(SpoutContext(name, {"redis_default": source_client})).initialize_transaction(1, None)
     spec = JobSpec(name, TransactionAttempt(1, 1), metadata, source, (State("words", kind="opaque"),),
                    redis_conn_id="states")
     words = Counter(w for values in sentences.values() for s in values for w in s.split(" ") if w)

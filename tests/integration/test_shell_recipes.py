@@ -29,6 +29,7 @@ from access import ZK_AUTH
 
 from txdag.analytics.tweets import tweet_partials
 from txdag.protocol.local import LocalTopology
+from txdag.spouts import SpoutContext
 from txdag.topology.topology import load_definitions
 from txdag.txid.coordinator import Coordinator, Emission
 from txdag.zk.client import connect_zk
@@ -88,8 +89,8 @@ def test_the_tour_reads_and_seeds_through_the_env_of_airflow_sh(redis_url, zk_ho
         assert int(client.get("NEXT_WRITE")) == 501
 
         definition = load_definitions(ROOT / "dags")[0]["tweets_analytics"]
-        coordinator = Coordinator(store, definition.source.build({"redis_default": client}, "tweets_analytics"),
-                                  max_active_transactions=2)
+        spout = definition.source.build(SpoutContext("tweets_analytics", {"redis_default": client}))
+        coordinator = Coordinator(store, spout, max_active_transactions=2)
         topology = LocalTopology(coordinator, client, {s.name: s.build(client) for s in definition.states},
                                  lambda records: tweet_partials(r.value for r in records),
                                  marker_key=definition.commit_marker)  # as the DAG commits: seed 000's marker

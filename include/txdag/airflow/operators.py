@@ -84,7 +84,8 @@ class CoordinateOperator(BaseOperator):
                     "topology=%s txid=%s attempt=%s: %s, batch of %s tuples, metadata %s%s", t.topology_id,
                     outcome.tx.txid, outcome.tx.attempt,
                     "replay of a committed txid (its commit is a no-op)" if outcome.already_committed
-                    else "replay" if outcome.replay else "new txid", size, outcome.metadata,
+                    else "replay" if outcome.replay else "new txid", "an uncounted number of" if size is None else size,
+                    outcome.metadata,
                     f"; partitions {list(outcome.unavailable_partitions)} unavailable, their entries go into a later "
                     "batch" if outcome.unavailable_partitions else "")
                 return emission_to_xcom(outcome, size)

@@ -32,7 +32,7 @@ from txdag.txid.coordinator import Coordinator, Emission
 log = logging.getLogger("txdag.airflow")
 
 
-def emission_to_xcom(emission: Emission, batch_size: int) -> dict[str, Any]:
+def emission_to_xcom(emission: Emission, batch_size: int | None) -> dict[str, Any]:
     return {
         "txid": emission.tx.txid, "attempt": emission.tx.attempt, "metadata": emission.metadata,
         "replay": emission.replay, "already_committed": emission.already_committed, "batch_size": batch_size,
@@ -117,4 +117,9 @@ class TopologyRuntime:
         return load_job_module(self.topology.job_path)
 
     def close(self) -> None:
-        self.clients.close()
+        """The spout first (its own clients), then every client of the connections."""
+        try:
+            if "coordinator" in self.__dict__:
+                self.coordinator.spout.close()
+        finally:
+            self.clients.close()

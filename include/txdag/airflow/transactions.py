@@ -73,8 +73,11 @@ def lag_of(name: str, records: list[Any], last_txid: int, strict: bool = False) 
         return None, f"txid {last_txid}'s record is not in ZooKeeper: the lag is unknown"
     try:
         spout = _clients.spout(definition)
-        return spout.lag(last.metadata if last else None), None
-    except (TxdagError, OSError) as exc:
+        try:
+            return spout.lag(last.metadata if last else None), None
+        finally:
+            spout.close()
+    except Exception as exc:  # a user's spout may raise anything: the page says so instead of failing
         if strict and isinstance(exc, ServiceUnavailable):
             raise
         return None, f"{type(exc).__name__}: {exc}"

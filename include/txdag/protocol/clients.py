@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from redis import Redis
 
 from txdag.redisio import client_from_url
-from txdag.spouts.base import TransactionalSpout
+from txdag.spouts.base import SpoutContext, TransactionalSpout
 from txdag.topology.topology import TransactionalTopology
 from txdag.zk.client import ZkClient, close_zk, connect_zk
 from txdag.zk.store import TransactionStore, topology_ids
@@ -114,7 +114,7 @@ class Clients:
     def spout(self, topology: TransactionalTopology) -> TransactionalSpout:
         """The spout of the topology's source, over the Redis clients of the connections it reads."""
         clients = {c: self.redis(c) for c in topology.source.conn_ids()}
-        return topology.source.build(clients, topology.topology_id)
+        return topology.source.build(SpoutContext(topology.topology_id, clients))
 
     def close(self) -> None:
         """Stop every session and close every client; the settings stay, so a later use connects again."""

@@ -1,13 +1,16 @@
-"""A TransactionAttempt's batch as a DataFrame, read by the driver through the topology's spout.
+"""A TransactionAttempt's batch as a DataFrame: the spout's own Spark read, or its records read by the driver.
 
-The spout does the reading (chunked MGET/XRANGE, one round trip per chunk), the missing-key checks and the
-rejections, exactly as the in-process runner does, so a Spark job and ``txdag.protocol.local`` see the same tuples.
-Batches are bounded by ``max_transaction_size``/``max_per_partition``, so the driver holds one at a time.
+A spout with a ``read`` (txdag.spouts.base) reads exactly the batch's metadata on the executors; its batch is what
+that DataFrame holds. Any other spout is read through ``emit_batch`` on the driver (the built-in Redis spouts:
+chunked MGET/XRANGE, one round trip per chunk, the missing-key checks and the rejections), exactly as the
+in-process runner does, so a Spark job and ``txdag.protocol.local`` see the same tuples; those batches are bounded
+by ``max_transaction_size``/``max_per_partition``, so the driver holds one at a time.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import redis
 from pyspark.sql import DataFrame, SparkSession
@@ -15,12 +18,21 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from txdag.commit.rejections import record_rejections
 from txdag.errors import ConfigError
-from txdag.spouts.base import Batch
+from txdag.spouts.base import BATCH_COLUMNS, Batch, SpoutContext, reads_with_spark
 from txdag.topology.definition import JobSpec
 
 BATCH_SCHEMA = "id string, value string, partition string"
 # The same as a type: Spark Connect parses a DDL string on the server, one round trip per DataFrame built.
-BATCH_TYPE = StructType([StructField(name, StringType()) for name in ("id", "value", "partition")])
+BATCH_TYPE = StructType([StructField(name, StringType()) for name in BATCH_COLUMNS])
+
+
+@dataclass(frozen=True)
+class BatchRead:
+    """The batch's DataFrame, how many source entries it covers (None: not counted) and the rejections recorded."""
+
+    frame: DataFrame
+    size: int | None
+    rejected: int
 
 
 def client_for(clients: Mapping[str, redis.Redis], conn_id: str, spec: JobSpec) -> redis.Redis:
@@ -32,12 +44,28 @@ def client_for(clients: Mapping[str, redis.Redis], conn_id: str, spec: JobSpec) 
     return clients[conn_id]
 
 
-def read_batch(spec: JobSpec, clients: Mapping[str, redis.Redis]) -> tuple[Batch, int]:
-    """The batch the metadata describes, and how many rejections were recorded for the operator."""
-    state_client = client_for(clients, spec.redis_conn_id, spec)
-    batch = spec.source.build(clients, spec.topology).emit_batch(spec.tx, spec.metadata)
-    rejected = record_rejections(state_client, spec.topology, spec.tx, batch.rejections)
-    return batch, rejected
+def read_batch(spec: JobSpec, clients: Mapping[str, redis.Redis], spark: SparkSession) -> BatchRead:
+    """The batch the metadata describes, read by the spout's Spark read or through its emit_batch."""
+    spout = spec.source.build(SpoutContext(spec.topology, clients))
+    try:
+        if reads_with_spark(spout):
+            frame = spout.read(spark, spec.tx, spec.metadata)
+            check_columns(spec, frame, type(spout).__name__)
+            return BatchRead(frame, spout.batch_size(spec.metadata), 0)
+        batch = spout.emit_batch(spec.tx, spec.metadata)
+    finally:
+        spout.close()
+    rejected = record_rejections(client_for(clients, spec.redis_conn_id, spec), spec.topology, spec.tx,
+                                 batch.rejections)
+    return BatchRead(batch_frame(spark, batch), len(batch), rejected)
+
+
+def check_columns(spec: JobSpec, frame: object, spout: str) -> None:
+    """A spout's read answers a DataFrame with the batch's columns, so that every job reads every source alike."""
+    columns = list(getattr(frame, "columns", None) or [])
+    if not isinstance(frame, DataFrame) or columns[:3] != list(BATCH_COLUMNS):
+        raise ConfigError(f"topology {spec.topology!r} {spec.tx}: {spout}.read returned {type(frame).__name__} with "
+                          f"columns {columns}; return a DataFrame whose first columns are {list(BATCH_COLUMNS)}")
 
 
 def batch_frame(spark: SparkSession, batch: Batch) -> DataFrame:

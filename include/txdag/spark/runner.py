@@ -24,7 +24,7 @@ from txdag.commit.staging import Staging
 from txdag.errors import ConfigError
 from txdag.faults import crash_if_requested
 from txdag.redisio import portable
-from txdag.spark.batch import batch_frame, client_for, read_batch
+from txdag.spark.batch import client_for, read_batch
 from txdag.spark.context import JobContext, running
 from txdag.spark.outputs import StageContext, check_output, stage_output, stage_sums
 from txdag.state.kv import ProviderConfig
@@ -41,7 +41,7 @@ class JobResult:
 
     topology: str
     tx: TransactionAttempt
-    batch_size: int
+    batch_size: int | None  # None: a spout's own Spark read, not counted (counting is a Spark job of its own)
     rejected: int
     partials: dict[str, int] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)  # seconds per step, in order (Timer)
@@ -103,9 +103,9 @@ def run_job(
     ``kv_configs`` are the key-value states' provider configs, by name (txdag.topology.kvstates)."""
     timer = Timer()
     state_client = client_for(clients, spec.redis_conn_id, spec)
-    batch, rejected = read_batch(spec, clients)
+    read = read_batch(spec, clients, spark)
     timer.done("read")
-    frame = batch_frame(spark, batch)
+    frame = read.frame
     staged: dict[str, OutputSpec] = {}
     job = JobContext(spec, portable(state_client), kv_configs or {})
     cached = False
@@ -132,7 +132,7 @@ def run_job(
     timer.done("stage")
     Staging(state_client, spec.topology).seal(spec.tx, staged)
     timer.done("seal")
-    result = JobResult(spec.topology, spec.tx, len(batch), rejected, {n: o.count for n, o in staged.items()},
+    result = JobResult(spec.topology, spec.tx, read.size, read.rejected, {n: o.count for n, o in staged.items()},
                        timer.steps)
     log.info("%s", result.summary())
     return result

@@ -1,6 +1,18 @@
-"""Spouts: where batches come from. The contract (``base``) and Redis-backed spouts for seed 000's layouts."""
+"""Spouts: where batches come from. The public spout API (``base``: Source, TransactionalSpout, SpoutContext, the
+batch's shapes) and the Redis-backed spouts for seed 000's layouts, two ordinary implementations of it."""
 
-from txdag.spouts.base import Batch, Metadata, Record, Rejection, SpoutKind, TransactionalSpout
+from txdag.spouts.base import (
+    BATCH_COLUMNS,
+    Batch,
+    Metadata,
+    Record,
+    Rejection,
+    Source,
+    SpoutContext,
+    SpoutKind,
+    TransactionalSpout,
+    unavailable_partitions,
+)
 from txdag.spouts.streams import (
     OpaquePartitionedStreamSpout,
     PartitionedTransactionalStreamSpout,
@@ -10,16 +22,20 @@ from txdag.spouts.streams import (
 from txdag.spouts.tweets import TweetsTransactionalSpout, append_tweets
 
 __all__ = [
+    "BATCH_COLUMNS",
     "Batch",
     "Metadata",
     "OpaquePartitionedStreamSpout",
     "PartitionedTransactionalStreamSpout",
     "Record",
     "Rejection",
+    "Source",
+    "SpoutContext",
     "SpoutKind",
     "StreamPartition",
     "TransactionalSpout",
     "TweetsTransactionalSpout",
     "append_entries",
     "append_tweets",
+    "unavailable_partitions",
 ]

@@ -1,23 +1,48 @@
-"""The spout contract: a coordinator side (is_ready, initialize_transaction) and an emitter side (emit_batch).
+"""The spout API: where a topology's batches come from (Storm's transactional spouts), public and stable.
 
-Metadata is a JSON-serialisable dict; the coordinator stores it in ZooKeeper with its txid, so that a replay
-can re-emit the batch. Storm's ITransactionalSpout, IPartitionedTransactionalSpout and
-IOpaquePartitionedTransactionalSpout collapse into one protocol with a ``kind``:
+Two objects, as in Storm (``ITransactionalSpout.getCoordinator``/``getEmitter``):
 
-- ``transactional``: a replay of a txid re-emits its stored metadata, hence exactly the same tuples.
-- ``opaque``: a replay recomputes the metadata from the previous txid's metadata; the batch may differ, yet
-  every tuple is committed in exactly one batch.
+- a :class:`Source` is what ``TransactionalTopology(source=...)`` takes: data (a frozen dataclass, its fields JSON
+  values), checked when built, that travels to the Spark job by class reference. Its ``build(context)`` makes the
+  runtime spout with the clients of the connections it names (``conn_ids``).
+- a :class:`TransactionalSpout` is that runtime: the coordinator side (``is_ready``, ``initialize_transaction``,
+  ``lag``, ``cleanup_before``, ``close``) runs in the ``coordinate`` task, the emitter side in the job:
+  ``read(spark, tx, metadata)``, a Spark read of exactly the batch's metadata, on the executors, and
+  ``emit_batch(tx, metadata)``, the same batch as Python records (``LocalTopology``, and the Spark read of a spout
+  without its own ``read``).
+
+Metadata is a JSON object; the coordinator stores it in ZooKeeper with its txid, so that a replay can re-emit the
+batch. Storm's ITransactionalSpout, IPartitionedTransactionalSpout and IOpaquePartitionedTransactionalSpout are one
+API with a ``kind``:
+
+- ``transactional`` (and partitioned transactional): a replay of a txid re-emits its stored metadata, hence
+  exactly the same tuples.
+- ``opaque`` (partitioned): a replay recomputes the metadata from the previous txid's metadata; the batch may
+  differ, yet every tuple is committed in exactly one batch.
+
+A partitioned spout's metadata keeps one entry per partition under ``"partitions"`` (``{"partitions": {name:
+{...}}}``); a partition may appear or disappear between txids, and an opaque batch planned without a partition
+that was down marks it ``"unavailable": true`` (:func:`unavailable_partitions`). No Spark and no Airflow here:
+the coordinator side runs without either.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from txdag.attempt import TransactionAttempt
+from txdag.errors import ConfigError
+
+if TYPE_CHECKING:
+    import redis
 
 Metadata = dict[str, Any]
+BATCH_COLUMNS = ("id", "value", "partition")  # what a batch's DataFrame holds, all strings
 
 
 class SpoutKind(str, enum.Enum):
@@ -55,29 +80,132 @@ class Batch:
         return len(self.records)
 
 
-@runtime_checkable
-class TransactionalSpout(Protocol):
-    """What the coordinator and the processing step need from a spout."""
+@dataclass(frozen=True)
+class SpoutContext:
+    """What ``Source.build`` gets: the topology's name (for messages) and a client per Redis connection the source
+    named in ``conn_ids`` (resolved by Airflow in the tasks, from ``TXDAG_REDIS_URLS`` in a Spark job)."""
+
+    topology: str
+    redis_clients: Mapping[str, redis.Redis] = field(default_factory=dict)
+
+    def redis(self, conn_id: str) -> redis.Redis:
+        if conn_id not in self.redis_clients:
+            raise ConfigError(f"topology {self.topology!r}: no Redis client for connection {conn_id!r} (have "
+                              f"{sorted(self.redis_clients)}); name it in the source's conn_ids()")
+        return self.redis_clients[conn_id]
+
+
+class TransactionalSpout(ABC):
+    """The runtime spout: the coordinator side in the ``coordinate`` task, the emitter side in the job."""
 
     kind: SpoutKind
 
+    @abstractmethod
     def is_ready(self, prev_metadata: Metadata | None) -> bool:
-        """True when there is something to read after ``prev_metadata`` (None: no txid yet)."""
-        ...
+        """True when there is something to read after ``prev_metadata`` (None: no txid yet). False skips the run
+        and consumes no txid."""
 
+    @abstractmethod
     def initialize_transaction(self, txid: int, prev_metadata: Metadata | None) -> Metadata:
-        """The metadata of ``txid``'s batch, continuing from the previous txid's metadata."""
-        ...
+        """The metadata of ``txid``'s batch, continuing from the previous txid's metadata (a JSON object)."""
+
+    def lag(self, prev_metadata: Metadata | None) -> int | None:
+        """Source entries after ``prev_metadata``'s batch, None when unknown; raises StoreWentBackwards when the
+        source no longer holds that batch (restarted without its data, trimmed): never skip or re-read."""
+        return None
+
+    def batch_size(self, metadata: Metadata) -> int | None:
+        """How many source entries ``metadata`` covers (records + rejections), None when unknown without reading."""
+        return None
+
+    def read(self, spark: Any, tx: TransactionAttempt, metadata: Metadata) -> Any:
+        """The batch as a DataFrame of ``id, value, partition`` strings, read by Spark (the job's ``SparkSession``,
+        typed Any: the core imports no pyspark) on its executors. A spout that does not override it is read through
+        ``emit_batch`` on the driver (and its rejections recorded)."""
+        raise NotImplementedError
 
     def emit_batch(self, tx: TransactionAttempt, metadata: Metadata) -> Batch:
-        """Read exactly the tuples ``metadata`` describes."""
-        ...
+        """Exactly the tuples ``metadata`` describes, as Python records (``LocalTopology`` runs this one)."""
+        raise ConfigError(f"{type(self).__name__} has no emit_batch: it is read by Spark only (read); define "
+                          f"emit_batch too to run it in LocalTopology")
 
-    def batch_size(self, metadata: Metadata) -> int:
-        """How many source entries ``metadata`` covers (records + rejections)."""
-        ...
+    def cleanup_before(self, txid: int) -> None:
+        """Forget what the spout keeps per txid below ``txid``: those txids are committed and rotated out."""
+        return None
 
-    def lag(self, prev_metadata: Metadata | None) -> int:
-        """Source entries after ``prev_metadata``'s batch; raises StoreWentBackwards when the source no longer
-        holds that batch (restarted without its data, trimmed): the coordinator must not skip or re-read."""
-        ...
+    def close(self) -> None:
+        """Release what ``Source.build`` opened; called when the task or the job is done with the spout."""
+        return None
+
+
+def reads_with_spark(spout: TransactionalSpout) -> bool:
+    """True when the spout has its own Spark read (executor side), False when it is read through emit_batch."""
+    return getattr(type(spout), "read", TransactionalSpout.read) is not TransactionalSpout.read
+
+
+class Source(ABC):
+    """What ``TransactionalTopology(source=...)`` takes: a spout's definition, as data.
+
+    Write it as a frozen dataclass whose fields are JSON values: the Spark job rebuilds it from its class (by module
+    and file) and those fields. Names Airflow connection ids, never hosts or passwords."""
+
+    type: ClassVar[str] = "class"  # the built-in sources' own names ("tweets", "streams")
+
+    @property
+    def kind(self) -> SpoutKind:
+        """TRANSACTIONAL or OPAQUE: the coordinator's replay rules follow it. Set it as a class attribute."""
+        raise ConfigError(f"source {type(self).__qualname__} has no kind: set kind = SpoutKind.TRANSACTIONAL or "
+                          f"SpoutKind.OPAQUE on the class")
+
+    @abstractmethod
+    def build(self, context: SpoutContext) -> TransactionalSpout:
+        """The runtime spout, over the clients of ``conn_ids``."""
+
+    def conn_ids(self) -> list[str]:
+        """The Redis connection ids the spout reads through (none by default)."""
+        return []
+
+    def acl_patterns(self) -> list[str]:
+        """The Redis keys the spout reads (``txdag acl redis``); none by default."""
+        return []
+
+    def to_dict(self) -> dict[str, Any]:
+        """The class reference and fields the job rebuilds it from (``txdag.topology.definition.source_from_dict``)."""
+        import inspect
+
+        cls = type(self)
+        return {"type": "class", "module": cls.__module__, "name": cls.__qualname__,
+                "file": inspect.getsourcefile(cls), "params": source_params(self)}
+
+
+def source_params(source: Source) -> dict[str, Any]:
+    """A user source's fields, checked to travel as JSON to the Spark job."""
+    import json
+
+    cls = type(source)
+    if not dataclasses.is_dataclass(source):
+        raise ConfigError(f"source {cls.__qualname__} is not a dataclass: write it as @dataclass(frozen=True), so that "
+                          f"the Spark job can rebuild it from its fields (docs/spouts.md)")
+    if "<locals>" in cls.__qualname__ or cls.__module__ == "__main__":
+        raise ConfigError(f"source {cls.__qualname__} is defined inside a function or a script run as __main__: "
+                          f"define it at the top level of a module the DAG imports (beside the DAG file or in "
+                          f"include/), so that the Spark job can import it")
+    params = {f.name: getattr(source, f.name) for f in dataclasses.fields(source) if f.init}
+    try:
+        json.dumps(params)
+    except (TypeError, ValueError):
+        raise ConfigError(f"source {cls.__qualname__}'s fields {params!r} are not JSON values; the Spark job rebuilds "
+                          f"it from them, so give it numbers, strings, lists or dicts") from None
+    if source.kind not in (SpoutKind.TRANSACTIONAL, SpoutKind.OPAQUE):
+        raise ConfigError(f"source {cls.__qualname__} has kind {source.kind!r}: set kind = "
+                          f"SpoutKind.TRANSACTIONAL or SpoutKind.OPAQUE on the class")
+    return params
+
+
+def unavailable_partitions(metadata: Metadata) -> tuple[str, ...]:
+    """The partitions an opaque batch was planned without, their source being down (``"unavailable": true``);
+    () for a complete batch and for metadata without partitions. The coordinator reports them with the batch."""
+    parts = metadata.get("partitions") if isinstance(metadata, dict) else None
+    if not isinstance(parts, dict):
+        return ()
+    return tuple(sorted(name for name, part in parts.items() if isinstance(part, dict) and part.get("unavailable")))

@@ -30,7 +30,7 @@ from txdag.errors import (
 )
 from txdag.keyspace import glob_escape
 from txdag.redisio import access_denied, describe, is_refusal, redis_errors
-from txdag.spouts.base import Batch, Metadata, Record, Rejection, SpoutKind
+from txdag.spouts.base import Batch, Metadata, Record, Rejection, SpoutKind, TransactionalSpout
 from txdag.spouts.tweets import CONNECTION_ERRORS, FORMAT_VERSION, require_bytes_client
 
 XRANGE_CHUNK = 10_000  # entries per XRANGE reply when reading a very large partition batch
@@ -124,15 +124,6 @@ def check_metadata(metadata: Any) -> dict[str, PartitionMeta]:
     return {name: check_partition_meta(name, part) for name, part in parts.items()}
 
 
-def unavailable_partitions(metadata: Metadata) -> tuple[str, ...]:
-    """The partitions an opaque batch was planned without, their Redis being down (``"unavailable": true``);
-    () for a complete batch and for any other spout's metadata. The coordinator reports them with the batch."""
-    parts = metadata.get("partitions") if isinstance(metadata, dict) else None
-    if not isinstance(parts, dict):
-        return ()
-    return tuple(sorted(name for name, part in parts.items() if isinstance(part, dict) and part.get("unavailable")))
-
-
 def _entry_id(text: str) -> tuple[int, int]:
     """A stream entry id as a number pair, so ids compare as Redis orders them (``"10-0" > "9-0"``)."""
     ms, _, seq = text.partition("-")
@@ -179,7 +170,7 @@ return {#r, r[#r][1], newest}
 """  # how many entries after ARGV[1] (up to ARGV[2]), the last of them, and the stream's newest entry
 
 
-class _StreamSpout:
+class _StreamSpout(TransactionalSpout):
     """What both partitioned spouts share: planning per partition and reading ``(after, last]`` ranges."""
 
     kind: SpoutKind

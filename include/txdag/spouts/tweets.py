@@ -29,7 +29,7 @@ from txdag.errors import (
 from txdag.keyspace import glob_escape
 from txdag.luascripts import declare, run
 from txdag.redisio import NON_LOCAL_KEY, describe, is_cluster, is_refusal, redis_errors
-from txdag.spouts.base import Batch, Metadata, Record, Rejection, SpoutKind
+from txdag.spouts.base import Batch, Metadata, Record, Rejection, SpoutKind, TransactionalSpout
 from txdag.spouts.tweet_batches import FORMAT_VERSION as FORMAT_VERSION
 from txdag.spouts.tweet_batches import accepted_missing as accepted_missing
 from txdag.spouts.tweet_batches import check_metadata, missing_in, missing_reason, next_from, plan_batch, with_missing
@@ -97,7 +97,7 @@ def _cursor(
     return value
 
 
-class TweetsTransactionalSpout:
+class TweetsTransactionalSpout(TransactionalSpout):
     """A transactional spout over seed 000's tweets layout; one MGET round trip per batch."""
 
     kind: SpoutKind = SpoutKind.TRANSACTIONAL

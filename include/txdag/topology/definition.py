@@ -7,8 +7,12 @@ them (the Airflow tasks through hooks, the Spark job through ``TXDAG_REDIS_URLS`
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
+import os
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from dataclasses import field as dataclass_field
@@ -21,7 +25,7 @@ from txdag.defaults import REDIS_CONN_ID
 from txdag.errors import ConfigError, FormatVersionError
 from txdag.spouts import streams as streams_layout
 from txdag.spouts import tweets as tweets_layout
-from txdag.spouts.base import SpoutKind, TransactionalSpout
+from txdag.spouts.base import Source, SpoutContext, SpoutKind, TransactionalSpout
 from txdag.spouts.streams import OpaquePartitionedStreamSpout, PartitionedTransactionalStreamSpout, StreamPartition
 from txdag.spouts.tweets import TweetsTransactionalSpout
 from txdag.state import MAP_STATES, DefaultKeyCodec, JoinedKeyCodec, KeyCodec, RedisBackingMap, StateKind
@@ -103,7 +107,7 @@ class State:
 
 
 @dataclass(frozen=True)
-class TweetsSource:
+class TweetsSource(Source):
     """Seed 000's tweets layout (keys ``<prefix>1..N``, ``<prefix>NEXT_WRITE``): a transactional spout."""
 
     max_transaction_size: int = 1000
@@ -126,10 +130,10 @@ class TweetsSource:
         """The keys the spout reads (txdag.keyspace's shape)."""
         return tweets_layout.acl_patterns(self.prefix)
 
-    def build(self, clients: Mapping[str, redis.Redis], topology: str) -> TransactionalSpout:
+    def build(self, context: SpoutContext) -> TransactionalSpout:
         return TweetsTransactionalSpout(
-            _client(clients, self.redis_conn_id), prefix=self.prefix,
-            max_transaction_size=self.max_transaction_size, topology=topology,
+            context.redis(self.redis_conn_id), prefix=self.prefix,
+            max_transaction_size=self.max_transaction_size, topology=context.topology,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -138,7 +142,7 @@ class TweetsSource:
 
 
 @dataclass(frozen=True)
-class StreamsSource:
+class StreamsSource(Source):
     """Redis Streams, one stream per partition (seed 004's partitioned spouts); opaque unless told otherwise.
 
     Every stream is read through ``redis_conn_id`` unless ``stream_conn_ids`` names another connection for it
@@ -186,10 +190,11 @@ class StreamsSource:
         """The keys the spout reads (txdag.keyspace's shape)."""
         return streams_layout.acl_patterns(self.streams)
 
-    def build(self, clients: Mapping[str, redis.Redis], topology: str) -> TransactionalSpout:
-        partitions = [StreamPartition(s, _client(clients, self.conn_id_of(s)), s) for s in self.streams]
+    def build(self, context: SpoutContext) -> TransactionalSpout:
+        partitions = [StreamPartition(s, context.redis(self.conn_id_of(s)), s) for s in self.streams]
         kind = OpaquePartitionedStreamSpout if self.opaque else PartitionedTransactionalStreamSpout
-        return kind(partitions, max_per_partition=self.max_per_partition, field=self.field, topology=topology)
+        return kind(partitions, max_per_partition=self.max_per_partition, field=self.field,
+                    topology=context.topology)
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": self.type, "streams": list(self.streams), "opaque": self.opaque,
@@ -243,25 +248,49 @@ class KeyValue:
         return cls(**data)
 
 
-Source = TweetsSource | StreamsSource
 SOURCES: dict[str, type] = {"tweets": TweetsSource, "streams": StreamsSource}
 
 
 def source_from_dict(data: Mapping[str, Any]) -> Source:
+    """The source ``Source.to_dict`` described: a built-in one by its type, a user's by its class reference."""
     args = dict(data)
+    if args.get("type") == "class":
+        return user_source(args)
     kind = SOURCES.get(args.pop("type", None))
     if kind is None:
-        raise FormatVersionError(f"unknown source type {data.get('type')!r}; this txdag knows {sorted(SOURCES)}")
+        raise FormatVersionError(f"unknown source type {data.get('type')!r}; this txdag knows "
+                                 f"{sorted(SOURCES) + ['class']}")
     unknown = sorted(set(args) - {f.name for f in fields(kind)})
     if unknown:
         raise ConfigError(f"{kind.__name__} has no field(s) {unknown}; its fields: {[f.name for f in fields(kind)]}")
     return kind(**args)
 
 
-def _client(clients: Mapping[str, redis.Redis], conn_id: str) -> redis.Redis:
-    if conn_id not in clients:
-        raise ConfigError(f"no Redis client for connection {conn_id!r}; known: {sorted(clients)}")
-    return clients[conn_id]
+def user_source(ref: Mapping[str, Any]) -> Source:
+    """A user's source class, imported by module name, else from the file it was defined in (a module beside the
+    DAG files or in include/ that the Spark driver's path lacks), and built from its fields."""
+    module_name, name, file = ref.get("module"), ref.get("name"), ref.get("file")
+    if not isinstance(module_name, str) or not isinstance(name, str) or not isinstance(ref.get("params"), dict):
+        raise FormatVersionError(f"malformed source class reference {dict(ref)!r}: pass what Source.to_dict wrote")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        if not isinstance(file, str) or not os.path.isfile(file):
+            raise ConfigError(f"cannot import the source's module {module_name!r} ({exc}) and its file {file!r} is "
+                              f"not here: install it, or ship it with the job (spark.submit.pyFiles)") from None
+        spec = importlib.util.spec_from_file_location(module_name, file)
+        if spec is None or spec.loader is None:
+            raise ConfigError(f"cannot load the source's module {module_name!r} from {file!r}") from None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+    found: Any = module
+    for part in name.split("."):
+        found = getattr(found, part, None)
+    if not isinstance(found, type) or not issubclass(found, Source):
+        raise ConfigError(f"{name} in module {module_name!r} is not a txdag.spouts.Source: the module changed since "
+                          f"the txid was coordinated; fix it, then replay the txid")
+    return found(**ref["params"])
 
 
 @dataclass(frozen=True)

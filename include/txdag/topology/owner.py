@@ -32,13 +32,14 @@ from txdag.topology.topology import TransactionalTopology
 
 FINGERPRINT_SCHEME = 1  # bump when what the fingerprint covers changes (see txdag.zk.records.OwnerRecord)
 BATCH_SIZES = ("max_transaction_size", "max_per_partition")  # tuning, not identity (see the module docstring)
+WHERE = ("file",)  # where a user's source class was read from: the same class moved with its project is the same
 ABSENT = object()
 
 
 def definition_of(t: TransactionalTopology) -> dict[str, Any]:
     """The fingerprinted parts of ``t``, flat: ``"<group>.<field>": value`` (groups: ``source``, ``topology``,
     ``state <name>``, ``key_value <name>``), so that a difference reads as what changed."""
-    source = {k: v for k, v in t.source.to_dict().items() if k not in BATCH_SIZES}
+    source = {k: v for k, v in t.source.to_dict().items() if k not in BATCH_SIZES + WHERE}
     parts: dict[str, Any] = {f"source.{k}": v for k, v in {**source, "kind": t.source.kind.value}.items()}
     parts.update({"topology.redis_conn_id": t.redis_conn_id, "topology.marker_key": t.marker_key})
     for s in t.states:

@@ -19,6 +19,7 @@ import difflib
 import os
 import re
 import runpy
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
@@ -38,11 +39,11 @@ from txdag.defaults import (
     ZOOKEEPER_CONN_ID,
 )
 from txdag.errors import ConfigError
+from txdag.spouts.base import Source, source_params
 from txdag.state.marker import default_key
 from txdag.topology.definition import (
     DEFAULT_REDIS_CONN_ID,
     KeyValue,
-    Source,
     State,
     StreamsSource,
     TweetsSource,
@@ -102,11 +103,16 @@ class TransactionalTopology:
 
     def __post_init__(self) -> None:
         check_name("topology_id", self.topology_id)
-        if not isinstance(self.source, TweetsSource | StreamsSource):
+        if not isinstance(self.source, Source):
             raise ConfigError(
-                f"topology {self.topology_id!r}: source must be a TweetsSource or a StreamsSource "
-                f"(txdag.topology.definition), got {self.source!r}"
+                f"topology {self.topology_id!r}: source must be a txdag.spouts.Source (TweetsSource, StreamsSource "
+                f"or a source class of your own: docs/spouts.md), got {self.source!r}"
             )
+        try:
+            if self.source.type == Source.type:
+                source_params(self.source)
+        except ConfigError as exc:
+            raise ConfigError(f"topology {self.topology_id!r}: {exc}") from None
         object.__setattr__(self, "states", tuple(self.states))
         object.__setattr__(self, "key_values", tuple(self.key_values))
         self._check_states()
@@ -261,7 +267,11 @@ def load_definitions(folder: str | Path, recursive: bool = False
     ``txdag.airflow.render`` built (their ``txdag_topology``), and plain ``TransactionalTopology`` values (a
     file that only defines one), located relative to the file. Running a file that renders its DAG imports
     Airflow; no connection is looked up (rendering looks up none). One owner: a topology id that a second file
-    defines too is that file's error, and the first file keeps it."""
+    defines too is that file's error, and the first file keeps it. The folder goes on ``sys.path``, as Airflow puts
+    its DAG folder there: a DAG file imports the modules beside it (a spout of the user's own)."""
+    root = str(Path(folder).resolve())
+    if root not in sys.path:
+        sys.path.append(root)
     found: dict[str, TransactionalTopology] = {}
     owners: dict[str, str] = {}
     errors: dict[str, str] = {}

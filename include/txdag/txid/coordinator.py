@@ -25,8 +25,7 @@ from txdag.attempt import TransactionAttempt
 from txdag.defaults import KEEP_TXIDS
 from txdag.errors import ConfigError, StaleAttemptError, TxdagError
 from txdag.faults import crash_if_requested
-from txdag.spouts.base import Metadata, SpoutKind, TransactionalSpout
-from txdag.spouts.streams import unavailable_partitions
+from txdag.spouts.base import Metadata, SpoutKind, TransactionalSpout, unavailable_partitions
 from txdag.txid.decisions import (  # noqa: F401  (re-exported: the coordinator's public outcomes)
     AlreadyCommitted,
     Busy,
@@ -378,3 +377,10 @@ class Coordinator:
             return
         if deleted:
             log.info("topology=%s: deleted txids %s..%s", self.name, deleted[0], deleted[-1])
+        cleanup_before = getattr(self.spout, "cleanup_before", None)  # Storm's cleanupBefore, after each commit
+        try:
+            if cleanup_before is not None:
+                cleanup_before(txid - self.keep_txids + 1)
+        except Exception as exc:  # the spout's own housekeeping never fails a committed txid
+            log.warning("topology=%s txid=%s: the spout's cleanup_before failed (%s: %s); called again after the next "
+                        "commit", self.name, txid, type(exc).__name__, exc)

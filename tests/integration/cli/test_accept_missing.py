@@ -19,6 +19,7 @@ from txdag.cli.main import main
 from txdag.errors import BatchReadError
 from txdag.protocol import steps
 from txdag.protocol.local import LocalTopology
+from txdag.spouts import SpoutContext
 from txdag.spouts.samples import sample_tweets
 from txdag.spouts.tweets import append_tweets
 from txdag.topology.topology import load_definitions
@@ -51,7 +52,7 @@ def setup(monkeypatch, redis_url, zk_hosts, zk_root, prefix, tmp_path):
     client.delete(f"{prefix}:16")
     definition = load_definitions(tmp_path / "dags")[0][prefix]
     store = TransactionStore(connect_zk(zk_hosts, auth=ZK_AUTH), prefix, root=zk_root)
-    spout = definition.source.build({"redis_default": client}, prefix)
+    spout = definition.source.build(SpoutContext(prefix, {"redis_default": client}))
     topology = LocalTopology(Coordinator(store, spout, max_active_transactions=3), client,
                              {s.name: s.build(client) for s in definition.states}, count_users)
     yield topology, client, tweets

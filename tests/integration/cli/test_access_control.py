@@ -18,7 +18,7 @@ from txdag.commit.staging import Staging
 from txdag.errors import AccessDenied, ConfigError
 from txdag.protocol.local import LocalTopology
 from txdag.redisio import redis_errors
-from txdag.spouts import StreamPartition, append_entries
+from txdag.spouts import SpoutContext, StreamPartition, append_entries
 from txdag.spouts.samples import sample_sentences, sample_tweets
 from txdag.spouts.tweets import append_tweets
 from txdag.topology.definition import State, StreamsSource, TweetsSource
@@ -40,7 +40,7 @@ def tweets_topology(name: str) -> TransactionalTopology:
 
 
 def local(t: TransactionalTopology, client: redis.Redis, zk, zk_root: str) -> LocalTopology:
-    spout = t.source.build({t.source.redis_conn_id: client}, t.topology_id)
+    spout = t.source.build(SpoutContext(t.topology_id, {t.source.redis_conn_id: client}))
     coordinator = Coordinator(TransactionStore(zk, t.topology_id, root=zk_root), spout, max_active_transactions=2)
     states = {s.name: s.build(client) for s in t.states}
     return LocalTopology(coordinator, client, states, lambda recs: tweet_partials(r.value for r in recs),
@@ -125,13 +125,13 @@ def test_stream_partitions_read_only_plan_with_eval_ro_and_refuse_unknown_stream
     granted = TransactionalTopology(prefix, source=StreamsSource(streams[:1]), job="spark_jobs/word_count.py",
                                     states=t.states, project_dir=str(ROOT))
     with redis_user(redis_client, f"{prefix}-user", [t], password) as client:
-        spout = t.source.build({"redis_default": client}, prefix)
+        spout = t.source.build(SpoutContext(prefix, {"redis_default": client}))
         meta = spout.initialize_transaction(1, None)
         assert spout.batch_size(meta) == 40
         assert len(spout.emit_batch(TransactionAttempt(1, 1), meta).records) == 40
     with redis_user(redis_client, f"{prefix}-user", [granted], password) as client:
         with pytest.raises(AccessDenied) as err:
-            t.source.build({"redis_default": client}, prefix).is_ready(None)
+            t.source.build(SpoutContext(prefix, {"redis_default": client})).is_ready(None)
     assert f"partition(s) '{streams[1]}'" in str(err.value) and "txdag acl redis" in str(err.value)
     no_password_in(str(err.value), password)
 

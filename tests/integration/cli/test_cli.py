@@ -18,6 +18,7 @@ from support.cli_project import dag_folder, drop_keys, set_connections, state_cl
 from txdag.analytics.tweets import tweet_partials
 from txdag.cli.main import main
 from txdag.protocol.local import LocalTopology
+from txdag.spouts import SpoutContext
 from txdag.spouts.samples import sample_tweets
 from txdag.spouts.tweets import append_tweets
 from txdag.topology.topology import load_definitions
@@ -62,7 +63,7 @@ def ran(env, zk_hosts, zk_root, prefix, tmp_path):
     tweets = sample_tweets(200, seed=5)
     append_tweets(env, tweets, prefix=f"{prefix}:")
     definition = load_definitions(tmp_path / "dags")[0][prefix]
-    spout = definition.source.build({"redis_default": env}, prefix)
+    spout = definition.source.build(SpoutContext(prefix, {"redis_default": env}))
     coordinator = Coordinator(TransactionStore(connect_zk(zk_hosts, auth=ZK_AUTH), prefix, root=zk_root), spout,
                               max_active_transactions=5)
     states = {s.name: s.build(env) for s in definition.states}
@@ -125,7 +126,7 @@ def test_status_lists_txids_in_flight_with_phase_and_attempt(env, zk_hosts, zk_r
     append_tweets(env, sample_tweets(50, seed=1), prefix=f"{prefix}:")
     definition = load_definitions(tmp_path / "dags")[0][prefix]
     store = TransactionStore(connect_zk(zk_hosts, auth=ZK_AUTH), prefix, root=zk_root)
-    coordinator = Coordinator(store, definition.source.build({"redis_default": env}, prefix),
+    coordinator = Coordinator(store, definition.source.build(SpoutContext(prefix, {"redis_default": env})),
                               max_active_transactions=2)
     coordinator.coordinate("a")
     second = coordinator.coordinate("b")

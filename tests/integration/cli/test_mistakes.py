@@ -24,6 +24,7 @@ from txdag.analytics.tweets import tweet_partials
 from txdag.cli import exits
 from txdag.cli.main import main
 from txdag.protocol.local import LocalTopology
+from txdag.spouts import SpoutContext
 from txdag.spouts.samples import sample_tweets
 from txdag.spouts.tweets import append_tweets
 from txdag.state.marker import default_key
@@ -97,7 +98,7 @@ def ran(conns, redis_url, zk_hosts, zk_root, prefix, tmp_path):
     append_tweets(client, tweets, prefix=f"{prefix}:")
     client.set(f"{prefix}:clash", "not a hash")
     definition = load_definitions(tmp_path / "dags")[0][prefix]
-    spout = definition.source.build({"redis_default": client}, prefix)
+    spout = definition.source.build(SpoutContext(prefix, {"redis_default": client}))
     store = TransactionStore(connect_zk(zk_hosts, auth=ZK_AUTH), prefix, root=zk_root)
     topology = LocalTopology(Coordinator(store, spout, max_active_transactions=5), client,
                              {s.name: s.build(client) for s in definition.states if s.name != "clash"}, process)

@@ -12,6 +12,7 @@ from test_cli import env, ran, run  # noqa: F401  (fixtures and the runner of th
 
 from txdag.analytics.tweets import tweet_partials
 from txdag.protocol.local import LocalTopology
+from txdag.spouts import SpoutContext
 from txdag.spouts.samples import sample_tweets
 from txdag.topology.topology import load_definitions
 from txdag.txid.coordinator import Coordinator
@@ -53,7 +54,8 @@ def test_status_and_doctor_lead_with_the_halt_and_reset_starts_over_exactly(
 
     definition = load_definitions(tmp_path / "dags")[0][prefix]
     coordinator = Coordinator(TransactionStore(connect_zk(zk_hosts, auth=ZK_AUTH), prefix, root=zk_root),
-                              definition.source.build({"redis_default": env}, prefix), max_active_transactions=2)
+                              definition.source.build(SpoutContext(prefix, {"redis_default": env})),
+                              max_active_transactions=2)
     states = {s.name: s.build(env) for s in definition.states}
     topology = LocalTopology(coordinator, env, states, lambda records: tweet_partials(r.value for r in records))
     outcomes = topology.drain("again")

@@ -18,7 +18,7 @@ from txdag.analytics.tweets import tweet_partials
 from txdag.commit.staging import Staging
 from txdag.errors import ConfigError, ServiceUnavailable
 from txdag.spark.connect import connect_session, load_process, run_connected, shared_session, shared_session_url
-from txdag.spouts import append_tweets
+from txdag.spouts import SpoutContext, append_tweets
 from txdag.spouts.samples import sample_sentences, sample_tweets
 from txdag.spouts.streams import StreamPartition, append_entries
 from txdag.topology.definition import JobSpec, StreamsSource, TweetsSource
@@ -117,7 +117,7 @@ def test_word_count_on_spark_connect(connect_url, redis_client, prefix):
     for stream, values in sentences.items():
         append_entries(StreamPartition(stream, redis_client, stream), values)
     source = StreamsSource(tuple(sentences), opaque=True)
-    metadata = source.build(clients(redis_client), prefix).initialize_transaction(1, None)
+    metadata = source.build(SpoutContext(prefix, clients(redis_client))).initialize_transaction(1, None)
     spec = JobSpec(prefix, TransactionAttempt(1, 1), metadata, source, WORD_STATES)
     run_connected(spec, str(JOBS_DIR / "word_count.py"), clients(redis_client), connect_url)
     words = Counter(w for values in sentences.values() for s in values for w in s.split(" ") if w)

@@ -15,6 +15,7 @@ from txdag.commit.staging import Staging, stage_key
 from txdag.errors import BatchReadError, ConfigError, StaleAttemptError
 from txdag.spark.cli import run_main
 from txdag.spark.runner import run_job
+from txdag.spouts import SpoutContext
 from txdag.spouts.samples import sample_sentences, sample_tweets
 from txdag.spouts.streams import StreamPartition, append_entries
 from txdag.topology.definition import JobSpec, State, StreamsSource
@@ -84,7 +85,7 @@ def test_word_count_over_two_stream_partitions(spark, jobs, redis_client, prefix
     for stream, values in sentences.items():
         append_entries(StreamPartition(stream, redis_client, stream), values)
     source = StreamsSource(tuple(sentences), opaque=False)
-    metadata = source.build(clients(redis_client), prefix).initialize_transaction(1, None)
+    metadata = source.build(SpoutContext(prefix, clients(redis_client))).initialize_transaction(1, None)
     spec = JobSpec(prefix, TransactionAttempt(1, 1), metadata, source, WORD_STATES)
     result = run_job(spec, jobs["word_count"].process, clients(redis_client), spark)
     words = Counter(w for values in sentences.values() for s in values for w in s.split(" ") if w)

@@ -229,6 +229,6 @@ def test_from_url_builds_a_fail_fast_client() -> None:
 ])
 def test_unavailable_partitions_are_those_an_opaque_batch_was_planned_without(metadata: dict,
                                                                                missing: tuple) -> None:
-    from txdag.spouts.streams import unavailable_partitions
+    from txdag.spouts.base import unavailable_partitions
 
     assert unavailable_partitions(metadata) == missing

@@ -67,7 +67,8 @@ def test_topology_definition_errors(tmp_path) -> None:
         topology(tmp_path, max_active_transactions=0)
     with pytest.raises(ConfigError, match="does not exist: put the job in spark_jobs/"):
         topology(tmp_path, job="spark_jobs/missing.py")
-    with pytest.raises(ConfigError, match="source must be a TweetsSource or a StreamsSource"):
+    with pytest.raises(ConfigError, match=r"source must be a txdag.spouts.Source \(TweetsSource, StreamsSource or a "
+                                          r"source class of your own"):
         topology(tmp_path, source="redis://x")
     assert topology(tmp_path, job="s3://bucket/job.py").job_path == "s3://bucket/job.py"
 
