@@ -149,6 +149,7 @@ ENVIRONMENTS = {  # what is wrong with where the command runs
     "the topologies' redis user": lambda mp, conns, port: None,  # the user `txdag acl redis` sets up, not the admin
     "store behind zookeeper": lambda mp, conns, port: None,  # the commit marker says txid 1, ZooKeeper 3: HALTED
     "entry of txid 5 lost": lambda mp, conns, port: None,  # a source entry of txid 5's batch deleted
+    "halted, the topologies' redis user": lambda mp, conns, port: None,  # the two above: the demo's connection
 }
 DOWN_ZK = ["ZooKeeper is not reachable at", "start it with `bash scripts/services.sh start`"]
 NOAUTH = ["ZooKeeper refused to list", "(NoAuth)", "give this connection the digest user and password"]
@@ -260,6 +261,17 @@ MISTAKES = [  # the environment, what the user types ({t}: the topology), the ex
     ("store behind zookeeper", "status {t}", REFUSED, ["HALTED: topology '{t}': ZooKeeper records txid 3 committed",
                                                       "commit marker 1", "txdag reset {t} --confirm"]),
     ("store behind zookeeper", "status", REFUSED, ["{t} HALTED: topology '{t}'", "HALTED"]),
+    # the way out it prints runs as printed with the connection the demo sets up (issue 37): no SCAN needed
+    ("halted, the topologies' redis user", "status {t}", REFUSED, ["HALTED: topology '{t}'",
+                                                                   "txdag reset {t} --confirm"]),
+    ("halted, the topologies' redis user", "doctor --check stores", FAILED, ["stores of {t}", "fail",
+                                                                             "txdag reset {t} --confirm"]),
+    ("halted, the topologies' redis user", "reset {t}", FAILED, ["would reset topology {t}: its records at",
+                                                                 "(committed up to txid 3)", "Redis key(s) it wrote",
+                                                                 "nothing deleted: add --confirm to do it"]),
+    ("halted, the topologies' redis user", "reset {t} --confirm", OK,
+     ["reset topology {t}: its records at", "(committed up to txid 3)", "Redis key(s) it wrote; its source is kept; "
+      "the next run starts at txid 1, from the source's start"]),
     ("", "show {t} 5", OK, ["txid 5 FAILED behind txid 4 (attempt 1, run run5): txid 4 failed (attempt 1): "
                             "RuntimeError", "txdag replay {t} --from 4"]),
     # accept-missing where it has nothing to accept or would break the guarantee
@@ -327,11 +339,11 @@ def test_a_mistake_gets_its_exit_code_and_a_message_naming_the_fix(ran, conns, m
 def arrange(environment: str, stack: contextlib.ExitStack, client: redis.Redis, monkeypatch, conns, prefix: str,
             tmp_path) -> None:
     """What an environment changes in Redis, undone by ``stack`` or with the test's keys."""
-    if environment == "the topologies' redis user":  # txdag acl redis for every topology of the DAG folder
+    if environment in ("the topologies' redis user", "halted, the topologies' redis user"):  # txdag acl redis
         definitions = list(load_definitions(tmp_path / "dags")[0].values())
         stack.enter_context(redis_user(client, f"{prefix}-user", definitions, "pw-" + prefix))
         set_conn(monkeypatch, conns, "redis", login=f"{prefix}-user", password="pw-" + prefix)
-    elif environment == "store behind zookeeper":
+    if environment in ("store behind zookeeper", "halted, the topologies' redis user"):
         client.set(default_key(prefix), 1)
     elif environment == "entry of txid 5 lost":
         client.delete(f"{prefix}:170")
