@@ -4,6 +4,9 @@ each showing its progress as it goes (clearing runs, appending sample data, crea
 from __future__ import annotations
 
 import argparse
+import getpass
+import os
+import socket
 import sys
 from typing import Any
 
@@ -69,16 +72,30 @@ def cmd_replay(args: argparse.Namespace) -> int:
     logical date, or logical dates that do not grow with the txid)."""
     defined = topologies(args)
     with clients() as using:
-        records = replay_targets(store_of(using, conn_id(args, "zookeeper", defined.get(args.topology)),
-                                          args.topology, defined), args.from_txid)
-    emit(args, clear_runs(args, records), replay_text)
+        store = store_of(using, conn_id(args, "zookeeper", defined.get(args.topology)), args.topology, defined)
+        records = replay_targets(store, args.from_txid)
+        done = clear_runs(args, records, store=store)
+    emit(args, done, replay_text)
     return 0
 
 
-def clear_runs(args: argparse.Namespace, records: list[Any], api: Any = None) -> dict[str, Any]:
+def clear_runs(args: argparse.Namespace, records: list[Any], api: Any = None, *, store: Any) -> dict[str, Any]:
     """Clear the runs of ``records`` (a replay's targets) in txid order through Airflow's REST API (``api``, else
-    logged in now), or only list them with ``args.dry_run``; progress goes to stdout (stderr with --json)."""
-    api = None if args.dry_run else (api or airflow_api())
+    logged in now), or only list them with ``args.dry_run``; progress goes to stdout (stderr with --json). A real
+    replay holds the topology's replay lock in ``store`` (txdag.txid.replays): one replay of a topology at a time,
+    and none of runs a replay already set going again."""
+    if args.dry_run or not records:
+        return _clear_runs(args, records, None)
+    from txdag.txid.replays import guarded_replay
+
+    api = api or airflow_api()
+    by = f"txdag replay {args.topology} --from {records[0].txid} by {getpass.getuser()}@{socket.gethostname()} " \
+         f"pid {os.getpid()}"
+    return guarded_replay(store, records, by, lambda run_id: (api.run(args.topology, run_id) or {}).get("state"),
+                          lambda: _clear_runs(args, records, api))
+
+
+def _clear_runs(args: argparse.Namespace, records: list[Any], api: Any) -> dict[str, Any]:
     progress = Progress(len(records), sys.stderr if args.json else sys.stdout)
     cleared = []
     for record in records:

@@ -29,6 +29,7 @@ from txdag.spouts.tweets import append_tweets
 from txdag.state.marker import default_key
 from txdag.topology.topology import load_definitions
 from txdag.txid.coordinator import Coordinator
+from txdag.txid.replays import replay_lock_path
 from txdag.zk.client import connect_zk
 from txdag.zk.store import TransactionStore
 
@@ -150,6 +151,9 @@ ENVIRONMENTS = {  # what is wrong with where the command runs
     "store behind zookeeper": lambda mp, conns, port: None,  # the commit marker says txid 1, ZooKeeper 3: HALTED
     "entry of txid 5 lost": lambda mp, conns, port: None,  # a source entry of txid 5's batch deleted
     "halted, the topologies' redis user": lambda mp, conns, port: None,  # the two above: the demo's connection
+    "a replay in progress": lambda mp, conns, port: None,  # another replay holds the topology's replay lock
+    "a replay under way": lambda mp, conns, port: None,  # a replay from 4 is done and Airflow runs run4 again
+    "a replay that failed again": lambda mp, conns, port: None,  # ... and run4 failed again
 }
 DOWN_ZK = ["ZooKeeper is not reachable at", "start it with `bash scripts/services.sh start`"]
 NOAUTH = ["ZooKeeper refused to list", "(NoAuth)", "give this connection the digest user and password"]
@@ -274,6 +278,16 @@ MISTAKES = [  # the environment, what the user types ({t}: the topology), the ex
       "the next run starts at txid 1, from the source's start"]),
     ("", "show {t} 5", OK, ["txid 5 FAILED behind txid 4 (attempt 1, run run5): txid 4 failed (attempt 1): "
                             "RuntimeError", "txdag replay {t} --from 4"]),
+    # two replays of one topology: the second sees the first (issue 37)
+    ("a replay in progress", "replay {t} --from 4", REFUSED,
+     ["topology '{t}': a replay of it is in progress (txdag replay {t} --from 4 in another terminal)",
+      "this one would spend their attempts for nothing", "Wait for it to finish, then see `txdag status {t}`"]),
+    ("a replay under way", "replay {t} --from 4", REFUSED,
+     ["topology '{t}': a replay from txid 4 cleared the runs of txids 4..5 at ",
+      "txid 4's run run4 is queued again in Airflow: the replay is already under way",
+      "Wait for it: `txdag status {t}`; replay again only if it fails"]),
+    ("a replay that failed again", "replay {t} --from 4", OK, ["txid 4: clearing run run4", "txid 5: clearing run run5",
+                                                              "cleared 2 run(s) of topology {t}, from txid 4"]),
     # accept-missing where it has nothing to accept or would break the guarantee
     ("", "accept-missing {t} 2 --confirm", REFUSED, ["txid 2 is committed", "would rewrite history"]),
     ("", "accept-missing {t} 4 --confirm", REFUSED, ["no entry of txid 4's batch is missing in the source now",
@@ -347,6 +361,34 @@ def arrange(environment: str, stack: contextlib.ExitStack, client: redis.Redis, 
         client.set(default_key(prefix), 1)
     elif environment == "entry of txid 5 lost":
         client.delete(f"{prefix}:170")
+    elif environment.startswith("a replay"):
+        airflow = ReplayingAirflow("failed" if environment.endswith("failed again") else "queued")
+        monkeypatch.setattr("txdag.cli.ops.airflow_api", lambda: airflow)
+        zk = conns["zookeeper"]
+        store = TransactionStore(connect_zk(f"{zk['host']}:{zk['port']}", auth=ZK_AUTH), prefix,
+                                 root=zk["extra"]["root"])
+        stack.callback(store.client.close)
+        stack.callback(store.client.stop)
+        if environment == "a replay in progress":
+            lock = store.client.Lock(replay_lock_path(store), identifier=f"txdag replay {prefix} --from 4 in another "
+                                                                        "terminal")
+            assert lock.acquire(timeout=10)
+            stack.callback(lock.release)
+        else:
+            assert main(["replay", prefix, "--from", "4"]) == OK and airflow.cleared == ["run4", "run5"]
+
+
+class ReplayingAirflow:
+    """Airflow's REST API as far as a replay goes: it clears runs, and answers ``state`` for every run."""
+
+    def __init__(self, state: str) -> None:
+        self.state, self.cleared = state, []
+
+    def clear_run(self, dag_id: str, run_id: str, **_) -> None:
+        self.cleared.append(run_id)
+
+    def run(self, dag_id: str, run_id: str) -> dict:
+        return {"dag_run_id": run_id, "state": self.state}
 
 
 def test_a_corrupt_znode_and_a_value_that_is_not_json_are_named(ran, zk_client, zk_root, prefix, capsys) -> None:
