@@ -154,6 +154,7 @@ ENVIRONMENTS = {  # what is wrong with where the command runs
     "a replay in progress": lambda mp, conns, port: None,  # another replay holds the topology's replay lock
     "a replay under way": lambda mp, conns, port: None,  # a replay from 4 is done and Airflow runs run4 again
     "a replay that failed again": lambda mp, conns, port: None,  # ... and run4 failed again
+    "a copy first in path order": lambda mp, conns, port: None,  # dags/a_takeover.py: the DAG file copied
 }
 DOWN_ZK = ["ZooKeeper is not reachable at", "start it with `bash scripts/services.sh start`"]
 NOAUTH = ["ZooKeeper refused to list", "(NoAuth)", "give this connection the digest user and password"]
@@ -288,6 +289,15 @@ MISTAKES = [  # the environment, what the user types ({t}: the topology), the ex
       "Wait for it: `txdag status {t}`; replay again only if it fails"]),
     ("a replay that failed again", "replay {t} --from 4", OK, ["txid 4: clearing run run4", "txid 5: clearing run run5",
                                                               "cleared 2 run(s) of topology {t}, from txid 4"]),
+    # two DAG files for one topology id: the one Airflow loads, the owner, which to keep; status exits 5 (issue 37)
+    ("a copy first in path order", "status {t}", CONFIG,
+     ["TWO DAG FILES: topology '{t}' is defined by 2 DAG files: Airflow loads", "a_takeover.py (the first in path "
+      "order; the others fail to import), so its runs use", "(no owner recorded). Keep one:", "  keep the file whose "
+      "definition you mean to run and delete the others", "the next coordinate records the loaded one as the owner",
+      "txid 4 FAILED"]),
+    ("a copy first in path order", "status", CONFIG, ["TWO DAG FILES: topology '{t}'", "a_takeover.py"]),
+    ("a copy first in path order", "topology owner {t}", OK, ["loaded by Airflow", "a_takeover.py (the first in path "
+                                                              "order: its definition runs)", "(fails to import)"]),
     # accept-missing where it has nothing to accept or would break the guarantee
     ("", "accept-missing {t} 2 --confirm", REFUSED, ["txid 2 is committed", "would rewrite history"]),
     ("", "accept-missing {t} 4 --confirm", REFUSED, ["no entry of txid 4's batch is missing in the source now",
@@ -361,6 +371,8 @@ def arrange(environment: str, stack: contextlib.ExitStack, client: redis.Redis, 
         client.set(default_key(prefix), 1)
     elif environment == "entry of txid 5 lost":
         client.delete(f"{prefix}:170")
+    elif environment == "a copy first in path order":
+        (tmp_path / "dags" / "a_takeover.py").write_text((tmp_path / "dags" / f"{prefix}.py").read_text())
     elif environment.startswith("a replay"):
         airflow = ReplayingAirflow("failed" if environment.endswith("failed again") else "queued")
         monkeypatch.setattr("txdag.cli.ops.airflow_api", lambda: airflow)

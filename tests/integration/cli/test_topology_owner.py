@@ -101,3 +101,53 @@ def test_accept_refuses_while_a_copy_defines_the_topology_too(project, prefix, c
     assert code == 1
     assert (f"txdag topology accept: topology {prefix!r} is defined by 2 DAG files ({project / f'{prefix}.py'}, "
             f"{copy}): a topology has one DAG file; delete the copy") in err
+
+
+def test_a_copy_first_in_path_order_is_named_as_the_file_airflow_runs_and_status_exits_5(project, prefix,
+                                                                                        capsys) -> None:
+    """Issue 37: a copy of the DAG file saved as a_takeover.py with another batch size. Airflow loads the copy
+    (first in path order; the owner's file fails to import) and runs its definition. status, topology owner and
+    the import error name the file Airflow loads and the recorded owner, and which to delete to keep which."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    assert coordinate(project, prefix, "manual__1")["txid"] == 1  # the owner: dags/<prefix>.py
+    takeover = project / "a_takeover.py"
+    takeover.write_text((project / f"{prefix}.py").read_text().replace("max_transaction_size=40",
+                                                                        "max_transaction_size=50"))
+    whole = DagBag(str(project))  # what Airflow's DAG processor ends up with
+    assert whole.dags[prefix].fileloc == str(takeover)
+    assert list(whole.import_errors) == [str(project / f"{prefix}.py")]
+    assert (f"Airflow loads {takeover} (the first in path order) and {project / f'{prefix}.py'} fails to import"
+            in whole.import_errors[str(project / f"{prefix}.py")])
+
+    code, out, _ = txdag(capsys, "status", prefix)
+    assert code == 5, out
+    assert out.splitlines()[:3] == [
+        f"TWO DAG FILES: topology {prefix!r} is defined by 2 DAG files: Airflow loads dags/a_takeover.py (the first "
+        f"in path order; the others fail to import), so its runs use dags/a_takeover.py's definition (not the "
+        f"recorded owner: that is dags/{prefix}.py). Keep one:",
+        f"  to run the recorded owner's definition again: delete dags/a_takeover.py (Airflow then loads "
+        f"dags/{prefix}.py; the txids the copy ran stay as committed)",
+        f"  to keep the definition Airflow runs now: delete dags/{prefix}.py, then `txdag topology accept {prefix}`"]
+    code, out, _ = txdag(capsys, "status")
+    assert code == 5 and out.startswith(f"TWO DAG FILES: topology {prefix!r}"), out
+    code, out, _ = txdag(capsys, "topology", "owner", prefix)
+    assert code == 0 and "loaded by Airflow  dags/a_takeover.py (the first in path order: its definition runs)" in out
+    assert f"also defined by    dags/{prefix}.py (fails to import)" in out and "delete dags/a_takeover.py" in out
+
+    takeover.unlink()  # the first way out, as printed
+    code, out, _ = txdag(capsys, "status", prefix)
+    assert code == 0 and "TWO DAG FILES" not in out, out
+
+
+def test_a_copy_later_in_path_order_is_the_one_to_delete(project, prefix, capsys) -> None:
+    assert coordinate(project, prefix, "manual__1")["txid"] == 1
+    (project / "zz_copy.py").write_text((project / f"{prefix}.py").read_text())
+    code, out, _ = txdag(capsys, "status", prefix, "--json")
+    assert code == 5 and json.loads(out)["two_files"] == {
+        "loaded": f"dags/{prefix}.py", "others": ["dags/zz_copy.py"], "owner": f"dags/{prefix}.py", "runs_owner": True,
+        "message": f"topology {prefix!r} is defined by 2 DAG files: Airflow loads dags/{prefix}.py (the first in path "
+                   f"order; the others fail to import), so its runs use dags/{prefix}.py's definition (the recorded "
+                   "owner)",
+        "ways_out": [f"delete dags/zz_copy.py: Airflow runs dags/{prefix}.py, the recorded owner, and the copy fails "
+                     "to import"]}
