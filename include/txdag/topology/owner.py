@@ -169,11 +169,17 @@ def check_one_file(topology_id: str, dag_file: str | Path, defining: Iterable[Pa
         )
 
 
-def two_files(topology_id: str, loaded: str, others: list[str], owner: str | None) -> dict[str, Any]:
-    """What to do about a topology defined by several DAG files: Airflow loads ``loaded`` (the first in path
-    order: :func:`check_one_file` fails the others' import), so the runs use its definition; ``owner`` is the DAG
-    file the ZooKeeper record names (None: none recorded yet). Returns the facts and the ways out, in the order to
-    try them: keep the recorded owner (delete the others); or keep the running copy (delete the rest, accept it)."""
+PATH_ORDER = "the first in path order"
+AIRFLOW_SAYS = "Airflow's API: the DAG's fileloc"
+
+
+def two_files(topology_id: str, loaded: str, others: list[str], owner: str | None,
+              seen: str = PATH_ORDER) -> dict[str, Any]:
+    """What to do about a topology defined by several DAG files: Airflow loads ``loaded`` (``seen``: the first in
+    path order, as :func:`check_one_file` fails the others' import, or what Airflow's API answered), so the runs
+    use its definition; ``owner`` is the DAG file the ZooKeeper record names (None: none recorded yet). Returns the
+    facts and the ways out, in the order to try them: keep the recorded owner (delete the others); or keep the
+    running copy (delete the rest, accept it)."""
     files = [loaded, *others]
     if owner is None or owner not in files:
         keep = [f"keep the file whose definition you mean to run and delete the others ({', '.join(files)})"
@@ -189,11 +195,11 @@ def two_files(topology_id: str, loaded: str, others: list[str], owner: str | Non
                 f"to keep the definition Airflow runs now: delete {', '.join(f for f in files if f != loaded)}, then "
                 f"`txdag topology accept {topology_id}`"]
     running = "the recorded owner" if owner == loaded else "not the recorded owner" if owner else "no owner recorded"
-    head = (f"topology {topology_id!r} is defined by {len(files)} DAG files: Airflow loads {loaded} (the first in "
-            f"path order; the others fail to import), so its runs use {loaded}'s definition ({running}"
+    head = (f"topology {topology_id!r} is defined by {len(files)} DAG files: Airflow loads {loaded} ({seen}; the "
+            f"others fail to import), so its runs use {loaded}'s definition ({running}"
             + (f": that is {owner}" if owner and owner != loaded else "") + ")")
-    return {"loaded": loaded, "others": others, "owner": owner, "runs_owner": owner == loaded, "message": head,
-            "ways_out": keep}
+    return {"loaded": loaded, "others": others, "owner": owner, "runs_owner": owner == loaded, "seen": seen,
+            "message": head, "ways_out": keep}
 
 
 def _same(a: Path, b: Path) -> bool:
