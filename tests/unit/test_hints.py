@@ -167,7 +167,7 @@ def test_the_password_of_a_home_is_found_under_airflows_default_name(where, monk
     monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path))
     (tmp_path / "simple_auth_manager_passwords.json.generated").write_text('{"admin": "s3cret"}')
     seen = {}
-    monkeypatch.setattr(api, "AirflowAPI", lambda url, user, password: seen.update(url=url, password=password))
+    monkeypatch.setattr(api, "AirflowAPI", lambda url, user, password, **_: seen.update(url=url, password=password))
     api.api_from_env()
     assert seen == {"url": "http://127.0.0.1:8080", "password": "s3cret"}
 

@@ -349,7 +349,7 @@ def _detail(response: requests.Response) -> Any:
         return response.text[:500]
 
 
-def api_from_env() -> AirflowAPI:
+def api_from_env(timeout: float = 30.0) -> AirflowAPI:
     """A client for TXDAG_AIRFLOW_URL/_USER/_PASSWORD; without them, for the Airflow where txdag runs: scripts/
     airflow.sh's in a checkout, ``AIRFLOW_HOME``'s (default ``~/airflow``) elsewhere (see :mod:`txdag.hints`)."""
     url = hints.airflow_url()
@@ -366,4 +366,4 @@ def api_from_env() -> AirflowAPI:
         except (ValueError, KeyError, TypeError):
             raise RuntimeError(f"no password of Airflow user {user!r} in {passwords}: set TXDAG_AIRFLOW_USER to one "
                                f"of its users, or TXDAG_AIRFLOW_PASSWORD") from None
-    return AirflowAPI(url, user, password)
+    return AirflowAPI(url, user, password, timeout=timeout)

@@ -11,6 +11,7 @@ seconds.
 from __future__ import annotations
 
 import os
+import socket
 import threading
 import time
 from datetime import UTC, datetime
@@ -21,6 +22,7 @@ from txdag.airflow.hooks import airflow_clients
 from txdag.defaults import ZOOKEEPER_CONN_ID
 from txdag.errors import ServiceUnavailable, TxdagError
 from txdag.topology.topology import TransactionalTopology, load_definitions
+from txdag.txid.replays import guarded_replay
 from txdag.txid.report import read_snapshot, replay_targets, transactions_view
 from txdag.zk.store import TransactionStore
 
@@ -167,9 +169,16 @@ def replay(name: str, from_txid: int, token: str) -> list[dict[str, Any]]:
     store.wait_connected()
     records = replay_targets(store, from_txid)
     api = api_as(token)
-    for record in records:
-        api.clear_run(name, record.run_id)
-    return [{"txid": r.txid, "run_id": r.run_id, "attempt": r.attempt, "was": r.status.value} for r in records]
+
+    def clear() -> list[dict[str, Any]]:
+        for record in records:
+            api.clear_run(name, record.run_id)
+        return [{"txid": r.txid, "run_id": r.run_id, "attempt": r.attempt, "was": r.status.value} for r in records]
+
+    if not records:
+        return clear()
+    by = f"the transactions page's replay from txid {from_txid} ({socket.gethostname()} pid {os.getpid()})"
+    return guarded_replay(store, records, by, lambda run_id: (api.run(name, run_id) or {}).get("state"), clear)
 
 
 def set_paused(name: str, paused: bool, token: str) -> bool:

@@ -51,14 +51,15 @@ def cmd_accept_missing(args: argparse.Namespace) -> int:
         store = store_of(using, conn_id(args, "zookeeper", definition), args.topology, {args.topology})
         found = accept_missing(store, using.spout(definition), args.txid, at, record=args.confirm)
         targets = replay_targets(store, found.replay_from) if replaying else []
-    data: dict[str, Any] = {"topology": args.topology, "txid": found.txid, "attempt": found.attempt,
-                            "run_id": found.run_id, "missing": found.missing, "at": at, "confirmed": found.recorded,
-                            "replay_from": found.replay_from, "replay_requested": args.replay, "replay": None}
-    if not args.json:
-        emit(args, data, accept_text)
-    if replaying:
-        args.dry_run = False
-        data["replay"] = clear_runs(args, targets, api)
+        data: dict[str, Any] = {"topology": args.topology, "txid": found.txid, "attempt": found.attempt,
+                                "run_id": found.run_id, "missing": found.missing, "at": at,
+                                "confirmed": found.recorded, "replay_from": found.replay_from,
+                                "replay_requested": args.replay, "replay": None}
+        if not args.json:
+            emit(args, data, accept_text)
+        if replaying:  # under the replay lock, with ZooKeeper still open (txdag.txid.replays)
+            args.dry_run = False
+            data["replay"] = clear_runs(args, targets, api, store=store)
     if args.json:
         emit(args, data, accept_text)
     elif replaying:

@@ -10,6 +10,7 @@ from typing import Any
 from txdag.cli import exits
 from txdag.cli.common import CliError, clients, conn_id, dags_folder, emit, fields, store_of, table, topologies
 from txdag.cli.doctor import halted
+from txdag.cli.topology import two_files_lines, two_files_of
 from txdag.errors import ConfigError, FormatVersionError
 from txdag.txid.failure import headline, ways_out
 from txdag.txid.report import batch_of, failures, read_snapshot, topology_status, txid_row
@@ -37,8 +38,9 @@ def rejection_count(args: argparse.Namespace, name: str, definition: Any, using:
 
 def cmd_status(args: argparse.Namespace) -> int:
     """Per topology: last committed txid, txids in flight, failures with their cascade, rejections. Exits 4 when a
-    topology is halted, 3 (5) when its Redis is unreachable (refuses the login), after printing what it could read;
-    with several, the highest."""
+    topology is halted, 3 (5) when its Redis is unreachable (refuses the login), 5 when several DAG files define
+    it (which one Airflow loads, the recorded owner, which to keep), after printing what it could read; with
+    several, the highest."""
     defined = topologies(args)
     zookeeper = conn_id(args, "zookeeper", defined.get(args.topology))
     codes: list[int] = []
@@ -59,8 +61,12 @@ def cmd_status(args: argparse.Namespace) -> int:
                 print(f"txdag status: warning: skipped topology {name!r}: {exc}", file=sys.stderr)
                 continue
             row = topology_status(topo, records, name, rejection_count(args, name, defined.get(name), using, codes))
-            report.append({**row, "halted": halted(defined[name], args) if name in defined else None})
+            report.append({**row, "halted": halted(defined[name], args) if name in defined else None,
+                           "two_files": two_files_of(args, name, defined[name], store_of(using, zookeeper, name,
+                                                                                          defined))
+                           if name in defined else None})
             codes += [exits.REFUSED] if report[-1]["halted"] else []
+            codes += [exits.CONFIG] if report[-1]["two_files"] else []
     emit(args, report[0] if args.topology else report, status_text)
     return max(codes, default=exits.OK)
 
@@ -71,8 +77,9 @@ def status_text(report: dict | list) -> str:
     if isinstance(report, list):
         return all_status_text(report)
     r = report
-    parts = [halt_lines(r), *(failure_lines(r["topology"], f) for f in r["failed"]), stalled_lines(r),
-             [summary_line(r)], in_flight_lines(r)]
+    parts = [two_files_lines(r.get("two_files")), halt_lines(r),
+             *(failure_lines(r["topology"], f) for f in r["failed"]), stalled_lines(r), [summary_line(r)],
+             in_flight_lines(r)]
     return "\n\n".join("\n".join(lines) for lines in parts if lines)
 
 
@@ -84,7 +91,8 @@ def all_status_text(report: list[dict[str, Any]]) -> str:
              "committed_txid": "never ran" if r.get("never_ran") else r["committed_txid"],
              "halted": "HALTED" if r.get("halted") else ""} for r in report]
     cols = ["topology", "committed_txid", "last_txid", "in_flight", "failed", "rejections", "halted"]
-    halts = [[f"{r['topology']} HALTED: {r['halted']}"] for r in report if r.get("halted")]
+    halts = [two_files_lines(r["two_files"]) for r in report if r.get("two_files")]
+    halts += [[f"{r['topology']} HALTED: {r['halted']}"] for r in report if r.get("halted")]
     failed = [failure_lines(r["topology"], f, named=True) for r in report for f in r["failed"]]
     stalls = [stalled_lines(r, named=True) for r in report if r.get("stalled")]
     heads = ["topology", "committed", "last txid", "in flight", "failed", "rejected", ""]

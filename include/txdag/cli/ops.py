@@ -4,6 +4,9 @@ each showing its progress as it goes (clearing runs, appending sample data, crea
 from __future__ import annotations
 
 import argparse
+import getpass
+import os
+import socket
 import sys
 from typing import Any
 
@@ -69,16 +72,30 @@ def cmd_replay(args: argparse.Namespace) -> int:
     logical date, or logical dates that do not grow with the txid)."""
     defined = topologies(args)
     with clients() as using:
-        records = replay_targets(store_of(using, conn_id(args, "zookeeper", defined.get(args.topology)),
-                                          args.topology, defined), args.from_txid)
-    emit(args, clear_runs(args, records), replay_text)
+        store = store_of(using, conn_id(args, "zookeeper", defined.get(args.topology)), args.topology, defined)
+        records = replay_targets(store, args.from_txid)
+        done = clear_runs(args, records, store=store)
+    emit(args, done, replay_text)
     return 0
 
 
-def clear_runs(args: argparse.Namespace, records: list[Any], api: Any = None) -> dict[str, Any]:
+def clear_runs(args: argparse.Namespace, records: list[Any], api: Any = None, *, store: Any) -> dict[str, Any]:
     """Clear the runs of ``records`` (a replay's targets) in txid order through Airflow's REST API (``api``, else
-    logged in now), or only list them with ``args.dry_run``; progress goes to stdout (stderr with --json)."""
-    api = None if args.dry_run else (api or airflow_api())
+    logged in now), or only list them with ``args.dry_run``; progress goes to stdout (stderr with --json). A real
+    replay holds the topology's replay lock in ``store`` (txdag.txid.replays): one replay of a topology at a time,
+    and none of runs a replay already set going again."""
+    if args.dry_run or not records:
+        return _clear_runs(args, records, None)
+    from txdag.txid.replays import guarded_replay
+
+    api = api or airflow_api()
+    by = f"txdag replay {args.topology} --from {records[0].txid} by {getpass.getuser()}@{socket.gethostname()} " \
+         f"pid {os.getpid()}"
+    return guarded_replay(store, records, by, lambda run_id: (api.run(args.topology, run_id) or {}).get("state"),
+                          lambda: _clear_runs(args, records, api))
+
+
+def _clear_runs(args: argparse.Namespace, records: list[Any], api: Any) -> dict[str, Any]:
     progress = Progress(len(records), sys.stderr if args.json else sys.stdout)
     cleared = []
     for record in records:
@@ -201,7 +218,10 @@ def seed_text(d: dict[str, Any]) -> str:
 def cmd_reset(args: argparse.Namespace) -> int:
     """Start a topology over on purpose: delete its txid records in ZooKeeper and every key it writes in Redis
     (states, commit marker, staging, windows, new values, key-value states, rejections); its source is kept and
-    read again from its start. The way out that a store or source that went backwards names."""
+    read again from its start. The way out that a store or source that went backwards names. The keys are named
+    from the layouts (txdag.cli.resetkeys), so the topology's own Redis user (``txdag acl redis``, no SCAN) can run
+    it as printed."""
+    from txdag.cli import resetkeys
     from txdag.cli.acl import owned_patterns
 
     definition = topology(args, args.topology)
@@ -209,17 +229,29 @@ def cmd_reset(args: argparse.Namespace) -> int:
         store = using.store(args.topology, conn_id(args, "zookeeper", definition))
         redis = using.redis(conn_id(args, "redis", definition))
         record = store.read_topology()[0] if store.client.exists(store.path) else None
-        keys = sorted({k for p in owned_patterns(definition) for k in redis.scan_iter(match=p, count=1000)})
+        kept = store.read_txids(kept_txids(store)) if record else {}
+        attempts = {txid: rec.attempt for txid, (rec, _) in kept.items()}
+        named = resetkeys.named_keys(redis, definition, record.last_txid if record else 0, attempts)
+        keys = list(dict.fromkeys([*named, *sorted(resetkeys.scanned_keys(redis, owned_patterns(definition)))]))
         plan = {"topology": args.topology, "zookeeper": store.path if record else None,
-                "committed_txid": record.committed_txid if record else None, "redis_keys": len(keys),
-                "confirmed": args.confirm}
+                "committed_txid": record.committed_txid if record else None,
+                "redis_keys": resetkeys.count_existing(redis, keys), "confirmed": args.confirm}
         if args.confirm:
             if record is not None:
                 store.forget()
-            for start in range(0, len(keys), CHUNK):
-                redis.delete(*keys[start:start + CHUNK])
+            resetkeys.delete(redis, keys)
     emit(args, plan, reset_summary)
     return 0 if args.confirm else 1
+
+
+def kept_txids(store: Any) -> list[int]:
+    """The txids whose znodes are kept (none when the topology's txids znode is gone)."""
+    from txdag.zk.store import ZnodeMissing
+
+    try:
+        return list(store.list_txids())
+    except ZnodeMissing:
+        return []
 
 
 def reset_summary(d: dict[str, Any]) -> str:

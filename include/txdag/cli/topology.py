@@ -57,12 +57,51 @@ def owner_report(args: argparse.Namespace, store: Any, owner: Any, files: list[s
     }
 
 
+def two_files_of(args: argparse.Namespace, name: str, definition: Any, store: Any) -> dict[str, Any] | None:
+    """When several DAG files of the DAG folder define ``name``: which one Airflow loads, the recorded owner, and
+    which to keep (txdag.topology.owner.two_files); else None."""
+    from txdag.airflow.rendering import defining_in
+    from txdag.topology.owner import AIRFLOW_SAYS, PATH_ORDER, dag_file_label, two_files
+
+    files = [dag_file_label(f, definition.project_dir) or str(f) for f in defining_in(dags_folder(args), name)]
+    if len(files) < 2:
+        return None
+    fileloc = airflow_fileloc(name)
+    said = dag_file_label(fileloc, definition.project_dir) if fileloc else None
+    loaded, seen = (said, AIRFLOW_SAYS) if said in files else (files[0], PATH_ORDER)
+    got = store.read_owner() if store.client.exists(store.path) else None
+    return two_files(name, loaded, [f for f in files if f != loaded], got[0].dag_file if got else None, seen)
+
+
+def airflow_fileloc(dag_id: str) -> str | None:
+    """The file Airflow loaded ``dag_id`` from (``GET /api/v2/dags/{dag_id}``'s ``fileloc``), or None when its API
+    cannot say (not configured, not answering, the DAG not parsed yet): then the first file in path order is the
+    one Airflow loads, since the parse-time check fails the others."""
+    import requests
+
+    from txdag.airflow.api import AirflowAPIError, api_from_env
+
+    try:
+        dag = api_from_env(timeout=5).dag(dag_id)
+    except (AirflowAPIError, RuntimeError, requests.RequestException, ValueError, KeyError):
+        return None
+    return dag.get("fileloc") if isinstance(dag, dict) else None
+
+
+def two_files_lines(found: dict[str, Any] | None) -> list[str]:
+    """How ``status`` and ``topology owner`` lead with a topology defined by several DAG files."""
+    if not found:
+        return []
+    return [f"TWO DAG FILES: {found['message']}. Keep one:", *(f"  {way}" for way in found["ways_out"])]
+
+
 def cmd_owner(args: argparse.Namespace) -> int:
     definition = topology(args, args.topology)
     with clients() as using:
         store = using.store(args.topology, conn_id(args, "zookeeper", definition))  # before Airflow is imported
         _, owner, files = folder_owner(args, args.topology)  # (defining_in): a shell without it gets its error first
         report = owner_report(args, store, owner, files)
+        report["two_files"] = two_files_of(args, args.topology, definition, store)
     emit(args, report, owner_text)
     return 0
 
@@ -86,8 +125,12 @@ def owner_text(r: dict[str, Any]) -> str:
 
 
 def _copies(r: dict[str, Any]) -> list[tuple[str, str]]:
-    later = r["defined_by"][1:]
-    return [("also defined by", f"{', '.join(later)} (not loaded: delete the copy)")] if later else []
+    found = r.get("two_files")
+    if not found:
+        return []
+    return [("loaded by Airflow", f"{found['loaded']} (the first in path order: its definition runs)"),
+            ("also defined by", f"{', '.join(found['others'])} (fails to import)"),
+            ("", two_files_lines(found)[0]), *(("", way) for way in found["ways_out"])]
 
 
 def cmd_accept(args: argparse.Namespace) -> int:

@@ -162,10 +162,45 @@ def check_one_file(topology_id: str, dag_file: str | Path, defining: Iterable[Pa
     if earlier:
         raise ConfigError(
             f"topology {topology_id!r} is defined by two DAG files, {earlier[0]} and {this}: a topology has one DAG "
-            f"file, so {earlier[0]} keeps it (the first in path order) and {this} is not loaded. Delete {this}, or "
-            f"give it its own topology_id; to change the topology on purpose, edit {earlier[0]} (docs/"
+            f"file, so Airflow loads {earlier[0]} (the first in path order) and {this} fails to import: the "
+            f"topology's runs use {earlier[0]}'s definition. Keep the file whose definition you mean to run and "
+            f"delete the other, or give it its own topology_id: `txdag topology owner {topology_id}` names the "
+            f"recorded owner and which file to delete; to change the topology on purpose, edit one file (docs/"
             f"topologies.md, 'Changing a topology on purpose')"
         )
+
+
+PATH_ORDER = "the first in path order"
+AIRFLOW_SAYS = "Airflow's API: the DAG's fileloc"
+
+
+def two_files(topology_id: str, loaded: str, others: list[str], owner: str | None,
+              seen: str = PATH_ORDER) -> dict[str, Any]:
+    """What to do about a topology defined by several DAG files: Airflow loads ``loaded`` (``seen``: the first in
+    path order, as :func:`check_one_file` fails the others' import, or what Airflow's API answered), so the runs
+    use its definition; ``owner`` is the DAG file the ZooKeeper record names (None: none recorded yet). Returns the
+    facts and the ways out, in the order to try them: keep the recorded owner (delete the others); or keep the
+    running copy (delete the rest, accept it)."""
+    files = [loaded, *others]
+    if owner is None or owner not in files:
+        keep = [f"keep the file whose definition you mean to run and delete the others ({', '.join(files)})"
+                + (": the next coordinate records the loaded one as the owner" if owner is None else
+                   f", then `txdag topology accept {topology_id}` (the recorded owner {owner} is none of them)")]
+    elif owner == loaded:
+        keep = [f"delete {', '.join(others)}: Airflow runs {loaded}, the recorded owner, and the copy fails to "
+                "import"]
+    else:
+        rest = [f for f in files if f != owner]
+        keep = [f"to run the recorded owner's definition again: delete {', '.join(rest)} (Airflow then loads "
+                f"{owner}; the txids the copy ran stay as committed)",
+                f"to keep the definition Airflow runs now: delete {', '.join(f for f in files if f != loaded)}, then "
+                f"`txdag topology accept {topology_id}`"]
+    running = "the recorded owner" if owner == loaded else "not the recorded owner" if owner else "no owner recorded"
+    head = (f"topology {topology_id!r} is defined by {len(files)} DAG files: Airflow loads {loaded} ({seen}; the "
+            f"others fail to import), so its runs use {loaded}'s definition ({running}"
+            + (f": that is {owner}" if owner and owner != loaded else "") + ")")
+    return {"loaded": loaded, "others": others, "owner": owner, "runs_owner": owner == loaded, "seen": seen,
+            "message": head, "ways_out": keep}
 
 
 def _same(a: Path, b: Path) -> bool:

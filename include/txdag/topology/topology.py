@@ -290,7 +290,9 @@ def load_definitions(folder: str | Path, recursive: bool = False
         twice = sorted(set(defined) & set(found))
         if twice:
             errors[str(path)] = (f"ConfigError: topology {twice[0]!r} is defined by {owners[twice[0]]} already: "
-                                 f"one DAG file per topology id (rename one, or delete the copy)")
+                                 f"one DAG file per topology id, and Airflow loads the first in path order: "
+                                 f"`txdag topology owner {twice[0]}` names the recorded owner and which file to "
+                                 f"delete")
             continue
         found.update(defined)
         owners.update(dict.fromkeys(defined, str(path)))

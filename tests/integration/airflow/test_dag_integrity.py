@@ -168,7 +168,8 @@ def test_a_copy_first_in_path_order_keeps_the_dag_and_the_coordinate_task_refuse
     dags = project_with(tmp_path, {"a_copy.py": word_count_copy()})
     bag = dagbag(dags)
     assert list(bag.import_errors) == [str(dags / "word_count.py")]
-    assert f"{dags / 'a_copy.py'} keeps it" in bag.import_errors[str(dags / "word_count.py")]
+    error = bag.import_errors[str(dags / "word_count.py")]
+    assert f"Airflow loads {dags / 'a_copy.py'} (the first in path order)" in error
     coordinate = next(t for t in bag.dags["word_count"].tasks if t.task_id == "coordinate")
     assert coordinate.dag_file == str(dags / "a_copy.py")
 

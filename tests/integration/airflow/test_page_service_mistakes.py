@@ -205,6 +205,23 @@ def test_a_replay_while_zookeeper_is_cut_answers_503_at_once_and_is_never_done_l
     assert airflow.posts == [f"/api/v2/dags/{prefix}/dagRuns/run5/clear"], "the replay refused was done later"
 
 
+def test_a_replay_while_another_replay_of_the_topology_runs_is_a_409_naming_it(page, cut_zk, zk_client, zk_root,
+                                                                             prefix) -> None:
+    """Issue 37: the page's replay takes the topology's replay lock as `txdag replay` does; held -> 409, no run
+    cleared."""
+    _, airflow = cut_zk
+    lock = zk_client.Lock(f"{zk_root}/{prefix}/replay-lock", identifier=f"txdag replay {prefix} --from 4 by ops@host")
+    assert lock.acquire(timeout=10)
+    try:
+        response = page.post(f"/api/topologies/{prefix}/replay", headers=CSRF, json={"from_txid": 4})
+    finally:
+        lock.release()
+    check_answer(response.status_code, detail_of(response), 409,
+                 [f"topology '{prefix}': a replay of it is in progress (txdag replay {prefix} --from 4 by ops@host)",
+                  f"Wait for it to finish, then see `txdag status {prefix}`"], what="replay beside another")
+    assert airflow.posts == []
+
+
 def test_the_rejections_are_listed_newest_first_with_their_reason_and_time(page, redis_url, prefix) -> None:
     client = redis.Redis.from_url(redis_url.rsplit("/", 1)[0] + f"/{DB}")
     client.hset(f"txdag:rejected:{{{prefix}}}", mapping={  # one recorded before "at" existed, one not txdag's

@@ -30,6 +30,7 @@ from txdag.spouts.tweets import append_tweets
 from txdag.state.marker import default_key
 from txdag.topology.topology import load_definitions
 from txdag.txid.coordinator import Coordinator
+from txdag.txid.replays import replay_lock_path
 from txdag.zk.client import connect_zk
 from txdag.zk.store import TransactionStore
 
@@ -150,6 +151,11 @@ ENVIRONMENTS = {  # what is wrong with where the command runs
     "the topologies' redis user": lambda mp, conns, port: None,  # the user `txdag acl redis` sets up, not the admin
     "store behind zookeeper": lambda mp, conns, port: None,  # the commit marker says txid 1, ZooKeeper 3: HALTED
     "entry of txid 5 lost": lambda mp, conns, port: None,  # a source entry of txid 5's batch deleted
+    "halted, the topologies' redis user": lambda mp, conns, port: None,  # the two above: the demo's connection
+    "a replay in progress": lambda mp, conns, port: None,  # another replay holds the topology's replay lock
+    "a replay under way": lambda mp, conns, port: None,  # a replay from 4 is done and Airflow runs run4 again
+    "a replay that failed again": lambda mp, conns, port: None,  # ... and run4 failed again
+    "a copy first in path order": lambda mp, conns, port: None,  # dags/a_takeover.py: the DAG file copied
 }
 DOWN_ZK = ["ZooKeeper is not reachable at", "start it with `bash scripts/services.sh start`"]
 NOAUTH = ["ZooKeeper refused to list", "(NoAuth)", "give this connection the digest user and password"]
@@ -261,8 +267,38 @@ MISTAKES = [  # the environment, what the user types ({t}: the topology), the ex
     ("store behind zookeeper", "status {t}", REFUSED, ["HALTED: topology '{t}': ZooKeeper records txid 3 committed",
                                                       "commit marker 1", "txdag reset {t} --confirm"]),
     ("store behind zookeeper", "status", REFUSED, ["{t} HALTED: topology '{t}'", "HALTED"]),
+    # the way out it prints runs as printed with the connection the demo sets up (issue 37): no SCAN needed
+    ("halted, the topologies' redis user", "status {t}", REFUSED, ["HALTED: topology '{t}'",
+                                                                   "txdag reset {t} --confirm"]),
+    ("halted, the topologies' redis user", "doctor --check stores", FAILED, ["stores of {t}", "fail",
+                                                                             "txdag reset {t} --confirm"]),
+    ("halted, the topologies' redis user", "reset {t}", FAILED, ["would reset topology {t}: its records at",
+                                                                 "(committed up to txid 3)", "Redis key(s) it wrote",
+                                                                 "nothing deleted: add --confirm to do it"]),
+    ("halted, the topologies' redis user", "reset {t} --confirm", OK,
+     ["reset topology {t}: its records at", "(committed up to txid 3)", "Redis key(s) it wrote; its source is kept; "
+      "the next run starts at txid 1, from the source's start"]),
     ("", "show {t} 5", OK, ["txid 5 FAILED behind txid 4 (attempt 1, run run5): txid 4 failed (attempt 1): "
                             "RuntimeError", "txdag replay {t} --from 4"]),
+    # two replays of one topology: the second sees the first (issue 37)
+    ("a replay in progress", "replay {t} --from 4", REFUSED,
+     ["topology '{t}': a replay of it is in progress (txdag replay {t} --from 4 in another terminal)",
+      "this one would spend their attempts for nothing", "Wait for it to finish, then see `txdag status {t}`"]),
+    ("a replay under way", "replay {t} --from 4", REFUSED,
+     ["topology '{t}': a replay from txid 4 cleared the runs of txids 4..5 at ",
+      "txid 4's run run4 is queued again in Airflow: the replay is already under way",
+      "Wait for it: `txdag status {t}`; replay again only if it fails"]),
+    ("a replay that failed again", "replay {t} --from 4", OK, ["txid 4: clearing run run4", "txid 5: clearing run run5",
+                                                              "cleared 2 run(s) of topology {t}, from txid 4"]),
+    # two DAG files for one topology id: the one Airflow loads, the owner, which to keep; status exits 5 (issue 37)
+    ("a copy first in path order", "status {t}", CONFIG,
+     ["TWO DAG FILES: topology '{t}' is defined by 2 DAG files: Airflow loads", "a_takeover.py (the first in path "
+      "order; the others fail to import), so its runs use", "(no owner recorded). Keep one:", "  keep the file whose "
+      "definition you mean to run and delete the others", "the next coordinate records the loaded one as the owner",
+      "txid 4 FAILED"]),
+    ("a copy first in path order", "status", CONFIG, ["TWO DAG FILES: topology '{t}'", "a_takeover.py"]),
+    ("a copy first in path order", "topology owner {t}", OK, ["loaded by Airflow", "a_takeover.py (the first in path "
+                                                              "order: its definition runs)", "(fails to import)"]),
     # accept-missing where it has nothing to accept or would break the guarantee
     ("", "accept-missing {t} 2 --confirm", REFUSED, ["txid 2 is committed", "would rewrite history"]),
     ("", "accept-missing {t} 4 --confirm", REFUSED, ["no entry of txid 4's batch is missing in the source now",
@@ -328,14 +364,44 @@ def test_a_mistake_gets_its_exit_code_and_a_message_naming_the_fix(ran, conns, m
 def arrange(environment: str, stack: contextlib.ExitStack, client: redis.Redis, monkeypatch, conns, prefix: str,
             tmp_path) -> None:
     """What an environment changes in Redis, undone by ``stack`` or with the test's keys."""
-    if environment == "the topologies' redis user":  # txdag acl redis for every topology of the DAG folder
+    if environment in ("the topologies' redis user", "halted, the topologies' redis user"):  # txdag acl redis
         definitions = list(load_definitions(tmp_path / "dags")[0].values())
         stack.enter_context(redis_user(client, f"{prefix}-user", definitions, "pw-" + prefix))
         set_conn(monkeypatch, conns, "redis", login=f"{prefix}-user", password="pw-" + prefix)
-    elif environment == "store behind zookeeper":
+    if environment in ("store behind zookeeper", "halted, the topologies' redis user"):
         client.set(default_key(prefix), 1)
     elif environment == "entry of txid 5 lost":
         client.delete(f"{prefix}:170")
+    elif environment == "a copy first in path order":
+        (tmp_path / "dags" / "a_takeover.py").write_text((tmp_path / "dags" / f"{prefix}.py").read_text())
+    elif environment.startswith("a replay"):
+        airflow = ReplayingAirflow("failed" if environment.endswith("failed again") else "queued")
+        monkeypatch.setattr("txdag.cli.ops.airflow_api", lambda: airflow)
+        zk = conns["zookeeper"]
+        store = TransactionStore(connect_zk(f"{zk['host']}:{zk['port']}", auth=ZK_AUTH), prefix,
+                                 root=zk["extra"]["root"])
+        stack.callback(store.client.close)
+        stack.callback(store.client.stop)
+        if environment == "a replay in progress":
+            lock = store.client.Lock(replay_lock_path(store), identifier=f"txdag replay {prefix} --from 4 in another "
+                                                                        "terminal")
+            assert lock.acquire(timeout=10)
+            stack.callback(lock.release)
+        else:
+            assert main(["replay", prefix, "--from", "4"]) == OK and airflow.cleared == ["run4", "run5"]
+
+
+class ReplayingAirflow:
+    """Airflow's REST API as far as a replay goes: it clears runs, and answers ``state`` for every run."""
+
+    def __init__(self, state: str) -> None:
+        self.state, self.cleared = state, []
+
+    def clear_run(self, dag_id: str, run_id: str, **_) -> None:
+        self.cleared.append(run_id)
+
+    def run(self, dag_id: str, run_id: str) -> dict:
+        return {"dag_run_id": run_id, "state": self.state}
 
 
 def test_a_corrupt_znode_and_a_value_that_is_not_json_are_named(ran, zk_client, zk_root, prefix, capsys) -> None:

@@ -6,6 +6,9 @@ accept``; ``txdag topology owner`` shows what changed; a copy in the DAG folder 
 from __future__ import annotations
 
 import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from support.cli_project import dag_folder, drop_keys, set_connections, state_client
@@ -37,11 +40,19 @@ def project(monkeypatch, redis_url, zk_hosts, zk_root, prefix, tmp_path):
     """Connections to the test servers, a DAG folder with the topology, and 200 tweets to read."""
     set_connections(monkeypatch, redis_url, zk_hosts, zk_root, DB)
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", "spark://local")
+    monkeypatch.setenv("TXDAG_AIRFLOW_URL", f"http://127.0.0.1:{unused_port()}")  # no Airflow: path order says
+    monkeypatch.setenv("TXDAG_AIRFLOW_PASSWORD", "x")
     dags = dag_folder(monkeypatch, tmp_path, prefix, DAG_FILE)
     client = state_client(redis_url, DB)
     append_tweets(client, sample_tweets(200, seed=5), prefix=f"{prefix}:")
     yield dags
     drop_keys(client, prefix)
+
+
+def unused_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def coordinate(dags, prefix, run_id):
@@ -101,3 +112,99 @@ def test_accept_refuses_while_a_copy_defines_the_topology_too(project, prefix, c
     assert code == 1
     assert (f"txdag topology accept: topology {prefix!r} is defined by 2 DAG files ({project / f'{prefix}.py'}, "
             f"{copy}): a topology has one DAG file; delete the copy") in err
+
+
+def test_a_copy_first_in_path_order_is_named_as_the_file_airflow_runs_and_status_exits_5(project, prefix,
+                                                                                        capsys) -> None:
+    """Issue 37: a copy of the DAG file saved as a_takeover.py with another batch size. Airflow loads the copy
+    (first in path order; the owner's file fails to import) and runs its definition. status, topology owner and
+    the import error name the file Airflow loads and the recorded owner, and which to delete to keep which."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    assert coordinate(project, prefix, "manual__1")["txid"] == 1  # the owner: dags/<prefix>.py
+    takeover = project / "a_takeover.py"
+    takeover.write_text((project / f"{prefix}.py").read_text().replace("max_transaction_size=40",
+                                                                        "max_transaction_size=50"))
+    whole = DagBag(str(project))  # what Airflow's DAG processor ends up with
+    assert whole.dags[prefix].fileloc == str(takeover)
+    assert list(whole.import_errors) == [str(project / f"{prefix}.py")]
+    assert (f"Airflow loads {takeover} (the first in path order) and {project / f'{prefix}.py'} fails to import"
+            in whole.import_errors[str(project / f"{prefix}.py")])
+
+    code, out, _ = txdag(capsys, "status", prefix)
+    assert code == 5, out
+    assert out.splitlines()[:3] == [
+        f"TWO DAG FILES: topology {prefix!r} is defined by 2 DAG files: Airflow loads dags/a_takeover.py (the first "
+        f"in path order; the others fail to import), so its runs use dags/a_takeover.py's definition (not the "
+        f"recorded owner: that is dags/{prefix}.py). Keep one:",
+        f"  to run the recorded owner's definition again: delete dags/a_takeover.py (Airflow then loads "
+        f"dags/{prefix}.py; the txids the copy ran stay as committed)",
+        f"  to keep the definition Airflow runs now: delete dags/{prefix}.py, then `txdag topology accept {prefix}`"]
+    code, out, _ = txdag(capsys, "status")
+    assert code == 5 and out.startswith(f"TWO DAG FILES: topology {prefix!r}"), out
+    code, out, _ = txdag(capsys, "topology", "owner", prefix)
+    assert code == 0 and "loaded by Airflow  dags/a_takeover.py (the first in path order: its definition runs)" in out
+    assert f"also defined by    dags/{prefix}.py (fails to import)" in out and "delete dags/a_takeover.py" in out
+
+    takeover.unlink()  # the first way out, as printed
+    code, out, _ = txdag(capsys, "status", prefix)
+    assert code == 0 and "TWO DAG FILES" not in out, out
+
+
+def test_a_copy_later_in_path_order_is_the_one_to_delete(project, prefix, capsys) -> None:
+    assert coordinate(project, prefix, "manual__1")["txid"] == 1
+    (project / "zz_copy.py").write_text((project / f"{prefix}.py").read_text())
+    code, out, _ = txdag(capsys, "status", prefix, "--json")
+    assert code == 5 and json.loads(out)["two_files"] == {
+        "loaded": f"dags/{prefix}.py", "others": ["dags/zz_copy.py"], "owner": f"dags/{prefix}.py", "runs_owner": True,
+        "seen": "the first in path order",
+        "message": f"topology {prefix!r} is defined by 2 DAG files: Airflow loads dags/{prefix}.py (the first in path "
+                   f"order; the others fail to import), so its runs use dags/{prefix}.py's definition (the recorded "
+                   "owner)",
+        "ways_out": [f"delete dags/zz_copy.py: Airflow runs dags/{prefix}.py, the recorded owner, and the copy fails "
+                     "to import"]}
+
+
+class AirflowWithDag(BaseHTTPRequestHandler):
+    """Airflow's REST API as far as a DAG's record goes: a login, and ``GET /api/v2/dags/{dag_id}`` answering
+    ``server.fileloc`` (the file the DAG processor serialised the DAG from)."""
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.answer(201, {"access_token": "token"})
+
+    def do_GET(self) -> None:  # noqa: N802
+        dag_id = self.path.split("?")[0].rsplit("/", 1)[1]
+        self.answer(200, {"dag_id": dag_id, "fileloc": self.server.fileloc})  # type: ignore[attr-defined]
+
+    def answer(self, status: int, body: dict) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(json.dumps(body).encode())
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_the_file_airflow_answers_it_loaded_is_named_over_path_order(project, prefix, capsys, monkeypatch) -> None:
+    """Airflow's API says which file it loaded the DAG from (fileloc): right after the copy appears, its DAG
+    processor may still hold the owner's file; txdag names what Airflow answers, and falls back to path order."""
+    assert coordinate(project, prefix, "manual__1")["txid"] == 1
+    (project / "a_takeover.py").write_text((project / f"{prefix}.py").read_text())
+    server = ThreadingHTTPServer(("127.0.0.1", 0), AirflowWithDag)
+    server.fileloc = str(project / f"{prefix}.py")  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("TXDAG_AIRFLOW_URL", f"http://127.0.0.1:{server.server_address[1]}")
+    try:
+        code, out, _ = txdag(capsys, "status", prefix, "--json")
+    finally:
+        server.shutdown()
+        server.server_close()
+    found = json.loads(out)["two_files"]
+    assert code == 5 and found["loaded"] == f"dags/{prefix}.py" and found["others"] == ["dags/a_takeover.py"]
+    assert found["seen"] == "Airflow's API: the DAG's fileloc" and found["runs_owner"]
+    assert found["message"].startswith(f"topology {prefix!r} is defined by 2 DAG files: Airflow loads dags/{prefix}.py "
+                                       "(Airflow's API: the DAG's fileloc; the others fail to import)")
+    assert found["ways_out"] == [f"delete dags/a_takeover.py: Airflow runs dags/{prefix}.py, the recorded owner, and "
+                                 "the copy fails to import"]

@@ -134,7 +134,8 @@ def test_the_second_file_fails_naming_both_and_the_first_keeps_the_topology(tmp_
         check_one_file("word_count", copy, defining)
     message = str(caught.value)
     assert message.startswith(f"topology 'word_count' is defined by two DAG files, {first} and {copy}: ")
-    assert f"{first} keeps it" in message and f"Delete {copy}" in message
+    assert f"Airflow loads {first} (the first in path order) and {copy} fails to import" in message
+    assert "`txdag topology owner word_count` names the recorded owner and which file to delete" in message
 
 
 def test_the_same_file_through_a_link_is_one_definition(tmp_path) -> None:

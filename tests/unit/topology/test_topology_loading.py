@@ -59,6 +59,7 @@ def test_one_owner_a_second_file_defining_a_topology_id_is_an_error(project: Pat
     assert list(found) == ["same"] and found["same"].project_dir == str(project.resolve())
     assert list(errors) == [str(second)]
     assert f"topology 'same' is defined by {first} already" in errors[str(second)]
+    assert "`txdag topology owner same` names the recorded owner and which file to delete" in errors[str(second)]
 
 
 def test_one_file_reached_through_two_links_is_one_definition(project: Path, tmp_path_factory) -> None:
