@@ -49,10 +49,13 @@ done
 
 # Else the whole suite, tier by tier (each its own pytest run, all run even when one fails), then each tier's
 # time and result. The integration tier runs on two workers (pytest-xdist): each test has its own key prefix and
-# znode root, each worker its own Spark session. The e2e tier shares one Airflow; the demo tier starts its own;
-# the cluster tier starts and stops scripts/cluster.sh's loopback cluster on ports of its own, and prints what its
-# tests printed (-rfEP: the failures and errors, then the passed tests' output, each kill's cost in time).
-TIERS=("unit:tests/unit" "integration:tests/integration -n 2" "e2e:tests/e2e" "demo:tests/demo" "cluster:tests/cluster -rfEP")
+# znode root, each worker its own Spark session; a worker that runs out of tests takes half of the other's pending
+# ones (--dist worksteal), so that the slow tests do not run one after another on one worker while the other idles
+# (tests/integration/conftest.py also starts the slowest first). The e2e tier shares one Airflow; the demo tier
+# starts its own; the cluster tier starts and stops scripts/cluster.sh's loopback cluster on ports of its own, and
+# prints what its tests printed (-rfEP: the failures and errors, then the passed tests' output, each kill's cost in
+# time).
+TIERS=("unit:tests/unit" "integration:tests/integration -n 2 --dist worksteal" "e2e:tests/e2e" "demo:tests/demo" "cluster:tests/cluster -rfEP")
 LOGS="$ROOT/.run/test-logs"
 mkdir -p "$LOGS"
 summary=()

@@ -1,9 +1,9 @@
 """The README's service commands, run as written: ``bash scripts/services.sh start``, ``status``,
 ``restart-redis`` (keeps the data) and ``stop`` (then ``status`` says down and exits 1); and what a stop and a
-start keep (everything: Redis's keys and users, ZooKeeper's znodes, Kafka's topics and records), a crash of Redis
-too (its append-only file is fsynced before it answers), what ``wipe`` deletes (the data, never the users), and a
-Redis that an older services.sh started without an append-only file, whose data ``stop`` and ``restart-redis``
-keep as well. (tests/integration/test_kafka_broker.py has Kafka's crash.)
+start keep (everything: Redis's keys and users, ZooKeeper's znodes, Kafka's topics and every acknowledged record),
+a crash of Redis too (its append-only file is fsynced before it answers) and a SIGKILL of Kafka (it fsyncs a
+partition's log before it acknowledges), what ``wipe`` deletes (the data, never the users), and a Redis that an
+older services.sh started without an append-only file, whose data ``stop`` and ``restart-redis`` keep as well.
 
 They run on a Redis, a ZooKeeper and a Kafka broker of each test's own, on free ports (TXDAG_REDIS_PORT,
 TXDAG_ZK_PORT, TXDAG_KAFKA_PORT, TXDAG_KAFKA_CONTROLLER_PORT), never on the servers the other tests use; their
@@ -26,11 +26,19 @@ from urllib.parse import unquote, urlsplit
 import pytest
 import redis
 from access import REDIS_URL, kazoo_auth
-from support.kafka import admin_client, create_topic, partitions_of, produce, read_range
+from support.kafka import admin_client, create_topic, partitions_of, produce, read_range, watermarks
 from support.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 STAGED_KEY = "txdag:stage:{word_count}:survivor"  # a key the topologies' user of the dags/ folder may read
+
+
+def kill(pid: int) -> None:
+    """SIGKILL, then wait up to 10 s for the process to be gone."""
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 @dataclass
@@ -81,11 +89,11 @@ class Services:
 
     def kill_redis(self) -> None:
         """SIGKILL: Redis dies between two commands, with no chance to write anything out."""
-        pid = self.redis_pid()
-        os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        kill(self.redis_pid())
+
+    def kill_kafka(self) -> None:
+        """SIGKILL: the broker dies with no chance to write anything out or to shut down cleanly."""
+        kill(int((self.kafka_dir / "kafka.pid").read_text()))
 
     def zk(self):  # type: ignore[no-untyped-def]
         from kazoo.client import KazooClient
@@ -131,7 +139,15 @@ def login(port: int, user: str, password: str) -> redis.Redis:
     return redis.Redis(host="127.0.0.1", port=port, username=user, password=password, decode_responses=True)
 
 
-def test_start_status_restart_redis_stop(services) -> None:
+def read_all(bootstrap: str, topic: str) -> list[tuple[int, int, str]]:
+    """(partition, offset, value) of every record of a topic of two partitions."""
+    return sorted((p, offset, value) for p in (0, 1)
+                  for offset, value in read_range(bootstrap, topic, p, 0, watermarks(bootstrap, topic, p)[1]))
+
+
+# One test, one start/stop cycle of all three servers for all of it (a Kafka broker's start, a JVM's, is the dear
+# part): status and restart-redis, then what a stop and a start keep, then what a crash of each keeps.
+def test_start_status_restart_redis_stop_and_what_a_stop_a_start_and_a_crash_keep(services) -> None:
     services.ok("start")
 
     status = services("status")
@@ -142,7 +158,12 @@ def test_start_status_restart_redis_stop(services) -> None:
     assert "without its append-only file" not in status.stdout
     assert f"TXDAG_KAFKA_BOOTSTRAP=127.0.0.1:{services.kafka_port}" in services.ok("env")
 
-    admin = services.admin
+    admin, port = services.admin, services.redis_port
+    assert admin.config_get("appendonly")["appendonly"] == "yes"
+    assert admin.config_get("appendfsync")["appendfsync"] == "always"
+    assert Path(admin.config_get("dir")["dir"]).resolve() == (services.redis_dir / "data").resolve()
+
+    # restart-redis keeps the data and the users added since the start
     admin.set("services-script-test", "kept")
     admin.acl_setuser("added-since-start", enabled=True, passwords=["+pw-added"], keys=["services-*"],
                       commands=["+get"])  # no ACL SAVE: restart-redis saves it
@@ -151,28 +172,8 @@ def test_start_status_restart_redis_stop(services) -> None:
     assert restarted.returncode == 0, restarted.stdout + restarted.stderr
     assert services.redis_pid() != pid, "restart-redis did not restart Redis"
     assert admin.get("services-script-test") == "kept"
-    with login(services.redis_port, "added-since-start", "pw-added") as user:
+    with login(port, "added-since-start", "pw-added") as user:
         assert user.get("services-script-test") == "kept"
-
-    stopped = services("stop")
-    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
-    status = services("status")
-    assert status.returncode == 1, status.stdout + status.stderr
-    assert f"Redis     127.0.0.1:{services.redis_port} down" in status.stdout
-    assert f"ZooKeeper 127.0.0.1:{services.zk_port} down" in status.stdout
-    assert f"Kafka     127.0.0.1:{services.kafka_port} down" in status.stdout
-
-    # what restart-redis kept is not a one-off: the next cold start has it too
-    services.ok("start", "redis")
-    assert admin.get("services-script-test") == "kept"
-
-
-def test_stop_and_start_keep_redis_keys_users_and_znodes(services) -> None:
-    services.ok("start")
-    admin, port = services.admin, services.redis_port
-    assert admin.config_get("appendonly")["appendonly"] == "yes"
-    assert admin.config_get("appendfsync")["appendfsync"] == "always"
-    assert Path(admin.config_get("dir")["dir"]).resolve() == (services.redis_dir / "data").resolve()
 
     admin.set(STAGED_KEY, "42")
     admin.hset("services-script-hash", mapping={"a": "1", "b": "2"})
@@ -203,13 +204,24 @@ def test_stop_and_start_keep_redis_keys_users_and_znodes(services) -> None:
         zk.stop()
         zk.close()
 
-    create_topic(services.kafka, "services-script-topic", 2)
-    acked = produce(services.kafka, "services-script-topic", [(1, "kept")])
+    topic = "services-script-topic"
+    create_topic(services.kafka, topic, 2)
+    acked = produce(services.kafka, topic, [(i % 2, f"record-{i}") for i in range(100)])
+    assert len(acked) == 100
 
-    services.ok("stop")
-    assert services("status").returncode == 1
+    stopped = services("stop")
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    status = services("status")
+    assert status.returncode == 1, status.stdout + status.stderr
+    assert f"Redis     127.0.0.1:{port} down" in status.stdout
+    assert f"ZooKeeper 127.0.0.1:{services.zk_port} down" in status.stdout
+    assert f"Kafka     127.0.0.1:{services.kafka_port} down" in status.stdout
     services.ok("start")
 
+    # what restart-redis kept is not a one-off: the next cold start has it too
+    assert admin.get("services-script-test") == "kept"
+    with login(port, "added-since-start", "pw-added") as user:
+        assert user.get("services-script-test") == "kept"
     assert admin.get(STAGED_KEY) == "42", "Redis came back without its keys"
     assert admin.hgetall("services-script-hash") == {"a": "1", "b": "2"}
     assert admin.mget("services-script-multi", "services-script-multi2", "services-script-lua",
@@ -237,10 +249,10 @@ def test_stop_and_start_keep_redis_keys_users_and_znodes(services) -> None:
         zk.stop()
         zk.close()
 
-    assert partitions_of(services.kafka, "services-script-topic", 2) == [0, 1], "Kafka came back without its topic"
-    assert read_range(services.kafka, "services-script-topic", 1, 0, 1) == [(acked[0][1], "kept")]
+    assert partitions_of(services.kafka, topic, 2) == [0, 1], "Kafka came back without its topic"
+    assert read_all(services.kafka, topic) == sorted(acked), "Kafka lost records across a stop and a start"
 
-    # a crash: what Redis acknowledged is in its append-only file already
+    # a crash of Redis: what it acknowledged is in its append-only file already
     admin.set("services-script-acknowledged", "before-the-crash")
     services.kill_redis()
     assert services("status").returncode == 1
@@ -248,6 +260,16 @@ def test_stop_and_start_keep_redis_keys_users_and_znodes(services) -> None:
     assert admin.get("services-script-acknowledged") == "before-the-crash", "an acknowledged write was lost"
     assert admin.get(STAGED_KEY) == "42"
     assert acl_rules(admin, "txdag") == rules["txdag"]
+
+    # a crash of Kafka: each partition's log is fsynced before the broker acknowledges a write
+    acked += produce(services.kafka, topic, [(i % 2, f"after-restart-{i}") for i in range(20)])
+    services.kill_kafka()
+    status = services("status")
+    assert status.returncode == 1 and f"Kafka     127.0.0.1:{services.kafka_port} down" in status.stdout, \
+        status.stdout
+    services.ok("start", "kafka")
+    assert read_all(services.kafka, topic) == sorted(acked), "acknowledged records lost in a crash"
+    assert watermarks(services.kafka, topic, 0) == (0, 60)
 
 
 def test_wipe_deletes_the_data_of_stopped_services_and_keeps_the_users(services) -> None:

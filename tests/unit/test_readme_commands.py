@@ -25,7 +25,8 @@ SHELL_FENCES = {"sh", "bash", "shell", "console"}
 
 CLI = "tests/integration/cli/test_cli.py"
 KV_CLI = "tests/integration/cli/test_kv_cli.py"
-SERVICES = "tests/integration/test_services_script.py::test_start_status_restart_redis_stop"
+SERVICES = ("tests/integration/test_services_script.py::"
+            "test_start_status_restart_redis_stop_and_what_a_stop_a_start_and_a_crash_keep")
 RECIPES = "tests/integration/test_shell_recipes.py"
 CLUSTER_E2E = ("tests/cluster/test_cluster_airflow.py::"
                "test_exactly_once_on_the_cluster_while_parts_of_it_are_killed")
