@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from support.cli_project import dag_folder, drop_keys, set_connections, state_client
@@ -163,48 +161,3 @@ def test_a_copy_later_in_path_order_is_the_one_to_delete(project, prefix, capsys
                    "owner)",
         "ways_out": [f"delete dags/zz_copy.py: Airflow runs dags/{prefix}.py, the recorded owner, and the copy fails "
                      "to import"]}
-
-
-class AirflowWithDag(BaseHTTPRequestHandler):
-    """Airflow's REST API as far as a DAG's record goes: a login, and ``GET /api/v2/dags/{dag_id}`` answering
-    ``server.fileloc`` (the file the DAG processor serialised the DAG from)."""
-
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        self.answer(201, {"access_token": "token"})
-
-    def do_GET(self) -> None:  # noqa: N802
-        dag_id = self.path.split("?")[0].rsplit("/", 1)[1]
-        self.answer(200, {"dag_id": dag_id, "fileloc": self.server.fileloc})  # type: ignore[attr-defined]
-
-    def answer(self, status: int, body: dict) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.end_headers()
-        self.wfile.write(json.dumps(body).encode())
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-def test_the_file_airflow_answers_it_loaded_is_named_over_path_order(project, prefix, capsys, monkeypatch) -> None:
-    """Airflow's API says which file it loaded the DAG from (fileloc): right after the copy appears, its DAG
-    processor may still hold the owner's file; txdag names what Airflow answers, and falls back to path order."""
-    assert coordinate(project, prefix, "manual__1")["txid"] == 1
-    (project / "a_takeover.py").write_text((project / f"{prefix}.py").read_text())
-    server = ThreadingHTTPServer(("127.0.0.1", 0), AirflowWithDag)
-    server.fileloc = str(project / f"{prefix}.py")  # type: ignore[attr-defined]
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    monkeypatch.setenv("TXDAG_AIRFLOW_URL", f"http://127.0.0.1:{server.server_address[1]}")
-    try:
-        code, out, _ = txdag(capsys, "status", prefix, "--json")
-    finally:
-        server.shutdown()
-        server.server_close()
-    found = json.loads(out)["two_files"]
-    assert code == 5 and found["loaded"] == f"dags/{prefix}.py" and found["others"] == ["dags/a_takeover.py"]
-    assert found["seen"] == "Airflow's API: the DAG's fileloc" and found["runs_owner"]
-    assert found["message"].startswith(f"topology {prefix!r} is defined by 2 DAG files: Airflow loads dags/{prefix}.py "
-                                       "(Airflow's API: the DAG's fileloc; the others fail to import)")
-    assert found["ways_out"] == [f"delete dags/a_takeover.py: Airflow runs dags/{prefix}.py, the recorded owner, and "
-                                 "the copy fails to import"]
