@@ -21,14 +21,14 @@ from txdag.airflow.api import AirflowAPI, AirflowAPIError, api_from_env, unique_
 from txdag.airflow.timings import run_timings
 from txdag.analytics.tweets import MARKER_KEY, STATES, tweet_partials
 from txdag.cli.common import clients
+from txdag.commit.phase import check_store
 from txdag.defaults import REDIS_CONN_ID, ZOOKEEPER_CONN_ID
 from txdag.errors import TxdagError
 from txdag.hints import airflow_url as api_url
 from txdag.hints import how_to_start
 from txdag.spouts import append_tweets
 from txdag.spouts.samples import sample_tweets
-from txdag.state.marker import read_marker, where
-from txdag.txid.decisions import check_marker
+from txdag.state.marker import read_marker
 
 DAG = "tweets_analytics"
 SEPARATOR = {"users_hashtags": ":"}  # the topology's key_fields=2 state joins user and hashtag with ':'
@@ -150,8 +150,7 @@ def main() -> int:
     store.ensure()
     # A Redis that lost the demo's state while ZooKeeper kept its txids (a wipe, a Redis without its data): say so,
     # with the ways out, before loading anything (the coordinate task would halt on it too).
-    marker = read_marker(client, MARKER_KEY, DAG, "reading the demo's commit marker")
-    check_marker(DAG, store.read_topology()[0].committed_txid, marker, where(client, MARKER_KEY))
+    check_store(store, client, MARKER_KEY, DAG)
     if not client.exists("NEXT_WRITE"):
         append_tweets(client, sample_tweets(args.tweets))
         db = client.get_connection_kwargs().get("db", 0)

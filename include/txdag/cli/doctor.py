@@ -258,8 +258,7 @@ def halted(t: Any, args: argparse.Namespace) -> str | None:
 
 
 def _check_stores_of(t: Any, args: argparse.Namespace) -> Check:
-    from txdag.state.marker import read_marker, where
-    from txdag.txid.decisions import check_marker
+    from txdag.commit.phase import check_store
 
     timeout = getattr(args, "timeout", 5.0)
     with clients(redis_timeout=timeout, zookeeper_timeout=timeout) as using:
@@ -268,8 +267,7 @@ def _check_stores_of(t: Any, args: argparse.Namespace) -> Check:
             return Check(f"stores of {t.topology_id}", "ok", "no txid yet")
         topo = store.read_topology()[0]
         redis = using.redis(conn_of(args, "redis", t))
-        marker = read_marker(redis, t.commit_marker, t.topology_id, "reading the commit marker")
-        check_marker(t.topology_id, topo.committed_txid, marker, where(redis, t.commit_marker))
+        marker = check_store(store, redis, t.commit_marker, t.topology_id)
         last = store.read_txid(topo.last_txid) if topo.last_txid else None
         held = f"the source holds txid {topo.last_txid}'s batch"
         if last is not None and last[0].metadata:

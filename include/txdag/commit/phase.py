@@ -25,14 +25,15 @@ from txdag.attempt import TransactionAttempt
 from txdag.commit.apply import CommitContext, KVTarget
 from txdag.commit.kinds import apply_outputs
 from txdag.commit.staging import Staging
-from txdag.errors import ConfigError
+from txdag.errors import ConfigError, ServiceUnavailable, StoreWentBackwards
 from txdag.faults import crash_if_requested
 from txdag.redisio import replicate
 from txdag.state.map_state import MapStateBase
 from txdag.state.marker import read_marker, where
 from txdag.state.redis_commit import commit_keys
-from txdag.txid.coordinator import AlreadyCommitted, Coordinator, Wait
+from txdag.txid.coordinator import AlreadyCommitted, Coordinator, Go, Wait
 from txdag.txid.decisions import check_marker
+from txdag.zk.store import TransactionStore
 
 log = logging.getLogger("txdag.commit.phase")
 
@@ -63,6 +64,8 @@ def commit_transaction(
     ``load_job`` imports the topology's job file, for outputs whose aggregator the job defines; ``key_values``
     are the topology's key-value states, every one prepared and committed at each txid."""
     topology = coordinator.name
+    if marker_key is not None:  # before COMMITTING is written: a marker at tx.txid then is not a commit of tx's
+        check_store(coordinator.store, client, marker_key, topology)
     decision = coordinator.begin_commit(tx)
     if isinstance(decision, Wait):
         return CommitOutcome(tx, "waiting", waiting_on=decision.waiting_on, reason=decision.reason)
@@ -77,7 +80,8 @@ def commit_transaction(
             f"the topology's states ({sorted(states)}) disagree"
         )
     applied = skipped = 0
-    if not _marker_at(client, marker_key, tx.txid, topology):  # a marker >= txid: every output is in already
+    resumed = isinstance(decision, Go) and decision.resumed
+    if not _marker_at(client, marker_key, tx.txid, topology, resumed):  # a marker >= txid: every output is in
         ctx = CommitContext(topology, tx, client, states, load_job, key_values or {}, marker_key, extra)
         applied, skipped = apply_outputs(ctx, outputs)
     written = commit_keys(states, topology) + ([marker_key] if marker_key else [])
@@ -98,12 +102,32 @@ def commit_transaction(
     return CommitOutcome(tx, "committed", applied=applied, skipped=skipped)
 
 
-def _marker_at(client: redis.Redis, marker_key: str | None, txid: int, topology: str) -> bool:
-    """True when the marker shows ``txid`` (or a later one) committed already. ``txid`` is next (txid - 1 is
-    ZooKeeper's committed txid), so a marker behind txid - 1 is a Redis that lost committed state: halt."""
+def check_store(store: TransactionStore, client: redis.Redis, marker_key: str, topology: str) -> int | None:
+    """ZooKeeper's committed txid against the states' commit marker, which this phase writes after COMMITTING and
+    before the ZooKeeper record: the marker is at committed_txid, or one ahead where that txid's commit began.
+    Anything else raises StoreWentBackwards. Returns the marker. A commit that moves committed_txid between the two
+    reads is read again rather than taken for a store that went backwards."""
+    for _ in range(5):
+        committed = store.read_topology()[0].committed_txid
+        marker = read_marker(client, marker_key, topology, "checking the commit marker against ZooKeeper")
+        begun = marker == committed + 1 and store.commit_begun(committed + 1)
+        try:
+            check_marker(topology, committed, marker, where(client, marker_key), next_commit_begun=begun)
+            return marker
+        except StoreWentBackwards:
+            if store.read_topology()[0].committed_txid == committed:
+                raise
+    raise ServiceUnavailable(f"topology {topology!r}: ZooKeeper's committed txid moved at each of 5 reads of the "
+                             f"commit marker ({where(client, marker_key)}); run the task again")
+
+
+def _marker_at(client: redis.Redis, marker_key: str | None, txid: int, topology: str, resumed: bool) -> bool:
+    """True when the marker shows ``txid`` committed already. ``txid`` is next (txid - 1 is ZooKeeper's committed
+    txid), so a marker behind txid - 1 is a Redis that lost committed state, and a marker at txid is the states
+    of this txid only when this commit had begun before (``resumed``): else ZooKeeper lost its records. Halt."""
     if marker_key is None:
         return False
     value = read_marker(client, marker_key, topology, f"reading the marker of txid {txid}")
-    check_marker(topology, txid - 1, value, where(client, marker_key))
+    check_marker(topology, txid - 1, value, where(client, marker_key), next_commit_begun=resumed)
     return value is not None and value >= txid
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from txdag.attempt import TransactionAttempt
-from txdag.commit.phase import commit_transaction
+from txdag.commit.phase import check_store, commit_transaction
 from txdag.errors import CascadeError, ServiceUnavailable, SourceUnavailable, StaleAttemptError, StoreWentBackwards
 from txdag.faults import crash_if_requested
 from txdag.protocol.claims import ReemitError, claim_attempt
@@ -37,7 +37,6 @@ from txdag.protocol.outcomes import (
 )
 from txdag.protocol.ownership import check_owner
 from txdag.protocol.runtime import Runtime
-from txdag.state.marker import read_marker, where
 from txdag.topology.owner import Owner
 from txdag.txid.decisions import (
     AlreadyCommitted,
@@ -45,7 +44,6 @@ from txdag.txid.decisions import (
     NotProcessedError,
     SourceDown,
     Wait,
-    check_marker,
     key_value_wait,
 )
 
@@ -83,12 +81,11 @@ def coordinate(rt: Runtime, run_id: str, definition: Owner | None = None) -> Coo
 
 
 def check_states(rt: Runtime) -> None:
-    """ZooKeeper's committed txid against the states' commit marker (one read each); raises StoreWentBackwards.
-    A commit checks the same before it writes (txdag.commit.phase), so a loss between two runs is caught too."""
-    name = rt.coordinator.name
-    committed = rt.coordinator.committed_txid()
-    marker = read_marker(rt.client, rt.marker_key, name, "checking the commit marker against ZooKeeper")
-    check_marker(name, committed, marker, where(rt.client, rt.marker_key))
+    """ZooKeeper's committed txid against the states' commit marker; raises StoreWentBackwards
+    (``txdag.commit.phase.check_store``). A commit checks the same before it writes, so a loss between two runs
+    is caught too."""
+    rt.coordinator.ensure()
+    check_store(rt.coordinator.store, rt.client, rt.marker_key, rt.coordinator.name)
 
 
 def process(rt: Runtime, run_id: str, emission: Emission, job: Job, *, owner: str,

@@ -87,7 +87,7 @@ class Coordinator:
 
     def coordinate(self, run_id: str) -> Emission | NotReady | Busy | Wait:
         """The txid of ``run_id``: its own txid again (a replay), else the next one, under the topology lock."""
-        self._ensure()
+        self.ensure()
         lock = self.store.lock()
         try:
             lock.acquire(timeout=self.lock_timeout)
@@ -180,8 +180,10 @@ class Coordinator:
 
         def step() -> CommitDecision:
             decision, got = self._commit_check(tx)
-            if isinstance(decision, Go) and got is not None and got[0].status is TxStatus.PROCESSED:
-                self.store.update([(got[0].moved(TxStatus.COMMITTING, _now()), got[1])])
+            if isinstance(decision, Go) and got is not None:
+                decision = replace(decision, resumed=got[0].commit_begun)
+                if got[0].status is TxStatus.PROCESSED:
+                    self.store.update([(got[0].moved(TxStatus.COMMITTING, _now()), got[1])])
             log.info("topology=%s txid=%s attempt=%s: begin commit: %s", self.name, tx.txid, tx.attempt, decision)
             return decision
 
@@ -230,7 +232,7 @@ class Coordinator:
         return automatic_replays(committed, (r for r, _ in recs.values()))
 
     def status(self) -> Snapshot:
-        self._ensure()
+        self.ensure()
         topo, _ = self.store.read_topology()
         recs = self.store.read_txids(self.store.list_txids())
         return Snapshot(topo, [r for _, (r, _) in sorted(recs.items())])
@@ -358,10 +360,10 @@ class Coordinator:
 
     def committed_txid(self) -> int:
         """ZooKeeper's committed txid (0 for a topology that never ran)."""
-        self._ensure()
+        self.ensure()
         return self.store.read_topology()[0].committed_txid
 
-    def _ensure(self) -> None:
+    def ensure(self) -> None:
         """Create the topology's znodes the first time this coordinator needs them."""
         if not self._ensured:
             self.store.ensure()

@@ -70,9 +70,11 @@ class Wait:
 
 @dataclass(frozen=True)
 class Go:
-    """``tx`` may commit now."""
+    """``tx`` may commit now. ``resumed``: its commit had begun before (a commit cut short and run again), so the
+    states may hold it already."""
 
     tx: TransactionAttempt
+    resumed: bool = False
 
 
 @dataclass(frozen=True)
@@ -176,12 +178,14 @@ def key_value_wait(topology: str, tx: TransactionAttempt, committed_txid: int, k
     )
 
 
-def check_marker(topology: str, committed_txid: int, marker: int | None, store: str) -> None:
+def check_marker(topology: str, committed_txid: int, marker: int | None, store: str, *,
+                 next_commit_begun: bool) -> None:
     """ZooKeeper's committed txid against the state store's commit marker (written last by every commit, in the
-    same pipeline as the sums). The marker may be one ahead (a commit whose ZooKeeper record was cut short), never
-    behind, and never two ahead: either is a store or a ZooKeeper that lost what it acknowledged."""
+    same pipeline as the sums). The marker may be one ahead only where ZooKeeper shows that txid's commit begun
+    (``next_commit_begun``: a commit cut short between the states and its ZooKeeper record). Behind, two ahead, or
+    one ahead of a txid whose commit never began: a store or a ZooKeeper that lost what it acknowledged."""
     held = marker or 0
-    if committed_txid <= held <= committed_txid + 1:
+    if held == committed_txid or (held == committed_txid + 1 and next_commit_begun):
         return
     shown = "no commit marker" if marker is None else f"commit marker {marker}"
     if held < committed_txid:
@@ -192,9 +196,10 @@ def check_marker(topology: str, committed_txid: int, marker: int | None, store: 
             f"store's data (its appendonly file or a backup taken after txid {committed_txid}), or "
             f"{start_over(topology)}"
         )
+    begun = f", and no commit begun of txid {held}" if held == committed_txid + 1 else ""
     raise StoreWentBackwards(
         f"topology {topology!r}: the state store ({store}) holds {shown}, but ZooKeeper records only txid "
-        f"{committed_txid} committed: ZooKeeper lost the topology's records (a new data directory, or restored "
-        f"from an older snapshot). txdag halts this topology rather than emit txids twice. Ways out: restore "
-        f"ZooKeeper's data, or {start_over(topology)}"
+        f"{committed_txid} committed{begun}: ZooKeeper lost the topology's records (a new data directory, an "
+        f"older snapshot, or a ZooKeeper connection that now points elsewhere). txdag halts this topology rather "
+        f"than emit txids twice. Ways out: restore ZooKeeper's data or connection, or {start_over(topology)}"
     )

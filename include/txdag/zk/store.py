@@ -190,6 +190,11 @@ class TransactionStore:
     def read_txid(self, txid: int) -> tuple[TxidRecord, int] | None:
         return self.read_txids([txid]).get(txid)
 
+    def commit_begun(self, txid: int) -> bool:
+        """Has ``txid``'s commit ever begun? (A marker one ahead of committed_txid is only sound then.)"""
+        got = self.read_txid(txid)
+        return got is not None and got[0].commit_begun
+
     def read_txids(self, txids: Iterable[int]) -> dict[int, tuple[TxidRecord, int]]:
         """Several txid records in one pipelined round trip; txids without a znode are left out."""
         wanted = list(txids)

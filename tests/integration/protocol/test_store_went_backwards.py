@@ -71,10 +71,56 @@ def test_a_source_cursor_behind_the_last_batch_halts_instead_of_skipping(
     assert topology.coordinator.status().topology.last_txid == 2
 
 
-def test_a_marker_one_ahead_is_a_commit_cut_short_and_goes_on(redis_client, zk_hosts, zk_root, prefix, tweets):
-    """Redis holds txid 2 (its commit wrote the marker), ZooKeeper does not know yet: consistent, the run goes on."""
+def test_a_marker_one_ahead_is_a_commit_cut_short_and_goes_on(redis_client, zk_hosts, zk_root, prefix, tweets,
+                                                              monkeypatch):
+    """Txid 2's commit wrote the states and died before its ZooKeeper record: Redis is one ahead of ZooKeeper,
+    which shows txid 2's commit begun. Consistent: the runs go on, and the commit run again adds nothing twice."""
     topology = build(redis_client, zk_hosts, zk_root, prefix, Flaky())
     drain(topology, 1)
-    redis_client.set(f"{prefix}:LAST_COMMITTED", 2)
     emission = topology.coordinate("run1")
-    assert isinstance(emission, Emission) and emission.tx.txid == 2
+    topology.process(emission, "run1")
+
+    def died(tx):
+        raise SystemExit(f"the commit of {tx} died before its ZooKeeper record")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(topology.coordinator, "record_commit", died)
+        with pytest.raises(SystemExit):
+            topology.commit(emission.tx)
+    assert redis_client.get(f"{prefix}:LAST_COMMITTED") == b"2"
+    assert topology.coordinator.status().topology.committed_txid == 1
+    later = topology.coordinate("run2")
+    assert isinstance(later, Emission) and later.tx.txid == 3
+    assert topology.commit(emission.tx).status == "committed"
+    assert committed_state(redis_client, prefix) == truth(tweets[:100])
+
+
+def test_a_name_reused_over_a_fresh_zookeeper_root_halts_instead_of_skipping_txid_1(
+    redis_client, zk_hosts, zk_root, prefix, tweets
+):
+    """The store holds commit marker 1 of an earlier topology of this name; a new ZooKeeper root would start at
+    txid 1 again, and the commit would take the marker for its own and skip the batch. It halts instead."""
+    drain(build(redis_client, zk_hosts, zk_root, prefix, Flaky()), 1)
+    before = committed_state(redis_client, prefix)
+    fresh = build(redis_client, zk_hosts, f"{zk_root}/fresh", prefix, Flaky())
+    with pytest.raises(StoreWentBackwards) as caught:
+        fresh.coordinate("run0")
+    message = str(caught.value)
+    assert "holds commit marker 1, but ZooKeeper records only txid 0 committed, and no commit begun of txid 1" \
+        in message and f"txdag reset {prefix} --confirm" in message
+    assert fresh.coordinator.status().topology.last_txid == 0  # nothing emitted
+    assert committed_state(redis_client, prefix) == before
+
+
+def test_a_marker_at_the_txid_of_a_commit_not_begun_halts_the_commit(redis_client, zk_hosts, zk_root, prefix,
+                                                                      tweets):
+    """A marker that reaches txid 1 between its coordinate and its commit (another writer of the store, an older
+    topology of the name) is not this txid's: the commit halts rather than skip the batch, writing nothing."""
+    topology = build(redis_client, zk_hosts, zk_root, prefix, Flaky())
+    emission = topology.coordinate("run0")
+    topology.process(emission, "run0")
+    redis_client.set(f"{prefix}:LAST_COMMITTED", 1)
+    with pytest.raises(StoreWentBackwards, match="no commit begun of txid 1"):
+        topology.commit(emission.tx)
+    assert committed_state(redis_client, prefix) == {name: {} for name in truth(tweets[:1])}
+    assert topology.coordinator.status().topology.committed_txid == 0

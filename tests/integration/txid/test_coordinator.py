@@ -81,9 +81,10 @@ def emit(coord: Coordinator, run_id: str) -> Emission:
 
 
 def commit(coord: Coordinator, tx: TA) -> None:
-    """Process and commit ``tx`` the way the DAG's tasks do."""
+    """Process and commit ``tx`` the way the DAG's tasks do (a commit that began before, and failed, resumes)."""
+    began = coord.store.commit_begun(tx.txid)
     assert coord.mark_processed(tx)
-    assert coord.begin_commit(tx) == Go(tx)
+    assert coord.begin_commit(tx) == Go(tx, resumed=began)
     assert coord.record_commit(tx)
 
 
@@ -146,6 +147,7 @@ def test_a_failed_commit_of_3_reemits_3_onward(store: TransactionStore) -> None:
     with pytest.raises(TransactionStateError, match="begin_commit"):
         coord.record_commit(TA(3, 1))
     assert [emit(coord, r).tx for r in ("r3", "r4")] == [TA(3, 2), TA(4, 2)]
+    assert store.commit_begun(3) and not store.commit_begun(4)  # attempt 2 of 3 resumes a commit begun: Go resumed
     commit(coord, TA(3, 2)), commit(coord, TA(4, 2))
 
 
