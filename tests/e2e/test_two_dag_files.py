@@ -43,10 +43,14 @@ def loaded_from(airflow: AirflowInstance, name: str, timeout: float = 180) -> st
         time.sleep(2)
 
 
-def status(airflow: AirflowInstance) -> tuple[int, dict]:
+def txdag(airflow: AirflowInstance, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**airflow.env, "TXDAG_AIRFLOW_URL": airflow.base_url, "TXDAG_AIRFLOW_PASSWORD": airflow.password}
-    done = subprocess.run([str(REPO / ".venv" / "bin" / "txdag"), "status", TOPOLOGY, "--json", "--dags",
-                           str(airflow.dags_folder / "extra")], env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run([str(REPO / ".venv" / "bin" / "txdag"), *args, "--dags", str(airflow.dags_folder / "extra")],
+                          env=env, capture_output=True, text=True, timeout=120)
+
+
+def status(airflow: AirflowInstance) -> tuple[int, dict]:
+    done = txdag(airflow, "status", TOPOLOGY, "--json")
     return done.returncode, json.loads(done.stdout or "{}")
 
 
@@ -67,6 +71,10 @@ def test_status_names_the_file_airflow_loaded_and_its_way_out_works(airflow: Air
     assert any(o.endswith(f"{TOPOLOGY}.py") for o in [two.get("owner") or "", *two["others"]]), two
     deletes = [m.group(1) for w in two["ways_out"] for m in [re.search(r"delete (\S+\.py)", w)] if m]
     assert any(d.endswith("a_takeover.py") for d in deletes), two["ways_out"]
+    doctor = txdag(airflow, "doctor", "--check", "connections", "--json")
+    checks = [c for c in json.loads(doctor.stdout)["checks"] if c["check"] == f"dag files of {TOPOLOGY}"]
+    assert doctor.returncode == 1 and len(checks) == 1, doctor.stdout  # one check for both files, as status says
+    assert checks[0]["detail"] == two["message"] and checks[0]["fix"] == "; or ".join(two["ways_out"]), checks
 
     copy.unlink()  # that way out, as printed: delete the copy
     assert loaded_from(airflow, f"{TOPOLOGY}.py").endswith(f"{TOPOLOGY}.py")

@@ -24,6 +24,7 @@ from txdag.cli.common import (
     connection,
     dags_folder,
     emit,
+    logs_to_stderr,
     redis_settings,
     table,
     zookeeper_settings,
@@ -199,8 +200,13 @@ def check_connections(args: argparse.Namespace) -> list[Check]:
     folder = dags_folder(args)
     with definitions_only():
         found, errors = load_definitions(folder)
-    checks = [Check(f"dag file {Path(path).name}", "fail", error, f"fix {path}: the error says what to change")
-              for path, error in errors.items()]
+    twice = two_file_checks(args, found) if errors else {}  # a second file of a topology fails to import
+    checks: list[Check] = []
+    for path, error in errors.items():
+        check = twice.get(str(Path(path).resolve())) or Check(f"dag file {Path(path).name}", "fail", error,
+                                                              f"fix {path}: the error says what to change")
+        if check not in checks:
+            checks.append(check)
     if not found:
         return checks + [Check("connections", "warn", f"no topology in the DAG folder {folder}",
                                "give the DAG folder with --dags or TXDAG_DAGS_FOLDER")]
@@ -221,6 +227,35 @@ def check_connections(args: argparse.Namespace) -> list[Check]:
         else:
             checks.append(Check(name, "ok", f"{kind}, {used}"))
     return checks
+
+
+def two_file_checks(args: argparse.Namespace, found: dict[str, Any]) -> dict[str, Check]:
+    """A topology defined by several DAG files: one check, by each of its files, that names the file Airflow
+    loads, the recorded owner and which to keep (what `txdag status` says), instead of "fix" the failing copy."""
+    import airflow.configuration  # noqa: F401  Airflow logs to stdout once imported: the result's, keep it clean
+
+    from txdag.airflow.rendering import defining_in
+    from txdag.cli.topology import two_files_of
+
+    logs_to_stderr()
+    by_file: dict[str, Check] = {}
+    for name, definition in found.items():
+        files = defining_in(dags_folder(args), name)
+        if len(files) < 2:
+            continue
+        try:
+            with clients(zookeeper_timeout=getattr(args, "timeout", 5.0)) as using:
+                store = using.store(name, conn_of(args, "zookeeper", definition))
+                report = two_files_of(args, name, definition, store)
+        except TxdagError as exc:
+            report = {"message": f"topology {name!r} is defined by {len(files)} DAG files "
+                                 f"({', '.join(map(str, files))}); the recorded owner is unknown ({short(exc)})",
+                      "ways_out": ["start ZooKeeper and run `txdag status` for which file to keep"]}
+        if report is None:
+            continue
+        check = Check(f"dag files of {name}", "fail", report["message"], "; or ".join(report["ways_out"]))
+        by_file.update({str(Path(f).resolve()): check for f in files})
+    return by_file
 
 
 def check_stores(args: argparse.Namespace) -> list[Check]:

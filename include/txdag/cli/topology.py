@@ -128,7 +128,7 @@ def _copies(r: dict[str, Any]) -> list[tuple[str, str]]:
     found = r.get("two_files")
     if not found:
         return []
-    return [("loaded by Airflow", f"{found['loaded']} (the first in path order: its definition runs)"),
+    return [("loaded by Airflow", f"{found['loaded']} ({found['seen']}: its definition runs)"),
             ("also defined by", f"{', '.join(found['others'])} (fails to import)"),
             ("", two_files_lines(found)[0]), *(("", way) for way in found["ways_out"])]
 

@@ -356,7 +356,7 @@ class TransactionStore:
                       | KazooTimeoutError):
             return self.unavailable(f"stopped answering ({type(exc).__name__}: {exc})")
         return TxdagError(f"ZooKeeper at {self.hosts()} refused an operation on {path} (topology {self.topology!r}):"
-                          f" {type(exc).__name__} {exc}; check the ZooKeeper server's log, then retry the task")
+                          f" {type(exc).__name__} {exc}; check the ZooKeeper server's log, then try again")
 
     def _connected(self, func: Callable[..., T], *args: Any) -> T:
         """Call ``func`` once connected. kazoo queues a request made while disconnected until the connection
@@ -374,7 +374,7 @@ class TransactionStore:
     def unavailable(self, what: str) -> ServiceUnavailable:
         """ServiceUnavailable naming ZooKeeper, its address and what to do."""
         return ServiceUnavailable(
-            f"ZooKeeper at {self.hosts()} {what} (topology {self.topology!r}); {how_to_start()}, then retry the task"
+            f"ZooKeeper at {self.hosts()} {what} (topology {self.topology!r}); {how_to_start()}, then try again"
         )
 
     def _no_auth(self, path: str) -> ConfigError:

@@ -160,7 +160,7 @@ def test_a_missing_znode_is_a_txdag_error_naming_it(zk_client: KazooClient, zk_r
     (NodeExistsError(), ZnodeExists, ["exists already"]),
     (NoAuthError(), ConfigError, ["NoAuth", "same user and password"]),
     (ConnectionLoss(), ServiceUnavailable, ["stopped answering (ConnectionLoss", "services.sh start"]),
-    (SessionExpiredError(), ServiceUnavailable, ["stopped answering (SessionExpiredError", "retry the task"]),
+    (SessionExpiredError(), ServiceUnavailable, ["stopped answering (SessionExpiredError", "then try again"]),
     (OperationTimeoutError(), ServiceUnavailable, ["stopped answering (OperationTimeoutError"]),
     (RetryFailedError("Too many retry attempts"), ServiceUnavailable, ["Too many retry attempts"]),
     (KazooTimeoutError(), ServiceUnavailable, ["stopped answering (KazooTimeoutError"]),
