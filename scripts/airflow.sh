@@ -27,9 +27,10 @@
 # secret, API secret key, admin password) are kept in $AIRFLOW_HOME/txdag-secrets.env and
 # $AIRFLOW_HOME/simple_auth_manager_passwords.json and survive restarts.
 # Environment of the components: they inherit the caller's environment. The script only fills in what is unset:
-# AIRFLOW_CONN_REDIS_DEFAULT, AIRFLOW_CONN_ZOOKEEPER_DEFAULT, AIRFLOW_CONN_SPARK_DEFAULT (JSON connections to the
-# servers of scripts/services.sh and Spark local[*]), AIRFLOW_CONN_SPARK_CONNECT_DEFAULT (the server of
-# scripts/spark-connect.sh, for spark_mode="connect") and SPARK_LOCAL_IP=127.0.0.1; .venv/bin goes first on PATH.
+# AIRFLOW_CONN_REDIS_DEFAULT, AIRFLOW_CONN_ZOOKEEPER_DEFAULT, AIRFLOW_CONN_KAFKA_DEFAULT, AIRFLOW_CONN_SPARK_DEFAULT
+# (JSON connections to the servers of scripts/services.sh and Spark local[*]), AIRFLOW_CONN_SPARK_CONNECT_DEFAULT (the
+# server of scripts/spark-connect.sh, for spark_mode="connect") and SPARK_LOCAL_IP=127.0.0.1; .venv/bin goes first on
+# PATH.
 # (Those connection ids are the defaults of txdag's topologies and CLI, defined in include/txdag/defaults.py.)
 # Access control: redis_default logs in as TXDAG_REDIS_USER of .run/credentials.env, which 'start' (re)creates
 # with `txdag acl redis` for the topologies in the DAGs folder; zookeeper_default has the ZooKeeper digest.
@@ -302,6 +303,10 @@ component_environment() {
         # shellcheck disable=SC2089,SC2090  # JSON, meant literally
         AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[*]"}'
     fi
+    if [[ -z "${AIRFLOW_CONN_KAFKA_DEFAULT:-}" ]]; then  # KafkaSource's default: scripts/services.sh's broker
+        AIRFLOW_CONN_KAFKA_DEFAULT="$(printf '{"conn_type": "kafka", "extra": {"bootstrap.servers": "%s:%s"}}' \
+            "$HOST" "${TXDAG_KAFKA_PORT:-9391}")"
+    fi
     if [[ -z "${AIRFLOW_CONN_SPARK_CONNECT_DEFAULT:-}" ]]; then  # warm mode: scripts/spark-connect.sh's server
         AIRFLOW_CONN_SPARK_CONNECT_DEFAULT="$(printf '{"conn_type": "spark_connect", "host": "%s", "port": %s}' \
             "$HOST" "${TXDAG_SPARK_CONNECT_PORT:-15092}")"
@@ -309,7 +314,7 @@ component_environment() {
     : "${SPARK_LOCAL_IP:=$HOST}"
     # shellcheck disable=SC2090
     export AIRFLOW_CONN_REDIS_DEFAULT AIRFLOW_CONN_ZOOKEEPER_DEFAULT AIRFLOW_CONN_SPARK_DEFAULT SPARK_LOCAL_IP
-    export AIRFLOW_CONN_SPARK_CONNECT_DEFAULT
+    export AIRFLOW_CONN_SPARK_CONNECT_DEFAULT AIRFLOW_CONN_KAFKA_DEFAULT
     export PATH="$VENV/bin:$PATH"
     local name value
     {

@@ -6,6 +6,10 @@
 #                                        its DAG folder is dags_warm/ (tweets_analytics with spark_mode="connect")
 #   bash scripts/demo.sh --spark-submit  through Airflow, one spark-submit application per txid (the design's cold
 #                                        path: about 20 s of Spark a txid on 2 cores); its DAG folder is dags/
+#   bash scripts/demo.sh --kafka         through Airflow with warm Spark, over the Kafka topic `tweets` of
+#                                        scripts/services.sh's broker (KafkaSource): it produces the sample tweets
+#                                        there and checks the counts against the topic read back; DAG folder
+#                                        dags_kafka/ (tweets_kafka, its states under kafka: in Redis)
 #   bash scripts/demo.sh --in-process    the same topology run in one Python process, without Airflow or Spark
 #   bash scripts/demo.sh --help          this text
 #
@@ -41,6 +45,7 @@ while (($#)); do
         exit 0
         ;;
     --spark-submit) mode=submit ;;
+    --kafka) mode=kafka ;;
     --in-process) mode=in-process ;;
     --tweets | --at-once | --batch-size)
         [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || usage_error "$1 takes a whole number >= 1, got '${2:-}'"
@@ -73,6 +78,9 @@ fi
 # other folder is restarted.
 if [[ "$mode" == connect ]]; then
     dags_folder="$ROOT/dags_warm"
+elif [[ "$mode" == kafka ]]; then
+    dags_folder="$ROOT/dags_kafka"
+    args+=(--kafka)
 else
     dags_folder="$ROOT/dags"
 fi
@@ -82,7 +90,7 @@ if bash scripts/airflow.sh status >/dev/null 2>&1 && ! grep -qxF "export TXDAG_D
     say "Airflow runs with another DAG folder: restarting it with $dags_folder ($mode mode)"
     bash scripts/airflow.sh stop
 fi
-if [[ "$mode" == connect ]]; then
+if [[ "$mode" == connect || "$mode" == kafka ]]; then
     bash scripts/spark-connect.sh start
 fi
 TXDAG_AIRFLOW_REDIS_DB="${TXDAG_DEMO_REDIS_DB:-1}" bash scripts/airflow.sh start
@@ -90,5 +98,9 @@ say "Airflow ready at +$((SECONDS - started)) s"
 eval "$(bash scripts/airflow.sh env)"
 rc=0
 .venv/bin/python scripts/demo_airflow.py "${args[@]}" || rc=$?
-say "total $((SECONDS - started)) s (Spark mode: $mode)"
+if [[ "$mode" == kafka ]]; then
+    say "total $((SECONDS - started)) s (Spark mode: connect, source: the Kafka topic tweets)"
+else
+    say "total $((SECONDS - started)) s (Spark mode: $mode)"
+fi
 exit "$rc"

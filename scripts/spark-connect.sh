@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A Spark Connect server on loopback: the warm Spark of topologies with spark_mode="connect" (one JVM for every
-# txid, instead of a spark-submit application per txid). It is the pip-installed PySpark's own server class.
+# txid, instead of a spark-submit application per txid). It is the pip-installed PySpark's own server class, with
+# Spark's Kafka source (KafkaSource's read) when the set-up fetched its jars into .run/jars/spark-kafka/.
 #
 #   bash scripts/spark-connect.sh start     start it (or reuse the one answering on the port); waits until it listens
 #   bash scripts/spark-connect.sh stop      stop the one this script started, and wait
@@ -68,6 +69,14 @@ start() {
         die "spark-submit not found: run 'bash scripts/setup.sh' (it installs PySpark into .venv)"
     command -v java >/dev/null || die "java not found: install a JDK 17 (Debian: apt-get install openjdk-17-jre-headless)"
     mkdir -p "$DIR"
+    # Spark's Kafka source (KafkaSource's read), from the set-up's jars when it fetched them (scripts/kafka.sh fetch)
+    local jars=() KAFKA_ARGS=()
+    shopt -s nullglob
+    jars=("$ROOT"/.run/jars/spark-kafka/*.jar)
+    shopt -u nullglob
+    if ((${#jars[@]})); then
+        KAFKA_ARGS=(--jars "$(IFS=,; echo "${jars[*]}")")
+    fi
     # Its own session (setsid), so that 'stop' ends the JVM and nothing else; loopback only.
     # A topology's txids share a session a day (txdag.spark.connect): kept for 25 h of idleness, it outlives its day.
     # spark-submit finds PySpark's jars through the `python` first on PATH: the project's; its Python workers run
@@ -78,7 +87,7 @@ start() {
         --conf spark.connect.grpc.binding.address=$HOST --conf spark.connect.grpc.binding.port="$PORT" \
         --conf spark.ui.enabled=false --conf spark.driver.bindAddress=$HOST --conf spark.driver.host=$HOST \
         --conf spark.sql.shuffle.partitions=4 --conf spark.connect.session.manager.defaultSessionTimeout=25h \
-        spark-internal >"$LOG" 2>&1 </dev/null &
+        "${KAFKA_ARGS[@]}" spark-internal >"$LOG" 2>&1 </dev/null &
     echo $! >"$PID_FILE"
     local i
     for ((i = 0; i < WAIT_SECONDS * 4; i++)); do

@@ -28,7 +28,7 @@ from txdag.defaults import ZK_ROOT
 Kind = Literal["checkout", "container", "installed"]
 KINDS: tuple[Kind, ...] = ("checkout", "container", "installed")
 ENV = "TXDAG_DEPLOYMENT"
-SERVICES = ("redis", "redis_cluster", "zookeeper", "spark_connect", "airflow")
+SERVICES = ("redis", "redis_cluster", "zookeeper", "kafka", "spark_connect", "airflow")
 DEV_AIRFLOW_PORT = "8791"  # scripts/airflow.sh's default TXDAG_AIRFLOW_PORT
 
 
@@ -51,6 +51,7 @@ _START: dict[Kind, dict[str, str]] = {
         "redis": "start it with `bash scripts/services.sh start`",
         "redis_cluster": "start its nodes with `bash scripts/cluster.sh start redis` (the loopback cluster)",
         "zookeeper": "start it with `bash scripts/services.sh start`",
+        "kafka": "start it with `bash scripts/services.sh start`",
         "spark_connect": "start it with `bash scripts/spark-connect.sh start`",
         "airflow": "start Airflow (bash scripts/airflow.sh start)",
     },
@@ -58,6 +59,7 @@ _START: dict[Kind, dict[str, str]] = {
         "redis": "start it on the Docker host with `docker compose up -d redis`",
         "redis_cluster": "start that Redis Cluster's nodes (`docker compose` runs a single Redis, no cluster)",
         "zookeeper": "start it on the Docker host with `docker compose up -d zk1 zk2 zk3`",
+        "kafka": "start it on the Docker host with `docker compose up -d kafka`",
         "spark_connect": "start it on the Docker host with `docker compose up -d spark-connect`",
         "airflow": "start Airflow (on the Docker host: docker compose up -d; `docker compose ps` shows what is down)",
     },
@@ -65,6 +67,7 @@ _START: dict[Kind, dict[str, str]] = {
         "redis": "start that Redis server",
         "redis_cluster": "start that Redis Cluster's nodes",
         "zookeeper": "start those ZooKeeper servers",
+        "kafka": "start that Kafka broker",
         "spark_connect": "start a Spark Connect server at that address (sbin/start-connect-server.sh of a Spark "
                          "distribution)",
         "airflow": "start Airflow's components (airflow api-server, scheduler, dag-processor, triggerer)",
@@ -91,6 +94,7 @@ HOW_TO_ADD = {
     "redis": "redis://HOST:PORT (extra {\"db\": N} for another database)",
     "zookeeper": f"zookeeper://HOST:PORT (extra {{\"root\": \"{ZK_ROOT}\"}})",
     "spark": "spark://local[*], or your master (spark://host:7077, yarn, k8s://...)",
+    "kafka": "'{\"conn_type\": \"kafka\", \"extra\": {\"bootstrap.servers\": \"HOST:9092\"}}'",
 }
 
 

@@ -45,3 +45,11 @@ def register_secret(secret: str | None) -> None:
         if name not in _installed:
             logging.getLogger(name).addFilter(MaskSecrets())
             _installed.add(name)
+
+
+def register_config_secrets(config: dict[str, object]) -> None:
+    """Mask the values of a client configuration's secret settings (Kafka's ``sasl.password``,
+    ``ssl.key.password``, ...: every key naming a password or a secret)."""
+    for key, value in config.items():
+        if "password" in key or "secret" in key:
+            register_secret(str(value))

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from support.kafka import group_offsets, read_range, watermarks
 
 from txdag.spouts.samples import sample_tweets
 
@@ -128,3 +129,26 @@ def test_running_the_demo_again_changes_no_count(demo: tuple[dict[str, str], str
     assert "airflow: already running" in out
     assert {state: client.hgetall(state) for state in before} == before
     assert client.get("LAST_COMMITED_TRANSACTION") == b"5"
+
+
+def test_the_kafka_demo_counts_the_topic_exactly_once(demo: tuple[dict[str, str], str]) -> None:
+    """`bash scripts/demo.sh --kafka`: the sample tweets produced to the topic `tweets`, counted through Airflow
+    (Airflow restarted with dags_kafka/), checked against the topic read back here by offset."""
+    env, _ = demo
+    out = run_demo(env, "--kafka")
+    bootstrap = f"127.0.0.1:{env['TXDAG_KAFKA_PORT']}"
+    tweets = [value for p in (0, 1) for _, value in read_range(bootstrap, "tweets", p, 0, watermarks(bootstrap,
+                                                                                                     "tweets", p)[1])]
+    assert sorted(tweets) == sorted(sample_tweets(TWEETS))
+    client = admin_client(env)
+    for state, truth in recount(tweets).items():
+        stored = {k.decode(): int(v) for k, v in client.hgetall(f"kafka:{state}").items()}
+        assert stored == dict(truth), f"state kafka:{state} differs from the recount of the topic"
+    per = BATCH // 2  # dags_kafka/tweets_kafka.py: 50 a partition a txid, 2 partitions
+    committed = re.findall(r"^demo: txid (\d+) committed at \+\d+ s: offsets 0:(\d+)\.\.(\d+), 1:(\d+)\.\.(\d+) "
+                           r"\(attempt 1\); coordinate [\d.]+ s, process [\d.]+ s, commit [\d.]+ s$", out, re.M)
+    assert [tuple(map(int, c)) for c in committed] == [
+        (n, (n - 1) * per, n * per - 1, (n - 1) * per, n * per - 1) for n in range(1, TWEETS // BATCH + 1)]
+    assert f"demo: check: every count equals a recount of the {TWEETS} tweets in the Kafka topic 'tweets'" in out
+    assert group_offsets(bootstrap, "txdag-tweets_kafka", "tweets", 2) == [TWEETS // 2] * 2
+    assert re.search(r"^demo: total \d+ s \(Spark mode: connect, source: the Kafka topic tweets\)$", out, re.M)

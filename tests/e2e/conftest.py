@@ -25,7 +25,8 @@ Environment (all optional):
 The components get ``AIRFLOW_CONN_REDIS_DEFAULT`` (the test Redis, database TXDAG_E2E_REDIS_DB, as a user of the
 session limited to the DAG folders' topologies by ``txdag.cli.acl``, deleted at the end),
 ``AIRFLOW_CONN_ZOOKEEPER_DEFAULT`` (the test ZooKeeper with the tests' digest, extra ``{"root":
-"/txdag-e2e-<unique>"}``, deleted at the end), ``TXDAG_FAULTS_ALLOWED=1`` with the fault plan
+"/txdag-e2e-<unique>"}``, deleted at the end), ``AIRFLOW_CONN_KAFKA_DEFAULT`` (the test Kafka broker, the Kafka
+provider's ``kafka`` type), ``TXDAG_FAULTS_ALLOWED=1`` with the fault plan
 ``AIRFLOW_VAR_TXDAG_FAULTS`` (e2e_data.FAULTS, each fault fired once: ``TXDAG_FAULTS_FIRED_DIR`` is
 ``<AIRFLOW_HOME>/faults-fired``), and whatever the ``airflow_extra_env`` fixture returns (override it in this
 file to add connections or variables: ``AIRFLOW_CONN_<ID>``, ``AIRFLOW_VAR_<KEY>``, ``AIRFLOW__SECTION__KEY``).
@@ -50,7 +51,7 @@ from urllib.parse import urlparse, urlunparse
 import pytest
 import redis as redis_py
 import requests
-from access import PASSWORDS, ZK_AUTH, kazoo_auth
+from access import KAFKA_BOOTSTRAP, PASSWORDS, ZK_AUTH, kazoo_auth
 from e2e_data import FAULTS, Sources, load_sources
 from support.servers import free_port
 
@@ -192,6 +193,8 @@ def airflow(redis_url: str, zk_hosts: str, airflow_extra_env: dict[str, str]) ->
     env["AIRFLOW_CONN_ZOOKEEPER_DEFAULT"] = json.dumps({"conn_type": "zookeeper", "host": zk_host, "port": zk_port,
                                                         "login": ZK_AUTH[0], "password": ZK_AUTH[1],
                                                         "extra": {"root": zk_root}})
+    env["AIRFLOW_CONN_KAFKA_DEFAULT"] = json.dumps({"conn_type": "kafka",
+                                                    "extra": {"bootstrap.servers": KAFKA_BOOTSTRAP}})
     env.update(airflow_extra_env)
 
     # A session killed before its teardown leaves its components running: stop them, then start afresh.

@@ -42,6 +42,14 @@ def add_partitions(bootstrap: str, topic: str, total: int) -> None:
     future.result(timeout=TIMEOUT)
 
 
+def delete_records(bootstrap: str, topic: str, partition: int, before: int) -> None:
+    """What the topic's retention does: the partition's records below offset ``before`` are deleted and its first
+    offset moves up to it (Kafka's DeleteRecords)."""
+    client = admin_client(bootstrap)
+    (future,) = client.delete_records([TopicPartition(topic, partition, before)]).values()
+    future.result(timeout=TIMEOUT)
+
+
 def partitions_of(bootstrap: str, topic: str, count: int) -> list[int]:
     """The topic's partitions once the broker lists ``count`` of them (its metadata follows the controller's a
     moment after a change), or as it lists them after TIMEOUT seconds."""
@@ -94,6 +102,17 @@ def read_range(bootstrap: str, topic: str, partition: int, start: int, end: int)
     finally:
         consumer.close()
     return out
+
+
+def group_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> list[int]:
+    """The offsets consumer group ``group`` has committed for each partition (-1001: none), as
+    kafka-consumer-groups.sh --describe shows them."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        found = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=TIMEOUT)
+        return [tp.offset for tp in sorted(found, key=lambda tp: tp.partition)]
+    finally:
+        consumer.close()
 
 
 def watermarks(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:

@@ -96,8 +96,8 @@ def test_the_service_names_of_the_container_fixes_are_those_of_docker_compose() 
 
 
 def test_an_unknown_service_is_a_programming_error() -> None:
-    with pytest.raises(ValueError, match="unknown service 'kafka'"):
-        hints.how_to_start("kafka", "checkout")
+    with pytest.raises(ValueError, match="unknown service 'postgres'"):
+        hints.how_to_start("postgres", "checkout")
 
 
 def test_how_to_get_the_connections_differs_per_kind() -> None:

@@ -1,4 +1,4 @@
-"""Connections the provider way: a ZooKeeper hook, and the settings of Redis and ZooKeeper connections, from
+"""Connections the provider way: a ZooKeeper hook, and the settings of Redis, ZooKeeper and Kafka connections, from
 which ``txdag.protocol.clients.Clients`` builds every client of a task or of the transactions page.
 
 Storm's ``transactional.zookeeper.servers/port`` is an Airflow connection of type ``zookeeper``: host (several
@@ -14,7 +14,7 @@ from airflow.sdk import BaseHook
 
 from txdag.defaults import REDIS_TIMEOUT, ZK_ROOT, ZK_TIMEOUT, ZOOKEEPER_CONN_ID
 from txdag.errors import ConfigError
-from txdag.masking import register_secret
+from txdag.masking import register_config_secrets, register_secret
 from txdag.protocol.clients import Clients, RedisSettings, ZooKeeperSettings
 from txdag.redisio import CLUSTER_OPTION, NODES_OPTION, node_address
 from txdag.zk.client import ZkClient, close_zk
@@ -64,7 +64,22 @@ def airflow_clients() -> Clients:
     """Clients of Airflow connections, by connection id: each connection is looked up on first use. Redis replies
     are bounded (``REDIS_TIMEOUT``): a hung Redis fails the task instead of wedging it."""
     return Clients(redis=lambda conn_id: RedisSettings(redis_url(conn_id), timeout=REDIS_TIMEOUT),
-                   zookeeper=lambda conn_id: zookeeper_settings(BaseHook.get_connection(conn_id)))
+                   zookeeper=lambda conn_id: zookeeper_settings(BaseHook.get_connection(conn_id)),
+                   kafka=lambda conn_id: kafka_config_of(BaseHook.get_connection(conn_id)))
+
+
+def kafka_config_of(conn: Any) -> dict[str, Any]:
+    """The client configuration of a Kafka connection, as the Kafka provider's hooks read it: its extra, with
+    ``bootstrap.servers`` (else the connection's host and port) and any TLS/SASL settings."""
+    config = dict(conn.extra_dejson)
+    if not config.get("bootstrap.servers") and conn.host:
+        config["bootstrap.servers"] = ",".join(h if ":" in h else f"{h}:{conn.port or 9092}"
+                                               for h in conn.host.split(","))
+    if not config.get("bootstrap.servers"):
+        raise ConfigError(f"Kafka connection {conn.conn_id!r} names no broker: give its extra "
+                          f'{{"bootstrap.servers": "host:9092"}} (the Kafka provider\'s connection type "kafka")')
+    register_config_secrets(config)
+    return config
 
 
 def redis_url(conn_id: str) -> str:

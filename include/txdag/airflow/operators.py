@@ -284,7 +284,7 @@ class WarmProcessOperator(BaseOperator):
             url = SparkConnectHook(self.topology.spark_connect_conn_id).get_connection_url()
             try:
                 result = run_connected(spec, self.topology.job_path, clients, url, rt.kv_configs,
-                                       self.topology.spark_conf)
+                                       self.topology.spark_conf, kafka_configs=rt.clients.kafka_configs(spec.source))
             except Exception as exc:
                 raise warm_failure(self.topology.topology_id, emission.tx, exc) from exc
             self.log.info("%s", result.timed("import", imported).summary())

@@ -21,6 +21,7 @@ from txdag.airflow.hooks import airflow_clients
 from txdag.attempt import TransactionAttempt
 from txdag.commit.keyvalue import KVTarget
 from txdag.commit.staging import Staging
+from txdag.spark.env import KAFKA_VAR, URLS_VAR
 from txdag.state.kv import ProviderConfig
 from txdag.state.map_state import MapStateBase
 from txdag.topology.definition import JobSpec
@@ -88,7 +89,8 @@ class TopologyRuntime:
         travel in the environment only)."""
         t = self.topology
         conn_ids = sorted({t.redis_conn_id, *t.source.conn_ids()})
-        return {"TXDAG_REDIS_URLS": json.dumps({c: self.clients.redis_settings(c).url for c in conn_ids}),
+        kafka = {KAFKA_VAR: json.dumps(self.clients.kafka_configs(t.source))} if t.source.kafka_conn_ids() else {}
+        return {URLS_VAR: json.dumps({c: self.clients.redis_settings(c).url for c in conn_ids}), **kafka,
                 **configs_to_env(self.kv_configs)}
 
     @cached_property

@@ -213,7 +213,15 @@ def clients(redis_timeout: float | None = None, zookeeper_timeout: float | None 
     from txdag.protocol.clients import Clients
 
     return Clients(redis=lambda c: redis_settings(c, redis_timeout),
-                   zookeeper=lambda c: zookeeper_settings(c, zookeeper_timeout))
+                   zookeeper=lambda c: zookeeper_settings(c, zookeeper_timeout), kafka=kafka_config)
+
+
+def kafka_config(conn_id: str) -> dict[str, Any]:
+    """The client configuration of the Kafka connection ``conn_id``."""
+    conn = connection(conn_id)  # before importing the hooks: they import Airflow
+    from txdag.airflow.hooks import kafka_config_of
+
+    return kafka_config_of(conn)
 
 
 def redis_for(conn_id: str, timeout: float | None = None) -> Redis:

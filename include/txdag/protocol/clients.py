@@ -13,11 +13,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from redis import Redis
 
+from txdag.errors import ConfigError
 from txdag.redisio import client_from_url
-from txdag.spouts.base import SpoutContext, TransactionalSpout
+from txdag.spouts.base import Source, SpoutContext, TransactionalSpout
 from txdag.topology.topology import TransactionalTopology
 from txdag.zk.client import ZkClient, close_zk, connect_zk
 from txdag.zk.store import TransactionStore, topology_ids
@@ -59,8 +61,10 @@ class Clients:
     to, shared afterwards, and closed together by ``close()`` (or at the end of a ``with`` block). Thread-safe:
     the API server's threads share one."""
 
-    def __init__(self, redis: Callable[[str], RedisSettings], zookeeper: Callable[[str], ZooKeeperSettings]) -> None:
-        self._resolve_redis, self._resolve_zookeeper = redis, zookeeper
+    def __init__(self, redis: Callable[[str], RedisSettings], zookeeper: Callable[[str], ZooKeeperSettings],
+                 kafka: Callable[[str], dict[str, Any]] | None = None) -> None:
+        self._resolve_redis, self._resolve_zookeeper, self._resolve_kafka = redis, zookeeper, kafka
+        self._kafka: dict[str, dict[str, Any]] = {}
         self._redis: dict[str, tuple[RedisSettings, Redis | None]] = {}
         self._zookeeper: dict[str, tuple[ZooKeeperSettings, ZkClient | None]] = {}
         self._lock = threading.RLock()
@@ -111,10 +115,22 @@ class Clients:
         """The topologies with a subtree under the root of ``zookeeper_conn_id`` (none before the first one ran)."""
         return topology_ids(self.zookeeper(zookeeper_conn_id), self.zookeeper_settings(zookeeper_conn_id).root)
 
+    def kafka_config(self, conn_id: str) -> dict[str, Any]:
+        """The Kafka client configuration of the connection ``conn_id`` (``bootstrap.servers`` and the rest)."""
+        with self._lock:
+            if conn_id not in self._kafka:
+                if self._resolve_kafka is None:
+                    raise ConfigError(f"Kafka connection {conn_id!r}: these clients resolve no Kafka connection")
+                self._kafka[conn_id] = self._resolve_kafka(conn_id)
+            return dict(self._kafka[conn_id])
+
+    def kafka_configs(self, source: Source) -> dict[str, dict[str, Any]]:
+        return {c: self.kafka_config(c) for c in source.kafka_conn_ids()}
+
     def spout(self, topology: TransactionalTopology) -> TransactionalSpout:
-        """The spout of the topology's source, over the Redis clients of the connections it reads."""
+        """The spout of the topology's source, over the clients of the connections it reads."""
         clients = {c: self.redis(c) for c in topology.source.conn_ids()}
-        return topology.source.build(SpoutContext(topology.topology_id, clients))
+        return topology.source.build(SpoutContext(topology.topology_id, clients, self.kafka_configs(topology.source)))
 
     def close(self) -> None:
         """Stop every session and close every client; the settings stay, so a later use connects again."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import redis
 from pyspark.sql import DataFrame, SparkSession
@@ -18,7 +19,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from txdag.commit.rejections import record_rejections
 from txdag.errors import ConfigError
-from txdag.spouts.base import BATCH_COLUMNS, Batch, SpoutContext, reads_with_spark
+from txdag.spouts.base import BATCH_COLUMNS, REJECTED, Batch, Rejection, SpoutContext, reads_with_spark
 from txdag.topology.definition import JobSpec
 
 BATCH_SCHEMA = "id string, value string, partition string"
@@ -44,20 +45,34 @@ def client_for(clients: Mapping[str, redis.Redis], conn_id: str, spec: JobSpec) 
     return clients[conn_id]
 
 
-def read_batch(spec: JobSpec, clients: Mapping[str, redis.Redis], spark: SparkSession) -> BatchRead:
+def read_batch(spec: JobSpec, clients: Mapping[str, redis.Redis], spark: SparkSession,
+               kafka_configs: Mapping[str, Mapping[str, Any]] | None = None) -> BatchRead:
     """The batch the metadata describes, read by the spout's Spark read or through its emit_batch."""
-    spout = spec.source.build(SpoutContext(spec.topology, clients))
+    spout = spec.source.build(SpoutContext(spec.topology, clients, kafka_configs or {}))
     try:
         if reads_with_spark(spout):
             frame = spout.read(spark, spec.tx, spec.metadata)
             check_columns(spec, frame, type(spout).__name__)
-            return BatchRead(frame, spout.batch_size(spec.metadata), 0)
+            frame, rejected = split_rejections(spec, clients, frame)
+            return BatchRead(frame, spout.batch_size(spec.metadata), rejected)
         batch = spout.emit_batch(spec.tx, spec.metadata)
     finally:
         spout.close()
     rejected = record_rejections(client_for(clients, spec.redis_conn_id, spec), spec.topology, spec.tx,
                                  batch.rejections)
     return BatchRead(batch_frame(spark, batch), len(batch), rejected)
+
+
+def split_rejections(spec: JobSpec, clients: Mapping[str, redis.Redis], frame: DataFrame) -> tuple[DataFrame, int]:
+    """A read's rows with a ``rejected`` reason are recorded as the txid's rejections (only they reach the driver);
+    the others are the batch."""
+    if REJECTED not in frame.columns:
+        return frame, 0
+    bad = frame.where(f"{REJECTED} IS NOT NULL").select("id", REJECTED, "partition").collect()
+    rejections = [Rejection(row["id"], row[REJECTED], row["partition"]) for row in bad]
+    client = client_for(clients, spec.redis_conn_id, spec)
+    recorded = record_rejections(client, spec.topology, spec.tx, rejections) if rejections else 0
+    return frame.where(f"{REJECTED} IS NULL").drop(REJECTED), recorded
 
 
 def check_columns(spec: JobSpec, frame: object, spout: str) -> None:

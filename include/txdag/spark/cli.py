@@ -17,7 +17,7 @@ from typing import NoReturn
 from pyspark.sql import SparkSession
 
 from txdag.errors import TxdagError
-from txdag.spark.env import redis_clients_from_env
+from txdag.spark.env import kafka_configs_from_env, redis_clients_from_env
 from txdag.spark.runner import Process, run_job
 from txdag.spark.session import spark_session
 from txdag.topology.definition import JobSpec
@@ -49,8 +49,9 @@ def run_main(process: Process, argv: Sequence[str] | None = None, environ: Mappi
         spec = JobSpec.from_json(parse_args(argv).job)
         clients = redis_clients_from_env({spec.redis_conn_id, *spec.source.conn_ids()}, environ)
         kv_configs = configs_from_env([k.name for k in spec.key_values], environ)
+        kafka_configs = kafka_configs_from_env(spec.source.kafka_conn_ids(), environ)
         spark = spark_session(f"txdag-{spec.topology}-{spec.tx.txid}-{spec.tx.attempt}")
-        result = run_job(spec, process, clients, spark, kv_configs)
+        result = run_job(spec, process, clients, spark, kv_configs, kafka_configs=kafka_configs)
     except Exception as exc:
         if not isinstance(exc, TxdagError):  # ours say what to do; anything else needs its traceback
             log.exception("unexpected error")

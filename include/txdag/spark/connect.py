@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import redis
@@ -159,7 +159,8 @@ def ship(spark: SparkSession, files: Sequence[Path]) -> None:
 
 def run_connected(spec: JobSpec, job_path: str, clients: Mapping[str, redis.Redis], url: str,
                   kv_configs: Mapping[str, ProviderConfig] | None = None,
-                  spark_conf: Mapping[str, str] | None = None) -> JobResult:
+                  spark_conf: Mapping[str, str] | None = None, *,
+                  kafka_configs: Mapping[str, Mapping[str, Any]] | None = None) -> JobResult:
     """Run the job for ``spec`` on the Spark Connect server at ``url``, in the topology's shared session, which
     gets the py-files of the topology's ``spark_conf`` first."""
     files = py_files(spark_conf or {})
@@ -173,7 +174,8 @@ def run_connected(spec: JobSpec, job_path: str, clients: Mapping[str, redis.Redi
         log.info("topology %r %s runs in Spark Connect session %s", spec.topology, spec.tx,
                  cast(ConnectSession, spark).session_id)
         try:
-            return run_job(spec, process, clients, spark, kv_configs).timed("connect", connected)
+            return run_job(spec, process, clients, spark, kv_configs,
+                           kafka_configs=kafka_configs).timed("connect", connected)
         finally:
             spark.stop()  # closes this client; the shared session stays open on the server
     finally:  # later classic sessions, and spark-submit children, of this process stay classic

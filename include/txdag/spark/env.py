@@ -1,4 +1,5 @@
-"""The Spark job's Redis connections, from ``TXDAG_REDIS_URLS`` (pyspark-free).
+"""The Spark job's Redis connections, from ``TXDAG_REDIS_URLS``, and its Kafka ones, from ``TXDAG_KAFKA_CONFIGS``
+(pyspark-free).
 
 Airflow resolves the topology's connection ids to redis-py URLs and passes them in the job's environment as
 one JSON object ``{conn_id: url}``; the job command line then carries no password. Timeouts go in the URL
@@ -10,16 +11,18 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 import redis
 
 from txdag.defaults import REDIS_TIMEOUT
 from txdag.errors import ConfigError
-from txdag.masking import register_secret
+from txdag.masking import register_config_secrets, register_secret
 from txdag.redisio import client_from_url
 
 URLS_VAR = "TXDAG_REDIS_URLS"
+KAFKA_VAR = "TXDAG_KAFKA_CONFIGS"  # {conn_id: Kafka client configuration}
 
 
 def parse_redis_urls(text: str | None, conn_ids: Iterable[str]) -> dict[str, str]:
@@ -58,3 +61,25 @@ def redis_clients_from_env(
             raise ConfigError(f"{URLS_VAR}: the URL of connection {conn_id!r} is not a Redis URL "
                               f"({type(exc).__name__}); use redis://[user:password@]host:port/db") from None
     return clients
+
+
+def kafka_configs_from_env(conn_ids: Iterable[str], environ: Mapping[str, str] | None = None
+                           ) -> dict[str, dict[str, Any]]:
+    """The Kafka client configuration of each of ``conn_ids`` (none needed: {} without reading the variable)."""
+    needed = sorted(set(conn_ids))
+    if not needed:
+        return {}
+    text = (os.environ if environ is None else environ).get(KAFKA_VAR)
+    example = json.dumps({c: {"bootstrap.servers": "host:9092"} for c in needed})
+    try:
+        configs = json.loads(text or "")
+    except ValueError:
+        raise ConfigError(f"{KAFKA_VAR} is not set or not JSON; set it to the Kafka client configuration by "
+                          f"connection id, e.g. {KAFKA_VAR}='{example}'") from None
+    missing = [c for c in needed if not isinstance(configs, dict) or not isinstance(configs.get(c), dict)]
+    if missing:
+        raise ConfigError(f"{KAFKA_VAR} has no configuration for Kafka connection(s) {missing}; set it like "
+                          f"{KAFKA_VAR}='{example}'")
+    for config in configs.values():
+        register_config_secrets(config)
+    return {c: configs[c] for c in needed}

@@ -97,13 +97,15 @@ def check_outputs(spec: JobSpec, outputs: Any, client_spec: dict[str, Any]) -> l
 
 def run_job(
     spec: JobSpec, process: Process, clients: Mapping[str, redis.Redis], spark: SparkSession,
-    kv_configs: Mapping[str, ProviderConfig] | None = None,
+    kv_configs: Mapping[str, ProviderConfig] | None = None, *,
+    kafka_configs: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> JobResult:
     """Read the batch, run ``process``, check its outputs, stage each state from the executors, seal.
-    ``kv_configs`` are the key-value states' provider configs, by name (txdag.topology.kvstates)."""
+    ``kv_configs`` are the key-value states' provider configs, by name (txdag.topology.kvstates); ``kafka_configs``
+    the Kafka client configurations of the source's connections."""
     timer = Timer()
     state_client = client_for(clients, spec.redis_conn_id, spec)
-    read = read_batch(spec, clients, spark)
+    read = read_batch(spec, clients, spark, kafka_configs or {})
     timer.done("read")
     frame = read.frame
     staged: dict[str, OutputSpec] = {}

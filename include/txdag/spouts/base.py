@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 Metadata = dict[str, Any]
 BATCH_COLUMNS = ("id", "value", "partition")  # what a batch's DataFrame holds, all strings
+REJECTED = "rejected"  # a read's optional column: why a row is not a tuple (null for tuples)
 
 
 class SpoutKind(str, enum.Enum):
@@ -87,12 +88,20 @@ class SpoutContext:
 
     topology: str
     redis_clients: Mapping[str, redis.Redis] = field(default_factory=dict)
+    kafka_configs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # conn id -> client configuration
 
     def redis(self, conn_id: str) -> redis.Redis:
         if conn_id not in self.redis_clients:
             raise ConfigError(f"topology {self.topology!r}: no Redis client for connection {conn_id!r} (have "
                               f"{sorted(self.redis_clients)}); name it in the source's conn_ids()")
         return self.redis_clients[conn_id]
+
+    def kafka(self, conn_id: str) -> dict[str, Any]:
+        """The Kafka client configuration of ``conn_id`` (``bootstrap.servers``, security settings)."""
+        if conn_id not in self.kafka_configs:
+            raise ConfigError(f"topology {self.topology!r}: no Kafka configuration for connection {conn_id!r} (have "
+                              f"{sorted(self.kafka_configs)}); name it in the source's kafka_conn_ids()")
+        return dict(self.kafka_configs[conn_id])
 
 
 class TransactionalSpout(ABC):
@@ -120,14 +129,20 @@ class TransactionalSpout(ABC):
 
     def read(self, spark: Any, tx: TransactionAttempt, metadata: Metadata) -> Any:
         """The batch as a DataFrame of ``id, value, partition`` strings, read by Spark (the job's ``SparkSession``,
-        typed Any: the core imports no pyspark) on its executors. A spout that does not override it is read through
-        ``emit_batch`` on the driver (and its rejections recorded)."""
+        typed Any: the core imports no pyspark) on its executors. It may add a ``rejected`` string column: rows where
+        it is set are not tuples but rejections, recorded with that reason (only those rows reach the driver). A
+        spout that does not override it is read through ``emit_batch`` on the driver (and its rejections recorded)."""
         raise NotImplementedError
 
     def emit_batch(self, tx: TransactionAttempt, metadata: Metadata) -> Batch:
         """Exactly the tuples ``metadata`` describes, as Python records (``LocalTopology`` runs this one)."""
         raise ConfigError(f"{type(self).__name__} has no emit_batch: it is read by Spark only (read); define "
                           f"emit_batch too to run it in LocalTopology")
+
+    def committed(self, txid: int, metadata: Metadata) -> None:
+        """``txid``'s commit is recorded, with ``metadata``: a spout may publish its position for the source's own
+        tools (the Kafka spout writes its consumer group's offsets). ZooKeeper stays the position: never read back."""
+        return None
 
     def cleanup_before(self, txid: int) -> None:
         """Forget what the spout keeps per txid below ``txid``: those txids are committed and rotated out."""
@@ -163,6 +178,10 @@ class Source(ABC):
 
     def conn_ids(self) -> list[str]:
         """The Redis connection ids the spout reads through (none by default)."""
+        return []
+
+    def kafka_conn_ids(self) -> list[str]:
+        """The Kafka connection ids (Airflow's ``kafka`` type) the spout reads through (none by default)."""
         return []
 
     def acl_patterns(self) -> list[str]:

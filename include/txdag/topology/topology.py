@@ -169,6 +169,7 @@ class TransactionalTopology:
             self.spark_conn_id, "spark")
         used = {self.redis_conn_id: "redis", self.zookeeper_conn_id: "zookeeper", spark[0]: spark[1]}
         used.update({c: "redis" for c in self.source.conn_ids()})
+        used.update({c: "kafka" for c in self.source.kafka_conn_ids()})
         return used
 
     def state(self, name: str) -> State:

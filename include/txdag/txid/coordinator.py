@@ -19,7 +19,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from txdag.attempt import TransactionAttempt
 from txdag.defaults import KEEP_TXIDS
@@ -192,7 +192,9 @@ class Coordinator:
     def record_commit(self, tx: TransactionAttempt) -> bool:
         """Mark ``tx`` COMMITTED and move committed_txid to it in one transaction, then clean up old txids.
 
-        Returns False when it had been recorded before (a re-run commit task changes nothing)."""
+        Returns False when it had been recorded before (a re-run commit task changes nothing). The spout is then
+        told (``committed``), so that it can publish its position (the Kafka spout: its consumer group's offsets)."""
+        metadata: list[Metadata] = []
 
         def step() -> bool:
             topo, tv = self.store.read_topology()
@@ -211,6 +213,7 @@ class Coordinator:
                 )
             committed = TopologyRecord(topo.last_txid, tx.txid)
             self.store.update([(rec.moved(TxStatus.COMMITTED, _now()), ver)], topology=(committed, tv))
+            metadata[:] = [rec.metadata]
             return True
 
         done = self._cas(step)
@@ -221,6 +224,8 @@ class Coordinator:
             tx.attempt,
             "committed" if done else "already committed",
         )
+        if done:
+            self._tell_spout("committed", tx.txid, tx.txid, metadata[0])
         self._cleanup(tx.txid)
         return done
 
@@ -379,10 +384,15 @@ class Coordinator:
             return
         if deleted:
             log.info("topology=%s: deleted txids %s..%s", self.name, deleted[0], deleted[-1])
-        cleanup_before = getattr(self.spout, "cleanup_before", None)  # Storm's cleanupBefore, after each commit
+        self._tell_spout("cleanup_before", txid, txid - self.keep_txids + 1)  # Storm's cleanupBefore
+
+    def _tell_spout(self, hook: str, txid: int, *args: Any) -> None:
+        """Call the spout's ``hook`` after the commit of ``txid``; its own housekeeping never fails a committed
+        txid (a failure is logged, and the hook called again after the next commit)."""
+        call = getattr(self.spout, hook, None)
         try:
-            if cleanup_before is not None:
-                cleanup_before(txid - self.keep_txids + 1)
-        except Exception as exc:  # the spout's own housekeeping never fails a committed txid
-            log.warning("topology=%s txid=%s: the spout's cleanup_before failed (%s: %s); called again after the next "
-                        "commit", self.name, txid, type(exc).__name__, exc)
+            if call is not None:
+                call(*args)
+        except Exception as exc:
+            log.warning("topology=%s txid=%s: the spout's %s failed (%s: %s); called again after the next commit",
+                        self.name, txid, hook, type(exc).__name__, exc)

@@ -20,11 +20,14 @@ from txdag.topology.definition import JobSpec, State, TweetsSource
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator:
-    """A local[2] session on loopback, shared by every in-process Spark test."""
+    """A local[2] session on loopback, shared by every in-process Spark test; Spark's Kafka source (the set-up's
+    jars in .run/jars/spark-kafka) is in it, for KafkaSource's read."""
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     from txdag.spark.session import local_session
 
-    session = local_session("txdag-tests")
+    jars = sorted(str(p) for p in (ROOT / ".run" / "jars" / "spark-kafka").glob("*.jar"))
+    assert jars, "no Spark Kafka source jars in .run/jars/spark-kafka: run bash scripts/setup.sh"
+    session = local_session("txdag-tests", conf={"spark.jars": ",".join(jars)})
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

@@ -58,3 +58,17 @@ def test_a_malformed_cluster_node_names_the_connection_and_what_to_fix(host, por
     assert message.startswith(f"Redis connection 'redis_default': Redis Cluster node {bad!r}{listed} is malformed "
                               f"({problem}): a node is host:port, port 1-65535; fix the connection's Host"), message
     assert "s3cret" not in message
+
+
+def test_a_kafka_connection_is_its_extra_as_the_kafka_provider_reads_it_and_its_secrets_are_masked() -> None:
+    from txdag.airflow.hooks import kafka_config_of
+    from txdag.masking import mask
+
+    extra = {"bootstrap.servers": "k1:9093,k2:9093", "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
+             "sasl.password": "kafka-s3cret-77"}
+    assert kafka_config_of(conn(None, **extra)) == extra
+    assert mask("auth kafka-s3cret-77 failed") == "auth *** failed"
+    assert kafka_config_of(conn("k1,k2:9095", 9094)) == {"bootstrap.servers": "k1:9094,k2:9095"}
+    with pytest.raises(ConfigError, match=r"Kafka connection 'redis_default' names no broker: give its extra "
+                                          r'\{"bootstrap.servers": "host:9092"\}'):
+        kafka_config_of(conn(None))

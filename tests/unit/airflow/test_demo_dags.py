@@ -39,3 +39,18 @@ def test_the_cluster_folder_is_the_shipped_topologies_on_the_cluster_connections
         assert (b.redis_conn_id, b.spark_conn_id, b.source.redis_conn_id) == ("redis_cluster", "spark_cluster",
                                                                               "redis_default")
         assert b.spark_conf == {"spark.submit.pyFiles": "/x/txdag-pyfiles.zip"}
+
+
+def test_the_kafka_demo_folder_is_the_analytics_over_the_topic_in_connect_mode() -> None:
+    from txdag.spouts import SpoutKind
+    from txdag.spouts.kafka import KafkaSource
+
+    shipped = load_definitions(ROOT / "dags")[0]["tweets_analytics"]
+    found, errors = load_definitions(ROOT / "dags_kafka")
+    assert errors == {} and list(found) == ["tweets_kafka"]
+    kafka = found["tweets_kafka"]
+    assert kafka.source == KafkaSource("tweets", kind=SpoutKind.TRANSACTIONAL, max_per_partition=50)
+    assert (kafka.job, kafka.spark_mode) == (shipped.job, "connect")
+    assert [(s.name, s.namespace, s.kind) for s in kafka.states] == [
+        (s.name, f"kafka:{s.name}", s.kind) for s in shipped.states]
+    assert 'dags_folder="$ROOT/dags_kafka"' in (ROOT / "scripts" / "demo.sh").read_text()

@@ -41,3 +41,16 @@ def test_the_env_module_does_not_import_pyspark():
     """Airflow builds the job's environment; it must not pay for (or need) a pyspark import."""
     code = "import sys, txdag.spark.env; print('pyspark' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
+
+
+def test_the_kafka_configurations_of_the_sources_connections():
+    from txdag.spark.env import kafka_configs_from_env
+
+    assert kafka_configs_from_env([], {}) == {}  # a source without Kafka reads no variable
+    text = '{"kafka_default": {"bootstrap.servers": "k:9092"}, "other": {}}'
+    assert kafka_configs_from_env(["kafka_default"], {"TXDAG_KAFKA_CONFIGS": text}) == {
+        "kafka_default": {"bootstrap.servers": "k:9092"}}
+    with pytest.raises(ConfigError, match="TXDAG_KAFKA_CONFIGS is not set or not JSON"):
+        kafka_configs_from_env(["kafka_default"], {})
+    with pytest.raises(ConfigError, match=r"no configuration for Kafka connection\(s\) \['k2'\]"):
+        kafka_configs_from_env(["k2"], {"TXDAG_KAFKA_CONFIGS": text})

@@ -1,0 +1,360 @@
+"""Kafka: Storm's opaque partitioned Kafka spout (the default, as ``KafkaTridentSpoutOpaque``) and its partitioned
+transactional one (``TransactionalKafkaSpout``, seed 003), over one topic.
+
+Metadata: ``{"v": 1, "topic": name, "topic_id": id, "partitions": {"0": {"from": o, "to": o2}, ...}}``: the batch
+is, per partition, the offsets ``from`` (inclusive) to ``to`` (exclusive), stored in ZooKeeper with the txid:
+ZooKeeper is the position, never a consumer group. A partition added to the topic joins at the next txid, from its
+first offset. Offsets the topic's retention deleted before they were read: the opaque spout records the lost range
+as a counted rejection of the batch (``"lost": [first, end]``) and goes on; the transactional one halts, naming the
+range. A topic deleted and created again (another topic id) or a partition whose offsets went backwards halts
+either kind. A partition whose leader cannot be reached is carried over by the opaque spout (``"unavailable":
+true``); the transactional one allocates no txid until it is back.
+
+Where the broker is: the client configuration of a Kafka connection (Airflow's ``kafka`` connection type: its extra
+is that configuration, TLS and SASL settings included), named by ``kafka_conn_id``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from txdag.attempt import TransactionAttempt
+from txdag.errors import (
+    BatchReadError,
+    ConfigError,
+    FormatVersionError,
+    SourceUnavailable,
+    StoreWentBackwards,
+    source_went_backwards,
+    start_over,
+)
+from txdag.hints import how_to_start
+from txdag.spouts.base import Batch, Metadata, Record, Rejection, Source, SpoutContext, SpoutKind, TransactionalSpout
+
+FORMAT_VERSION = 1
+NOT_TEXT = "value is not valid UTF-8"
+READ_SCHEMA = "id string, value string, partition string, rejected string"
+# the consumer settings Spark's Kafka source sets itself, and refuses as kafka.* options
+CONSUMER_ONLY = frozenset({"group.id", "auto.offset.reset", "enable.auto.commit", "key.deserializer",
+                           "value.deserializer", "interceptor.classes"})
+TIMEOUT = 10.0  # seconds for one answer of the broker: a broker that is down is reported after it
+PartitionMeta = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class KafkaSource(Source):
+    """One Kafka topic. ``kind``: "opaque" (default) or "transactional"; at most ``max_per_partition`` records
+    of each partition per txid; ``kafka_conn_id``: the connection whose client configuration reaches the broker."""
+
+    topic: str
+    kafka_conn_id: str = "kafka_default"
+    kind: SpoutKind = SpoutKind.OPAQUE  # a field here: both kinds read Kafka
+    max_per_partition: int = 1000
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "kind", SpoutKind(self.kind))
+        except ValueError:
+            raise ConfigError(f"KafkaSource({self.topic!r}): kind must be 'opaque' or 'transactional', got "
+                              f"{self.kind!r}") from None
+        if not isinstance(self.topic, str) or not self.topic:
+            raise ConfigError(f"KafkaSource needs the name of a topic, got {self.topic!r}")
+        if not isinstance(self.kafka_conn_id, str) or not self.kafka_conn_id:
+            raise ConfigError(f"KafkaSource({self.topic!r}): kafka_conn_id must be a connection id, got "
+                              f"{self.kafka_conn_id!r}")
+        size = self.max_per_partition
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ConfigError(f"KafkaSource({self.topic!r}): max_per_partition must be an int >= 1, got {size!r}")
+
+    def kafka_conn_ids(self) -> list[str]:
+        return [self.kafka_conn_id]
+
+    def build(self, context: SpoutContext) -> KafkaSpout:
+        return KafkaSpout(context.kafka(self.kafka_conn_id), self.topic, kind=self.kind,
+                          max_per_partition=self.max_per_partition, topology=context.topology)
+
+
+def check_metadata(metadata: Any, topic: str) -> dict[str, PartitionMeta]:
+    """The ``partitions`` of a Kafka spout's metadata, validated: ``0 <= from <= to`` per partition."""
+    def bad(why: str) -> FormatVersionError:
+        return FormatVersionError(f"Kafka spout metadata {why}; this txdag reads version {FORMAT_VERSION} only")
+
+    if not isinstance(metadata, dict) or metadata.get("v") != FORMAT_VERSION:
+        raise bad(f"has format version {metadata.get('v') if isinstance(metadata, dict) else metadata!r}")
+    if metadata.get("topic") != topic:
+        raise bad(f"is of topic {metadata.get('topic')!r}, not {topic!r} (was the source's topic changed?)")
+    if not isinstance(metadata.get("topic_id", ""), str | None):
+        raise bad(f"has topic_id={metadata.get('topic_id')!r}, not a Kafka topic id")
+    parts = metadata.get("partitions")
+    if not isinstance(parts, dict):
+        raise bad(f"has partitions={parts!r}, not a dict")
+    for name, part in parts.items():
+        ok = isinstance(part, dict) and name.isdigit() and all(
+            isinstance(part.get(k), int) and not isinstance(part.get(k), bool) for k in ("from", "to"))
+        if not ok or not 0 <= part["from"] <= part["to"]:
+            raise bad(f"has {part!r} for partition {name!r}, not {{'from': offset, 'to': offset}} with from <= to")
+    return parts
+
+
+def record_id(partition: str, offset: int) -> str:
+    return f"{partition}@{offset}"
+
+
+class KafkaSpout(TransactionalSpout):
+    """The runtime of a KafkaSource: watermarks and partitions through one consumer that joins no group."""
+
+    def __init__(self, config: dict[str, Any], topic: str, *, kind: SpoutKind = SpoutKind.OPAQUE,
+                 max_per_partition: int = 1000, topology: str = "kafka") -> None:
+        self.topic, self.kind, self.topology = topic, SpoutKind(kind), topology
+        self.max_per_partition = max_per_partition
+        self.config = dict(config)
+        self.broker = str(self.config.get("bootstrap.servers", "?"))
+        self._consumer: Any = None
+        self._admin: Any = None
+        self._topic_id: str | None = None  # the topic's id as the last listing found it
+
+    # the coordinator side
+
+    def is_ready(self, prev_metadata: Metadata | None) -> bool:
+        return any(p["to"] > p["from"] or p.get("lost") for p in self._plan(prev_metadata).values())
+
+    def initialize_transaction(self, txid: int, prev_metadata: Metadata | None) -> Metadata:
+        partitions = self._plan(prev_metadata)
+        return {"v": FORMAT_VERSION, "topic": self.topic, "topic_id": self._topic_id, "partitions": partitions}
+
+    def lag(self, prev_metadata: Metadata | None) -> int:
+        """Records no batch up to ``prev_metadata`` covers, every partition counted; one down raises."""
+        total = 0
+        for name in self._partitions(prev_metadata):
+            low, high = self._watermarks(name)
+            total += high - max(low, self._start(prev_metadata, name, low, high))
+        return total
+
+    def batch_size(self, metadata: Metadata) -> int:
+        parts = check_metadata(metadata, self.topic).values()
+        return sum(p["to"] - p["from"] + (p["lost"][1] - p["lost"][0] if p.get("lost") else 0) for p in parts)
+
+    def _plan(self, prev: Metadata | None) -> dict[str, PartitionMeta]:
+        """Every partition's next range; an unreachable one is carried over (opaque) or allocates nothing."""
+        plan: dict[str, PartitionMeta] = {}
+        for name in self._partitions(prev):
+            try:
+                low, high = self._watermarks(name)
+            except SourceUnavailable:
+                if self.kind is SpoutKind.TRANSACTIONAL:
+                    raise
+                start = self._previous_end(prev, name) or 0
+                plan[name] = {"from": start, "to": start, "unavailable": True}
+                continue
+            start = self._start(prev, name, low, high)
+            part: PartitionMeta = {"from": max(start, low)}
+            part["to"] = min(high, part["from"] + self.max_per_partition)
+            if start < low:
+                part["lost"] = [start, low]  # deleted by retention before a batch read them
+            plan[name] = part
+        if plan and all(p.get("unavailable") for p in plan.values()):
+            raise SourceUnavailable(f"topology {self.topology!r}: no partition of Kafka topic {self.topic!r} can be "
+                                    f"read at {self.broker}; {how_to_start('kafka')}, or check the Kafka connection")
+        return plan
+
+    def _start(self, prev: Metadata | None, name: str, low: int, high: int) -> int:
+        """Where ``name``'s next batch starts: where the previous one ended; a new partition from its first
+        offset. An end beyond the partition's last offset is a topic that went backwards: halt."""
+        end = self._previous_end(prev, name)
+        if end is None:
+            return low
+        if end > high:
+            raise source_went_backwards(self.topology, f"partition {name} of Kafka topic {self.topic!r} at "
+                                        f"{self.broker} ends at offset {high}, but the last emitted batch read it "
+                                        f"up to offset {end} (was the topic deleted and created again?)")
+        if end < low and self.kind is SpoutKind.TRANSACTIONAL:
+            raise StoreWentBackwards(
+                f"topology {self.topology!r}: offsets {end} to {low - 1} of partition {name} of Kafka topic "
+                f"{self.topic!r} were deleted by the topic's retention before txdag read them, and a transactional "
+                f"spout emits no batch without them. txdag halts this topology. Ways out: {start_over(self.topology)} "
+                f"(it reads the offsets the topic still holds; the deleted ones are not counted), or use "
+                f"kind='opaque', which records a lost range as a rejection of its txid and goes on; and give the topic "
+                f"a retention (retention.ms) longer than the topology's lag")
+        return end
+
+    def _previous_end(self, prev: Metadata | None, name: str) -> int | None:
+        if prev is None:
+            return None
+        part = check_metadata(prev, self.topic).get(name)
+        return None if part is None else int(part["to"])
+
+    def committed(self, txid: int, metadata: Metadata) -> None:
+        """Write the committed batch's end offsets to the consumer group ``txdag-<topology>``, so that Kafka's
+        tools (kafka-consumer-groups.sh, Burrow) show the topology's lag. txdag never reads them back."""
+        from confluent_kafka import TopicPartition
+
+        parts = check_metadata(metadata, self.topic)
+        offsets = [TopicPartition(self.topic, int(n), p["to"]) for n, p in parts.items() if not p.get("unavailable")]
+        if offsets:
+            self._client().commit(offsets=offsets, asynchronous=False)
+
+    def _partitions(self, prev: Metadata | None) -> list[str]:
+        """The topic's partitions as the broker lists them now (a partition added joins at the next txid)."""
+        from confluent_kafka import KafkaError, KafkaException
+
+        try:
+            found = self._client().list_topics(self.topic, timeout=TIMEOUT).topics.get(self.topic)
+        except KafkaException as exc:
+            raise self._unreachable(exc, "listing its partitions") from exc
+        error = found.error if found is not None else None
+        if found is None or (error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
+            if prev is not None:
+                raise source_went_backwards(self.topology, f"Kafka topic {self.topic!r} at {self.broker} does not "
+                                            f"exist, but earlier batches read it (was it deleted?)")
+            raise SourceUnavailable(f"topology {self.topology!r}: Kafka topic {self.topic!r} does not exist at "
+                                    f"{self.broker}; create it (kafka-topics.sh --create --topic {self.topic})")
+        if error is not None:
+            raise self._unreachable(KafkaException(error), "listing its partitions")
+        self._check_same_topic(prev)
+        return [str(p) for p in sorted(found.partitions)]
+
+    def _check_same_topic(self, prev: Metadata | None) -> None:
+        """The topic must be the one earlier batches read: a topic deleted and created again under its name has
+        another id (Kafka's topic id), and offsets that start over, which the previous ends would skip."""
+        from confluent_kafka import KafkaException, TopicCollection
+        from confluent_kafka.admin import AdminClient
+
+        if self._admin is None:
+            self._admin = AdminClient(dict(self.config))
+        try:
+            (described,) = self._admin.describe_topics(TopicCollection([self.topic]),
+                                                      request_timeout=TIMEOUT).values()
+            self._topic_id = str(described.result(timeout=TIMEOUT).topic_id)
+        except KafkaException as exc:
+            raise self._unreachable(exc, "describing it") from exc
+        was = prev.get("topic_id") if prev is not None else None
+        if was is not None and was != self._topic_id:
+            raise source_went_backwards(self.topology, f"Kafka topic {self.topic!r} at {self.broker} has the id "
+                                        f"{self._topic_id}, but earlier batches read the topic of id {was}: it was "
+                                        f"deleted and created again, and its offsets started over")
+
+    def _watermarks(self, name: str) -> tuple[int, int]:
+        """(first offset, next offset) of partition ``name``; a leader that is moving (a broker just started, a
+        partition just created) is asked again for up to TIMEOUT seconds."""
+        from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+        moving = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE)  # not flagged retriable
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            try:
+                low, high = self._client().get_watermark_offsets(TopicPartition(self.topic, int(name)),
+                                                                 timeout=TIMEOUT)
+                return int(low), int(high)
+            except KafkaException as exc:
+                error = exc.args[0]
+                if not (error.retriable() or error.code() in moving) or time.monotonic() > deadline:
+                    raise self._unreachable(exc, f"reading the offsets of partition {name}") from exc
+                time.sleep(0.2)
+
+    def _unreachable(self, exc: Exception, doing: str) -> SourceUnavailable:
+        return SourceUnavailable(f"topology {self.topology!r}: Kafka topic {self.topic!r} at {self.broker}: "
+                                 f"{doing} failed ({exc.args[0]}); {how_to_start('kafka')}, or check the Kafka "
+                                 f"connection")
+
+    def _client(self) -> Any:
+        """One consumer (librdkafka's, the Kafka provider's client), imported here: defining a KafkaSource needs
+        only the core's dependencies."""
+        from confluent_kafka import Consumer
+
+        if self._consumer is None:
+            self._consumer = Consumer({**self.config, "group.id": f"txdag-{self.topology}",
+                                       "enable.auto.commit": False, "auto.offset.reset": "error"})
+        return self._consumer
+
+    # the emitter side: a Spark read on the executors (a job), and the same batch in Python (LocalTopology)
+
+    def read(self, spark: Any, tx: TransactionAttempt, metadata: Metadata) -> Any:
+        """Spark's Kafka source over exactly the batch's offsets (its jars in the session: ``spark.jars`` or
+        ``spark.jars.packages`` org.apache.spark:spark-sql-kafka-0-10_2.13 at Spark's version). A value that is not
+        UTF-8 text and a range the retention deleted are rows with a ``rejected`` reason, recorded by the job."""
+        parts = check_metadata(metadata, self.topic)
+        lost = [(r.id, None, r.partition, r.reason) for r in self._lost(parts)]
+        frame = spark.createDataFrame(lost, schema=READ_SCHEMA)
+        ranges = {name: p for name, p in parts.items() if p["to"] > p["from"]}
+        if not ranges:
+            return frame
+        options = {f"kafka.{k}": str(v) for k, v in self.config.items() if k not in CONSUMER_ONLY}
+        try:
+            read = (spark.read.format("kafka").options(**options)
+                    .option("assign", json.dumps({self.topic: [int(n) for n in ranges]}))
+                    .option("startingOffsets", json.dumps({self.topic: {n: p["from"] for n, p in ranges.items()}}))
+                    .option("endingOffsets", json.dumps({self.topic: {n: p["to"] for n, p in ranges.items()}}))
+                    .option("failOnDataLoss", "true").load())
+        except Exception as exc:
+            if "data source: kafka" not in str(exc):
+                raise
+            raise ConfigError(
+                f"topology {self.topology!r} {tx}: the job's Spark has no Kafka source ({str(exc).splitlines()[0]}); "
+                f"give the topology spark_conf={{'spark.jars.packages': 'org.apache.spark:spark-sql-kafka-0-10_2.13:"
+                f"{spark.version}'}} (or spark.jars: its jars), and start a Spark Connect server with them (--jars "
+                f"or --packages)") from None
+        rows = read.selectExpr("concat(CAST(partition AS STRING), '@', CAST(offset AS STRING)) AS id",
+                               "coalesce(value, X'') AS raw", "CAST(partition AS STRING) AS partition")
+        rows = rows.selectExpr("id", "CASE WHEN is_valid_utf8(raw) THEN CAST(raw AS STRING) END AS value", "partition",
+                               f"CASE WHEN is_valid_utf8(raw) THEN NULL ELSE '{NOT_TEXT}' END AS rejected")
+        return rows.unionByName(frame)
+
+    def _lost(self, parts: dict[str, PartitionMeta]) -> list[Rejection]:
+        return [Rejection(record_id(name, p["lost"][0]), f"offsets {p['lost'][0]} to {p['lost'][1] - 1} of partition "
+                          f"{name} of Kafka topic {self.topic!r} were deleted by the topic's retention before they "
+                          f"were read", name) for name, p in sorted(parts.items()) if p.get("lost")]
+
+    def emit_batch(self, tx: TransactionAttempt, metadata: Metadata) -> Batch:
+        """The records of every partition's ``[from, to)``, read by offset; a value that is not UTF-8 text, a
+        range the retention deleted, are rejections."""
+        parts = check_metadata(metadata, self.topic)
+        records: list[Record] = []
+        rejections = self._lost(parts)
+        for name, part in sorted(parts.items()):
+            if part["to"] > part["from"]:
+                for offset, value in self._read(tx, name, part["from"], part["to"]):
+                    try:
+                        records.append(Record(record_id(name, offset), (value or b"").decode("utf-8"), name))
+                    except UnicodeDecodeError:
+                        rejections.append(Rejection(record_id(name, offset), NOT_TEXT, name))
+        return Batch(tx, records, rejections)
+
+    def _read(self, tx: TransactionAttempt, name: str, start: int, end: int) -> list[tuple[int, bytes | None]]:
+        from confluent_kafka import TopicPartition
+
+        consumer = self._client()
+        consumer.assign([TopicPartition(self.topic, int(name), start)])
+        out: list[tuple[int, bytes | None]] = []
+        deadline = time.monotonic() + 6 * TIMEOUT
+        try:
+            while (not out or out[-1][0] < end - 1) and time.monotonic() < deadline:
+                message = consumer.poll(1.0)
+                if message is None:
+                    continue
+                if message.error() is not None:
+                    self._read_failed(tx, name, start, end, str(message.error()))
+                if message.offset() < end:
+                    out.append((message.offset(), message.value()))
+        finally:
+            consumer.unassign()
+        if not out or out[0][0] != start or out[-1][0] != end - 1:
+            held = f"{out[0][0]} to {out[-1][0]}" if out else "none of them"
+            self._read_failed(tx, name, start, end, f"read offsets {held} within {6 * TIMEOUT:.0f} s")
+        return out
+
+    def _read_failed(self, tx: TransactionAttempt, name: str, start: int, end: int, why: str) -> None:
+        replay = ("the topology halts at this txid: restore the records, or " + start_over(self.topology)
+                  if self.kind is SpoutKind.TRANSACTIONAL else
+                  "this attempt fails; its re-emission plans the batch again from the offsets the topic still holds "
+                  "(once its commit has begun, the batch is frozen and the topology waits for them)")
+        raise BatchReadError(f"topology {self.topology!r} {tx}: partition {name} of Kafka topic {self.topic!r} at "
+                             f"{self.broker}: offsets {start} to {end - 1} could not be read ({why}); {replay}")
+
+    def close(self) -> None:
+        self._admin = None  # an AdminClient has no close: its threads end with it
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
