@@ -81,7 +81,13 @@ def commit_transaction(
         )
     applied = skipped = 0
     resumed = isinstance(decision, Go) and decision.resumed
-    if not _marker_at(client, marker_key, tx.txid, topology, resumed):  # a marker >= txid: every output is in
+    try:
+        held = _marker_at(client, marker_key, tx.txid, topology, resumed)
+    except StoreWentBackwards:
+        if not resumed:  # this try wrote nothing: its COMMITTING must not vouch for that marker at a retry
+            coordinator.undo_begin_commit(tx)
+        raise
+    if not held:  # a marker at txid: every output is in already
         ctx = CommitContext(topology, tx, client, states, load_job, key_values or {}, marker_key, extra)
         applied, skipped = apply_outputs(ctx, outputs)
     written = commit_keys(states, topology) + ([marker_key] if marker_key else [])

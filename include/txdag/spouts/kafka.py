@@ -140,14 +140,18 @@ class KafkaSpout(TransactionalSpout):
     def _plan(self, prev: Metadata | None) -> dict[str, PartitionMeta]:
         """Every partition's next range; an unreachable one is carried over (opaque) or allocates nothing."""
         plan: dict[str, PartitionMeta] = {}
-        for name in self._partitions(prev):
+        names = self._partitions(prev)
+        down = 0
+        for name in names:
             try:
                 low, high = self._watermarks(name)
             except SourceUnavailable:
                 if self.kind is SpoutKind.TRANSACTIONAL:
                     raise
-                start = self._previous_end(prev, name) or 0
-                plan[name] = {"from": start, "to": start, "unavailable": True}
+                down += 1
+                start = self._previous_end(prev, name)
+                if start is not None:  # carried over; one never read yet joins once it answers, from its start
+                    plan[name] = {"from": start, "to": start, "unavailable": True}
                 continue
             start = self._start(prev, name, low, high)
             part: PartitionMeta = {"from": max(start, low)}
@@ -155,7 +159,7 @@ class KafkaSpout(TransactionalSpout):
             if start < low:
                 part["lost"] = [start, low]  # deleted by retention before a batch read them
             plan[name] = part
-        if plan and all(p.get("unavailable") for p in plan.values()):
+        if names and down == len(names):
             raise SourceUnavailable(f"topology {self.topology!r}: no partition of Kafka topic {self.topic!r} can be "
                                     f"read at {self.broker}; {how_to_start('kafka')}, or check the Kafka connection")
         return plan
@@ -189,12 +193,14 @@ class KafkaSpout(TransactionalSpout):
     def committed(self, txid: int, metadata: Metadata) -> None:
         """Write the committed batch's end offsets to the consumer group ``txdag-<topology>``, so that Kafka's
         tools (kafka-consumer-groups.sh, Burrow) show the topology's lag. txdag never reads them back."""
-        from confluent_kafka import TopicPartition
+        from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
         parts = check_metadata(metadata, self.topic)
         offsets = [TopicPartition(self.topic, int(n), p["to"]) for n, p in parts.items() if not p.get("unavailable")]
-        if offsets:
-            self._client().commit(offsets=offsets, asynchronous=False)
+        if offsets:  # bounded: a broker that is down must not hold the commit task (a failure is only logged)
+            group = ConsumerGroupTopicPartitions(f"txdag-{self.topology}", offsets)
+            (done,) = self._admin_client().alter_consumer_group_offsets([group], request_timeout=TIMEOUT).values()
+            done.result(timeout=TIMEOUT)
 
     def _partitions(self, prev: Metadata | None) -> list[str]:
         """The topic's partitions as the broker lists them now (a partition added joins at the next txid)."""
@@ -220,12 +226,9 @@ class KafkaSpout(TransactionalSpout):
         """The topic must be the one earlier batches read: a topic deleted and created again under its name has
         another id (Kafka's topic id), and offsets that start over, which the previous ends would skip."""
         from confluent_kafka import KafkaException, TopicCollection
-        from confluent_kafka.admin import AdminClient
 
-        if self._admin is None:
-            self._admin = AdminClient(dict(self.config))
         try:
-            (described,) = self._admin.describe_topics(TopicCollection([self.topic]),
+            (described,) = self._admin_client().describe_topics(TopicCollection([self.topic]),
                                                       request_timeout=TIMEOUT).values()
             self._topic_id = str(described.result(timeout=TIMEOUT).topic_id)
         except KafkaException as exc:
@@ -258,6 +261,13 @@ class KafkaSpout(TransactionalSpout):
         return SourceUnavailable(f"topology {self.topology!r}: Kafka topic {self.topic!r} at {self.broker}: "
                                  f"{doing} failed ({exc.args[0]}); {how_to_start('kafka')}, or check the Kafka "
                                  f"connection")
+
+    def _admin_client(self) -> Any:
+        from confluent_kafka.admin import AdminClient
+
+        if self._admin is None:
+            self._admin = AdminClient(dict(self.config))
+        return self._admin
 
     def _client(self) -> Any:
         """One consumer (librdkafka's, the Kafka provider's client), imported here: defining a KafkaSource needs
@@ -296,6 +306,7 @@ class KafkaSpout(TransactionalSpout):
                 f"give the topology spark_conf={{'spark.jars.packages': 'org.apache.spark:spark-sql-kafka-0-10_2.13:"
                 f"{spark.version}'}} (or spark.jars: its jars), and start a Spark Connect server with them (--jars "
                 f"or --packages)") from None
+        self._check_same_topic(metadata)  # on the driver, before any record is read (the plan above is lazy)
         rows = read.selectExpr("concat(CAST(partition AS STRING), '@', CAST(offset AS STRING)) AS id",
                                "coalesce(value, X'') AS raw", "CAST(partition AS STRING) AS partition")
         rows = rows.selectExpr("id", "CASE WHEN is_valid_utf8(raw) THEN CAST(raw AS STRING) END AS value", "partition",
@@ -311,6 +322,7 @@ class KafkaSpout(TransactionalSpout):
         """The records of every partition's ``[from, to)``, read by offset; a value that is not UTF-8 text, a
         range the retention deleted, are rejections."""
         parts = check_metadata(metadata, self.topic)
+        self._check_same_topic(metadata)
         records: list[Record] = []
         rejections = self._lost(parts)
         for name, part in sorted(parts.items()):
@@ -323,26 +335,39 @@ class KafkaSpout(TransactionalSpout):
         return Batch(tx, records, rejections)
 
     def _read(self, tx: TransactionAttempt, name: str, start: int, end: int) -> list[tuple[int, bytes | None]]:
-        from confluent_kafka import TopicPartition
+        """The records of ``[start, end)``: read until the consumer's position reaches ``end`` (offsets a compacted
+        topic dropped, and transaction markers, are skipped as Kafka skips them). Offsets the topic no longer holds
+        are a BatchReadError; a broker that does not deliver them in time is SourceUnavailable (replayed)."""
+        from confluent_kafka import KafkaError, TopicPartition
 
         consumer = self._client()
-        consumer.assign([TopicPartition(self.topic, int(name), start)])
+        where = TopicPartition(self.topic, int(name), start)
+        consumer.assign([where])
         out: list[tuple[int, bytes | None]] = []
         deadline = time.monotonic() + 6 * TIMEOUT
         try:
-            while (not out or out[-1][0] < end - 1) and time.monotonic() < deadline:
+            while consumer.position([where])[0].offset < end:
+                if time.monotonic() > deadline:
+                    held = f"up to offset {out[-1][0]}" if out else "none of them"
+                    raise SourceUnavailable(
+                        f"topology {self.topology!r} {tx}: partition {name} of Kafka topic {self.topic!r} at "
+                        f"{self.broker} delivered {held} of offsets {start} to {end - 1} within {6 * TIMEOUT:.0f} s; "
+                        f"{how_to_start('kafka')}, or check the Kafka connection (the txid is replayed)")
                 message = consumer.poll(1.0)
                 if message is None:
                     continue
-                if message.error() is not None:
-                    self._read_failed(tx, name, start, end, str(message.error()))
-                if message.offset() < end:
+                error = message.error()
+                if error is not None and error.code() in (KafkaError._AUTO_OFFSET_RESET,
+                                                          KafkaError.OFFSET_OUT_OF_RANGE):
+                    self._read_failed(tx, name, start, end, str(error))
+                if error is not None:
+                    raise SourceUnavailable(f"topology {self.topology!r} {tx}: partition {name} of Kafka topic "
+                                            f"{self.topic!r} at {self.broker}: {error}; {how_to_start('kafka')}, "
+                                            f"or check the Kafka connection (the txid is replayed)")
+                if start <= message.offset() < end:
                     out.append((message.offset(), message.value()))
         finally:
             consumer.unassign()
-        if not out or out[0][0] != start or out[-1][0] != end - 1:
-            held = f"{out[0][0]} to {out[-1][0]}" if out else "none of them"
-            self._read_failed(tx, name, start, end, f"read offsets {held} within {6 * TIMEOUT:.0f} s")
         return out
 
     def _read_failed(self, tx: TransactionAttempt, name: str, start: int, end: int, why: str) -> None:

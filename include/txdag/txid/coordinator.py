@@ -189,6 +189,19 @@ class Coordinator:
 
         return self._cas(step)
 
+    def undo_begin_commit(self, tx: TransactionAttempt) -> None:
+        """Back to PROCESSED, ``commit_begun`` cleared: for a commit that halted before it wrote anything, whose
+        txid's commit had not begun before (a later try must not take a marker it finds for this txid's)."""
+
+        def step() -> None:
+            rec, ver = self._record(tx.txid)
+            if rec.attempt == tx.attempt and rec.status is TxStatus.COMMITTING:
+                self.store.update([(replace(rec.moved(TxStatus.PROCESSED, _now()), commit_begun=False), ver)])
+
+        self._cas(step)
+        log.warning("topology=%s txid=%s attempt=%s: commit halted before writing; back to processed", self.name,
+                    tx.txid, tx.attempt)
+
     def record_commit(self, tx: TransactionAttempt) -> bool:
         """Mark ``tx`` COMMITTED and move committed_txid to it in one transaction, then clean up old txids.
 

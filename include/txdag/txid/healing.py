@@ -60,6 +60,12 @@ TABLE: dict[str, tuple[bool, str]] = {
     "OperationTimeoutError": (TRANSIENT, "ZooKeeper timed out"),
     "RequestTimeoutError": (TRANSIENT, "ZooKeeper timed out"),
     "KazooTimeoutError": (TRANSIENT, "ZooKeeper could not be reached in time"),
+    # Kafka's Java client, in a job's Spark read (the broker down, a partition's leader moving)
+    "TimeoutException": (TRANSIENT, "Kafka (or another service) timed out"),
+    "NotLeaderOrFollowerException": (TRANSIENT, "a Kafka partition's leader was moving"),
+    "LeaderNotAvailableException": (TRANSIENT, "a Kafka partition had no leader"),
+    "NetworkException": (TRANSIENT, "the Kafka broker was unreachable"),
+    "DisconnectException": (TRANSIENT, "the Kafka broker closed the connection"),
     # Spark Connect (the server down or restarting)
     "SparkConnectGrpcException": (TRANSIENT, "the Spark Connect server was unreachable"),
     "RetriesExceeded": (TRANSIENT, "the Spark Connect server did not answer"),

@@ -124,3 +124,28 @@ def test_a_marker_at_the_txid_of_a_commit_not_begun_halts_the_commit(redis_clien
         topology.commit(emission.tx)
     assert committed_state(redis_client, prefix) == {name: {} for name in truth(tweets[:1])}
     assert topology.coordinator.status().topology.committed_txid == 0
+
+
+def test_a_marker_that_appears_during_the_commit_halts_it_and_a_retry_halts_too(redis_client, zk_hosts, zk_root,
+                                                                                prefix, tweets, monkeypatch):
+    """Another writer sets the marker to txid 1 after the commit's first check and its COMMITTING: the commit halts
+    and takes its COMMITTING back, so that a retry does not take that marker for txid 1's own and skip the batch."""
+    topology = build(redis_client, zk_hosts, zk_root, prefix, Flaky())
+    emission = topology.coordinate("run0")
+    topology.process(emission, "run0")
+    begin = topology.coordinator.begin_commit
+
+    def begin_then_another_writer(tx):
+        decision = begin(tx)
+        redis_client.set(f"{prefix}:LAST_COMMITTED", 1)
+        return decision
+
+    with monkeypatch.context() as patch:
+        patch.setattr(topology.coordinator, "begin_commit", begin_then_another_writer)
+        with pytest.raises(StoreWentBackwards, match="no commit begun of txid 1"):
+            topology.commit(emission.tx)
+    record = topology.coordinator.store.read_txid(1)[0]
+    assert (record.status.value, record.commit_begun) == ("processed", False)
+    with pytest.raises(StoreWentBackwards, match="no commit begun of txid 1"):
+        topology.commit(emission.tx)  # the retry: halted again, nothing skipped
+    assert committed_state(redis_client, prefix) == {name: {} for name in truth(tweets[:1])}

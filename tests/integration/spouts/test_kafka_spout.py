@@ -130,6 +130,8 @@ def test_a_topic_deleted_and_created_again_halts_naming_both_sides(kafka_bootstr
             in message and f"txdag reset {prefix} --confirm" in message
         with pytest.raises(StoreWentBackwards, match="deleted and created again"):
             spout.lag(m1)  # txdag doctor --check stores asks the same
+        with pytest.raises(StoreWentBackwards, match="deleted and created again"):
+            spout.emit_batch(TransactionAttempt(1, 2), m1)  # txid 1 in flight, or replayed: not the new records
     finally:
         spout.close()
 

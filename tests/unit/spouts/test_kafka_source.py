@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from txdag import TransactionalTopology, TransactionAttempt
-from txdag.errors import ConfigError, FormatVersionError
+from txdag.errors import ConfigError, FormatVersionError, SourceUnavailable
 from txdag.spouts import SpoutContext, SpoutKind
-from txdag.spouts.kafka import KafkaSource, check_metadata
+from txdag.spouts.kafka import KafkaSource, KafkaSpout, check_metadata
 from txdag.topology.definition import JobSpec, State
 
 
@@ -51,3 +51,32 @@ def test_a_connection_the_context_lacks_is_named() -> None:
 def test_metadata_that_is_not_an_offset_range_is_refused(metadata: dict, said: str) -> None:
     with pytest.raises(FormatVersionError, match=said):
         check_metadata(metadata, "t")
+
+
+class Planned(KafkaSpout):
+    """The planning rules alone: the broker's answers given (partitions, and each one's watermarks or None: down)."""
+
+    def __init__(self, marks: dict[str, tuple[int, int] | None], kind: str = "opaque") -> None:
+        super().__init__({"bootstrap.servers": "b:9092"}, "t", kind=SpoutKind(kind), max_per_partition=10,
+                         topology="wc")
+        self.marks = marks
+
+    def _partitions(self, prev):
+        return list(self.marks)
+
+    def _watermarks(self, name):
+        if self.marks[name] is None:
+            raise SourceUnavailable(f"partition {name} down")
+        return self.marks[name]
+
+
+def test_an_opaque_plan_carries_a_down_partition_over_and_leaves_one_never_read_out() -> None:
+    prev = {"v": 1, "topic": "t", "partitions": {"0": {"from": 0, "to": 10}}}
+    plan = Planned({"0": None, "1": None, "2": (0, 5)}).initialize_transaction(2, prev)["partitions"]
+    assert plan == {"0": {"from": 10, "to": 10, "unavailable": True}, "2": {"from": 0, "to": 5}}
+    later = Planned({"0": (0, 12), "1": (3, 40), "2": (0, 5)}).initialize_transaction(3, {**prev, "partitions": plan})
+    assert later["partitions"]["1"] == {"from": 3, "to": 13}, "a partition never read joins from its first offset"
+    with pytest.raises(SourceUnavailable, match="no partition of Kafka topic 't' can be read"):
+        Planned({"0": None, "1": None}).initialize_transaction(2, prev)
+    with pytest.raises(SourceUnavailable, match="partition 1 down"):
+        Planned({"0": (0, 12), "1": None}, kind="transactional").initialize_transaction(2, prev)
