@@ -99,14 +99,11 @@ def setuser_line(args: Sequence[str]) -> str:
 
 def load_topologies(names: Sequence[str], dags_folder: str | Path) -> list[Any]:
     """The topologies named (every one when none is) among those the DAG files in ``dags_folder`` define."""
-    from txdag.airflow import definitions_only
-    from txdag.topology.topology import load_definitions
+    from txdag.cli.common import CliError, load_folder
 
-    with definitions_only():
-        found, errors = load_definitions(dags_folder)
+    found, errors = load_folder(dags_folder)
     missing = [n for n in names if n not in found]
     if missing or not found:
-        from txdag.cli.common import CliError
 
         broken = f"; these DAG files fail to load: {errors}" if errors else ""
         raise CliError(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import configparser
+import contextlib
 import json
 import logging
 import math
@@ -277,18 +278,25 @@ def dags_folder(args: argparse.Namespace) -> Path:
     return folder
 
 
+def load_folder(folder: str | Path) -> tuple[dict[str, Any], dict[str, str]]:
+    """The definitions of a DAG folder's files and the files that failed. They run without building Airflow DAGs
+    (txdag.airflow.definitions_only), with stdout sent to stderr: what a DAG file prints, and the logs of an Airflow
+    it imports (a plain DAG file looks up a connection at parse time), must not mix with the result (--json)."""
+    from txdag.airflow import definitions_only
+    from txdag.topology.topology import load_definitions
+
+    with definitions_only(), contextlib.redirect_stdout(sys.stderr):
+        return load_definitions(folder)
+
+
 def topologies(args: argparse.Namespace) -> dict[str, Any]:
     """The topologies of the DAG folder, read once per command; a DAG file that fails is reported on stderr, not
     fatal. The files run without building Airflow DAGs (txdag.airflow.definitions_only): no Airflow import."""
     cached = getattr(args, "_topologies", None)
     if cached is not None:
         return dict(cached[0])
-    from txdag.airflow import definitions_only
-    from txdag.topology.topology import load_definitions
-
     folder = dags_folder(args)
-    with definitions_only():
-        found, errors = load_definitions(folder) if folder.is_dir() else ({}, {})
+    found, errors = load_folder(folder) if folder.is_dir() else ({}, {})
     for path, error in errors.items():
         print(f"txdag: warning: skipped DAG file {path}: {error}", file=sys.stderr)
     args._topologies = (found, errors)

@@ -24,6 +24,7 @@ from txdag.cli.common import (
     connection,
     dags_folder,
     emit,
+    load_folder,
     logs_to_stderr,
     redis_settings,
     table,
@@ -194,12 +195,8 @@ def check_airflow(args: argparse.Namespace) -> list[Check]:
 def check_connections(args: argparse.Namespace) -> list[Check]:
     """Every connection a topology of the DAG folder names is defined, with the type it needs. Rendering a DAG
     looks up none (Airflow's rule for top-level DAG code), so this is where a missing one shows before a run."""
-    from txdag.airflow import definitions_only
-    from txdag.topology.topology import load_definitions
-
     folder = dags_folder(args)
-    with definitions_only():
-        found, errors = load_definitions(folder)
+    found, errors = load_folder(folder)
     twice = two_file_checks(args, found) if errors else {}  # a second file of a topology fails to import
     checks: list[Check] = []
     for path, error in errors.items():
@@ -261,12 +258,8 @@ def two_file_checks(args: argparse.Namespace, found: dict[str, Any]) -> dict[str
 def check_stores(args: argparse.Namespace) -> list[Check]:
     """Each topology's state store and source still hold what ZooKeeper says was committed and emitted: the
     check its coordinate task makes before it emits (txdag.protocol.steps.check_states), made ahead of a run."""
-    from txdag.airflow import definitions_only
-    from txdag.topology.topology import load_definitions
-
     checks = []
-    with definitions_only():
-        found = load_definitions(dags_folder(args))[0]
+    found = load_folder(dags_folder(args))[0]
     for t in found.values():
         try:
             checks.append(_check_stores_of(t, args))

@@ -227,3 +227,36 @@ def test_doctor_says_what_a_missing_triggerer_costs(monkeypatch, health, status,
     assert check.status == status
     assert ("txdag's waiting tasks stay deferred" in check.fix) is deferred, check.fix
     assert ("start one with `airflow triggerer`" in check.fix) is deferred
+
+
+NOISY_DAG = """
+import logging, sys
+from airflow.sdk import BaseHook  # a plain DAG file: Airflow imported, a connection looked up at parse time
+
+print("2026-11-28 a DAG file that prints")
+logging.getLogger("airflow.noisy").warning("2026-11-28 and logs")
+ROOT = BaseHook.get_connection("zookeeper_default").extra_dejson.get("root")
+"""
+
+
+def test_json_stays_json_when_a_dag_file_prints_and_logs_at_parse_time(tmp_path) -> None:
+    """txdag doctor --json, beside a plain DAG file that prints and makes Airflow log while it is parsed (as the e2e
+    DAG folder has): what the DAG files write goes to stderr, the result alone to stdout."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    (dags / "noisy.py").write_text(NOISY_DAG)
+    root = Path(__file__).resolve().parents[3]
+    shipped = (root / "dags" / "word_count.py").read_text()
+    (dags / "wc.py").write_text(shipped.replace('"spark_jobs/', f'"{root}/spark_jobs/'))
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "home"), "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+           "AIRFLOW_CONN_ZOOKEEPER_DEFAULT": json.dumps({"conn_type": "zookeeper", "host": "127.0.0.1"})}
+    done = subprocess.run([str(Path(sys.executable).parent / "txdag"), "doctor", "--check", "connections", "--json",
+                           "--dags", str(dags)], env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    checks = {c["check"]: c["status"] for c in json.loads(done.stdout)["checks"]}
+    assert checks["connection zookeeper_default"] == "ok", done.stdout
+    assert "a DAG file that prints" in done.stderr
