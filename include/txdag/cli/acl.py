@@ -120,14 +120,14 @@ def cmd_acl(args: argparse.Namespace) -> int:
         password = os.environ.get(args.password_env)
         if not password:
             raise ConfigError(f"--password-env {args.password_env}: that environment variable is not set or empty")
-    from txdag.cli.common import dags_folder
+    from txdag.cli.common import dags_folder, result_stream
 
     topologies = load_topologies(args.topology, dags_folder(args))
     setuser = setuser_args(args.user, topologies, password=password, source_write=args.source_write)
     if args.apply:
-        print(apply_setuser(args.apply, setuser))
+        print(apply_setuser(args.apply, setuser), file=result_stream())
     else:
-        print(setuser_line(setuser))
+        print(setuser_line(setuser), file=result_stream())
     return 0
 
 

@@ -11,7 +11,7 @@ import logging
 import math
 import os
 import sys
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -128,6 +128,26 @@ class _Stderr:
 
     def flush(self) -> None:
         sys.stderr.flush()
+
+
+_results: list[TextIO] = []  # the stdout of the command that main() runs, the innermost last
+
+
+@contextlib.contextmanager
+def results_to(stream: TextIO) -> Iterator[None]:
+    """While a command runs, its result goes to ``stream`` (result_stream) and anything else written to stdout
+    goes to stderr: Airflow's log lines (structlog prints to stdout), what a DAG file prints."""
+    _results.append(stream)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        _results.pop()
+
+
+def result_stream() -> TextIO:
+    """Where a command's result goes: the process's stdout as main() found it."""
+    return _results[-1] if _results else sys.stdout
 
 
 def logs_to_stderr() -> None:
@@ -351,7 +371,7 @@ def fields(pairs: Sequence[tuple[str, Any]]) -> str:
 
 def emit(args: argparse.Namespace, data: Any, human: Callable[[Any], str], out: TextIO | None = None) -> None:
     """Print ``data`` as JSON with ``--json``, else as ``human(data)``."""
-    out = out or sys.stdout
+    out = out or result_stream()
     if getattr(args, "json", False):
         print(json.dumps(data, indent=2, sort_keys=True, default=str), file=out)
     else:

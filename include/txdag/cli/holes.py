@@ -14,7 +14,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 from txdag.cli import exits
-from txdag.cli.common import CliError, clients, conn_id, emit, store_of, topology, topology_arg, txid_arg
+from txdag.cli.common import (
+    CliError,
+    clients,
+    conn_id,
+    emit,
+    result_stream,
+    store_of,
+    topology,
+    topology_arg,
+    txid_arg,
+)
 
 # Why a source kind cannot have a hole accepted (the tweets source can): what the refusal says, with the ways out.
 REFUSALS = {
@@ -63,7 +73,7 @@ def cmd_accept_missing(args: argparse.Namespace) -> int:
     if args.json:
         emit(args, data, accept_text)
     elif replaying:
-        print(replay_text(data["replay"]))
+        print(replay_text(data["replay"]), file=result_stream())
     return 0 if found.recorded else 1
 
 

@@ -19,7 +19,16 @@ from collections.abc import Sequence
 
 from txdag.cli import exits
 from txdag.cli.acl import add_cli as add_acl_cli
-from txdag.cli.common import conn_id_arg, dags_arg, int_at_least, seconds_arg, shorten, topology_arg, txid_arg
+from txdag.cli.common import (
+    conn_id_arg,
+    dags_arg,
+    int_at_least,
+    results_to,
+    seconds_arg,
+    shorten,
+    topology_arg,
+    txid_arg,
+)
 from txdag.cli.pyfiles import add_cli as add_pyfiles_cli
 from txdag.defaults import REDIS_CONN_ID, SPARK_CONN_ID, ZOOKEEPER_CONN_ID
 from txdag.errors import TxdagError
@@ -142,7 +151,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     name = " ".join(filter(None, [args.command, getattr(args, "state_command", None),
                                   getattr(args, "pools_command", None), getattr(args, "topology_command", None)]))
     try:
-        return int(args.func(args))
+        with results_to(sys.stdout):
+            return int(args.func(args))
     except KeyboardInterrupt:
         print(f"txdag {name}: interrupted", file=sys.stderr)
         return exits.INTERRUPTED

@@ -20,6 +20,7 @@ from txdag.cli.common import (
     dags_folder,
     emit,
     redis_for,
+    result_stream,
     shorten,
     store_of,
     table,
@@ -96,7 +97,7 @@ def clear_runs(args: argparse.Namespace, records: list[Any], api: Any = None, *,
 
 
 def _clear_runs(args: argparse.Namespace, records: list[Any], api: Any) -> dict[str, Any]:
-    progress = Progress(len(records), sys.stderr if args.json else sys.stdout)
+    progress = Progress(len(records), sys.stderr if args.json else result_stream())
     cleared = []
     for record in records:
         if api is not None:
@@ -182,7 +183,7 @@ def cmd_seed(args: argparse.Namespace) -> int:
         make = sample_tweets if kind == "tweets" else sample_sentences
         assert isinstance(where, str), f"{name}: a {kind} sample goes to one key prefix, got {where!r}"
         batches = [(where, make(args.count, seed=args.seed))]
-    out = sys.stderr if args.json else sys.stdout
+    out = sys.stderr if args.json else result_stream()
     progress = Progress(sum(len(items) for _, items in batches), out)
     appended = [append(client, kind, target, items, progress) for target, items in batches]
     data = {"topology": name, "kind": kind, "count": sum(a["count"] for a in appended), "appended": appended}
@@ -275,7 +276,7 @@ def cmd_pools_sync(args: argparse.Namespace) -> int:
     api = airflow_api()
     from txdag.airflow.pools import POOL_DESCRIPTION  # imports Airflow: after the checks that need none
 
-    progress = Progress(len(names), sys.stderr if args.json else sys.stdout)
+    progress = Progress(len(names), sys.stderr if args.json else result_stream())
     rows = []
     for name in names:
         pool = defined[name].pool

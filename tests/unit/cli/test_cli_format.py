@@ -241,7 +241,8 @@ ROOT = BaseHook.get_connection("zookeeper_default").extra_dejson.get("root")
 
 def test_json_stays_json_when_a_dag_file_prints_and_logs_at_parse_time(tmp_path) -> None:
     """txdag doctor --json, beside a plain DAG file that prints and makes Airflow log while it is parsed (as the e2e
-    DAG folder has): what the DAG files write goes to stderr, the result alone to stdout."""
+    DAG folder has), and with a connection Airflow warns about: what else is written goes to stderr, the result
+    alone to stdout."""
     import os
     import subprocess
     import sys
@@ -251,12 +252,16 @@ def test_json_stays_json_when_a_dag_file_prints_and_logs_at_parse_time(tmp_path)
     dags.mkdir()
     (dags / "noisy.py").write_text(NOISY_DAG)
     root = Path(__file__).resolve().parents[3]
-    shipped = (root / "dags" / "word_count.py").read_text()
-    (dags / "wc.py").write_text(shipped.replace('"spark_jobs/', f'"{root}/spark_jobs/'))
+    for name in ("dags/word_count.py", "dags_warm/tweets_analytics.py"):  # the second: a Spark Connect topology
+        shipped = (root / name).read_text()
+        (dags / name.replace("/", "_")).write_text(shipped.replace('"spark_jobs/', f'"{root}/spark_jobs/'))
     env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "home"), "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
-           "AIRFLOW_CONN_ZOOKEEPER_DEFAULT": json.dumps({"conn_type": "zookeeper", "host": "127.0.0.1"})}
+           "AIRFLOW_CONN_ZOOKEEPER_DEFAULT": json.dumps({"conn_type": "zookeeper", "host": "127.0.0.1"}),
+           # Airflow warns, on stdout, that a spark_connect connection's scheme has a '_' when it reads one
+           "AIRFLOW_CONN_SPARK_CONNECT_DEFAULT": json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1",
+                                                             "port": 15092})}
     done = subprocess.run([str(Path(sys.executable).parent / "txdag"), "doctor", "--check", "connections", "--json",
                            "--dags", str(dags)], env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     checks = {c["check"]: c["status"] for c in json.loads(done.stdout)["checks"]}
-    assert checks["connection zookeeper_default"] == "ok", done.stdout
+    assert checks["connection zookeeper_default"] == checks["connection spark_connect_default"] == "ok", done.stdout
     assert "a DAG file that prints" in done.stderr
