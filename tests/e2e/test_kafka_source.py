@@ -2,10 +2,15 @@
 the word count job in both Spark modes (spark-submit with Spark's Kafka source in spark.jars; the Spark Connect
 server of scripts/spark-connect.sh, which has it), the broker named by the Kafka provider's ``kafka`` connection.
 Two txids in flight; a partition added and records produced between runs; a committed run cleared from the UI.
-Counts equal a recount of what the topic holds, read back by offset; commits ordered with no gap."""
+Then the faults a Kafka user meets, with a producer writing all the while: a Spark driver killed, the broker
+restarted mid-run, a partition added mid-run, and `txdag replay --from`. Counts equal a recount of what the topic
+holds, read back by offset; commits ordered with no gap."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import time
 import uuid
 from collections import Counter
 
@@ -13,7 +18,16 @@ import pytest
 import redis
 from access import KAFKA_BOOTSTRAP
 from conftest import REPO, AirflowInstance
-from e2e_runs import check_commits, run_of_txid, trigger_until_drained
+from e2e_runs import (
+    Writer,
+    check_commits,
+    kill_spark_driver,
+    run_of_txid,
+    trigger_until_drained,
+    txdag_replay,
+    wait_runs,
+    wait_spark_driver,
+)
 from support.kafka import (
     add_partitions,
     create_topic,
@@ -25,11 +39,13 @@ from support.kafka import (
     watermarks,
 )
 
+from txdag.airflow.api import unique_run_id
+
 MODES = {"kafka_submit": "submit", "kafka_connect": "connect"}
 JARS = ",".join(sorted(str(p) for p in (REPO / ".run" / "jars" / "spark-kafka").glob("*.jar")))
 
 
-def dag_file(topology: str, mode: str, topic: str) -> str:
+def dag_file(topology: str, mode: str, topic: str, max_per_partition: int = 4) -> str:
     conf = {"spark.jars": JARS} if mode == "submit" else {}
     return f"""# An Airflow DAG: a topology over a Kafka topic (the broker: the connection kafka_default).
 from txdag import TransactionalTopology
@@ -39,7 +55,7 @@ from txdag.topology.definition import State
 
 topology = TransactionalTopology(
     {topology!r},
-    source=KafkaSource({topic!r}, max_per_partition=4),
+    source=KafkaSource({topic!r}, max_per_partition={max_per_partition}),
     job={str(REPO / "spark_jobs" / "word_count.py")!r},
     states=[State("words", namespace={topology + ":words"!r})],
     spark_mode={mode!r},
@@ -94,4 +110,64 @@ def test_a_kafka_topic_is_counted_exactly_once_through_airflow(airflow: AirflowI
     airflow.api.clear_run(topology, run1)  # the UI's clear of a committed run: nothing is counted twice
     assert airflow.api.wait_run(topology, run1, timeout=600) == "success"
     assert store_of(topology).read_txid(1)[0].metadata == records[1].metadata
+    assert {k.decode(): int(v) for k, v in state.hgetall(f"{topology}:words").items()} == counted
+
+
+def restart_broker() -> float:
+    """scripts/kafka.sh stop, then start, of the tests' broker (its data kept); returns how long it was away."""
+    env = {**os.environ, "TXDAG_KAFKA_PORT": KAFKA_BOOTSTRAP.rsplit(":", 1)[1]}
+    started = time.monotonic()
+    for action in ("stop", "start"):
+        done = subprocess.run(["bash", str(REPO / "scripts" / "kafka.sh"), action], env=env, capture_output=True,
+                              text=True, timeout=180)
+        assert done.returncode == 0, f"kafka.sh {action}: {done.stdout}{done.stderr}"
+    return time.monotonic() - started
+
+
+def test_a_kafka_topic_stays_exact_through_faults_while_a_producer_writes(airflow: AirflowInstance, store_of,
+                                                                          topic: str) -> None:
+    """spark-submit mode, two txids in flight, a plain producer writing all along: txid 1's Spark driver killed
+    (its retry reads the same offsets), the broker stopped and started while txid 2's job runs, a partition added
+    while txids 3 and 4 are in flight, then `txdag replay --from 1` once the topic is drained."""
+    topology = "kafka_faults"
+    produce(KAFKA_BOOTSTRAP, topic, [(i % 2, f"w{i % 5} w{i % 3}") for i in range(40)])
+    airflow.add_dag_file(f"{topology}.py", dag_file(topology, "submit", topic, max_per_partition=60))
+    airflow.api.wait_dag_parsed(topology, timeout=120)
+    airflow.api.unpause(topology)
+    partitions = [2]
+    producer = Writer(lambda i: produce(KAFKA_BOOTSTRAP, topic, [(i % partitions[0], f"w{i % 7} p{i % partitions[0]}")
+                                                                 for i in range(i * 3, i * 3 + 3)]), every=0.5)
+    producer.start()
+
+    def trigger_two() -> list[str]:
+        return [airflow.api.trigger(topology, run_id=unique_run_id(topology)) for _ in range(2)]
+
+    runs = trigger_two()  # txids 1 and 2
+    kill_spark_driver(topology, 1)
+    wait_spark_driver(topology, 2)  # started beside txid 1's: the broker goes while it runs
+    away = restart_broker()
+    wait_runs(airflow, topology, runs)
+    runs = trigger_two()  # txids 3 and 4: the partition appears while they are in flight
+    add_partitions(KAFKA_BOOTSTRAP, topic, 3)
+    partitions_of(KAFKA_BOOTSTRAP, topic, 3)
+    partitions[0] = 3
+    wait_runs(airflow, topology, runs)
+    written = producer.stop()
+    trigger_until_drained(airflow, topology, at_once=2)
+    store = store_of(topology)
+    last = store.read_topology()[0].committed_txid
+    records = check_commits(store, last)
+    assert records[1].attempt >= 2, "the killed driver's txid committed on its first attempt"
+    assert "2" in records[last].metadata["partitions"], "the partition added mid-run was never read"
+    state = redis.Redis.from_url(airflow.redis_url)
+    counted = {k.decode(): int(v) for k, v in state.hgetall(f"{topology}:words").items()}
+    assert counted == topic_counts(topic, 3)
+    print(f"\nproducer: {written * 3} records while txids ran; broker away {away:.1f} s; txids 1..{last} committed, "
+          f"attempts {[records[t].attempt for t in sorted(records)]}")
+
+    out = txdag_replay(airflow, topology, 1)  # every txid again, from the metadata ZooKeeper keeps
+    assert f"txid {last}: clearing run" in out, out
+    wait_runs(airflow, topology, [run_of_txid(records, t) for t in records])
+    check_commits(store, last)
+    assert {t: store.read_txid(t)[0].metadata for t in records} == {t: r.metadata for t, r in records.items()}
     assert {k.decode(): int(v) for k, v in state.hgetall(f"{topology}:words").items()} == counted

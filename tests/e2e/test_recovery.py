@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import redis
 from conftest import REPO, AirflowInstance
-from e2e_runs import RUN_TIMEOUT, check_commits, wait_runs
+from e2e_runs import RUN_TIMEOUT, check_commits, txdag_replay, wait_runs
 
 from txdag.airflow.api import unique_run_id
 from txdag.analytics.tweets import tweet_partials
@@ -301,10 +301,7 @@ def test_a_failed_run_zookeeper_missed_and_a_replay_commit_without_help(airflow,
     assert store.read_txid(first)[0].status.value == "failed", "Airflow and ZooKeeper agree on the failed txid"
     assert airflow.api.wait_run(TOPOLOGY, runs[1], timeout=RUN_TIMEOUT) == "failed"
 
-    env = {**airflow.env, "TXDAG_AIRFLOW_URL": airflow.base_url, "TXDAG_AIRFLOW_PASSWORD": airflow.password}
-    replay = subprocess.run([str(REPO / ".venv" / "bin" / "txdag"), "replay", TOPOLOGY, "--from", str(first)],
-                            env=env, capture_output=True, text=True, timeout=120)
-    assert replay.returncode == 0, replay.stdout + replay.stderr
+    txdag_replay(airflow, TOPOLOGY, first)
     extra = airflow.api.trigger(TOPOLOGY, run_id=unique_run_id(TOPOLOGY))
     wait_runs(airflow, TOPOLOGY, [*runs, extra])
     check_commits(store, first + 1)

@@ -24,11 +24,13 @@ from e2e_data import running_sum_truth
 from e2e_runs import (
     RUN_TIMEOUT,
     check_commits,
+    kill_spark_driver,
     overlapped,
     process_intervals,
     run_of_txid,
     settle,
     trigger_until_drained,
+    txdag_replay,
     wait_runs,
 )
 
@@ -113,11 +115,8 @@ def test_tweets_analytics_exactly_once_through_a_crash_and_replays(airflow, stor
 
     # txdag's own "replay from txid N" clears by txid, whatever the runs' logical dates.
     attempts = {t: store.read_txid(t)[0].attempt for t in (4, 5)}
-    env = {**airflow.env, "TXDAG_AIRFLOW_URL": airflow.base_url, "TXDAG_AIRFLOW_PASSWORD": airflow.password}
-    replay = subprocess.run([str(REPO / ".venv" / "bin" / "txdag"), "replay", dag, "--from", "4"], env=env,
-                            capture_output=True, text=True, timeout=120)
-    assert replay.returncode == 0, replay.stderr
-    assert f"txid 4: clearing run {run4}" in replay.stdout and "txid 5: clearing run" in replay.stdout
+    replay = txdag_replay(airflow, dag, 4)
+    assert f"txid 4: clearing run {run4}" in replay and "txid 5: clearing run" in replay
     wait_runs(airflow, dag, [run4, run_of_txid(records, 5)])
     assert {t: store.read_txid(t)[0].attempt for t in (4, 5)} == {t: a + 1 for t, a in attempts.items()}
     assert {k: hash_counts(state_redis, k) for k in before} == before
@@ -194,34 +193,13 @@ def test_scheduler_killed_with_runs_in_flight(airflow, store_of, state_redis) ->
     assert all(records[t].run_id in runs for t in (committed + 1, committed + 2))
 
 
-def _spark_drivers(name: str, txid: int) -> list[int]:
-    """Pids of the spark-submit JVMs (client mode: the driver) of application ``name`` processing ``txid``
-    (not a driver left over from an earlier test's killed worker)."""
-    spec = f'"txid":{txid},'.encode()
-    pids = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            args = cmdline.read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if (b"org.apache.spark.deploy.SparkSubmit" in args and name.encode() in args
-                and any(spec in a for a in args)):
-            pids.append(int(cmdline.parent.name))
-    return pids
-
-
 def test_spark_driver_killed_by_signal(airflow, store_of, state_redis) -> None:
     """SIGKILL to the Spark driver of a running txid: the process task fails, its retry runs attempt 2."""
     dag, store = "tweets_analytics", store_of("tweets_analytics")
     committed = store.read_topology()[0].committed_txid
     add_tweets(airflow, 60, seed=13)
     run = airflow.api.trigger(dag, logical_date=datetime.now(UTC) - timedelta(seconds=30), run_id=unique_run_id(dag))
-    deadline = time.monotonic() + RUN_TIMEOUT
-    while not (drivers := _spark_drivers(f"txdag-{dag}", committed + 1)):
-        assert time.monotonic() < deadline, "the Spark job never started"
-        time.sleep(0.5)
-    for pid in drivers:
-        os.kill(pid, signal.SIGKILL)
+    kill_spark_driver(dag, committed + 1)
 
     wait_runs(airflow, dag, [run])
     assert airflow.api.task_instance(dag, run, "process")["try_number"] == 2
@@ -337,9 +315,7 @@ def test_trending_hashtags_window_is_exact_through_replays_in_the_middle(airflow
                           "--dags", str(REPO / "dags")], env=env, capture_output=True, text=True, timeout=120)
     assert got.returncode == 0, got.stderr
     assert [row["value"] for row in json.loads(got.stdout)["values"]] == [trending], got.stdout
-    replay = subprocess.run([str(REPO / ".venv" / "bin" / "txdag"), "replay", dag, "--from", "3"], env=env,
-                            capture_output=True, text=True, timeout=120)
-    assert replay.returncode == 0, replay.stderr
+    txdag_replay(airflow, dag, 3)
     wait_runs(airflow, dag, [run_of_txid(records, t) for t in range(3, last + 1)])
     assert (hash_counts(state_redis, "trending_hashtags:counts"), state_redis.hget("trending_hashtags:top",
                                                                                    "$GLOBAL$")) == before

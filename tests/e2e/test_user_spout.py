@@ -2,7 +2,8 @@
 landing in a folder), saved as a module beside the DAG files as a user would, read by the word count job in both
 Spark modes: spark-submit (the job's driver imports the module from the file the job spec names) and Spark
 Connect (the task's own import). Two txids in flight, then a committed run cleared from the UI (a transactional
-replay: the same files, no count changes). Counts equal a recount of the files; commits ordered with no gap.
+replay: the same files, no count changes). Then the faults, with a writer landing files all the while: a Spark
+driver killed, and `txdag replay --from`. Counts equal a recount of the files; commits ordered with no gap.
 """
 
 from __future__ import annotations
@@ -13,14 +14,24 @@ from pathlib import Path
 import pytest
 import redis
 from conftest import REPO, AirflowInstance
-from e2e_runs import check_commits, run_of_txid, trigger_until_drained
+from e2e_runs import (
+    Writer,
+    check_commits,
+    kill_spark_driver,
+    run_of_txid,
+    trigger_until_drained,
+    txdag_replay,
+    wait_runs,
+)
+
+from txdag.airflow.api import unique_run_id
 
 MODES = {"landing_submit": "submit", "landing_connect": "connect"}
 FILES = {"2026-11-27T10.txt": "the cat sat\non the mat\n", "2026-11-27T11.txt": "the dog\r\n\r\nthe end",
          "2026-11-27T12.txt": "cat dog cat\n", "2026-11-27T13.txt": "one more line\n", "2026-11-27T14.txt": "mat\n"}
 
 
-def dag_file(topology: str, mode: str, folder: Path) -> str:
+def dag_file(topology: str, mode: str, folder: Path, max_files: int = 2) -> str:
     return f"""# An Airflow DAG: a topology over the user's own spout, a module beside the DAG files.
 from landing_files import LandingFiles
 
@@ -30,7 +41,7 @@ from txdag.topology.definition import State
 
 topology = TransactionalTopology(
     {topology!r},
-    source=LandingFiles(folder={str(folder)!r}, max_files=2),
+    source=LandingFiles(folder={str(folder)!r}, max_files={max_files}),
     job={str(REPO / "spark_jobs" / "word_count.py")!r},
     states=[State("words", namespace={topology + ":words"!r})],
     spark_mode={mode!r},
@@ -71,3 +82,54 @@ def test_a_users_spout_beside_the_dags_is_exactly_once_through_airflow(airflow: 
     log = airflow.api.task_log(topology, run1, "process", airflow.api.task_instance(topology, run1, "process")[
         "try_number"])
     assert "txid=1" in log
+
+
+def word_counts(folder: Path) -> dict[str, int]:
+    """The ground truth: the words of every landed file, counted."""
+    return dict(Counter(w for f in folder.glob("*.txt") for line in f.read_text().splitlines()
+                        for w in line.split(" ") if w))
+
+
+def test_a_users_spout_stays_exact_through_faults_while_files_land(airflow: AirflowInstance, store_of,
+                                                                   tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """spark-submit mode, two txids in flight, a writer landing a file every 2 s (written as a dot-file, then
+    renamed in): txid 1's Spark driver killed (its retry reads the same files), then `txdag replay --from 1` once
+    every file is read."""
+    topology = "landing_faults"
+    (airflow.dags_folder / "landing_files.py").write_text((REPO / "examples" / "landing_files.py").read_text())
+    monkeypatch.syspath_prepend(str(airflow.dags_folder))
+    for name, text in FILES.items():
+        (tmp_path / name).write_text(text, newline="")
+
+    def land(i: int) -> None:
+        hidden = tmp_path / f".landing-{i}"
+        hidden.write_text(f"file {i} w{i % 4}\nw{i % 3} again\n")
+        hidden.rename(tmp_path / f"2026-11-28T{i:05d}.txt")
+
+    airflow.add_dag_file(f"{topology}.py", dag_file(topology, "submit", tmp_path, max_files=6))
+    airflow.api.wait_dag_parsed(topology, timeout=120)
+    airflow.api.unpause(topology)
+    writer = Writer(land, every=2.0)
+    writer.start()
+    runs = [airflow.api.trigger(topology, run_id=unique_run_id(topology)) for _ in range(2)]  # txids 1 and 2
+    kill_spark_driver(topology, 1)
+    wait_runs(airflow, topology, runs)
+    landed = writer.stop()
+    trigger_until_drained(airflow, topology, at_once=2)
+    store = store_of(topology)
+    last = store.read_topology()[0].committed_txid
+    records = check_commits(store, last)
+    assert records[1].attempt >= 2 and records[1].metadata["files"][:5] == list(FILES)
+    state = redis.Redis.from_url(airflow.redis_url)
+    truth = word_counts(tmp_path)
+    assert counts(state, f"{topology}:words") == truth
+    print(f"\nwriter: {landed} files landed while txids ran; txids 1..{last} committed, "
+          f"attempts {[records[t].attempt for t in sorted(records)]}")
+
+    out = txdag_replay(airflow, topology, 1)
+    assert f"txid {last}: clearing run" in out, out
+    wait_runs(airflow, topology, [run_of_txid(records, t) for t in records])
+    check_commits(store, last)
+    assert {t: store.read_txid(t)[0].metadata for t in records} == {t: r.metadata for t, r in records.items()}
+    assert counts(state, f"{topology}:words") == truth

@@ -85,7 +85,7 @@ RUN_BY: dict[str, tuple[str, str]] = {
     "txdag state migrate": (f"{KV_CLI}::test_migrate_on_the_command_line_resumes_and_reports",
                             '"state", "migrate", spec.namespace, "--provider", kv_provider.name, "--config-file"'),
     "txdag replay": ("tests/e2e/test_topologies.py::test_tweets_analytics_exactly_once_through_a_crash_and_replays",
-                     '"replay", dag, "--from", "4"'),
+                     'txdag_replay(airflow, dag, 4)'),  # e2e_runs.txdag_replay runs the CLI
     "txdag pools sync": ("tests/e2e/test_cli_e2e.py::test_pools_sync_creates_missing_pools_and_resets_resized_ones",
                          '"pools", "sync"'),
     "bash scripts/spark-connect.sh start": (
