@@ -11,6 +11,11 @@ skips a (state, chunk) already applied for that batchId, so a micro-batch replay
 twice (the checkpoint dir holds the offsets). Trigger.AvailableNow: it stops when the backlog is read.
 bench/throughput.py runs it (P1) and checks the counts in hashes ``peer:<state>`` against the ground truth. The
 Redis URL (with its password) comes from the environment, never the command line.
+
+With ``--kafka-topic T --kafka-bootstrap HOST:PORT`` it reads the topic instead, as a Kafka user would: Spark's own
+Kafka source (``subscribe``, ``startingOffsets`` earliest, ``maxOffsetsPerTrigger`` = ``--batch``; its jars from
+.run/jars/spark-kafka/, which ``bash scripts/kafka.sh fetch`` puts there, through spark.jars), a record's id being
+``partition@offset``; counted and written the same way (bench/throughput.py --kafka: into ``kafka-peer:<state>``).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 JOB = REPO / "spark_jobs" / "tweets_analytics.py"
+KAFKA_JARS = REPO / ".run" / "jars" / "spark-kafka"
 URL_VAR = "TXDAG_BENCH_REDIS_URL"
 MGET_CHUNK = 5000
 WRITE_CHUNK = 5000
@@ -148,28 +154,43 @@ def main() -> int:
     parser.add_argument("--tweets", type=int, required=True,
                         help="tweets expected (ids 1..N): the run checks it read them")
     parser.add_argument("--batch", type=int, default=20_000, help="max tweets per micro-batch (ReadMaxRows)")
-    parser.add_argument("--partitions", type=int, default=2, help="id ranges (Spark tasks) per micro-batch")
+    parser.add_argument("--partitions", type=int, default=2, help="id ranges (Spark tasks) per micro-batch (Kafka: one "
+                        "per topic partition, Spark's own split)")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--checkpoint", required=True, help="the query's checkpoint dir")
     parser.add_argument("--prefix", default="peer:", help="prefix of the count hashes and of the applied-chunks hash")
     parser.add_argument("--result", required=True, help="where to write the timings as JSON")
+    parser.add_argument("--kafka-topic", help="read this Kafka topic (Spark's Kafka source) instead of Redis")
+    parser.add_argument("--kafka-bootstrap", default="127.0.0.1:9391", help="the broker of --kafka-topic")
     args = parser.parse_args()
     if URL_VAR not in os.environ:
-        parser.error(f"set {URL_VAR} to the Redis URL of the tweets (redis://user:password@host:port/db)")
+        parser.error(f"set {URL_VAR} to the Redis URL of the tweets, or of the counts with --kafka-topic "
+                     "(redis://user:password@host:port/db)")
+    jars = sorted(str(p) for p in KAFKA_JARS.glob("*.jar")) if args.kafka_topic else []
+    if args.kafka_topic and not jars:
+        parser.error(f"no jars in {KAFKA_JARS}: run bash scripts/kafka.sh fetch (bash scripts/setup.sh runs it)")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the executors' Python workers: this venv's
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
     started = time.perf_counter()
-    spark = (SparkSession.builder.master(args.master).appName("txdag-bench-peer")
+    builder = SparkSession.builder.config("spark.jars", ",".join(jars)) if jars else SparkSession.builder
+    spark = (builder.master(args.master).appName("txdag-bench-peer")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.driver.bindAddress", "127.0.0.1")
              .config("spark.driver.host", "127.0.0.1").config("spark.sql.shuffle.partitions", "4")
              .config("spark.sql.streaming.numRecentProgressUpdates", "100000").getOrCreate())
     spark.dataSource.register(data_source())
     session_seconds = time.perf_counter() - started
-    stream = (spark.readStream.format("txdag_bench_tweets").option("maxRecordsPerBatch", str(args.batch))
-              .option("partitions", str(args.partitions)).load())
+    if args.kafka_topic:
+        stream = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", args.kafka_bootstrap)
+                  .option("subscribe", args.kafka_topic).option("startingOffsets", "earliest")
+                  .option("maxOffsetsPerTrigger", str(args.batch)).load()
+                  .selectExpr("concat(CAST(partition AS STRING), '@', CAST(offset AS STRING)) AS id",
+                              "CAST(value AS STRING) AS value"))
+    else:
+        stream = (spark.readStream.format("txdag_bench_tweets").option("maxRecordsPerBatch", str(args.batch))
+                  .option("partitions", str(args.partitions)).load())
     query_start = time.perf_counter()
     query = (stream.writeStream.foreachBatch(writer(args.prefix)).option("checkpointLocation", args.checkpoint)
              .trigger(availableNow=True).start())

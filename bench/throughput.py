@@ -4,11 +4,16 @@
     .venv/bin/python bench/throughput.py --quick              # 20,000 tweets, 3 latency samples (a few minutes)
     .venv/bin/python bench/throughput.py --tweets 200000 --batch 10000 --only P1,P3 --out /tmp/b
     .venv/bin/python bench/throughput.py --only P1,P4 --cluster --flush   # P1 cold and P4 on the cluster too
+    .venv/bin/python bench/throughput.py --only P1 --kafka    # P1 over a Kafka topic too, beside the Redis source
 
 P1  drain N generated tweets (seed 000's layout) through copies of the tweets_analytics topology on a real Airflow
     (scheduler, LocalExecutor, PostgreSQL) with warm Spark (Spark Connect), checked exactly against the ground
     truth: tweets/s from the first trigger to the last commit; beside it a single-process Python baseline and a
     Spark Structured Streaming peer (bench/streaming_peer.py) over the same tweets, both checked too; the ratios.
+    --kafka: the same tweets also produced to a fresh topic of the run's (--kafka-partitions partitions, on the
+    broker of scripts/kafka.sh), drained by a copy whose source is a transactional KafkaSource taking
+    batch // partitions records of each partition per txid, and read by the same peer through Spark's own Kafka
+    source (maxOffsetsPerTrigger = the batch), both checked; the ratios Kafka / Redis and Kafka / peer over Kafka.
 P2  trigger -> committed latency of 1-tweet txids: median, min, max, split into scheduler wait and the three tasks.
 P3  commit keys/s for 100k distinct keys (bench/commit_throughput.py) beside redis-benchmark, same Redis.
 P4  tweets/s with max_active_transactions 1, 2 and 4 on one backlog size.
@@ -16,8 +21,9 @@ Peak RSS of the Spark and Airflow processes during P1 (and of the peer). --cold 
 --cluster then runs P1 (cold: spark-submit to a Spark standalone master) and P4 on the loopback cluster of
 scripts/cluster.sh (CeleryExecutor, Redis Cluster, ZooKeeper ensemble), with their ratios cluster / single node.
 
-It starts Redis, ZooKeeper, PostgreSQL, Airflow and a Spark Connect server through scripts/ on the TXDAG_*_PORT
-ports (or reuses a server already answering), and stops what it started. Nothing here asserts a time.
+It starts Redis, ZooKeeper, PostgreSQL, Airflow and a Spark Connect server (and with --kafka the Kafka broker)
+through scripts/ on the TXDAG_*_PORT ports (or reuses a server already answering), and stops what it started;
+the Kafka topic is deleted at the end (unless --keep-data). Nothing here asserts a time.
 """
 
 from __future__ import annotations
@@ -47,6 +53,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="20,000 tweets, 3 latency samples, small P3/P4 (development)")
     p.add_argument("--cold", action="store_true", help="also cold spark-submit mode in P1 and P2")
     p.add_argument("--cold-tweets", type=int, default=100_000, help="P1's backlog in cold mode (default 100,000)")
+    p.add_argument("--kafka", action="store_true", help="also P1 over a Kafka topic (KafkaSource) and the peer "
+                   "over it (Spark's Kafka source), beside the Redis source")
+    p.add_argument("--kafka-partitions", type=int, default=4, help="partitions of --kafka's topic (default 4)")
     p.add_argument("--cluster", action="store_true", help="after the single node's phases, P1 (cold, on "
                    "--cold-tweets; implies --cold) and P4 on the loopback cluster of scripts/cluster.sh (its "
                    "TXDAG_CLUSTER_*_PORT ports; its Airflow must not be running), beside the single node's figures")
@@ -63,7 +72,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--keep-data", action="store_true", help="leave the Redis databases as the run left them")
     p.add_argument("--timeout", type=float, default=3600, help="give up a drain after this many seconds")
     p.add_argument("--out", default=None, help="output folder (default bench/results/<timestamp>/)")
-    for name in ("redis", "zk", "pg", "airflow", "spark-connect"):
+    for name in ("redis", "zk", "pg", "airflow", "spark-connect", "kafka"):
         p.add_argument(f"--{name}-port", type=int, default=None, help=f"default $TXDAG_{name.upper().replace('-', '_')}"
                        "_PORT or the scripts' default")
     args = p.parse_args(argv)
@@ -77,6 +86,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = set(args.phases) - set(PHASES)
     if unknown:
         p.error(f"unknown phase(s) {sorted(unknown)} in --only; use {','.join(PHASES)}")
+    if args.kafka and "P1" not in args.phases:
+        p.error("--kafka adds to P1: --only must name it")
+    if args.kafka and not 1 <= args.kafka_partitions <= args.batch:
+        p.error(f"--kafka-partitions must be between 1 and the batch ({args.batch:,})")
     if args.cluster and not {"P1", "P4"} & set(args.phases):
         p.error("--cluster runs P1 and P4 on the cluster: --only must name one of them")
     args.cold = args.cold or (args.cluster and "P1" in args.phases)  # the cluster's P1 is cold: the single node's too
@@ -112,7 +125,14 @@ def settings(args: argparse.Namespace, roles: dict) -> dict:
             "peer": "local[2], shuffle partitions 4, 2 read partitions per micro-batch",
             "airflow": "scripts/airflow.sh: LocalExecutor, parallelism 8, PostgreSQL",
             "airflow_env": args.airflow_env, "phases": args.phases,
+            **({"kafka": kafka_settings(roles["p1_kafka"])} if "p1_kafka" in roles else {}),
             **({"cluster": "scripts/cluster.sh: P1 cold and P4, spark-submit"} if args.cluster else {})}
+
+
+def kafka_settings(v) -> str:  # type: ignore[no-untyped-def]
+    return (f"topic {v.kafka_topic} ({v.partitions} partitions, scripts/kafka.sh's broker), transactional "
+            f"KafkaSource, {v.batch // v.partitions:,} per partition per txid; peer: Spark's Kafka source, "
+            f"maxOffsetsPerTrigger {v.batch:,}, a read partition per topic partition")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,7 +3,9 @@ batch size, max_active_transactions and Spark mode as parameters (dags/ stays as
 
 Each copy keeps the shipped job file, states and marker key, reads and writes a Redis database of its own (its own
 Airflow connection), and has no schedule: only the benchmark's triggers start runs. All copies are in one DAG
-file, so the DAG processor parses one file, not one per copy.
+file, so the DAG processor parses one file, not one per copy. The copy over Kafka (P1 --kafka) reads the run's
+topic instead, through a transactional KafkaSource (connection kafka_default) taking ``batch // partitions`` records
+of each partition per txid, and keeps its states and marker under ``kafka:`` in P1's database.
 
 The copies for the loopback cluster of scripts/cluster.sh (``--cluster``) are copies of dags_cluster/'s instead:
 its connections (the sources on the single Redis, the states on the Redis Cluster, spark-submit to the standalone
@@ -36,6 +38,9 @@ class Variant:
     mode: str  # "connect" (warm) or "submit" (cold)
     commit_poke_interval: float
     cluster: bool = False  # a copy of dags_cluster/'s, for the loopback cluster
+    key_prefix: str = ""  # its keys' prefix in a database it shares (not on the cluster)
+    kafka_topic: str = ""  # a copy over Kafka: its topic, of ``partitions`` partitions
+    partitions: int = 0
 
     @property
     def conn_id(self) -> str:
@@ -43,8 +48,8 @@ class Variant:
 
     @property
     def prefix(self) -> str:
-        """What the copy's keys start with: nothing in a database of its own, its id on the cluster."""
-        return f"{self.topology_id}:" if self.cluster else ""
+        """What the copy's keys start with: its key_prefix (none in a database of its own), its id on the cluster."""
+        return f"{self.topology_id}:" if self.cluster else self.key_prefix
 
     @property
     def marker_key(self) -> str:
@@ -66,8 +71,10 @@ def _shipped_in(folder: str) -> Any:
     return found[SHIPPED]
 
 
-def variants(batch: int, mat: int, poke: float | None, db_base: int) -> dict[str, Variant]:
-    """Every copy the benchmark may use, by role: p1 warm/cold, p2 warm/cold, p4 with 1, 2 and 4 in flight, profile."""
+def variants(batch: int, mat: int, poke: float | None, db_base: int,
+             kafka: tuple[str, int] | None = None) -> dict[str, Variant]:
+    """Every copy the benchmark may use, by role: p1 warm/cold, p2 warm/cold, p4 with 1, 2 and 4 in flight, profile;
+    with ``kafka`` (topic, partitions) p1 over that topic too (txids of ``batch // partitions`` per partition)."""
     poke = shipped().commit_poke_interval if poke is None else poke
     warm = Variant("bench_p1_warm", db_base, batch, mat, "connect", poke)
     roles = {
@@ -79,6 +86,10 @@ def variants(batch: int, mat: int, poke: float | None, db_base: int) -> dict[str
     }
     for i, n in enumerate((1, 2, 4)):
         roles[f"p4_{n}"] = replace(warm, topology_id=f"bench_p4_mat{n}", db=db_base + 5 + i, mat=n)
+    if kafka:
+        topic, partitions = kafka
+        roles["p1_kafka"] = replace(warm, topology_id="bench_p1_kafka", batch=batch // partitions * partitions,
+                                    key_prefix="kafka:", kafka_topic=topic, partitions=partitions)
     return roles
 
 
@@ -107,10 +118,15 @@ def render(chosen: list[Variant]) -> str:
         else:
             source_conn = states_conn = v.conn_id
             spark = f"spark_conf={dict(t.spark_conf)!r},"
+        if v.kafka_topic:
+            source = (f"KafkaSource({v.kafka_topic!r}, kind='transactional', "
+                      f"max_per_partition={v.batch // v.partitions})")
+        else:
+            source = f"TweetsSource(max_transaction_size={v.batch}, prefix={v.prefix!r}, redis_conn_id={source_conn!r})"
         blocks.append(f"""
 {v.topology_id} = render(TransactionalTopology(
     {v.topology_id!r},
-    source=TweetsSource(max_transaction_size={v.batch}, prefix={v.prefix!r}, redis_conn_id={source_conn!r}),
+    source={source},
     job={t.job!r},
     project_dir={str(REPO)!r},
     states=[{listed}],
@@ -134,7 +150,8 @@ def render(chosen: list[Variant]) -> str:
         head += "import json\nimport os\n\n"
     head += ("from txdag import TransactionalTopology\n"
              "from txdag.airflow import render\n"
-             "from txdag.topology.definition import State, TweetsSource\n")
+             + ("from txdag.spouts.kafka import KafkaSource\n" if any(v.kafka_topic for v in chosen) else "")
+             + "from txdag.topology.definition import State, TweetsSource\n")
     if cluster:
         head += f"\nCLUSTER_SPARK_CONF = json.loads(os.environ.get({CLUSTER_SPARK_CONF!r}) or '{{}}')\n"
     return head + "".join(blocks)

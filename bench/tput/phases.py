@@ -1,4 +1,5 @@
-"""The measurements, one method each: P1 (drain beside the baseline and the Spark peer), P2 (1-tweet latency),
+"""The measurements, one method each: P1 (drain beside the baseline and the Spark peer; with --kafka, the same over
+a Kafka topic beside them), P2 (1-tweet latency),
 P3 (commit keys/s beside redis-benchmark), P4 (max_active_transactions 1, 2, 4), and a py-spy profile."""
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from txdag.spouts.samples import sample_tweets
 
 COMPONENTS = ("api-server", "dag-processor", "scheduler", "triggerer")
 PEER_PREFIX = "peer:"
+KAFKA_PEER_PREFIX = "kafka-peer:"
 
 
 class Bench:
@@ -75,7 +77,8 @@ class Bench:
 
     def services(self) -> dict[str, int]:
         """The services whose CPU time a drain reports too, by the port each listens on."""
-        return {"redis": self.stack.ports.redis, "zookeeper": self.stack.ports.zk, "postgresql": self.stack.ports.pg}
+        found = {"redis": self.stack.ports.redis, "zookeeper": self.stack.ports.zk, "postgresql": self.stack.ports.pg}
+        return {**found, "kafka": self.stack.ports.kafka} if self.args.kafka else found
 
     def cpu_roots(self) -> dict[str, int]:
         """The processes whose CPU time a drain reports: roots() and the services."""
@@ -96,6 +99,7 @@ class Bench:
         print(f"bench: {v.topology_id}: {d.rate:,.0f} tweets/s ({d.txids} txids in {d.seconds:.1f} s), counts exact; "
               f"cores {d.cpu['busy_share']:.0%} busy", flush=True)
         return {"tweets": tweets, "txids": d.txids, "batch": v.batch, "mat": v.mat, "mode": v.mode,
+                **({"partitions": v.partitions} if v.kafka_topic else {}),
                 "seconds": d.seconds, "rate": d.rate, "median_per_txid": d.profile(),
                 "job_per_txid": d.job_profile(), "commits": d.commits(),
                 "cpu": d.cpu, "cpu_per_txid": per_txid(d.cpu, d.txids),
@@ -131,6 +135,8 @@ class Bench:
         n, p1 = self.args.tweets, {}
         self.results["p1"] = p1
         p1["txdag_warm"] = self.sampled_drain("p1_warm", n, "memory")
+        if self.args.kafka:
+            p1["txdag_kafka"] = self.sampled_drain("p1_kafka", n, "memory_kafka")
         if self.args.cold:
             p1["txdag_cold"] = self.sampled_drain("p1_cold", self.args.cold_tweets, "memory_cold")
         with self.stack.admin(self.roles["p1_warm"].db) as client:
@@ -141,31 +147,44 @@ class Bench:
         p1["peer"] = self.peer(n)
         warm = p1["txdag_warm"]["rate"]
         p1["ratios"] = {"txdag/baseline": warm / p1["baseline"]["rate"], "txdag/peer": warm / p1["peer"]["rate"]}
+        if self.args.kafka:
+            p1["peer_kafka"] = self.peer(n, self.roles["p1_kafka"])
+            kafka = p1["txdag_kafka"]["rate"]
+            p1["ratios"].update({"txdag kafka/txdag redis": kafka / warm,
+                                 "txdag kafka/peer kafka": kafka / p1["peer_kafka"]["rate"]})
 
-    def peer(self, n: int) -> dict[str, Any]:
+    def peer(self, n: int, kafka: Variant | None = None) -> dict[str, Any]:
+        """The streaming peer over the Redis backlog, or (``kafka``: the Kafka copy) over the same topic."""
         db = self.roles["p1_warm"].db
         out = Path(self.args.out)
-        result = out / "peer.json"
+        name, prefix = ("peer_kafka", KAFKA_PEER_PREFIX) if kafka else ("peer", PEER_PREFIX)
+        result, log_path = out / f"{name}.json", out / "logs" / f"streaming_{name}.log"
         env = {**os.environ, "TXDAG_BENCH_REDIS_URL": self.stack.admin_url(db), "PYSPARK_PYTHON": sys.executable,
                "SPARK_LOCAL_IP": "127.0.0.1"}
         cmd = [sys.executable, str(REPO / "bench" / "streaming_peer.py"), "--tweets", str(n), "--batch",
-               str(self.args.batch), "--checkpoint", str(out / "peer-checkpoint"), "--result", str(result)]
-        print(f"bench: Spark Structured Streaming peer over the same {n:,} tweets", flush=True)
-        with (out / "logs" / "streaming_peer.log").open("w") as log:
+               str(kafka.batch if kafka else self.args.batch), "--prefix", prefix,
+               "--checkpoint", str(out / ("peer-kafka-checkpoint" if kafka else "peer-checkpoint")),
+               "--result", str(result)]
+        if kafka:
+            cmd += ["--kafka-topic", kafka.kafka_topic, "--kafka-bootstrap", self.stack.kafka_bootstrap]
+        where = f"the Kafka topic {kafka.kafka_topic}" if kafka else "Redis"
+        print(f"bench: Spark Structured Streaming peer over the same {n:,} tweets in {where}", flush=True)
+        with log_path.open("w") as log:
             proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
             sampler = RssSampler({"peer": proc.pid}).start()
             try:
                 code = proc.wait(timeout=self.args.timeout)
             finally:
-                self.results.setdefault("memory", {}).update(sampler.stop())
+                self.results.setdefault("memory", {}).update(
+                    {f"{group} over Kafka" if kafka else group: m for group, m in sampler.stop().items()})
         if code != 0:
-            tail = "\n".join((out / "logs" / "streaming_peer.log").read_text(errors="replace").splitlines()[-20:])
-            raise BenchError(f"the streaming peer exited {code}; log {out / 'logs' / 'streaming_peer.log'}:\n{tail}")
+            tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-20:])
+            raise BenchError(f"the streaming peer exited {code}; log {log_path}:\n{tail}")
         peer = json.loads(result.read_text())
         with self.stack.admin(db) as client:
-            data.check_exact(client, self.backlog.truth(n), "Spark Structured Streaming peer", PEER_PREFIX)
-        print(f"bench: streaming peer: {n / peer['seconds']:,.0f} tweets/s, counts exact", flush=True)
-        return {**peer, "rate": n / peer["seconds"]}
+            data.check_exact(client, self.backlog.truth(n), f"Spark Structured Streaming peer over {where}", prefix)
+        print(f"bench: streaming peer over {where}: {n / peer['seconds']:,.0f} tweets/s, counts exact", flush=True)
+        return {**peer, "batch": kafka.batch if kafka else self.args.batch, "rate": n / peer["seconds"]}
 
     # --- P2 --------------------------------------------------------------------------------------------------
 

@@ -33,6 +33,9 @@ def cpu_row(label: str, drain: dict[str, Any], labels: dict[str, str]) -> tuple[
             f"of {cpu['cores']} cores; core-s per txid {per['all']:.2f}: {parts}")
 
 
+P1_DRAINS = ("txdag_warm", "txdag_kafka", "txdag_cold")  # key[6:]: warm, kafka, cold
+
+
 def rows(results: dict[str, Any], labels: dict[str, str] | None = None) -> list[tuple[str, str, str]]:
     """(figure, value, note) rows for the table, in the order of issue 5's list, then the cluster's (``labels``: the
     names of the CPU's components, CPU_LABELS by default)."""
@@ -42,31 +45,35 @@ def rows(results: dict[str, Any], labels: dict[str, str] | None = None) -> list[
     p1 = results.get("p1")
     if p1:
         for key, label in (("txdag_warm", "P1 txdag, warm Spark (connect)"),
+                           ("txdag_kafka", "P1 txdag over Kafka, warm Spark (connect)"),
                            ("txdag_cold", "P1 txdag, cold spark-submit"),
                            ("baseline", "P1 Python baseline (no fault tolerance)"),
-                           ("peer", "P1 Spark Structured Streaming peer")):
+                           ("peer", "P1 Spark Structured Streaming peer"),
+                           ("peer_kafka", "P1 Spark Structured Streaming peer over Kafka")):
             if key in p1:
                 f = p1[key]
                 note = f"{f['tweets']:,} tweets in {f['seconds']:.1f} s"
                 if "txids" in f:
                     note += f", {f['txids']} txids of {f['batch']:,}, {f['mat']} in flight"
+                if "partitions" in f:
+                    note += f", {f['partitions']} partitions"
                 if "micro_batches" in f:
-                    note += f", {f['micro_batches']} micro-batches of <= {s['batch']:,}"
+                    note += f", {f['micro_batches']} micro-batches of <= {f.get('batch', s['batch']):,}"
                 out.append((label, _fmt(f["rate"], "tweets/s"), note))
-        for key in ("txdag_warm", "txdag_cold"):
+        for key in P1_DRAINS:
             med = p1.get(key, {}).get("median_per_txid")
             if med:
                 out.append((f"P1 {key[6:]}, per txid: coordinate / process / commit", " / ".join(
                     f"{med[k]:.2f}" for k in ("coordinate", "process", "commit")) + " s",
                     f"medians; scheduler gaps c>p {med['gap c>p']:.2f} s, p>c {med['gap p>c']:.2f} s "
                     "(incl. commit waits)"))
-        for key in ("txdag_warm", "txdag_cold"):
+        for key in P1_DRAINS:
             steps = p1.get(key, {}).get("job_per_txid")
             if steps:
                 out.append((f"P1 {key[6:]}, process task: {' / '.join(steps)}",
                             " / ".join(f"{v:.2f}" for v in steps.values()) + " s",
                             "medians per txid; the job's own steps (its log line), airflow = the rest of the task"))
-        for key in ("txdag_warm", "txdag_cold"):
+        for key in P1_DRAINS:
             row = cpu_row(f"P1 {key[6:]}", p1.get(key, {}), labels)
             out += [row] if row else []
         for name, value in p1.get("ratios", {}).items():
@@ -228,7 +235,7 @@ def phase_rows(results: dict[str, Any]) -> dict[str, dict[str, float]]:
     txid, in order: the scheduler's waits, coordinate, the process task's Airflow part and its job's steps, commit
     (medians)."""
     cases: dict[str, dict[str, float]] = {}
-    for key in ("txdag_warm", "txdag_cold"):
+    for key in P1_DRAINS:
         f = results.get("p1", {}).get(key)
         if f and f.get("median_per_txid"):
             med = f["median_per_txid"]
@@ -279,7 +286,7 @@ CLUSTER_CPU_LABELS = {"celery worker": "Celery workers + tasks", "spark worker":
 
 def drains(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The drains measured, by name: P1 warm/cold, P4 per max_active_transactions, then the cluster's."""
-    found = {f"P1 {k[6:]}": results.get("p1", {}).get(k) for k in ("txdag_warm", "txdag_cold")}
+    found = {f"P1 {k[6:]}": results.get("p1", {}).get(k) for k in P1_DRAINS}
     found.update({f"P4 mat={m}": f for m, f in results.get("p4", {}).get("drains", {}).items()})
     if results.get("cluster"):
         found.update({f"cluster {name}": f for name, f in drains(results["cluster"]).items()})
@@ -319,7 +326,7 @@ def _cpu(ax, rows: dict[str, tuple[float, dict[str, float]]]) -> None:  # type: 
 def _progress(ax, p1: dict) -> None:  # type: ignore[no-untyped-def]
     ax.set_title("P1: tweets committed over time", fontsize=10)
     drawn = False
-    for key in ("txdag_warm", "txdag_cold"):
+    for key in P1_DRAINS:
         f = p1.get(key)
         if f and f.get("commits"):
             done = [min((i + 1) * f["batch"], f["tweets"]) for i in range(len(f["commits"]))]

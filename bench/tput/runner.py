@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tput import dags, data, report
+from tput import dags, data, kafka, report
 from tput.cluster import Cluster, ClusterBench
 from tput.memory import machine_load
 from tput.phases import Bench
@@ -30,6 +30,8 @@ def backlogs(args: Namespace, roles: dict[str, dags.Variant]) -> dict[str, int]:
         sizes["p1_warm"] = args.tweets
         if args.cold:
             sizes["p1_cold"] = args.cold_tweets
+        if args.kafka:
+            sizes["p1_kafka"] = args.tweets
     if "P4" in args.phases:
         sizes.update({f"p4_{m}": args.p4_tweets for m in (1, 2, 4)})
     if args.profile:
@@ -47,7 +49,8 @@ def chosen_roles(args: Namespace, sizes: dict[str, int]) -> list[str]:
 def ports(args: Namespace) -> Ports:
     env = Ports.from_env()
     return Ports(args.redis_port or env.redis, args.zk_port or env.zk, args.pg_port or env.pg,
-                 args.airflow_port or env.airflow, args.spark_connect_port or env.spark_connect)
+                 args.airflow_port or env.airflow, args.spark_connect_port or env.spark_connect,
+                 args.kafka_port or env.kafka)
 
 
 def prepare_dbs(stack: Stack, dbs: list[int], flush: bool) -> None:
@@ -62,17 +65,20 @@ def prepare_dbs(stack: Stack, dbs: list[int], flush: bool) -> None:
 
 
 def run(args: Namespace, out: Path, settings: Callable[[Namespace, dict], dict]) -> int:
-    roles = dags.variants(args.batch, args.mat or dags.shipped().max_active_transactions, args.commit_poke_interval,
-                          args.redis_db)
-    p3_db = args.redis_db + 8
     extra = dict(kv.split("=", 1) for kv in args.airflow_env)
     stack = Stack(ports(args), out / "logs", extra)
+    topic = (f"txdag-bench-{stack.unique}", args.kafka_partitions) if args.kafka else None  # a topic of the run's
+    roles = dags.variants(args.batch, args.mat or dags.shipped().max_active_transactions, args.commit_poke_interval,
+                          args.redis_db, topic)
+    p3_db = args.redis_db + 8
     results: dict[str, Any] = {"started": args.started, "settings": settings(args, roles), "load_start": machine_load()}
     sizes = backlogs(args, roles)
     code = 0
     backlog = None
     try:
         stack.start_redis_zk()
+        if args.kafka:
+            stack.start_kafka()
         dbs = [*(v.db for v in roles.values()), p3_db]
         prepare_dbs(stack, sorted(set(dbs)), args.flush)
         print(f"bench: generating {max(sizes.values(), default=0):,} tweets and their exact counts", flush=True)
@@ -98,9 +104,15 @@ def run(args: Namespace, out: Path, settings: Callable[[Namespace, dict], dict])
             stack.clean_up(sorted({v.db for v in roles.values()} | {p3_db}), args.keep_data)
         except Exception as exc:  # noqa: BLE001
             print(f"bench: clean-up: {exc}")
+        try:
+            if topic and not args.keep_data:  # the topic, and the consumer group KafkaSource's commits wrote
+                kafka.delete(stack.kafka_bootstrap, topic[0], [f"txdag-{roles['p1_kafka'].topology_id}"])
+        except Exception as exc:  # noqa: BLE001
+            print(f"bench: Kafka clean-up: {exc}")
         for problem in stack.stop():
             print(f"bench: could not stop {problem}")
-        shutil.rmtree(out / "peer-checkpoint", ignore_errors=True)
+        for checkpoint in ("peer-checkpoint", "peer-kafka-checkpoint"):
+            shutil.rmtree(out / checkpoint, ignore_errors=True)
     if args.cluster and code == 0 and backlog is not None:
         code = run_cluster(args, out, stack, backlog, results)
     elif args.cluster:
@@ -159,9 +171,16 @@ def run_cluster(args: Namespace, out: Path, stack: Stack, backlog: data.Backlog,
 
 def start_airflow(stack: Stack, roles: dict[str, dags.Variant], chosen: list[str], sizes: dict[str, int],
                   backlog: data.Backlog) -> None:
-    """Loads each role's backlog, writes the DAG folder, creates the Redis user, starts Spark Connect and Airflow."""
+    """Loads each role's backlog (the Kafka copy's into its topic), writes the DAG folder, creates the Redis user,
+    starts Spark Connect and Airflow."""
     for role, n in sizes.items():
-        with stack.admin(roles[role].db) as client:
+        v = roles[role]
+        if v.kafka_topic:
+            seconds = kafka.load(stack.kafka_bootstrap, v.kafka_topic, v.partitions, backlog.first(n))
+            print(f"bench: produced {n:,} tweets to the Kafka topic {v.kafka_topic} ({v.partitions} partitions) "
+                  f"in {seconds:.1f} s", flush=True)
+            continue
+        with stack.admin(v.db) as client:
             data.load(client, backlog.first(n))
     shutil.rmtree(stack.airflow_home, ignore_errors=True)
     folder = stack.airflow_home / "dags"
@@ -173,6 +192,8 @@ def start_airflow(stack: Stack, roles: dict[str, dags.Variant], chosen: list[str
     connections = {v.conn_id: stack.redis_connection(v.db) for v in variants}
     connections.update({REDIS_CONN_ID: stack.redis_connection(0), ZOOKEEPER_CONN_ID: stack.zookeeper_connection(),
                         SPARK_CONNECT_CONN_ID: stack.spark_connect_connection()})
+    if any(v.kafka_topic for v in variants):
+        connections["kafka_default"] = stack.kafka_connection()
     print("bench: starting Spark Connect and Airflow (scripts/spark-connect.sh, scripts/airflow.sh)", flush=True)
     stack.start_spark_connect()
     stack.start_airflow(folder, connections)

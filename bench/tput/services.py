@@ -1,8 +1,9 @@
 """What the benchmark runs on, started through the project's own scripts on loopback ports it is given, and
 stopped afterwards only where the benchmark started it (a server that already answered is reused and left up).
 
-Redis and ZooKeeper: scripts/services.sh. PostgreSQL and the four Airflow components: scripts/airflow.sh, with an
-AIRFLOW_HOME and a metadata database of the benchmark's own. Spark Connect: scripts/spark-connect.sh.
+Redis, ZooKeeper and (P1 --kafka) the Kafka broker: scripts/services.sh. PostgreSQL and the four Airflow
+components: scripts/airflow.sh, with an AIRFLOW_HOME and a metadata database of the benchmark's own. Spark Connect:
+scripts/spark-connect.sh.
 """
 
 from __future__ import annotations
@@ -33,17 +34,19 @@ class Ports:
     pg: int
     airflow: int
     spark_connect: int
+    kafka: int = 9391
 
     @classmethod
     def from_env(cls) -> Ports:
         env = os.environ.get
         return cls(int(env("TXDAG_REDIS_PORT", "6391")), int(env("TXDAG_ZK_PORT", "2191")),
                    int(env("TXDAG_PG_PORT", "5491")), int(env("TXDAG_AIRFLOW_PORT", "8791")),
-                   int(env("TXDAG_SPARK_CONNECT_PORT", "15092")))
+                   int(env("TXDAG_SPARK_CONNECT_PORT", "15092")), int(env("TXDAG_KAFKA_PORT", "9391")))
 
     def env(self) -> dict[str, str]:
         return {"TXDAG_REDIS_PORT": str(self.redis), "TXDAG_ZK_PORT": str(self.zk), "TXDAG_PG_PORT": str(self.pg),
-                "TXDAG_AIRFLOW_PORT": str(self.airflow), "TXDAG_SPARK_CONNECT_PORT": str(self.spark_connect)}
+                "TXDAG_AIRFLOW_PORT": str(self.airflow), "TXDAG_SPARK_CONNECT_PORT": str(self.spark_connect),
+                "TXDAG_KAFKA_PORT": str(self.kafka)}
 
 
 def listening(port: int) -> bool:
@@ -103,6 +106,11 @@ class Stack:
                 self.started.append(service)
             self.script("services.sh", "start", service)
 
+    def start_kafka(self) -> None:
+        if not listening(self.ports.kafka):
+            self.started.append("kafka")
+        self.script("services.sh", "start", "kafka")
+
     def start_spark_connect(self) -> None:
         if not listening(self.ports.spark_connect):
             self.started.append("spark-connect")
@@ -128,7 +136,8 @@ class Stack:
         problems = []
         stops = {"airflow": ("airflow.sh", ["stop"], self.airflow_env), "postgres": ("postgres.sh", ["stop"], None),
                  "spark-connect": ("spark-connect.sh", ["stop"], None),
-                 "redis": ("services.sh", ["stop", "redis"], None), "zk": ("services.sh", ["stop", "zk"], None)}
+                 "redis": ("services.sh", ["stop", "redis"], None), "zk": ("services.sh", ["stop", "zk"], None),
+                 "kafka": ("services.sh", ["stop", "kafka"], None)}
         for name in reversed(self.started):
             script, args, env = stops[name]
             try:
@@ -156,6 +165,14 @@ class Stack:
         return {"conn_type": "zookeeper", "host": "127.0.0.1", "port": self.ports.zk,
                 "login": self.cred["TXDAG_ZK_USER"], "password": self.cred["TXDAG_ZK_PASSWORD"],
                 "extra": {"root": self.zk_root}}
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        return f"127.0.0.1:{self.ports.kafka}"
+
+    def kafka_connection(self) -> dict:
+        """Airflow's ``kafka_default``, as scripts/airflow.sh defines it, on the run's broker."""
+        return {"conn_type": "kafka", "extra": {"bootstrap.servers": self.kafka_bootstrap}}
 
     def spark_connect_connection(self) -> dict:
         return {"conn_type": "spark_connect", "host": "127.0.0.1", "port": self.ports.spark_connect}

@@ -191,6 +191,55 @@ def test_the_cpu_meter_counts_a_child_that_ran_and_exited_under_its_tree():
     assert cpu.per_txid(used, 2)["this test"] == pytest.approx(used["core_seconds"]["this test"] / 2, abs=0.01)
 
 
+# --- --kafka (issue 32): P1 over a Kafka topic beside the Redis source -----------------------------------------------
+
+
+def test_kafka_adds_to_p1_and_takes_a_batch_that_holds_its_partitions():
+    import throughput
+
+    args = throughput.parse_args(["--quick", "--only", "P1", "--kafka", "--kafka-port", "9999", "--out", "/tmp/x"])
+    assert args.kafka and args.kafka_partitions == 4 and args.kafka_port == 9999 and args.batch == 2000
+    assert not throughput.parse_args(["--only", "P1", "--out", "/tmp/x"]).kafka
+    for argv in (["--kafka", "--only", "P2"], ["--kafka", "--batch", "3", "--kafka-partitions", "4"]):
+        with pytest.raises(SystemExit):
+            throughput.parse_args([*argv, "--out", "/tmp/x"])
+
+
+def test_the_kafka_copy_reads_the_topic_and_keeps_its_keys_under_kafka_in_p1s_database(tmp_path):
+    roles = dags.variants(batch=1003, mat=2, poke=None, db_base=4, kafka=("txdag-bench-t", 4))
+    v = roles["p1_kafka"]
+    assert (v.db, v.batch, v.prefix, v.kafka_topic) == (roles["p1_warm"].db, 1000, "kafka:", "txdag-bench-t")
+    assert "p1_kafka" not in dags.variants(batch=1003, mat=2, poke=None, db_base=4)
+    dags.write_folder(tmp_path, [roles["p1_warm"], v])
+    found, errors = load_definitions(tmp_path)
+    assert errors == {}
+    t, shipped = found["bench_p1_kafka"], dags.shipped()
+    assert (t.source.topic, t.source.kind.value, t.source.max_per_partition) == ("txdag-bench-t", "transactional", 250)
+    assert t.source.kafka_conn_id == "kafka_default" and t.redis_conn_id == v.conn_id
+    assert [s.redis_key for s in t.states] == ["kafka:" + s.redis_key for s in shipped.states]
+    assert t.commit_marker == v.marker_key == "kafka:" + shipped.marker_key and t.job == shipped.job
+    keys = {(r.db, r.prefix) for r in roles.values()}
+    assert len(keys) == len(roles)  # each copy's keys apart from every other's
+
+
+def test_the_kafka_figures_sit_beside_the_redis_ones_with_their_ratios(tmp_path, capsys):
+    results = _results()
+    p1 = results["p1"]
+    p1["txdag_kafka"] = {**p1["txdag_warm"], "rate": 25.0, "partitions": 4}
+    p1["peer_kafka"] = {"tweets": 1000, "seconds": 5.0, "rate": 200.0, "micro_batches": 10, "batch": 100}
+    p1["ratios"].update({"txdag kafka/txdag redis": 0.5, "txdag kafka/peer kafka": 0.125})
+    text = report.print_table(results)
+    figures = [line.split("  ")[0] for line in text.splitlines()]
+    assert figures.index("P1 txdag, warm Spark (connect)") + 1 == figures.index(
+        "P1 txdag over Kafka, warm Spark (connect)")
+    for figure in ("P1 Spark Structured Streaming peer over Kafka", "P1 ratio txdag kafka/txdag redis",
+                   "P1 ratio txdag kafka/peer kafka", "P1 kafka, per txid", "P1 kafka: cores busy",
+                   "10 txids of 100, 2 in flight, 4 partitions", "0.125x"):
+        assert figure in text
+    assert list(report.cpu_rows(results))[:2] == ["P1 warm", "P1 kafka"]
+    assert report.write_chart(results, tmp_path) is not None
+
+
 # --- --cluster (issue 17): P1 cold and P4 on scripts/cluster.sh's loopback cluster ---------------------------------
 
 
