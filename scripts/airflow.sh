@@ -265,12 +265,9 @@ EOF
     )
 }
 
-# One value of .run/credentials.env (scripts/credentials.sh), read in a subshell: the credentials are not
-# exported to the components, which get only the connections' own user and password.
-credential() {
-    # shellcheck source=/dev/null
-    (source "$(bash "$ROOT/scripts/credentials.sh")" && printf '%s' "${!1}")
-}
+# credential NAME: one value of .run/credentials.env. The components get only the connections' own user and password.
+# shellcheck source-path=SCRIPTDIR source=lib/credentials.sh
+source "$ROOT/scripts/lib/credentials.sh"
 
 # Creates (or resets) Redis user $1 with password $2, limited to the keys of the topologies in the DAGs folder
 # (`txdag acl redis`; their sources read-write, as the demo seeds them with it), as the Redis admin user.

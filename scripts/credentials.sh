@@ -6,6 +6,7 @@
 #   TXDAG_REDIS_USER/PASSWORD         Redis user of the topologies (Airflow's redis_default): only their keys and
 #                                     the commands txdag sends (`txdag acl redis`)
 #   TXDAG_ZK_USER/PASSWORD            ZooKeeper digest credentials (zookeeper_default's login/password)
+#   TXDAG_KAFKA_USER/PASSWORD         the SASL/PLAIN user of the Kafka broker's SASL listener (scripts/kafka.sh)
 #
 #   bash scripts/credentials.sh       create the file if missing and print its path
 #
@@ -32,10 +33,15 @@ export TXDAG_REDIS_USER=txdag
 export TXDAG_REDIS_PASSWORD=$(random_password)
 export TXDAG_ZK_USER=txdag
 export TXDAG_ZK_PASSWORD=$(random_password)
+export TXDAG_KAFKA_USER=txdag
+export TXDAG_KAFKA_PASSWORD=$(random_password)
 CREDENTIALS
     chmod 600 "$tmp"
     mv -n "$tmp" "$FILE"
     rm -f "$tmp"
+fi
+if ! grep -q '^export TXDAG_KAFKA_PASSWORD=' "$FILE"; then # a file from before the Kafka user: given one
+    printf 'export TXDAG_KAFKA_USER=txdag\nexport TXDAG_KAFKA_PASSWORD=%s\n' "$(random_password)" >>"$FILE"
 fi
 chmod 600 "$FILE"
 printf '%s\n' "$FILE"

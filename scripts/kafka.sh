@@ -11,10 +11,13 @@
 #   bash scripts/kafka.sh status         one line; exit 0 only when the broker answers
 #   bash scripts/kafka.sh wipe [--check] delete the stopped broker's data (every topic and record); --check deletes
 #                                        nothing, and exits 1 when a wipe would be refused
-#   bash scripts/kafka.sh env            print the export line for its address (TXDAG_KAFKA_BOOTSTRAP)
+#   bash scripts/kafka.sh env            print the export lines for its addresses (TXDAG_KAFKA_BOOTSTRAP, and
+#                                        TXDAG_KAFKA_SASL_BOOTSTRAP for the SASL listener)
 #
 # Environment: TXDAG_KAFKA_PORT (default 9391), TXDAG_KAFKA_CONTROLLER_PORT (KRaft's controller listener, default
-# the port + 1), TXDAG_KAFKA_JVMFLAGS (default -Xmx512m).
+# the port + 1), TXDAG_KAFKA_SASL_PORT (a second client listener, SASL_PLAINTEXT with the PLAIN mechanism and the
+# user TXDAG_KAFKA_USER/PASSWORD of .run/credentials.env, for connections that log in; default the port + 2),
+# TXDAG_KAFKA_JVMFLAGS (default -Xmx512m).
 # Jars: .run/jars/kafka/ (Apache Kafka 4.4.0's server, scripts/kafka/broker.pom.xml) and .run/jars/spark-kafka/
 # (spark-sql-kafka-0-10 at PySpark's version and what it needs beyond PySpark's own jars, for Spark's spark.jars;
 # scripts/kafka/spark-kafka.pom.xml). Each folder holds a copy of the pom it was fetched with; a changed pom is
@@ -23,7 +26,9 @@
 # kafka.log, kafka.pid, and the data in data/ (the topics' logs and KRaft's metadata log), which a stop and a start
 # (or a crash) keep; only `wipe` deletes it. Durability: the broker fsyncs a partition's log before it acknowledges
 # a write (log.flush.interval.messages=1), as Redis and ZooKeeper do here. Topics are created explicitly (no
-# auto-creation: a misspelt topic is an error, not a new empty topic). No authentication: loopback only.
+# auto-creation: a misspelt topic is an error, not a new empty topic). Loopback only; the first listener takes no
+# authentication, the SASL one takes the user of .run/credentials.env (server.properties holds its password: mode
+# 600). No authorizer: a user who logs in may do everything.
 set -euo pipefail
 if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then # the comment above, before anything runs or is created
     sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"
@@ -50,11 +55,17 @@ die() {
 
 # shellcheck source-path=SCRIPTDIR source=lib/process.sh
 source "$ROOT/scripts/lib/process.sh"
+# shellcheck source-path=SCRIPTDIR source=lib/credentials.sh
+source "$ROOT/scripts/lib/credentials.sh"
 
 check_port "$PORT"
 CONTROLLER_PORT="${TXDAG_KAFKA_CONTROLLER_PORT:-$((PORT + 1))}"
 check_port "$CONTROLLER_PORT"
-[[ "$PORT" != "$CONTROLLER_PORT" ]] || die "TXDAG_KAFKA_PORT and TXDAG_KAFKA_CONTROLLER_PORT are both $PORT"
+SASL_PORT="${TXDAG_KAFKA_SASL_PORT:-$((PORT + 2))}"
+check_port "$SASL_PORT"
+[[ "$(printf '%s\n' "$PORT" "$CONTROLLER_PORT" "$SASL_PORT" | sort -u | wc -l)" == 3 ]] ||
+    die "TXDAG_KAFKA_PORT, TXDAG_KAFKA_CONTROLLER_PORT and TXDAG_KAFKA_SASL_PORT must differ" \
+        "($PORT, $CONTROLLER_PORT, $SASL_PORT)"
 
 # --- jars ---------------------------------------------------------------------------------------------------
 
@@ -117,15 +128,24 @@ kafka_pid() { live_pid "$PID_FILE" "$MAIN_CLASS $DIR/server.properties"; }
 
 # The config is written afresh at each start; the data folder is never emptied but by 'wipe'.
 write_config() {
+    local user password
+    user="$(credential TXDAG_KAFKA_USER)"
+    password="$(credential TXDAG_KAFKA_PASSWORD)"
+    [[ "$user" =~ ^[A-Za-z0-9_.-]+$ && "$password" =~ ^[A-Za-z0-9_.-]+$ ]] ||
+        die "TXDAG_KAFKA_USER/PASSWORD of .run/credentials.env must be letters, digits, '.', '_' or '-'"
     mkdir -p "$DIR/data"
+    : >"$DIR/server.properties"
+    chmod 600 "$DIR/server.properties" # it holds the SASL user's password
     cat >"$DIR/server.properties" <<EOF
 # Written by scripts/kafka.sh: a single KRaft node for txdag (broker and controller), loopback only.
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@$HOST:$CONTROLLER_PORT
-listeners=PLAINTEXT://$HOST:$PORT,CONTROLLER://$HOST:$CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://$HOST:$PORT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listeners=PLAINTEXT://$HOST:$PORT,CONTROLLER://$HOST:$CONTROLLER_PORT,SASL_PLAINTEXT://$HOST:$SASL_PORT
+advertised.listeners=PLAINTEXT://$HOST:$PORT,SASL_PLAINTEXT://$HOST:$SASL_PORT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT
+sasl.enabled.mechanisms=PLAIN
+listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$user="$password";
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 log.dirs=$DIR/data
@@ -170,10 +190,10 @@ start() {
         # Started by us a moment ago and still coming up.
         say "Kafka     $HOST:$PORT starting (pid $pid): waiting"
     else
-        for port in "$PORT" "$CONTROLLER_PORT"; do
+        for port in "$PORT" "$CONTROLLER_PORT" "$SASL_PORT"; do
             ! port_open "$port" ||
-                die "port $port answers, but not as a Kafka broker; free it or set TXDAG_KAFKA_PORT and" \
-                    "TXDAG_KAFKA_CONTROLLER_PORT"
+                die "port $port answers, but not as a Kafka broker; free it or set TXDAG_KAFKA_PORT," \
+                    "TXDAG_KAFKA_CONTROLLER_PORT and TXDAG_KAFKA_SASL_PORT"
         done
         check_java
         compgen -G "$JARS/kafka_2.13-*.jar" >/dev/null ||
@@ -258,6 +278,7 @@ wipe)
     [[ -z "${2:-}" || "${2:-}" == --check ]] || usage
     wipe "${2:-}"
     ;;
-env) printf 'export TXDAG_KAFKA_BOOTSTRAP=%s:%s\n' "$HOST" "$PORT" ;;
+env) printf 'export TXDAG_KAFKA_BOOTSTRAP=%s:%s\nexport TXDAG_KAFKA_SASL_BOOTSTRAP=%s:%s\n' "$HOST" "$PORT" "$HOST" \
+    "$SASL_PORT" ;;
 *) usage ;;
 esac

@@ -13,7 +13,7 @@
 #   bash scripts/services.sh env                      print the export lines for the three addresses
 #
 # Environment: TXDAG_REDIS_PORT (default 6391), TXDAG_ZK_PORT (default 2191), and scripts/kafka.sh's
-# TXDAG_KAFKA_PORT (default 9391) and TXDAG_KAFKA_CONTROLLER_PORT.
+# TXDAG_KAFKA_PORT (default 9391), TXDAG_KAFKA_CONTROLLER_PORT and TXDAG_KAFKA_SASL_PORT.
 # State lives in .run/redis-<port>/, .run/zk-<port>/ and .run/kafka-<port>/ at the repository root: config, logs
 # and pid files, and the data in their data/ folders, which a stop and a start (or a crash) keep; only `wipe`
 # deletes them.

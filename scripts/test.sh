@@ -38,6 +38,7 @@ export TXDAG_TEST_REDIS_URL="redis://$TXDAG_REDIS_ADMIN_USER:$TXDAG_REDIS_ADMIN_
 export TXDAG_TEST_ZK_HOSTS="127.0.0.1:${TXDAG_ZK_PORT:-2191}"
 export TXDAG_TEST_ZK_AUTH="$TXDAG_ZK_USER:$TXDAG_ZK_PASSWORD"
 export TXDAG_TEST_KAFKA_BOOTSTRAP="127.0.0.1:${TXDAG_KAFKA_PORT:-9391}"
+export TXDAG_TEST_KAFKA_SASL_BOOTSTRAP="127.0.0.1:${TXDAG_KAFKA_SASL_PORT:-$((${TXDAG_KAFKA_PORT:-9391} + 2))}"
 
 # An argument that names a test path (tests/unit, tests/x.py::test_y, ...) runs pytest on just that, once.
 for arg in "$@"; do

@@ -3,7 +3,8 @@
 ``scripts/test.sh`` exports ``TXDAG_TEST_REDIS_URL`` (the Redis admin user of ``.run/credentials.env``) and
 ``TXDAG_TEST_ZK_AUTH`` (``user:password``, the digest every test's ZooKeeper client authenticates with, so the
 znodes the tests create carry digest ACLs). Run by hand, pytest reads ``.run/credentials.env`` itself. The Kafka
-broker (``TXDAG_TEST_KAFKA_BOOTSTRAP``, ``host:port``) takes no credentials: it listens on loopback only.
+broker (``TXDAG_TEST_KAFKA_BOOTSTRAP``, ``host:port``) takes no credentials on its first listener; its SASL
+listener (``TXDAG_TEST_KAFKA_SASL_BOOTSTRAP``, default the port + 2) takes the PLAIN user TXDAG_KAFKA_USER/PASSWORD.
 """
 
 from __future__ import annotations
@@ -44,6 +45,12 @@ REDIS_URL = os.environ.get("TXDAG_TEST_REDIS_URL") or _default_redis_url()
 ZK_HOSTS = os.environ.get("TXDAG_TEST_ZK_HOSTS") or f"127.0.0.1:{os.environ.get('TXDAG_ZK_PORT', '2191')}"
 KAFKA_BOOTSTRAP = (os.environ.get("TXDAG_TEST_KAFKA_BOOTSTRAP")
                    or f"127.0.0.1:{os.environ.get('TXDAG_KAFKA_PORT', '9391')}")
+KAFKA_SASL_BOOTSTRAP = (os.environ.get("TXDAG_TEST_KAFKA_SASL_BOOTSTRAP")
+                        or f"127.0.0.1:{int(KAFKA_BOOTSTRAP.rsplit(':', 1)[1]) + 2}")
+# a Kafka connection's extra that logs in, as the Kafka provider's connections spell it (librdkafka's names)
+KAFKA_SASL_CONFIG = {"bootstrap.servers": KAFKA_SASL_BOOTSTRAP, "security.protocol": "SASL_PLAINTEXT",
+                     "sasl.mechanism": "PLAIN", "sasl.username": _CRED.get("TXDAG_KAFKA_USER", ""),
+                     "sasl.password": _CRED.get("TXDAG_KAFKA_PASSWORD", "")}
 _zk = os.environ.get("TXDAG_TEST_ZK_AUTH") or f"{_CRED.get('TXDAG_ZK_USER', 'txdag-test')}:" + _CRED.get(
     "TXDAG_ZK_PASSWORD", "txdag-test-digest"
 )

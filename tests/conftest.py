@@ -20,7 +20,16 @@ from typing import Any
 
 import pytest
 import redis
-from access import KAFKA_BOOTSTRAP, REDIS_URL, ZK_AUTH, ZK_HOSTS, kazoo_auth, redis_config_of, safe_url
+from access import (
+    KAFKA_BOOTSTRAP,
+    KAFKA_SASL_CONFIG,
+    REDIS_URL,
+    ZK_AUTH,
+    ZK_HOSTS,
+    kazoo_auth,
+    redis_config_of,
+    safe_url,
+)
 
 TESTS = Path(__file__).resolve().parent
 HOW_TO_START = "start them with `bash scripts/services.sh start` (or run the README's test command)"
@@ -135,6 +144,26 @@ def kafka_bootstrap() -> str:
     except KafkaException as exc:
         pytest.fail(f"Kafka is not reachable at {KAFKA_BOOTSTRAP} ({exc}); {HOW_TO_START}", pytrace=False)
     return KAFKA_BOOTSTRAP
+
+
+@pytest.fixture(scope="session")
+def kafka_sasl_config(kafka_bootstrap: str) -> dict[str, str]:
+    """A client configuration that logs in to the test broker's SASL listener (PLAIN, .run/credentials.env's
+    TXDAG_KAFKA_USER), once that listener answers."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    if not KAFKA_SASL_CONFIG["sasl.password"]:
+        pytest.fail("no TXDAG_KAFKA_PASSWORD in .run/credentials.env: run bash scripts/credentials.sh, then restart "
+                    "the broker (bash scripts/services.sh stop kafka; bash scripts/services.sh start kafka)",
+                    pytrace=False)
+    try:
+        AdminClient(KAFKA_SASL_CONFIG).list_topics(timeout=10)
+    except KafkaException as exc:
+        pytest.fail(f"Kafka's SASL listener does not answer at {KAFKA_SASL_CONFIG['bootstrap.servers']} ({exc}): "
+                    "a broker started before scripts/kafka.sh had it? restart it (bash scripts/services.sh stop "
+                    "kafka; bash scripts/services.sh start kafka)", pytrace=False)
+    return dict(KAFKA_SASL_CONFIG)
 
 
 class RedisServer:

@@ -47,9 +47,13 @@ def register_secret(secret: str | None) -> None:
             _installed.add(name)
 
 
+SECRET_SETTINGS = ("password", "secret", "jaas", "oauthbearer.config", "key.pem", "keystore.key", "token")
+
+
 def register_config_secrets(config: dict[str, object]) -> None:
     """Mask the values of a client configuration's secret settings (Kafka's ``sasl.password``,
-    ``ssl.key.password``, ...: every key naming a password or a secret)."""
+    ``ssl.key.password``, ``sasl.jaas.config``, ``sasl.oauthbearer.client.secret``, ...: every key naming one of
+    SECRET_SETTINGS)."""
     for key, value in config.items():
-        if "password" in key or "secret" in key:
+        if any(word in key for word in SECRET_SETTINGS):
             register_secret(str(value))

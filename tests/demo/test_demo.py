@@ -23,8 +23,8 @@ from txdag.spouts.samples import sample_tweets
 
 REPO = Path(__file__).resolve().parents[2]
 PORTS = {"TXDAG_REDIS_PORT": "6396", "TXDAG_ZK_PORT": "2196", "TXDAG_KAFKA_PORT": "9396",
-         "TXDAG_KAFKA_CONTROLLER_PORT": "9397", "TXDAG_PG_PORT": "5496", "TXDAG_AIRFLOW_PORT": "8796",
-         "TXDAG_SPARK_CONNECT_PORT": "15096"}
+         "TXDAG_KAFKA_CONTROLLER_PORT": "9397", "TXDAG_KAFKA_SASL_PORT": "9398", "TXDAG_PG_PORT": "5496",
+         "TXDAG_AIRFLOW_PORT": "8796", "TXDAG_SPARK_CONNECT_PORT": "15096"}
 TWEETS = 500
 BATCH = 100  # dags/tweets_analytics.py's max_transaction_size
 DEMO_TIMEOUT = 1200

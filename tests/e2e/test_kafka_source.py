@@ -130,7 +130,8 @@ def test_a_kafka_topic_stays_exact_through_faults_while_a_producer_writes(airflo
     (its retry reads the same offsets), the broker stopped and started while txid 2's job runs, a partition added
     while txids 3 and 4 are in flight, then `txdag replay --from 1` once the topic is drained."""
     topology = "kafka_faults"
-    produce(KAFKA_BOOTSTRAP, topic, [(i % 2, f"w{i % 5} w{i % 3}") for i in range(40)])
+    # 120 records a partition, 60 a txid: txids 1 and 2 both have a batch however fast their runs coordinate
+    produce(KAFKA_BOOTSTRAP, topic, [(i % 2, f"w{i % 5} w{i % 3}") for i in range(240)])
     airflow.add_dag_file(f"{topology}.py", dag_file(topology, "submit", topic, max_per_partition=60))
     airflow.api.wait_dag_parsed(topology, timeout=120)
     airflow.api.unpause(topology)

@@ -6,8 +6,8 @@ partition's log before it acknowledges), what ``wipe`` deletes (the data, never 
 older services.sh started without an append-only file, whose data ``stop`` and ``restart-redis`` keep as well.
 
 They run on a Redis, a ZooKeeper and a Kafka broker of each test's own, on free ports (TXDAG_REDIS_PORT,
-TXDAG_ZK_PORT, TXDAG_KAFKA_PORT, TXDAG_KAFKA_CONTROLLER_PORT), never on the servers the other tests use; their
-.run/redis-<port>/, .run/zk-<port>/ and .run/kafka-<port>/ are removed at the end.
+TXDAG_ZK_PORT, TXDAG_KAFKA_PORT, TXDAG_KAFKA_CONTROLLER_PORT, TXDAG_KAFKA_SASL_PORT), never on the servers the
+other tests use; their .run/redis-<port>/, .run/zk-<port>/ and .run/kafka-<port>/ are removed at the end.
 """
 
 from __future__ import annotations
@@ -49,13 +49,15 @@ class Services:
     zk_port: int
     kafka_port: int
     kafka_controller_port: int
+    kafka_sasl_port: int
     env: dict[str, str] = field(init=False)
     admin: redis.Redis = field(init=False)
 
     def __post_init__(self) -> None:
         self.env = {**os.environ, "TXDAG_REDIS_PORT": str(self.redis_port), "TXDAG_ZK_PORT": str(self.zk_port),
                     "TXDAG_KAFKA_PORT": str(self.kafka_port),
-                    "TXDAG_KAFKA_CONTROLLER_PORT": str(self.kafka_controller_port)}
+                    "TXDAG_KAFKA_CONTROLLER_PORT": str(self.kafka_controller_port),
+                    "TXDAG_KAFKA_SASL_PORT": str(self.kafka_sasl_port)}
         self.admin = redis.Redis.from_url(REDIS_URL.rsplit("@", 1)[0] + f"@127.0.0.1:{self.redis_port}/0",
                                           socket_timeout=10, decode_responses=True)
 
@@ -114,7 +116,7 @@ def services() -> Iterator[Services]:
     if shutil.which("redis-server") is None or not Path("/usr/share/zookeeper/bin/zkServer.sh").exists():
         pytest.fail("redis-server and ZooKeeper are needed: run `bash scripts/setup.sh`", pytrace=False)
     ports: set[int] = set()
-    while len(ports) < 4:
+    while len(ports) < 5:
         ports.add(free_port())
     svc = Services(*ports)
     try:
@@ -157,6 +159,8 @@ def test_start_status_restart_redis_stop_and_what_a_stop_a_start_and_a_crash_kee
     assert f"Kafka     127.0.0.1:{services.kafka_port} up (started here, pid" in status.stdout
     assert "without its append-only file" not in status.stdout
     assert f"TXDAG_KAFKA_BOOTSTRAP=127.0.0.1:{services.kafka_port}" in services.ok("env")
+    assert f"TXDAG_KAFKA_SASL_BOOTSTRAP=127.0.0.1:{services.kafka_sasl_port}" in services.ok("env")
+    assert (services.kafka_dir / "server.properties").stat().st_mode & 0o777 == 0o600  # the SASL user's password
 
     admin, port = services.admin, services.redis_port
     assert admin.config_get("appendonly")["appendonly"] == "yes"

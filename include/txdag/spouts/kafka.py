@@ -42,6 +42,12 @@ CONSUMER_ONLY = frozenset({"group.id", "auto.offset.reset", "enable.auto.commit"
                            "value.deserializer", "interceptor.classes"})
 TIMEOUT = 10.0  # seconds for one answer of the broker: a broker that is down is reported after it
 PartitionMeta = dict[str, Any]
+# librdkafka's settings (the Kafka provider's connections) that Spark's Kafka source, a Java client, spells otherwise
+LIBRDKAFKA_ONLY = frozenset({"sasl.username", "sasl.password", "sasl.mechanisms", "ssl.ca.location",
+                             "ssl.certificate.location", "ssl.key.location", "enable.ssl.certificate.verification"})
+JAAS_MODULES = {"PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+                "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+                "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule"}
 
 
 @dataclass(frozen=True)
@@ -99,6 +105,54 @@ def check_metadata(metadata: Any, topic: str) -> dict[str, PartitionMeta]:
     return parts
 
 
+def java_client_config(config: dict[str, Any], where: str) -> dict[str, str]:
+    """The Java client's settings (Spark's Kafka source takes them as ``kafka.*`` options) for a librdkafka
+    configuration (a Kafka connection's extra, as the Kafka provider's hooks use it). Settings both clients know
+    pass as they are; SASL's ``sasl.username``/``sasl.password`` become ``sasl.jaas.config`` (PLAIN, SCRAM);
+    ``ssl.ca.location`` becomes a PEM trust store, ``ssl.certificate.location`` with ``ssl.key.location`` (a PKCS#8
+    key) a PEM key store. Java's own names given in the extra win. ``where`` names the connection in errors."""
+    java = {k: str(v) for k, v in config.items() if k not in CONSUMER_ONLY and k not in LIBRDKAFKA_ONLY}
+    if config.get("security.protocol"):
+        java["security.protocol"] = str(config["security.protocol"]).upper()
+    mechanism = str(config.get("sasl.mechanism") or config.get("sasl.mechanisms") or "").upper()
+    if mechanism:
+        java["sasl.mechanism"] = mechanism
+    if "sasl.username" in config and "sasl.jaas.config" not in config:
+        module = JAAS_MODULES.get(mechanism or "PLAIN")
+        if module is None:
+            raise ConfigError(f"{where}: Spark's Kafka source cannot log in with sasl.mechanism {mechanism} from "
+                              "sasl.username/sasl.password: give the extra a sasl.jaas.config for it")
+        java["sasl.jaas.config"] = (f'{module} required username="{_jaas_quoted(config["sasl.username"])}" '
+                                    f'password="{_jaas_quoted(config.get("sasl.password", ""))}";')
+    if str(config.get("enable.ssl.certificate.verification", "true")).lower() == "false":
+        raise ConfigError(f"{where}: Spark's Kafka source cannot turn the broker's certificate verification off "
+                          "(enable.ssl.certificate.verification false): give the broker's CA in ssl.ca.location")
+    if config.get("ssl.endpoint.identification.algorithm") == "none":
+        java["ssl.endpoint.identification.algorithm"] = ""
+    if config.get("ssl.ca.location") and "ssl.truststore.location" not in config:
+        java.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": str(config["ssl.ca.location"])})
+    if config.get("ssl.certificate.location") and "ssl.keystore.location" not in config:
+        if not config.get("ssl.key.location"):
+            raise ConfigError(f"{where}: ssl.certificate.location without ssl.key.location: give both")
+        java.update({"ssl.keystore.type": "PEM",
+                     "ssl.keystore.certificate.chain": _read_pem(config["ssl.certificate.location"], where),
+                     "ssl.keystore.key": _read_pem(config["ssl.key.location"], where)})
+    return java
+
+
+def _jaas_quoted(value: Any) -> str:
+    return str(value).replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _read_pem(path: Any, where: str) -> str:
+    try:
+        with open(str(path), encoding="ascii") as pem:
+            return pem.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{where}: cannot read {path} ({exc}): give a PEM file that the Spark job can read") \
+            from None
+
+
 def record_id(partition: str, offset: int) -> str:
     return f"{partition}@{offset}"
 
@@ -115,6 +169,7 @@ class KafkaSpout(TransactionalSpout):
         self._consumer: Any = None
         self._admin: Any = None
         self._topic_id: str | None = None  # the topic's id as the last listing found it
+        self._refused: str | None = None  # the broker's refusal of the connection's credentials, once seen
 
     # the coordinator side
 
@@ -257,16 +312,37 @@ class KafkaSpout(TransactionalSpout):
                     raise self._unreachable(exc, f"reading the offsets of partition {name}") from exc
                 time.sleep(0.2)
 
-    def _unreachable(self, exc: Exception, doing: str) -> SourceUnavailable:
+    def _unreachable(self, exc: Exception, doing: str) -> SourceUnavailable | ConfigError:
+        """The broker did not answer: down (replayed once it is back), or it refused the connection's credentials
+        (librdkafka tells that only to the client's error callback; a refusal is not retried for ever)."""
+        for client in (self._consumer, self._admin):
+            if client is not None:
+                client.poll(0)  # serves the error callback
+        if self._refused:
+            return self._refusal()
         return SourceUnavailable(f"topology {self.topology!r}: Kafka topic {self.topic!r} at {self.broker}: "
                                  f"{doing} failed ({exc.args[0]}); {how_to_start('kafka')}, or check the Kafka "
                                  f"connection")
+
+    def _refusal(self) -> ConfigError:
+        return ConfigError(f"topology {self.topology!r}: Kafka at {self.broker} refused the connection's credentials "
+                           f"({self._refused}): give the Kafka connection's extra the right sasl.username, "
+                           f"sasl.password and sasl.mechanism (or TLS settings)")
+
+    def _on_error(self, error: Any) -> None:
+        from confluent_kafka import KafkaError
+
+        if error.code() == KafkaError._AUTHENTICATION:
+            self._refused = error.str()
+
+    def _client_config(self) -> dict[str, Any]:
+        return {"error_cb": self._on_error, **self.config}  # a callback of the connection's own wins
 
     def _admin_client(self) -> Any:
         from confluent_kafka.admin import AdminClient
 
         if self._admin is None:
-            self._admin = AdminClient(dict(self.config))
+            self._admin = AdminClient(self._client_config())
         return self._admin
 
     def _client(self) -> Any:
@@ -275,7 +351,7 @@ class KafkaSpout(TransactionalSpout):
         from confluent_kafka import Consumer
 
         if self._consumer is None:
-            self._consumer = Consumer({**self.config, "group.id": f"txdag-{self.topology}",
+            self._consumer = Consumer({**self._client_config(), "group.id": f"txdag-{self.topology}",
                                        "enable.auto.commit": False, "auto.offset.reset": "error"})
         return self._consumer
 
@@ -291,7 +367,8 @@ class KafkaSpout(TransactionalSpout):
         ranges = {name: p for name, p in parts.items() if p["to"] > p["from"]}
         if not ranges:
             return frame
-        options = {f"kafka.{k}": str(v) for k, v in self.config.items() if k not in CONSUMER_ONLY}
+        java = java_client_config(self.config, f"topology {self.topology!r} {tx}: the Kafka connection's extra")
+        options = {f"kafka.{k}": v for k, v in java.items()}
         try:
             read = (spark.read.format("kafka").options(**options)
                     .option("assign", json.dumps({self.topic: [int(n) for n in ranges]}))
@@ -354,6 +431,8 @@ class KafkaSpout(TransactionalSpout):
                         f"{self.broker} delivered {held} of offsets {start} to {end - 1} within {6 * TIMEOUT:.0f} s; "
                         f"{how_to_start('kafka')}, or check the Kafka connection (the txid is replayed)")
                 message = consumer.poll(1.0)
+                if self._refused:
+                    raise self._refusal()
                 if message is None:
                     continue
                 error = message.error()

@@ -73,6 +73,17 @@ def test_the_job_reads_the_offset_ranges_on_the_executors_as_python_reads_them(s
         "1@15": "value is not valid UTF-8"}
 
 
+def test_the_spark_read_logs_in_with_the_connections_librdkafka_sasl_settings(spark, kafka_bootstrap,
+                                                                              kafka_sasl_config, topic, prefix):
+    """One extra serves both clients: librdkafka's sasl.username/password become the Java client's JAAS login."""
+    produce(kafka_bootstrap, topic, [(i % 2, f"v{i}") for i in range(8)])
+    metadata = {"v": 1, "topic": topic, "partitions": {"0": {"from": 1, "to": 4}, "1": {"from": 0, "to": 2}}}
+    spout = KafkaSource(topic).build(SpoutContext(prefix, kafka_configs={"kafka_default": kafka_sasl_config}))
+    rows = spout.read(spark, TransactionAttempt(1, 1), metadata).collect()
+    assert sorted((r.id, r.value) for r in rows) == [("0@1", "v2"), ("0@2", "v4"), ("0@3", "v6"), ("1@0", "v1"),
+                                                     ("1@1", "v3")]
+
+
 NO_JARS = """
 import sys
 from txdag import TransactionAttempt

@@ -22,7 +22,7 @@ from support.kafka import (
 )
 
 from txdag import TransactionAttempt
-from txdag.errors import BatchReadError, SourceUnavailable, StoreWentBackwards
+from txdag.errors import BatchReadError, ConfigError, SourceUnavailable, StoreWentBackwards
 from txdag.protocol.local import LocalTopology
 from txdag.spouts import SpoutContext, SpoutKind
 from txdag.spouts.kafka import KafkaSource
@@ -41,8 +41,8 @@ def topic(kafka_bootstrap: str, prefix: str) -> Iterator[str]:
     delete_topic(kafka_bootstrap, name)
 
 
-def spout_of(bootstrap: str, topic: str, prefix: str, **fields):
-    context = SpoutContext(prefix, kafka_configs={"kafka_default": {"bootstrap.servers": bootstrap}})
+def spout_of(bootstrap: str, topic: str, prefix: str, config: dict | None = None, **fields):
+    context = SpoutContext(prefix, kafka_configs={"kafka_default": config or {"bootstrap.servers": bootstrap}})
     return KafkaSource(topic, **fields).build(context)
 
 
@@ -163,6 +163,30 @@ def test_a_broker_that_is_not_there_is_source_unavailable_naming_it(prefix):
             spout.is_ready(None)
     finally:
         spout.close()
+
+
+def test_a_connection_that_logs_in_reads_through_sasl_and_a_wrong_password_is_a_config_error(
+        kafka_bootstrap, kafka_sasl_config, topic, prefix):
+    """The connection's extra with librdkafka's SASL settings (as the Kafka provider's hooks use them): the spout
+    plans and reads through the broker's SASL listener; refused credentials halt with the connection named, not
+    "start the broker"."""
+    produce(kafka_bootstrap, topic, [(i % 2, f"v{i}") for i in range(6)])
+    spout = spout_of("", topic, prefix, kafka_sasl_config, kind=SpoutKind.TRANSACTIONAL)
+    try:
+        metadata = spout.initialize_transaction(1, None)
+        assert metadata["partitions"] == {"0": {"from": 0, "to": 3}, "1": {"from": 0, "to": 3}}
+        assert sorted(r.value for r in spout.emit_batch(TransactionAttempt(1, 1), metadata).records) == [
+            f"v{i}" for i in range(6)]
+    finally:
+        spout.close()
+    wrong = spout_of("", topic, prefix, {**kafka_sasl_config, "sasl.password": "not-it"},
+                     kind=SpoutKind.TRANSACTIONAL)
+    try:
+        with pytest.raises(ConfigError, match=rf"topology '{prefix}': Kafka at {kafka_sasl_config['bootstrap.servers']}"
+                                              r" refused the connection's credentials .*SASL authentication"):
+            wrong.is_ready(None)
+    finally:
+        wrong.close()
 
 
 def test_a_word_count_over_kafka_through_local_topology_is_exact(kafka_bootstrap, topic, prefix, redis_client,

@@ -65,9 +65,12 @@ def test_a_kafka_connection_is_its_extra_as_the_kafka_provider_reads_it_and_its_
     from txdag.masking import mask
 
     extra = {"bootstrap.servers": "k1:9093,k2:9093", "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
-             "sasl.password": "kafka-s3cret-77"}
+             "sasl.password": "kafka-s3cret-77", "sasl.oauthbearer.client.secret": "oauth-s3cret-78",
+             "sasl.jaas.config": 'PlainLoginModule required username="u" password="jaas-s3cret-79";'}
     assert kafka_config_of(conn(None, **extra)) == extra
     assert mask("auth kafka-s3cret-77 failed") == "auth *** failed"
+    assert mask("oauth-s3cret-78 and PlainLoginModule required username=\"u\" password=\"jaas-s3cret-79\";") \
+        == "*** and ***"
     assert kafka_config_of(conn("k1,k2:9095", 9094)) == {"bootstrap.servers": "k1:9094,k2:9095"}
     with pytest.raises(ConfigError, match=r"Kafka connection 'redis_default' names no broker: give its extra "
                                           r'\{"bootstrap.servers": "host:9092"\}'):

@@ -3,12 +3,14 @@ JSON; its metadata checked before a batch is read (the broker's side: tests/inte
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from txdag import TransactionalTopology, TransactionAttempt
 from txdag.errors import ConfigError, FormatVersionError, SourceUnavailable
 from txdag.spouts import SpoutContext, SpoutKind
-from txdag.spouts.kafka import KafkaSource, KafkaSpout, check_metadata
+from txdag.spouts.kafka import KafkaSource, KafkaSpout, check_metadata, java_client_config
 from txdag.topology.definition import JobSpec, State
 
 
@@ -80,3 +82,44 @@ def test_an_opaque_plan_carries_a_down_partition_over_and_leaves_one_never_read_
         Planned({"0": None, "1": None}).initialize_transaction(2, prev)
     with pytest.raises(SourceUnavailable, match="partition 1 down"):
         Planned({"0": (0, 12), "1": None}, kind="transactional").initialize_transaction(2, prev)
+
+
+WHERE = "the Kafka connection's extra"
+
+
+def test_the_spark_read_gets_the_java_clients_names_for_a_librdkafka_connection() -> None:
+    """The connection's extra is librdkafka's configuration (the Kafka provider's); Spark's Kafka source is Java."""
+    sasl = {"bootstrap.servers": "k:9093", "security.protocol": "sasl_ssl", "sasl.mechanisms": "plain",
+            "sasl.username": "alice", "sasl.password": 'p"w\\x', "group.id": "mine", "client.id": "etl",
+            "ssl.endpoint.identification.algorithm": "none"}
+    assert java_client_config(sasl, WHERE) == {
+        "bootstrap.servers": "k:9093", "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "client.id": "etl",
+        "ssl.endpoint.identification.algorithm": "",
+        "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" '
+                            'password="p\\"w\\\\x";'}
+    scram = java_client_config({**sasl, "sasl.mechanisms": "SCRAM-SHA-512"}, WHERE)["sasl.jaas.config"]
+    assert scram.startswith("org.apache.kafka.common.security.scram.ScramLoginModule required username=\"alice\"")
+    own = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="bob" password="x";'
+    assert java_client_config({**sasl, "sasl.jaas.config": own}, WHERE)["sasl.jaas.config"] == own
+    with pytest.raises(ConfigError, match="cannot log in with sasl.mechanism GSSAPI from sasl.username/sasl.password: "
+                                          "give the extra a sasl.jaas.config"):
+        java_client_config({**sasl, "sasl.mechanisms": "GSSAPI"}, WHERE)
+
+
+def test_the_spark_read_gets_pem_stores_for_librdkafkas_tls_files(tmp_path: Path) -> None:
+    ca, cert, key = (tmp_path / n for n in ("ca.pem", "cert.pem", "key.pem"))
+    ca.write_text("-----BEGIN CERTIFICATE-----\nCA\n")
+    cert.write_text("-----BEGIN CERTIFICATE-----\nME\n")
+    key.write_text("-----BEGIN PRIVATE KEY-----\nKEY\n")
+    tls = {"bootstrap.servers": "k:9093", "security.protocol": "SSL", "ssl.ca.location": str(ca),
+           "ssl.certificate.location": str(cert), "ssl.key.location": str(key), "ssl.key.password": "kp"}
+    assert java_client_config(tls, WHERE) == {
+        "bootstrap.servers": "k:9093", "security.protocol": "SSL", "ssl.key.password": "kp",
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(ca), "ssl.keystore.type": "PEM",
+        "ssl.keystore.certificate.chain": cert.read_text(), "ssl.keystore.key": key.read_text()}
+    with pytest.raises(ConfigError, match="ssl.certificate.location without ssl.key.location: give both"):
+        java_client_config({**tls, "ssl.key.location": ""}, WHERE)
+    with pytest.raises(ConfigError, match=f"the Kafka connection's extra: cannot read {tmp_path}/gone.pem "):
+        java_client_config({**tls, "ssl.key.location": str(tmp_path / "gone.pem")}, WHERE)
+    with pytest.raises(ConfigError, match="cannot turn the broker's certificate verification off"):
+        java_client_config({**tls, "enable.ssl.certificate.verification": "false"}, WHERE)
