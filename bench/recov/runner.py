@@ -122,7 +122,7 @@ def run(args: Namespace, out: Path) -> int:
 def start(stack: Stack, chosen: list[dags.Variant], flush: bool) -> Lab:
     """Redis and ZooKeeper, empty databases, the DAG folder, the Redis user, Spark Connect (warm topologies) and
     Airflow; a Lab logged in to it."""
-    stack.start_redis_zk()
+    stack.start_services()
     for v in chosen:
         with stack.admin(v.db) as client:
             if client.dbsize() and not flush:

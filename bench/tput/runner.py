@@ -76,9 +76,7 @@ def run(args: Namespace, out: Path, settings: Callable[[Namespace, dict], dict])
     code = 0
     backlog = None
     try:
-        stack.start_redis_zk()
-        if args.kafka:
-            stack.start_kafka()
+        stack.start_services(kafka=args.kafka)
         dbs = [*(v.db for v in roles.values()), p3_db]
         prepare_dbs(stack, sorted(set(dbs)), args.flush)
         print(f"bench: generating {max(sizes.values(), default=0):,} tweets and their exact counts", flush=True)

@@ -100,16 +100,13 @@ class Stack:
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
             raise BenchError(f"bash scripts/{name} {' '.join(args)} exited {done.returncode}; log {log}:\n{tail}")
 
-    def start_redis_zk(self) -> None:
-        for service, port in (("redis", self.ports.redis), ("zk", self.ports.zk)):
+    def start_services(self, *, kafka: bool = False) -> None:
+        """Redis and ZooKeeper (and the Kafka broker) through scripts/services.sh."""
+        wanted = [("redis", self.ports.redis), ("zk", self.ports.zk), *([("kafka", self.ports.kafka)] if kafka else [])]
+        for service, port in wanted:
             if not listening(port):
                 self.started.append(service)
             self.script("services.sh", "start", service)
-
-    def start_kafka(self) -> None:
-        if not listening(self.ports.kafka):
-            self.started.append("kafka")
-        self.script("services.sh", "start", "kafka")
 
     def start_spark_connect(self) -> None:
         if not listening(self.ports.spark_connect):

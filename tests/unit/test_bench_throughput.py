@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import py_compile
+import subprocess
 import sys
 from pathlib import Path
 
@@ -356,6 +357,12 @@ def test_a_cluster_components_nodes_count_as_one():
     assert cpu.component("zookeeper #2291") == "zookeeper" and cpu.component("airflow scheduler") == "airflow scheduler"
     used = cpu.CpuMeter({"node #1": os.getpid(), "node #2": os.getpid()}).start().stop()
     assert list(used["core_seconds"]) == ["node"]
-    sampler = memory.RssSampler({"celery worker #1": os.getpid()})
-    sampler.sample()
-    assert list(sampler.stop()) == ["celery worker"]
+    # a process of its own: pytest's may have Spark's Python workers below it (a Spark test in the same process)
+    worker = subprocess.Popen(["sleep", "30"])
+    try:
+        sampler = memory.RssSampler({"celery worker #1": worker.pid})
+        sampler.sample()
+        assert list(sampler.stop()) == ["celery worker"]
+    finally:
+        worker.kill()
+        worker.wait()

@@ -80,7 +80,8 @@ class KafkaSource(Source):
 
     def build(self, context: SpoutContext) -> KafkaSpout:
         return KafkaSpout(context.kafka(self.kafka_conn_id), self.topic, kind=self.kind,
-                          max_per_partition=self.max_per_partition, topology=context.topology)
+                          max_per_partition=self.max_per_partition, topology=context.topology,
+                          conn_id=self.kafka_conn_id)
 
 
 def check_metadata(metadata: Any, topic: str) -> dict[str, PartitionMeta]:
@@ -161,8 +162,8 @@ class KafkaSpout(TransactionalSpout):
     """The runtime of a KafkaSource: watermarks and partitions through one consumer that joins no group."""
 
     def __init__(self, config: dict[str, Any], topic: str, *, kind: SpoutKind = SpoutKind.OPAQUE,
-                 max_per_partition: int = 1000, topology: str = "kafka") -> None:
-        self.topic, self.kind, self.topology = topic, SpoutKind(kind), topology
+                 max_per_partition: int = 1000, topology: str = "kafka", conn_id: str = "kafka_default") -> None:
+        self.topic, self.kind, self.topology, self.conn_id = topic, SpoutKind(kind), topology, conn_id
         self.max_per_partition = max_per_partition
         self.config = dict(config)
         self.broker = str(self.config.get("bootstrap.servers", "?"))
@@ -325,8 +326,8 @@ class KafkaSpout(TransactionalSpout):
                                  f"connection")
 
     def _refusal(self) -> ConfigError:
-        return ConfigError(f"topology {self.topology!r}: Kafka at {self.broker} refused the connection's credentials "
-                           f"({self._refused}): give the Kafka connection's extra the right sasl.username, "
+        return ConfigError(f"topology {self.topology!r}: Kafka at {self.broker} refused the credentials of the Kafka "
+                           f"connection {self.conn_id!r} ({self._refused}): give its extra the right sasl.username, "
                            f"sasl.password and sasl.mechanism (or TLS settings)")
 
     def _on_error(self, error: Any) -> None:
@@ -367,7 +368,8 @@ class KafkaSpout(TransactionalSpout):
         ranges = {name: p for name, p in parts.items() if p["to"] > p["from"]}
         if not ranges:
             return frame
-        java = java_client_config(self.config, f"topology {self.topology!r} {tx}: the Kafka connection's extra")
+        java = java_client_config(self.config, f"topology {self.topology!r} {tx}: the extra of Kafka connection "
+                                               f"{self.conn_id!r}")
         options = {f"kafka.{k}": v for k, v in java.items()}
         try:
             read = (spark.read.format("kafka").options(**options)

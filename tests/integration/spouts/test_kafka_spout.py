@@ -182,8 +182,10 @@ def test_a_connection_that_logs_in_reads_through_sasl_and_a_wrong_password_is_a_
     wrong = spout_of("", topic, prefix, {**kafka_sasl_config, "sasl.password": "not-it"},
                      kind=SpoutKind.TRANSACTIONAL)
     try:
-        with pytest.raises(ConfigError, match=rf"topology '{prefix}': Kafka at {kafka_sasl_config['bootstrap.servers']}"
-                                              r" refused the connection's credentials .*SASL authentication"):
+        refused = (rf"topology '{prefix}': Kafka at {kafka_sasl_config['bootstrap.servers']} refused the credentials "
+                   r"of the Kafka connection 'kafka_default' .*SASL authentication.*: give its extra the right "
+                   r"sasl.username")
+        with pytest.raises(ConfigError, match=refused):
             wrong.is_ready(None)
     finally:
         wrong.close()
