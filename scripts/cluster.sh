@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The distributed deployment on one machine, loopback only (issue 17): a three-node ZooKeeper ensemble, a Redis
-# Cluster of three masters with a replica each, a Spark standalone master with two one-core workers, and Airflow
-# with the CeleryExecutor and two Celery workers. Beside the single-node set-up (scripts/services.sh,
+# Cluster of three masters with a replica each, a Spark standalone master with two one-core workers, a Kafka broker,
+# and Airflow with the CeleryExecutor and two Celery workers. Beside the single-node set-up (scripts/services.sh,
 # scripts/spark-connect.sh, scripts/airflow.sh), on ports of its own.
 #
-#   bash scripts/cluster.sh start [zk|redis|spark|airflow]...  start them (default: all); a node that is down is
+#   bash scripts/cluster.sh start [zk|redis|spark|kafka|airflow]...  start them (default: all); a node that is down is
 #                                                       started again, one that answers is kept; waits until each serves
-#   bash scripts/cluster.sh stop [zk|redis|spark|airflow]...   stop what this script started (never anything else);
+#   bash scripts/cluster.sh stop [zk|redis|spark|kafka|airflow]...   stop what this script started (never anything else);
 #                                                       data stays
 #   bash scripts/cluster.sh status                      one line per node (role, resident memory); exit 0 only when
 #                                                       every node answers
@@ -18,7 +18,8 @@
 # Environment: TXDAG_CLUSTER_ZK_PORT (first of 3 client ports, default 2291; quorum 2891+, election 3891+),
 # TXDAG_CLUSTER_REDIS_PORT (first of 6, default 7301; cluster bus = port + 10000; the single Redis of the sources
 # and the Celery broker = port + 90), TXDAG_CLUSTER_SPARK_PORT (the master, default 7377; workers 7378+, web UIs
-# 8377+), TXDAG_CLUSTER_WORKER_MEMORY (default 1g), TXDAG_CLUSTER_AIRFLOW_PORT (API server and UI, default 8891),
+# 8377+), TXDAG_CLUSTER_WORKER_MEMORY (default 1g), TXDAG_CLUSTER_KAFKA_PORT (the broker, default 9491; its
+# controller +1, its SASL listener +2), TXDAG_CLUSTER_AIRFLOW_PORT (API server and UI, default 8891),
 # TXDAG_CLUSTER_PG_PORT (PostgreSQL: Airflow's metadata and Celery's results, default 5591),
 # TXDAG_CLUSTER_DAGS_FOLDER (default dags_cluster/: the demo's topologies on the cluster's connections).
 # Airflow (scripts/airflow.sh with AIRFLOW_HOME .run/cluster/airflow-<port>): the CeleryExecutor, its broker the
@@ -26,8 +27,11 @@
 # PostgreSQL database; two workers (`airflow celery worker`, 2 task slots each, no log server), each in its own
 # session. The connections: redis_default (the single Redis: the sources), redis_cluster (the Redis Cluster: the
 # states), zookeeper_default (the ensemble), spark_cluster (spark-submit to the standalone master); both Redis as
-# the topologies' user, limited to their keys (`txdag acl redis`). The Spark executors run a Python without txdag
-# (.run/cluster/executor-python): the job ships it (`txdag pyfiles`, TXDAG_CLUSTER_SPARK_CONF).
+# the topologies' user, limited to their keys (`txdag acl redis`); kafka_default (the broker). The Spark executors
+# run a Python without txdag (.run/cluster/executor-python): the job ships it (`txdag pyfiles`,
+# TXDAG_CLUSTER_SPARK_CONF), with Spark's Kafka source in spark.jars (as scripts/spark-connect.sh's server has it).
+# Kafka: scripts/kafka.sh on this cluster's ports (data in .run/kafka-<port>/, as the single Redis's is in
+# .run/redis-<port>/).
 # State lives in .run/cluster/ at the repository root: one folder per node, named by its port (config, log, pid
 # file, data).
 # Redis: the same durability and access control as scripts/services.sh (append-only file fsynced before a reply,
@@ -45,6 +49,7 @@ HOST=127.0.0.1
 ZK_BASE="${TXDAG_CLUSTER_ZK_PORT:-2291}"
 REDIS_BASE="${TXDAG_CLUSTER_REDIS_PORT:-7301}"
 SPARK_PORT="${TXDAG_CLUSTER_SPARK_PORT:-7377}"
+KAFKA_PORT="${TXDAG_CLUSTER_KAFKA_PORT:-9491}"
 WORKER_MEMORY="${TXDAG_CLUSTER_WORKER_MEMORY:-1g}"
 AIRFLOW_PORT="${TXDAG_CLUSTER_AIRFLOW_PORT:-8891}"
 PG_PORT="${TXDAG_CLUSTER_PG_PORT:-5591}"
@@ -66,7 +71,7 @@ die() {
     exit 1
 }
 
-for port in "$ZK_BASE" "$REDIS_BASE" "$SPARK_PORT" "$AIRFLOW_PORT" "$PG_PORT"; do
+for port in "$ZK_BASE" "$REDIS_BASE" "$SPARK_PORT" "$KAFKA_PORT" "$AIRFLOW_PORT" "$PG_PORT"; do
     if ! [[ "$port" =~ ^[0-9]+$ ]] || ((port < 1 || port + 1000 > 65535)); then
         die "not a usable port number: '$port'"
     fi
@@ -399,6 +404,16 @@ stop_spark() {
     done
 }
 
+# --- Kafka ----------------------------------------------------------------------------------------------------
+
+# scripts/kafka.sh on this cluster's ports (the SASL listener too: TXDAG_KAFKA_* of the caller would move them).
+kafka() {
+    TXDAG_KAFKA_PORT="$KAFKA_PORT" TXDAG_KAFKA_CONTROLLER_PORT=$((KAFKA_PORT + 1)) \
+        TXDAG_KAFKA_SASL_PORT=$((KAFKA_PORT + 2)) bash "$ROOT/scripts/kafka.sh" "$@" | sed 's/^kafka: /cluster: /'
+}
+start_kafka() { kafka start; }
+stop_kafka() { kafka stop; }
+
 # --- Airflow with the CeleryExecutor ------------------------------------------------------------------------
 
 AIRFLOW_HOME_DIR="$DIR/airflow-$AIRFLOW_PORT"
@@ -462,13 +477,19 @@ executor_python() {
     printf '%s\n' "$DIR/executor-python/arrow-only" >"$site/arrow-only.pth"
 }
 
-# What the cluster's topologies add to spark-submit: the zip, the executors' Python, and a share of the cluster
-# small enough that two txids are processed at once (one core and 512 MiB of a worker each).
+# What the cluster's topologies add to spark-submit: the zip, the executors' Python, Spark's Kafka source (the
+# set-up's jars, when it fetched them), and a share of the cluster small enough that two txids are processed at
+# once (one core and 512 MiB of a worker each).
 spark_conf() {
+    local jars=()
+    shopt -s nullglob
+    jars=("$ROOT"/.run/jars/spark-kafka/*.jar)
+    shopt -u nullglob
     "$ROOT/.venv/bin/txdag" pyfiles "$PYFILES_ZIP" --python "$EXECUTOR_PYTHON" --json |
         "$ROOT/.venv/bin/python" -c 'import json, sys
 conf = json.load(sys.stdin)["spark_conf"]
-print(json.dumps({**conf, "spark.cores.max": "1", "spark.executor.memory": "512m"}))'
+jars = {"spark.jars": ",".join(sys.argv[1:])} if sys.argv[1:] else {}
+print(json.dumps({**conf, **jars, "spark.cores.max": "1", "spark.executor.memory": "512m"}))' "${jars[@]}"
 }
 
 worker_pid() { live_pid "$CELERY_DIR/worker$1.pid" 'celery worker'; }
@@ -506,20 +527,22 @@ start_airflow() {
     cluster_redis_user
     executor_python
     conf="$(spark_conf)" || die "txdag pyfiles failed (above: why)"
-    local broker results spark zk cluster_conn
+    local broker results spark zk cluster_conn kafka_conn
     broker="redis://celery:$(secret broker.password)@$HOST:$SINGLE_REDIS_PORT/0"
     results="db+$(postgres url celery_results celery)"
     spark="{\"conn_type\": \"spark\", \"host\": \"spark://$HOST\", \"port\": $SPARK_PORT, \"extra\": {\"deploy-mode\": \"client\"}}"
     zk="{\"conn_type\": \"zookeeper\", \"host\": \"$(zk_hosts)\", \"login\": \"$TXDAG_ZK_USER\", \"password\": \"$TXDAG_ZK_PASSWORD\"}"
     cluster_conn="{\"conn_type\": \"redis\", \"host\": \"$(redis_nodes)\", \"login\": \"$TXDAG_REDIS_USER\",
         \"password\": \"$TXDAG_REDIS_PASSWORD\", \"extra\": {\"cluster\": true}}"
+    kafka_conn="{\"conn_type\": \"kafka\", \"extra\": {\"bootstrap.servers\": \"$HOST:$KAFKA_PORT\"}}"
     AIRFLOW__CORE__EXECUTOR=CeleryExecutor AIRFLOW__CELERY__BROKER_URL="$broker" \
         AIRFLOW__CELERY__RESULT_BACKEND="$results" AIRFLOW__CELERY__WORKER_CONCURRENCY=2 \
         AIRFLOW__CELERY_BROKER_TRANSPORT_OPTIONS__GLOBAL_KEYPREFIX="$CELERY_PREFIX" \
         AIRFLOW__CELERY_BROKER_TRANSPORT_OPTIONS__VISIBILITY_TIMEOUT=86400 \
         AIRFLOW__CELERY__EXTRA_CELERY_CONFIG='{"result_extended": true}' \
         AIRFLOW_CONN_ZOOKEEPER_DEFAULT="$zk" AIRFLOW_CONN_REDIS_CLUSTER="$cluster_conn" \
-        AIRFLOW_CONN_SPARK_CLUSTER="$spark" TXDAG_CLUSTER_SPARK_CONF="$conf" airflow_sh start >&2 ||
+        AIRFLOW_CONN_KAFKA_DEFAULT="$kafka_conn" AIRFLOW_CONN_SPARK_CLUSTER="$spark" \
+        TXDAG_CLUSTER_SPARK_CONF="$conf" airflow_sh start >&2 ||
         die "Airflow did not start (above: why)"
     for n in "${CELERY_WORKERS[@]}"; do
         start_celery_worker "$n" && started+=("worker-$n")
@@ -580,6 +603,7 @@ status() {
         fi
     done
     say "Spark master counts $(alive_workers) live worker(s)"
+    kafka status || rc=1
     if [[ -d "$AIRFLOW_HOME_DIR" ]]; then
         for n in "${CELERY_WORKERS[@]}"; do
             if pid="$(worker_pid "$n")"; then
@@ -599,6 +623,7 @@ print_env() {
     printf 'export TXDAG_CLUSTER_REDIS_NODES=%s\n' "$(redis_nodes)"
     printf 'export TXDAG_CLUSTER_SPARK_MASTER=%s\n' "$(master_url)"
     printf 'export TXDAG_CLUSTER_SINGLE_REDIS=%s\n' "$HOST:$SINGLE_REDIS_PORT"
+    printf 'export TXDAG_CLUSTER_KAFKA_BOOTSTRAP=%s\n' "$HOST:$KAFKA_PORT"
     printf 'export TXDAG_CLUSTER_AIRFLOW_URL=%s\n' "http://$HOST:$AIRFLOW_PORT"
     printf 'export TXDAG_CLUSTER_AIRFLOW_HOME=%s\n' "$AIRFLOW_HOME_DIR"
 }
@@ -611,8 +636,10 @@ wipe() {
         ! spark_pid "$name" >/dev/null || die "Spark $name runs: stop the cluster first"
     done
     for n in "${CELERY_WORKERS[@]}"; do ! worker_pid "$n" >/dev/null || die "Celery worker $n runs: stop the cluster first"; done
+    kafka wipe --check 2>/dev/null || die "Kafka $HOST:$KAFKA_PORT runs: stop the cluster first"
     ! port_open "$AIRFLOW_PORT" || die "Airflow answers on $HOST:$AIRFLOW_PORT: stop the cluster first"
     single_redis wipe redis >/dev/null
+    kafka wipe >/dev/null
     ! port_open "$PG_PORT" || die "PostgreSQL answers on $HOST:$PG_PORT: stop the cluster first"
     rm -rf "$AIRFLOW_HOME_DIR" "$ROOT/.run/pg-$PG_PORT" "$PYFILES_ZIP"
     for n in "${ZK_NODES[@]}"; do rm -rf "$(zk_dir "$n")"; done
@@ -622,13 +649,13 @@ wipe() {
     say "deleted the data of the nodes on these ports under $DIR"
 }
 
-# The components named on the command line (all three when none), checked here: a mistake stops before anything.
+# The components named on the command line (all of them when none), checked here: a mistake stops before anything.
 COMPONENTS=()
 set_components() {
     local c
-    (($# > 0)) || set -- zk redis spark airflow
+    (($# > 0)) || set -- zk redis spark kafka airflow
     for c in "$@"; do
-        [[ "$c" =~ ^(zk|redis|spark|airflow)$ ]] || die "unknown component '$c' (zk, redis, spark or airflow)"
+        [[ "$c" =~ ^(zk|redis|spark|kafka|airflow)$ ]] || die "unknown component '$c' (zk, redis, spark, kafka or airflow)"
     done
     COMPONENTS=("$@")
 }
@@ -649,5 +676,5 @@ stop)
 status) status ;;
 env) print_env ;;
 wipe) wipe ;;
-*) die "usage: bash scripts/cluster.sh start|stop [zk|redis|spark|airflow]... | status | env | wipe (--help for more)" ;;
+*) die "usage: bash scripts/cluster.sh start|stop [zk|redis|spark|kafka|airflow]... | status | env | wipe (--help for more)" ;;
 esac

@@ -10,7 +10,6 @@ and the test prints what each kill cost: the time from the kill to the next comm
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -24,19 +23,17 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import redis
 from access import ZK_AUTH
-from support.loopback import PORTS, RUN, ZK_PORTS, admin, cluster, node_pid, user_shell, zk_mode
+from support.commits import check_commits
+from support.loopback import AIRFLOW_HOME, PORTS, RUN, ZK_PORTS, admin, cluster, node_pid, user_shell, zk_mode
 
 from txdag.airflow.api import AirflowAPI, unique_run_id
 from txdag.analytics.tweets import MARKER_KEY, tweet_partials
-from txdag.redisio import client_from_url
 from txdag.spouts.samples import sample_sentences, sample_tweets
 from txdag.state.keys import JoinedKeyCodec
 from txdag.zk.client import close_zk, connect_zk
-from txdag.zk.records import TxStatus
 from txdag.zk.store import TransactionStore
 
-HOME = RUN / f"airflow-{PORTS['TXDAG_CLUSTER_AIRFLOW_PORT']}"
-CELERY = HOME / "celery"
+CELERY = AIRFLOW_HOME / "celery"
 DAGS = ("tweets_analytics", "word_count")
 STREAMS = ("sentences:0", "sentences:1")
 KILL_TIMEOUT = 600  # seconds a kill waits for its moment (a process or a commit task running)
@@ -52,28 +49,16 @@ class Kill:
 
 
 @pytest.fixture(scope="module")
-def api(addresses: dict[str, str]) -> AirflowAPI:
-    password = json.loads((HOME / "simple_auth_manager_passwords.json").read_text())["admin"]
-    client = AirflowAPI(addresses["TXDAG_CLUSTER_AIRFLOW_URL"], "admin", password)
+def api(cluster_api: AirflowAPI) -> AirflowAPI:
     for dag in DAGS:
-        client.wait_dag_parsed(dag, timeout=180)
-    return client
+        cluster_api.wait_dag_parsed(dag, timeout=180)
+    return cluster_api
 
 
 @pytest.fixture(scope="module")
 def single(addresses: dict[str, str]) -> Iterator[redis.Redis]:
     host, port = addresses["TXDAG_CLUSTER_SINGLE_REDIS"].split(":")
     client = redis.Redis(host=host, port=int(port), **admin())  # bytes: the spouts decode each value themselves
-    yield client
-    client.close()
-
-
-@pytest.fixture(scope="module")
-def states(addresses: dict[str, str]) -> Iterator[redis.Redis]:
-    first, *others = addresses["TXDAG_CLUSTER_REDIS_NODES"].split(",")
-    login = admin()
-    client = client_from_url(f"redis://{login['username']}:{login['password']}@{first}/0?cluster=true&nodes="
-                             f"{','.join(others)}", decode_responses=True)
     yield client
     client.close()
 
@@ -247,7 +232,7 @@ def test_exactly_once_on_the_cluster_while_parts_of_it_are_killed(addresses, api
 
     client = connect_zk(addresses["TXDAG_CLUSTER_ZK_HOSTS"], auth=ZK_AUTH)
     try:  # first: a txid still in flight would show below as counts short by its batch
-        done = {dag: commit_times(TransactionStore(client, dag)) for dag in DAGS}
+        done = {dag: check_commits(TransactionStore(client, dag)) for dag in DAGS}
     finally:
         close_zk(client)
     truth = tweet_partials(tweets)
@@ -286,20 +271,6 @@ def test_exactly_once_on_the_cluster_while_parts_of_it_are_killed(addresses, api
 
 def counts(client: redis.Redis, key: str) -> dict[str, int]:
     return {str(k): int(v) for k, v in client.hgetall(key).items()}
-
-
-def commit_times(store: TransactionStore) -> list[datetime]:
-    """When each txid was first committed; every txid up to the last one committed, in txid order."""
-    topology, _ = store.read_topology()
-    last = topology.committed_txid
-    assert topology.last_txid == last, f"{store.topology}: txids in flight after the drain"
-    records = {t: r for t, (r, _) in store.read_txids(range(1, last + 1)).items()}
-    assert sorted(records) == list(range(1, last + 1)), f"{store.topology}: a txid has no record: a gap"
-    assert all(r.status is TxStatus.COMMITTED for r in records.values())
-    at = [datetime.fromisoformat(min(h.at for h in records[t].history if h.status is TxStatus.COMMITTED))
-          for t in sorted(records)]
-    assert at == sorted(at) and len(set(at)) == len(at), f"{store.topology}: commits out of txid order: {at}"
-    return at
 
 
 def redis_pid(port: int) -> int:

@@ -52,7 +52,8 @@ def test_the_script_says_what_it_runs_and_the_env_names_every_node(addresses):
     refused = run("wipe")  # a running cluster's data is never deleted
     assert refused.returncode == 1 and "stop the cluster first" in refused.stderr, refused
     typo = run("start", "zookeeper")
-    assert typo.returncode == 1 and "unknown component 'zookeeper' (zk, redis, spark or airflow)" in typo.stderr, typo
+    assert typo.returncode == 1, typo
+    assert "unknown component 'zookeeper' (zk, redis, spark, kafka or airflow)" in typo.stderr, typo
 
 
 def test_the_zookeeper_ensemble_keeps_every_write_when_its_leader_is_killed(addresses):

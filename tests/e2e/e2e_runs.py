@@ -16,8 +16,6 @@ from pathlib import Path
 from conftest import REPO, AirflowInstance
 
 from txdag.airflow.api import unique_run_id
-from txdag.zk.records import TxStatus
-from txdag.zk.store import TransactionStore
 
 RUN_TIMEOUT = 600
 
@@ -56,18 +54,6 @@ def trigger_until_drained(airflow: AirflowInstance, dag_id: str, at_once: int) -
         coordinates = [airflow.api.task_instance(dag_id, run, "coordinate")["state"] for run in batch]
         if "skipped" in coordinates or len(triggered) > 20:
             return triggered
-
-
-def check_commits(store: TransactionStore, expected_last: int) -> dict[int, object]:
-    """Committed up to the last txid, every txid COMMITTED, first commits in strictly increasing txid order."""
-    topo, _ = store.read_topology()
-    assert (topo.last_txid, topo.committed_txid) == (expected_last, expected_last)
-    records = {t: r for t, (r, _) in store.read_txids(range(1, expected_last + 1)).items()}
-    assert sorted(records) == list(range(1, expected_last + 1)), "a txid has no record: a gap"
-    assert all(r.status is TxStatus.COMMITTED for r in records.values())
-    committed_at = [min(h.at for h in records[t].history if h.status is TxStatus.COMMITTED) for t in sorted(records)]
-    assert committed_at == sorted(committed_at) and len(set(committed_at)) == len(committed_at), committed_at
-    return records
 
 
 def process_intervals(airflow: AirflowInstance, dag_id: str, runs: list[str]) -> list[tuple[str, datetime, datetime]]:

@@ -20,7 +20,6 @@ from access import KAFKA_BOOTSTRAP
 from conftest import REPO, AirflowInstance
 from e2e_runs import (
     Writer,
-    check_commits,
     kill_spark_driver,
     run_of_txid,
     trigger_until_drained,
@@ -28,6 +27,7 @@ from e2e_runs import (
     wait_runs,
     wait_spark_driver,
 )
+from support.commits import check_commits
 from support.kafka import (
     add_partitions,
     create_topic,
@@ -128,7 +128,8 @@ def test_a_kafka_topic_stays_exact_through_faults_while_a_producer_writes(airflo
                                                                           topic: str) -> None:
     """spark-submit mode, two txids in flight, a plain producer writing all along: txid 1's Spark driver killed
     (its retry reads the same offsets), the broker stopped and started while txid 2's job runs, a partition added
-    while txids 3 and 4 are in flight, then `txdag replay --from 1` once the topic is drained."""
+    while txids 3 and 4 are in flight; once the topic is drained, `txdag replay --from 1` while the producer writes
+    again, then the records written meanwhile drained in new txids."""
     topology = "kafka_faults"
     # 120 records a partition, 60 a txid: txids 1 and 2 both have a batch however fast their runs coordinate
     produce(KAFKA_BOOTSTRAP, topic, [(i % 2, f"w{i % 5} w{i % 3}") for i in range(240)])
@@ -136,8 +137,11 @@ def test_a_kafka_topic_stays_exact_through_faults_while_a_producer_writes(airflo
     airflow.api.wait_dag_parsed(topology, timeout=120)
     airflow.api.unpause(topology)
     partitions = [2]
-    producer = Writer(lambda i: produce(KAFKA_BOOTSTRAP, topic, [(i % partitions[0], f"w{i % 7} p{i % partitions[0]}")
-                                                                 for i in range(i * 3, i * 3 + 3)]), every=0.5)
+
+    def write(n: int) -> None:
+        produce(KAFKA_BOOTSTRAP, topic, [(i % partitions[0], f"w{i % 7} p{i % partitions[0]}")
+                                         for i in range(n * 3, n * 3 + 3)])
+    producer = Writer(write, every=0.5)
     producer.start()
 
     def trigger_two() -> list[str]:
@@ -166,9 +170,20 @@ def test_a_kafka_topic_stays_exact_through_faults_while_a_producer_writes(airflo
     print(f"\nproducer: {written * 3} records while txids ran; broker away {away:.1f} s; txids 1..{last} committed, "
           f"attempts {[records[t].attempt for t in sorted(records)]}")
 
+    producer = Writer(write, every=0.5)  # writing again while every txid is replayed
+    producer.start()
     out = txdag_replay(airflow, topology, 1)  # every txid again, from the metadata ZooKeeper keeps
     assert f"txid {last}: clearing run" in out, out
     wait_runs(airflow, topology, [run_of_txid(records, t) for t in records])
-    check_commits(store, last)
-    assert {t: store.read_txid(t)[0].metadata for t in records} == {t: r.metadata for t, r in records.items()}
+    replayed = check_commits(store, last)  # the replayed runs took no new records: each re-emitted its own txid
+    assert all(replayed[t].attempt > records[t].attempt for t in records), "a cleared run did not run again"
+    assert {t: r.metadata for t, r in replayed.items()} == {t: r.metadata for t, r in records.items()}
     assert {k.decode(): int(v) for k, v in state.hgetall(f"{topology}:words").items()} == counted
+    written = producer.stop()
+    assert written > 0, "the producer wrote nothing while the replay ran"
+    trigger_until_drained(airflow, topology, at_once=2)  # what it wrote meanwhile, in new txids
+    after = store.read_topology()[0].committed_txid
+    assert after > last
+    check_commits(store, after)
+    assert {k.decode(): int(v) for k, v in state.hgetall(f"{topology}:words").items()} == topic_counts(topic, 3)
+    print(f"replay: {written * 3} records written meanwhile, then txids {last + 1}..{after}")

@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 import redis
 from conftest import REPO, AirflowInstance
-from e2e_runs import RUN_TIMEOUT, check_commits, txdag_replay, wait_runs
+from e2e_runs import RUN_TIMEOUT, txdag_replay, wait_runs
+from support.commits import check_commits
 
 from txdag.airflow.api import unique_run_id
 from txdag.analytics.tweets import tweet_partials

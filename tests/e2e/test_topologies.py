@@ -23,7 +23,6 @@ from conftest import REPO, AirflowInstance
 from e2e_data import running_sum_truth
 from e2e_runs import (
     RUN_TIMEOUT,
-    check_commits,
     kill_spark_driver,
     overlapped,
     process_intervals,
@@ -33,6 +32,7 @@ from e2e_runs import (
     txdag_replay,
     wait_runs,
 )
+from support.commits import check_commits
 
 from txdag.airflow.api import unique_run_id
 from txdag.commit.newvalues import values_key

@@ -16,13 +16,13 @@ import redis
 from conftest import REPO, AirflowInstance
 from e2e_runs import (
     Writer,
-    check_commits,
     kill_spark_driver,
     run_of_txid,
     trigger_until_drained,
     txdag_replay,
     wait_runs,
 )
+from support.commits import check_commits
 
 from txdag.airflow.api import unique_run_id
 
@@ -130,6 +130,7 @@ def test_a_users_spout_stays_exact_through_faults_while_files_land(airflow: Airf
     out = txdag_replay(airflow, topology, 1)
     assert f"txid {last}: clearing run" in out, out
     wait_runs(airflow, topology, [run_of_txid(records, t) for t in records])
-    check_commits(store, last)
-    assert {t: store.read_txid(t)[0].metadata for t in records} == {t: r.metadata for t, r in records.items()}
+    replayed = check_commits(store, last)
+    assert all(replayed[t].attempt > records[t].attempt for t in records), "a cleared run did not run again"
+    assert {t: r.metadata for t, r in replayed.items()} == {t: r.metadata for t, r in records.items()}
     assert counts(state, f"{topology}:words") == truth

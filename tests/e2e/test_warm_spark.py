@@ -13,7 +13,8 @@ from datetime import UTC, datetime, timedelta
 import redis
 from conftest import REPO, AirflowInstance
 from e2e_data import WARM_FAULT, running_sum_truth, word_counts
-from e2e_runs import check_commits, overlapped, process_intervals, trigger_until_drained
+from e2e_runs import overlapped, process_intervals, trigger_until_drained
+from support.commits import check_commits
 
 from txdag.analytics.tweets import tweet_partials
 from txdag.spouts import StreamPartition, append_entries, append_tweets
