@@ -287,7 +287,7 @@ class KafkaSpout(TransactionalSpout):
             (described,) = self._admin_client().describe_topics(TopicCollection([self.topic]),
                                                       request_timeout=TIMEOUT).values()
             self._topic_id = str(described.result(timeout=TIMEOUT).topic_id)
-        except KafkaException as exc:
+        except (KafkaException, TimeoutError) as exc:  # TimeoutError: no answer at all (down, or refused)
             raise self._unreachable(exc, "describing it") from exc
         was = prev.get("topic_id") if prev is not None else None
         if was is not None and was != self._topic_id:
@@ -321,9 +321,9 @@ class KafkaSpout(TransactionalSpout):
                 client.poll(0)  # serves the error callback
         if self._refused:
             return self._refusal()
+        why = exc.args[0] if exc.args else f"no answer within {TIMEOUT:.0f} s"
         return SourceUnavailable(f"topology {self.topology!r}: Kafka topic {self.topic!r} at {self.broker}: "
-                                 f"{doing} failed ({exc.args[0]}); {how_to_start('kafka')}, or check the Kafka "
-                                 f"connection")
+                                 f"{doing} failed ({why}); {how_to_start('kafka')}, or check the Kafka connection")
 
     def _refusal(self) -> ConfigError:
         return ConfigError(f"topology {self.topology!r}: Kafka at {self.broker} refused the credentials of the Kafka "

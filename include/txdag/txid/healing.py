@@ -66,6 +66,12 @@ TABLE: dict[str, tuple[bool, str]] = {
     "LeaderNotAvailableException": (TRANSIENT, "a Kafka partition had no leader"),
     "NetworkException": (TRANSIENT, "the Kafka broker was unreachable"),
     "DisconnectException": (TRANSIENT, "the Kafka broker closed the connection"),
+    # ... and refusing the Kafka connection's settings (they come wrapped by Spark: found in the wrapper's text)
+    "SaslAuthenticationException": (RECURS, "Kafka refused the Kafka connection's credentials (SASL): give its "
+                                            "extra the right sasl.username, sasl.password and sasl.mechanism"),
+    "SslAuthenticationException": (RECURS, "the TLS handshake with Kafka failed: check the Kafka connection's ssl.* "
+                                           "settings"),
+    "TopicAuthorizationException": (RECURS, "Kafka refused the Kafka connection's user access to the topic (ACL)"),
     # Spark Connect (the server down or restarting)
     "SparkConnectGrpcException": (TRANSIENT, "the Spark Connect server was unreachable"),
     "RetriesExceeded": (TRANSIENT, "the Spark Connect server did not answer"),
@@ -75,8 +81,12 @@ TABLE: dict[str, tuple[bool, str]] = {
 }
 KILLED = Verdict(TRANSIENT, "the task's process or its Spark driver was killed, or its heartbeat was lost")
 USER_ERROR = "the task raised {name}: it will raise again on the same batch"
-# Spark's wrappers of an error raised on an executor or by the server: the cause is named in their text
-WRAPPERS = frozenset({"PythonException", "Py4JJavaError", "SparkException"})
+# Spark's wrappers of an error raised on an executor or by the server (a Connect server's too): the cause is named
+# in their text, a refusal of Kafka's before any transient error (a refusal is certain; a timeout may follow it)
+WRAPPERS = frozenset({"PythonException", "Py4JJavaError", "SparkException", "SparkConnectGrpcException",
+                      "UnknownException"})
+REFUSALS = ("SaslAuthenticationException", "SslAuthenticationException", "TopicAuthorizationException")
+_REFUSAL = re.compile(r"\b(" + "|".join(REFUSALS) + r")\b")
 _TRANSIENT_NAME = re.compile(r"\b(" + "|".join(n for n, (t, _) in TABLE.items() if t) + r")\b")
 
 
@@ -89,6 +99,8 @@ def classify(exc: BaseException | None) -> Verdict:
         job_error = exc.job_error
         return KILLED if job_error is None else classify_name(job_error, getattr(exc, "job_detail", ""))
     for cls in type(exc).__mro__:
+        if cls.__name__ in WRAPPERS:  # a Spark error raised in this process (Spark Connect): by what it carries
+            return classify_name(cls.__name__, str(exc))
         if cls.__name__ in TABLE:
             return Verdict(*TABLE[cls.__name__])
     return Verdict(RECURS, USER_ERROR.format(name=type(exc).__name__))
@@ -96,8 +108,9 @@ def classify(exc: BaseException | None) -> Verdict:
 
 def classify_name(name: str, detail: str = "") -> Verdict:
     """The verdict on an exception known by its class name (a Spark job's, from its last line); for Spark's
-    wrappers, by the first transient error that ``detail`` (their text, the job's output) names."""
-    found = _TRANSIENT_NAME.search(detail) if name in WRAPPERS else None
+    wrappers, by a refusal of Kafka's, else the first transient error, that ``detail`` (their text, the job's
+    output) names."""
+    found = (_REFUSAL.search(detail) or _TRANSIENT_NAME.search(detail)) if name in WRAPPERS else None
     if found is not None:
         return Verdict(*TABLE[found.group(1)])
     if name in TABLE:

@@ -4,6 +4,7 @@ that is not text, a range the retention deleted) recorded by the job, not droppe
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -17,10 +18,12 @@ from support.kafka import create_topic, delete_records, delete_topic, partitions
 from txdag import TransactionAttempt
 from txdag.commit.rejections import read_rejections
 from txdag.commit.staging import Staging
+from txdag.errors import ConfigError
 from txdag.spark.runner import run_job
 from txdag.spouts import SpoutContext
-from txdag.spouts.kafka import KafkaSource
+from txdag.spouts.kafka import KafkaSource, java_client_config
 from txdag.topology.definition import JobSpec, State
+from txdag.txid.healing import classify_name
 
 pytestmark = pytest.mark.integration
 
@@ -82,6 +85,21 @@ def test_the_spark_read_logs_in_with_the_connections_librdkafka_sasl_settings(sp
     rows = spout.read(spark, TransactionAttempt(1, 1), metadata).collect()
     assert sorted((r.id, r.value) for r in rows) == [("0@1", "v2"), ("0@2", "v4"), ("0@3", "v6"), ("1@0", "v1"),
                                                      ("1@1", "v3")]
+    # A password the broker refuses: the read halts (ConfigError, not replayed), naming the connection.
+    wrong = {**kafka_sasl_config, "sasl.password": "not-the-password"}
+    spout = KafkaSource(topic).build(SpoutContext(prefix, kafka_configs={"kafka_default": wrong}))
+    with pytest.raises(ConfigError, match="refused the credentials of the Kafka connection 'kafka_default'"):
+        spout.read(spark, TransactionAttempt(1, 1), metadata)
+    # Java's client refusing a login that librdkafka's passed (settings translated wrongly, or changed meanwhile):
+    # the job's error will recur, and the table says why.
+    options = {f"kafka.{k}": v for k, v in java_client_config(wrong, "test").items()}
+    with pytest.raises(Exception) as refused:
+        (spark.read.format("kafka").options(**options).option("assign", json.dumps({topic: [0]}))
+         .option("startingOffsets", json.dumps({topic: {"0": 0}}))
+         .option("endingOffsets", json.dumps({topic: {"0": 2}}))
+         .load().collect())
+    verdict = classify_name(type(refused.value).__name__, str(refused.value))
+    assert not verdict.transient and "sasl.password" in verdict.because, (verdict, str(refused.value)[:2000])
 
 
 NO_JARS = """

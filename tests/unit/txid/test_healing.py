@@ -80,6 +80,28 @@ def test_spark_wrappers_are_classified_by_the_transient_error_they_carry() -> No
     assert classify_name("SparkConnectGrpcException", "").transient  # the Connect server itself is unreachable
 
 
+SASL_REFUSED = ("An error occurred while calling o52.load.\n: java.util.concurrent.ExecutionException: "
+                "org.apache.kafka.common.errors.SaslAuthenticationException: Authentication failed: Invalid username "
+                "or password\n\tat org.apache.kafka.common.internals.KafkaFutureImpl.wait(KafkaFutureImpl.java:165)")
+
+
+@pytest.mark.parametrize("wrapper", ["Py4JJavaError", "SparkException", "UnknownException"])
+def test_kafka_refusing_the_connection_in_a_spark_read_will_recur_and_says_so(wrapper) -> None:
+    verdict = classify_name(wrapper, SASL_REFUSED)
+    assert verdict == classify(named("SaslAuthenticationException")) and not verdict.transient
+    assert "sasl.username" in verdict.because
+    timed_out_after = SASL_REFUSED + "\norg.apache.kafka.common.errors.TimeoutException: listing offsets"
+    assert not classify_name(wrapper, timed_out_after).transient  # the refusal is the cause, not the timeout
+
+
+def test_a_spark_connect_error_raised_in_the_task_is_classified_by_what_it_carries() -> None:
+    grpc = named("SparkConnectGrpcException")
+    python_error = type("PythonException", (type(grpc),), {})("Traceback ...\nKeyError: 'user'")
+    assert not classify(python_error).transient  # the server answered: the user's code raised
+    assert classify(type("PythonException", (type(grpc),), {})("redis.exceptions.ConnectionError: x")).transient
+    assert classify(grpc).transient  # the server itself did not answer
+
+
 def test_error_name_is_the_class_at_the_start_of_a_job_error_and_none_otherwise() -> None:
     assert error_name("BatchReadError: key '506' missing") == "BatchReadError"
     assert error_name("spark-submit failed before the job could say why: see the log") is None
