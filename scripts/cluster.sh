@@ -4,16 +4,17 @@
 # and Airflow with the CeleryExecutor and two Celery workers. Beside the single-node set-up (scripts/services.sh,
 # scripts/spark-connect.sh, scripts/airflow.sh), on ports of its own.
 #
-#   bash scripts/cluster.sh start [zk|redis|spark|kafka|airflow]...  start them (default: all); a node that is down is
-#                                                       started again, one that answers is kept; waits until each serves
-#   bash scripts/cluster.sh stop [zk|redis|spark|kafka|airflow]...   stop what this script started (never anything else);
-#                                                       data stays
-#   bash scripts/cluster.sh status                      one line per node (role, resident memory); exit 0 only when
-#                                                       every node answers
-#   bash scripts/cluster.sh env                         the export lines of the addresses (hosts strings, master URL,
-#                                                       Airflow's URL and home)
-#   bash scripts/cluster.sh wipe                        delete the stopped cluster's data (znodes, keys, Spark's work,
-#                                                       Airflow's database and logs)
+#   bash scripts/cluster.sh start [zk|redis|spark|kafka|airflow]...
+#                                       start them (default: all); a node that is down is started again, one that
+#                                       answers is kept; waits until each serves
+#   bash scripts/cluster.sh stop [zk|redis|spark|kafka|airflow]...
+#                                       stop what this script started (never anything else); data stays
+#   bash scripts/cluster.sh status      one line per node (role and resident memory where it has them); exit 0 only
+#                                       when every node answers
+#   bash scripts/cluster.sh env         the export lines of the addresses (hosts strings, master URL, the single
+#                                       Redis, the Kafka bootstrap, Airflow's URL and home)
+#   bash scripts/cluster.sh wipe        delete the stopped cluster's data (znodes, keys, Spark's work, Kafka's topics,
+#                                       Airflow's database and logs)
 #
 # Environment: TXDAG_CLUSTER_ZK_PORT (first of 3 client ports, default 2291; quorum 2891+, election 3891+),
 # TXDAG_CLUSTER_REDIS_PORT (first of 6, default 7301; cluster bus = port + 10000; the single Redis of the sources
@@ -411,7 +412,13 @@ kafka() {
     TXDAG_KAFKA_PORT="$KAFKA_PORT" TXDAG_KAFKA_CONTROLLER_PORT=$((KAFKA_PORT + 1)) \
         TXDAG_KAFKA_SASL_PORT=$((KAFKA_PORT + 2)) bash "$ROOT/scripts/kafka.sh" "$@" | sed 's/^kafka: /cluster: /'
 }
-start_kafka() { kafka start; }
+start_kafka() {
+    local p
+    if ! kafka status >/dev/null; then # else kafka.sh would name its own variables, which this script sets
+        for p in "$KAFKA_PORT" $((KAFKA_PORT + 1)) $((KAFKA_PORT + 2)); do port_free_or_die "$p" "Kafka"; done
+    fi
+    kafka start
+}
 stop_kafka() { kafka stop; }
 
 # --- Airflow with the CeleryExecutor ------------------------------------------------------------------------
@@ -485,6 +492,8 @@ spark_conf() {
     shopt -s nullglob
     jars=("$ROOT"/.run/jars/spark-kafka/*.jar)
     shopt -u nullglob
+    ((${#jars[@]})) || say "no Spark Kafka source jars in .run/jars/spark-kafka: topologies over Kafka cannot read" \
+        "(bash scripts/kafka.sh fetch, then bash scripts/cluster.sh stop airflow; bash scripts/cluster.sh start)" >&2
     "$ROOT/.venv/bin/txdag" pyfiles "$PYFILES_ZIP" --python "$EXECUTOR_PYTHON" --json |
         "$ROOT/.venv/bin/python" -c 'import json, sys
 conf = json.load(sys.stdin)["spark_conf"]
@@ -636,11 +645,11 @@ wipe() {
         ! spark_pid "$name" >/dev/null || die "Spark $name runs: stop the cluster first"
     done
     for n in "${CELERY_WORKERS[@]}"; do ! worker_pid "$n" >/dev/null || die "Celery worker $n runs: stop the cluster first"; done
-    kafka wipe --check 2>/dev/null || die "Kafka $HOST:$KAFKA_PORT runs: stop the cluster first"
+    kafka wipe --check >/dev/null 2>&1 || die "Kafka on $HOST:$KAFKA_PORT runs: stop the cluster first"
     ! port_open "$AIRFLOW_PORT" || die "Airflow answers on $HOST:$AIRFLOW_PORT: stop the cluster first"
+    ! port_open "$PG_PORT" || die "PostgreSQL answers on $HOST:$PG_PORT: stop the cluster first"
     single_redis wipe redis >/dev/null
     kafka wipe >/dev/null
-    ! port_open "$PG_PORT" || die "PostgreSQL answers on $HOST:$PG_PORT: stop the cluster first"
     rm -rf "$AIRFLOW_HOME_DIR" "$ROOT/.run/pg-$PG_PORT" "$PYFILES_ZIP"
     for n in "${ZK_NODES[@]}"; do rm -rf "$(zk_dir "$n")"; done
     for p in "${REDIS_PORTS[@]}"; do rm -rf "$(redis_dir "$p")"; done

@@ -23,8 +23,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import redis
 from access import ZK_AUTH
-from support.commits import check_commits
 from support.loopback import AIRFLOW_HOME, PORTS, RUN, ZK_PORTS, admin, cluster, node_pid, user_shell, zk_mode
+from support.runs import check_commits, counts
 
 from txdag.airflow.api import AirflowAPI, unique_run_id
 from txdag.analytics.tweets import MARKER_KEY, tweet_partials
@@ -267,10 +267,6 @@ def test_exactly_once_on_the_cluster_while_parts_of_it_are_killed(addresses, api
                     print(f"{dag} {run} {ti['task_id']}: {tries}")
     print(f"txids committed: {({dag: len(t) for dag, t in done.items()})}; tasks retried: {retried}; runs still "
           f"in flight after a run found the source drained, for (s): {driver.waited}")
-
-
-def counts(client: redis.Redis, key: str) -> dict[str, int]:
-    return {str(k): int(v) for k, v in client.hgetall(key).items()}
 
 
 def redis_pid(port: int) -> int:

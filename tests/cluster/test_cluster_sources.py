@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from datetime import UTC, datetime, timedelta
 
-import redis
 from access import ZK_AUTH
-from support.commits import check_commits
 from support.kafka import create_topic, group_offsets, partitions_of, produce, read_range, watermarks
 from support.loopback import LANDING, TOPIC, USER_TOPOLOGIES
+from support.runs import check_commits, counts, drain
 
-from txdag.airflow.api import AirflowAPI, unique_run_id
 from txdag.zk.client import close_zk, connect_zk
 from txdag.zk.store import TransactionStore
 
@@ -36,32 +33,10 @@ def land(name: str, text: str) -> None:
     hidden.rename(LANDING / name)
 
 
-def drain(api: AirflowAPI, dags: list[str]) -> dict[str, list[str]]:
-    """Two runs of each DAG at a time (past logical dates) until a run of each finds its source drained (its
-    coordinate skipped); returns the runs, which all succeeded."""
-    runs: dict[str, list[str]] = {dag: [] for dag in dags}
-    base, left = datetime.now(UTC) - timedelta(minutes=5), set(dags)
-    while left:
-        batch = {dag: [api.trigger(dag, logical_date=base + timedelta(seconds=len(runs[dag]) + i),
-                                   run_id=unique_run_id(dag)) for i in range(2)] for dag in sorted(left)}
-        for dag, ids in batch.items():
-            runs[dag] += ids
-            states = {run: api.wait_run(dag, run, timeout=RUN_TIMEOUT) for run in ids}
-            assert set(states.values()) == {"success"}, f"{dag}: {states}"
-            if any(api.task_instance(dag, run, "coordinate")["state"] == "skipped" for run in ids):
-                left.discard(dag)
-            assert len(runs[dag]) <= 12, f"{dag}: still emitting after {len(runs[dag])} runs"
-    return runs
-
-
-def counts(client: redis.Redis, key: str) -> dict[str, int]:
-    return {str(k): int(v) for k, v in client.hgetall(key).items()}
-
-
 def test_a_users_spout_and_a_kafka_topic_are_exactly_once_on_the_cluster(addresses, cluster_api, states) -> None:
     bootstrap = addresses["TXDAG_CLUSTER_KAFKA_BOOTSTRAP"]
     create_topic(bootstrap, TOPIC, 2)
-    partitions_of(bootstrap, TOPIC, 2)
+    assert partitions_of(bootstrap, TOPIC, 2) == [0, 1]
     produce(bootstrap, TOPIC, RECORDS)
     for name, text in FILES.items():
         land(name, text)
@@ -69,7 +44,7 @@ def test_a_users_spout_and_a_kafka_topic_are_exactly_once_on_the_cluster(address
         cluster_api.wait_dag_parsed(dag, timeout=180)
 
     started = time.monotonic()
-    runs = drain(cluster_api, list(USER_TOPOLOGIES))
+    runs = drain(cluster_api, list(USER_TOPOLOGIES), at_once=2, timeout=RUN_TIMEOUT)
     print(f"drained in {time.monotonic() - started:.0f} s: runs {({dag: len(r) for dag, r in runs.items()})}")
 
     client = connect_zk(addresses["TXDAG_CLUSTER_ZK_HOSTS"], auth=ZK_AUTH)

@@ -41,10 +41,12 @@ def test_the_script_says_what_it_runs_and_the_env_names_every_node(addresses):
     assert addresses["TXDAG_CLUSTER_ZK_HOSTS"] == ",".join(f"127.0.0.1:{p}" for p in ZK_PORTS)
     assert addresses["TXDAG_CLUSTER_REDIS_NODES"] == ",".join(f"127.0.0.1:{p}" for p in REDIS_PORTS)
     assert addresses["TXDAG_CLUSTER_SPARK_MASTER"] == "spark://127.0.0.1:7477"
+    assert addresses["TXDAG_CLUSTER_KAFKA_BOOTSTRAP"] == "127.0.0.1:9591"
     status = cluster("status")
     assert sorted(zk_mode(p) for p in ZK_PORTS) == ["follower", "follower", "leader"], status
     assert status.count("master, cluster ok") == 3 and status.count("slave, cluster ok") == 3, status
     assert "counts 2 live worker(s)" in status, status
+    assert "Kafka     127.0.0.1:9591 up (started here" in status, status
     assert "Celery worker 1  pid" in status and "Celery worker 2  pid" in status, status
     assert "scheduler healthy triggerer healthy dag_processor healthy" in status, status
     again = cluster("start")  # everything answers: nothing is started twice

@@ -10,12 +10,11 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 from conftest import REPO, AirflowInstance
-
-from txdag.airflow.api import unique_run_id
+from support.runs import drain
 
 RUN_TIMEOUT = 600
 
@@ -43,17 +42,8 @@ def settle(airflow: AirflowInstance, dag_id: str) -> list[dict]:
 
 
 def trigger_until_drained(airflow: AirflowInstance, dag_id: str, at_once: int) -> list[str]:
-    """Trigger ``at_once`` runs at a time (past logical dates growing with each trigger) until one is skipped."""
-    triggered: list[str] = []
-    base = datetime.now(UTC) - timedelta(minutes=5)
-    while True:
-        batch = [airflow.api.trigger(dag_id, logical_date=base + timedelta(seconds=len(triggered) + i),
-                                     run_id=unique_run_id(dag_id)) for i in range(at_once)]
-        triggered += batch
-        wait_runs(airflow, dag_id, batch)
-        coordinates = [airflow.api.task_instance(dag_id, run, "coordinate")["state"] for run in batch]
-        if "skipped" in coordinates or len(triggered) > 20:
-            return triggered
+    """Trigger ``at_once`` runs at a time until one is skipped (support.runs.drain, for one DAG)."""
+    return drain(airflow.api, [dag_id], at_once, RUN_TIMEOUT)[dag_id]
 
 
 def process_intervals(airflow: AirflowInstance, dag_id: str, runs: list[str]) -> list[tuple[str, datetime, datetime]]:

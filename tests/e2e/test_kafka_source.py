@@ -27,7 +27,6 @@ from e2e_runs import (
     wait_runs,
     wait_spark_driver,
 )
-from support.commits import check_commits
 from support.kafka import (
     add_partitions,
     create_topic,
@@ -38,6 +37,7 @@ from support.kafka import (
     read_range,
     watermarks,
 )
+from support.runs import check_commits, counts
 
 from txdag.airflow.api import unique_run_id
 
@@ -101,7 +101,7 @@ def test_a_kafka_topic_is_counted_exactly_once_through_airflow(airflow: AirflowI
     assert records[4].metadata["partitions"] == {"0": {"from": 12, "to": 16}, "1": {"from": 12, "to": 16},
                                                  "2": {"from": 0, "to": 4}}
     state = redis.Redis.from_url(airflow.redis_url)
-    counted = {k.decode(): int(v) for k, v in state.hgetall(f"{topology}:words").items()}
+    counted = counts(state, f"{topology}:words")
     assert counted == topic_counts(topic, 3)
     ends = [watermarks(KAFKA_BOOTSTRAP, topic, p)[1] for p in range(3)]
     assert group_offsets(KAFKA_BOOTSTRAP, f"txdag-{topology}", topic, 3) == ends  # Kafka's tools see no lag
@@ -110,7 +110,7 @@ def test_a_kafka_topic_is_counted_exactly_once_through_airflow(airflow: AirflowI
     airflow.api.clear_run(topology, run1)  # the UI's clear of a committed run: nothing is counted twice
     assert airflow.api.wait_run(topology, run1, timeout=600) == "success"
     assert store_of(topology).read_txid(1)[0].metadata == records[1].metadata
-    assert {k.decode(): int(v) for k, v in state.hgetall(f"{topology}:words").items()} == counted
+    assert counts(state, f"{topology}:words") == counted
 
 
 def restart_broker() -> float:
@@ -165,25 +165,27 @@ def test_a_kafka_topic_stays_exact_through_faults_while_a_producer_writes(airflo
     assert records[1].attempt >= 2, "the killed driver's txid committed on its first attempt"
     assert "2" in records[last].metadata["partitions"], "the partition added mid-run was never read"
     state = redis.Redis.from_url(airflow.redis_url)
-    counted = {k.decode(): int(v) for k, v in state.hgetall(f"{topology}:words").items()}
+    counted = counts(state, f"{topology}:words")
     assert counted == topic_counts(topic, 3)
     print(f"\nproducer: {written * 3} records while txids ran; broker away {away:.1f} s; txids 1..{last} committed, "
           f"attempts {[records[t].attempt for t in sorted(records)]}")
 
     producer = Writer(write, every=0.5)  # writing again while every txid is replayed
     producer.start()
-    out = txdag_replay(airflow, topology, 1)  # every txid again, from the metadata ZooKeeper keeps
-    assert f"txid {last}: clearing run" in out, out
-    wait_runs(airflow, topology, [run_of_txid(records, t) for t in records])
+    try:
+        out = txdag_replay(airflow, topology, 1)  # every txid again, from the metadata ZooKeeper keeps
+        assert f"txid {last}: clearing run" in out, out
+        wait_runs(airflow, topology, [run_of_txid(records, t) for t in records])
+    finally:
+        written = producer.stop()
     replayed = check_commits(store, last)  # the replayed runs took no new records: each re-emitted its own txid
     assert all(replayed[t].attempt > records[t].attempt for t in records), "a cleared run did not run again"
     assert {t: r.metadata for t, r in replayed.items()} == {t: r.metadata for t, r in records.items()}
-    assert {k.decode(): int(v) for k, v in state.hgetall(f"{topology}:words").items()} == counted
-    written = producer.stop()
+    assert counts(state, f"{topology}:words") == counted
     assert written > 0, "the producer wrote nothing while the replay ran"
     trigger_until_drained(airflow, topology, at_once=2)  # what it wrote meanwhile, in new txids
     after = store.read_topology()[0].committed_txid
     assert after > last
     check_commits(store, after)
-    assert {k.decode(): int(v) for k, v in state.hgetall(f"{topology}:words").items()} == topic_counts(topic, 3)
+    assert counts(state, f"{topology}:words") == topic_counts(topic, 3)
     print(f"replay: {written * 3} records written meanwhile, then txids {last + 1}..{after}")

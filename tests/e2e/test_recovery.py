@@ -25,7 +25,7 @@ import pytest
 import redis
 from conftest import REPO, AirflowInstance
 from e2e_runs import RUN_TIMEOUT, txdag_replay, wait_runs
-from support.commits import check_commits
+from support.runs import check_commits
 
 from txdag.airflow.api import unique_run_id
 from txdag.analytics.tweets import tweet_partials

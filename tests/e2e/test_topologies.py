@@ -32,7 +32,7 @@ from e2e_runs import (
     txdag_replay,
     wait_runs,
 )
-from support.commits import check_commits
+from support.runs import check_commits
 
 from txdag.airflow.api import unique_run_id
 from txdag.commit.newvalues import values_key

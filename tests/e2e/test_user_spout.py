@@ -22,7 +22,7 @@ from e2e_runs import (
     txdag_replay,
     wait_runs,
 )
-from support.commits import check_commits
+from support.runs import check_commits, counts
 
 from txdag.airflow.api import unique_run_id
 
@@ -49,10 +49,6 @@ topology = TransactionalTopology(
 )
 dag = render(topology, dag_file=__file__)
 """
-
-
-def counts(client: redis.Redis, key: str) -> dict[str, int]:
-    return {k.decode(): int(v) for k, v in client.hgetall(key).items()}
 
 
 @pytest.mark.parametrize("topology", list(MODES))

@@ -14,7 +14,7 @@ import redis
 from conftest import REPO, AirflowInstance
 from e2e_data import WARM_FAULT, running_sum_truth, word_counts
 from e2e_runs import overlapped, process_intervals, trigger_until_drained
-from support.commits import check_commits
+from support.runs import check_commits, counts
 
 from txdag.analytics.tweets import tweet_partials
 from txdag.spouts import StreamPartition, append_entries, append_tweets
@@ -48,10 +48,6 @@ def start_dag(airflow: AirflowInstance, dag_id: str, source: str) -> None:
     airflow.add_dag_file(f"{dag_id}.py", source)
     airflow.api.wait_dag_parsed(dag_id, timeout=120)
     airflow.api.unpause(dag_id)
-
-
-def counts(client: redis.Redis, key: str) -> dict[str, int]:
-    return {k.decode(): int(v) for k, v in client.hgetall(key).items()}
 
 
 def seconds(ti: dict) -> float:

@@ -69,8 +69,6 @@ TABLE: dict[str, tuple[bool, str]] = {
     # ... and refusing the Kafka connection's settings (they come wrapped by Spark: found in the wrapper's text)
     "SaslAuthenticationException": (RECURS, "Kafka refused the Kafka connection's credentials (SASL): give its "
                                             "extra the right sasl.username, sasl.password and sasl.mechanism"),
-    "SslAuthenticationException": (RECURS, "the TLS handshake with Kafka failed: check the Kafka connection's ssl.* "
-                                           "settings"),
     "TopicAuthorizationException": (RECURS, "Kafka refused the Kafka connection's user access to the topic (ACL)"),
     # Spark Connect (the server down or restarting)
     "SparkConnectGrpcException": (TRANSIENT, "the Spark Connect server was unreachable"),
@@ -85,7 +83,8 @@ USER_ERROR = "the task raised {name}: it will raise again on the same batch"
 # in their text, a refusal of Kafka's before any transient error (a refusal is certain; a timeout may follow it)
 WRAPPERS = frozenset({"PythonException", "Py4JJavaError", "SparkException", "SparkConnectGrpcException",
                       "UnknownException"})
-REFUSALS = ("SaslAuthenticationException", "SslAuthenticationException", "TopicAuthorizationException")
+REFUSALS = tuple(n for n, (t, _) in TABLE.items() if not t and n.endswith(("AuthenticationException",
+                                                                           "AuthorizationException")))
 _REFUSAL = re.compile(r"\b(" + "|".join(REFUSALS) + r")\b")
 _TRANSIENT_NAME = re.compile(r"\b(" + "|".join(n for n, (t, _) in TABLE.items() if t) + r")\b")
 
@@ -98,9 +97,10 @@ def classify(exc: BaseException | None) -> Verdict:
     if hasattr(exc, "job_error"):  # txdag.txid.failure.JobFailed: the job's error, or None when it said nothing
         job_error = exc.job_error
         return KILLED if job_error is None else classify_name(job_error, getattr(exc, "job_detail", ""))
+    mro = [cls.__name__ for cls in type(exc).__mro__]
+    if WRAPPERS.intersection(mro):  # a Spark error raised in this process (Spark Connect), as warm mode's job error
+        return classify_name(mro[0], str(exc))
     for cls in type(exc).__mro__:
-        if cls.__name__ in WRAPPERS:  # a Spark error raised in this process (Spark Connect): by what it carries
-            return classify_name(cls.__name__, str(exc))
         if cls.__name__ in TABLE:
             return Verdict(*TABLE[cls.__name__])
     return Verdict(RECURS, USER_ERROR.format(name=type(exc).__name__))

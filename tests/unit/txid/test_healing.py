@@ -21,7 +21,17 @@ from txdag.errors import (
     TxidOrderError,
 )
 from txdag.txid.failure import JobFailed, error_name
-from txdag.txid.healing import KILLED, TABLE, backoff, classify, classify_name, replaying, will_recur
+from txdag.txid.healing import (
+    KILLED,
+    REFUSALS,
+    TABLE,
+    WRAPPERS,
+    backoff,
+    classify,
+    classify_name,
+    replaying,
+    will_recur,
+)
 
 
 def named(name: str) -> BaseException:
@@ -85,7 +95,7 @@ SASL_REFUSED = ("An error occurred while calling o52.load.\n: java.util.concurre
                 "or password\n\tat org.apache.kafka.common.internals.KafkaFutureImpl.wait(KafkaFutureImpl.java:165)")
 
 
-@pytest.mark.parametrize("wrapper", ["Py4JJavaError", "SparkException", "UnknownException"])
+@pytest.mark.parametrize("wrapper", sorted(WRAPPERS - {"PythonException"}))
 def test_kafka_refusing_the_connection_in_a_spark_read_will_recur_and_says_so(wrapper) -> None:
     verdict = classify_name(wrapper, SASL_REFUSED)
     assert verdict == classify(named("SaslAuthenticationException")) and not verdict.transient
@@ -94,12 +104,24 @@ def test_kafka_refusing_the_connection_in_a_spark_read_will_recur_and_says_so(wr
     assert not classify_name(wrapper, timed_out_after).transient  # the refusal is the cause, not the timeout
 
 
-def test_a_spark_connect_error_raised_in_the_task_is_classified_by_what_it_carries() -> None:
-    grpc = named("SparkConnectGrpcException")
-    python_error = type("PythonException", (type(grpc),), {})("Traceback ...\nKeyError: 'user'")
-    assert not classify(python_error).transient  # the server answered: the user's code raised
-    assert classify(type("PythonException", (type(grpc),), {})("redis.exceptions.ConnectionError: x")).transient
-    assert classify(grpc).transient  # the server itself did not answer
+def test_a_spark_connect_error_raised_in_the_task_is_classified_as_warm_modes_job_error() -> None:
+    """pyspark.errors.exceptions.connect: every server error's class subclasses SparkConnectGrpcException."""
+    grpc = type(named("SparkConnectGrpcException"))
+
+    def server(name: str, text: str) -> BaseException:
+        return type(name, (grpc,), {})(text)
+    for exc in (server("PythonException", "Traceback ...\nKeyError: 'user'"),  # the user's code raised on an executor
+                server("AnalysisException", "[UNRESOLVED_COLUMN] nope"), server("UnknownException", SASL_REFUSED),
+                server("PythonException", "redis.exceptions.ConnectionError: Error 111"), grpc("")):
+        assert classify(exc) == classify_name(type(exc).__name__, str(exc))
+        assert classify(exc).transient is (type(exc).__name__ == "SparkConnectGrpcException"
+                                           or "ConnectionError" in str(exc))
+    assert classify(grpc("")).because == TABLE["SparkConnectGrpcException"][1]  # the server itself did not answer
+
+
+def test_the_refusals_searched_in_a_wrappers_text_are_rows_that_will_recur() -> None:
+    assert set(REFUSALS) == {"SaslAuthenticationException", "TopicAuthorizationException"}
+    assert all(not TABLE[name][0] for name in REFUSALS)
 
 
 def test_error_name_is_the_class_at_the_start_of_a_job_error_and_none_otherwise() -> None:
