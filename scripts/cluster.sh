@@ -488,17 +488,15 @@ executor_python() {
 # set-up's jars, when it fetched them), and a share of the cluster small enough that two txids are processed at
 # once (one core and 512 MiB of a worker each).
 spark_conf() {
-    local jars=()
-    shopt -s nullglob
-    jars=("$ROOT"/.run/jars/spark-kafka/*.jar)
-    shopt -u nullglob
-    ((${#jars[@]})) || say "no Spark Kafka source jars in .run/jars/spark-kafka: topologies over Kafka cannot read" \
+    local jars
+    jars="$(bash "$ROOT/scripts/kafka.sh" spark-jars)"
+    [[ -n "$jars" ]] || say "no Spark Kafka source jars in .run/jars/spark-kafka: topologies over Kafka cannot read" \
         "(bash scripts/kafka.sh fetch, then bash scripts/cluster.sh stop airflow; bash scripts/cluster.sh start)" >&2
     "$ROOT/.venv/bin/txdag" pyfiles "$PYFILES_ZIP" --python "$EXECUTOR_PYTHON" --json |
         "$ROOT/.venv/bin/python" -c 'import json, sys
 conf = json.load(sys.stdin)["spark_conf"]
-jars = {"spark.jars": ",".join(sys.argv[1:])} if sys.argv[1:] else {}
-print(json.dumps({**conf, **jars, "spark.cores.max": "1", "spark.executor.memory": "512m"}))' "${jars[@]}"
+jars = {"spark.jars": sys.argv[1]} if sys.argv[1] else {}
+print(json.dumps({**conf, **jars, "spark.cores.max": "1", "spark.executor.memory": "512m"}))' "$jars"
 }
 
 worker_pid() { live_pid "$CELERY_DIR/worker$1.pid" 'celery worker'; }

@@ -13,6 +13,8 @@
 #                                        nothing, and exits 1 when a wipe would be refused
 #   bash scripts/kafka.sh env            print the export lines for its addresses (TXDAG_KAFKA_BOOTSTRAP, and
 #                                        TXDAG_KAFKA_SASL_BOOTSTRAP for the SASL listener)
+#   bash scripts/kafka.sh spark-jars     print Spark's Kafka source's jars, comma-separated (spark.jars, --jars);
+#                                        nothing when the set-up has not fetched them
 #
 # Environment: TXDAG_KAFKA_PORT (default 9391), TXDAG_KAFKA_CONTROLLER_PORT (KRaft's controller listener, default
 # the port + 1), TXDAG_KAFKA_SASL_PORT (a second client listener, SASL_PLAINTEXT with the PLAIN mechanism and the
@@ -36,13 +38,19 @@ if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then # the comment above, before 
 fi
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SPARK_JARS="$ROOT/.run/jars/spark-kafka"
+if [[ "${1:-}" == spark-jars ]]; then # no broker, no port: what spark-connect.sh and cluster.sh hand Spark
+    shopt -s nullglob
+    jars=("$SPARK_JARS"/*.jar)
+    ((${#jars[@]} == 0)) || (IFS=,; printf '%s\n' "${jars[*]}")
+    exit 0
+fi
 HOST=127.0.0.1
 PORT="${TXDAG_KAFKA_PORT:-9391}"
 DIR="$ROOT/.run/kafka-$PORT"
 PID_FILE="$DIR/kafka.pid"
 LOG="$DIR/kafka.log"
 JARS="$ROOT/.run/jars/kafka"
-SPARK_JARS="$ROOT/.run/jars/spark-kafka"
 POMS="$ROOT/scripts/kafka"
 WAIT_SECONDS=120 # a busy 2-core machine: the first start, format included, took 71 s at a load of 16
 MAIN_CLASS=kafka.Kafka

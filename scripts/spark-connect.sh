@@ -70,13 +70,9 @@ start() {
     command -v java >/dev/null || die "java not found: install a JDK 17 (Debian: apt-get install openjdk-17-jre-headless)"
     mkdir -p "$DIR"
     # Spark's Kafka source (KafkaSource's read), from the set-up's jars when it fetched them (scripts/kafka.sh fetch)
-    local jars=() KAFKA_ARGS=()
-    shopt -s nullglob
-    jars=("$ROOT"/.run/jars/spark-kafka/*.jar)
-    shopt -u nullglob
-    if ((${#jars[@]})); then
-        KAFKA_ARGS=(--jars "$(IFS=,; echo "${jars[*]}")")
-    fi
+    local jars KAFKA_ARGS=()
+    jars="$(bash "$ROOT/scripts/kafka.sh" spark-jars)"
+    [[ -z "$jars" ]] || KAFKA_ARGS=(--jars "$jars")
     # Its own session (setsid), so that 'stop' ends the JVM and nothing else; loopback only.
     # A topology's txids share a session a day (txdag.spark.connect): kept for 25 h of idleness, it outlives its day.
     # spark-submit finds PySpark's jars through the `python` first on PATH: the project's; its Python workers run

@@ -100,10 +100,8 @@ def classify(exc: BaseException | None) -> Verdict:
     mro = [cls.__name__ for cls in type(exc).__mro__]
     if WRAPPERS.intersection(mro):  # a Spark error raised in this process (Spark Connect), as warm mode's job error
         return classify_name(mro[0], str(exc))
-    for cls in type(exc).__mro__:
-        if cls.__name__ in TABLE:
-            return Verdict(*TABLE[cls.__name__])
-    return Verdict(RECURS, USER_ERROR.format(name=type(exc).__name__))
+    row = next((TABLE[name] for name in mro if name in TABLE), None)
+    return Verdict(*row) if row else Verdict(RECURS, USER_ERROR.format(name=mro[0]))
 
 
 def classify_name(name: str, detail: str = "") -> Verdict:
