@@ -2,7 +2,7 @@
 
 Exactly-once is tested by crashing (STYLE.md, point 10): a harness sets
 
-    TXDAG_FAULTS=process:wordcount:3,commit:wordcount:5:2    point:topology:txid[:attempt], comma-separated
+    TXDAG_FAULTS=process:wordcount:3,commit:wordcount:5:2    point:topology:txid[:attempt[:times]], comma-separated
     TXDAG_FAULTS_ALLOWED=1                                    the safety catch
 
 and the code calls ``crash_if_requested(point, topology, tx)`` at its fault points. A matching entry kills the
@@ -23,7 +23,8 @@ production environment cannot kill jobs. The points, in the order a txid passes 
 
 An entry fires every time it matches (a retry of the same attempt, e.g. a commit, dies again), unless
 ``TXDAG_FAULTS_FIRED_DIR`` names a directory shared by the processes: then each (point, topology, txid,
-attempt) fires once, recorded by creating a file there first (harnesses use it for "crash, then recover").
+attempt) fires once, or ``times`` times, recorded by creating a file there first (``point-topology-txid-attempt``,
+then ``...#2`` and so on; harnesses use it for "crash, then recover", and ``times`` for "crash every try").
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ class Fault:
     topology: str
     txid: int
     attempt: int | None = None
+    times: int = 1
 
     def matches(self, point: str, topology: str, tx: TransactionAttempt) -> bool:
         return (
@@ -71,22 +73,23 @@ def _positive(entry: str, what: str, text: str) -> int:
 
 
 def parse_faults(text: str) -> tuple[Fault, ...]:
-    """Parse ``point:topology:txid[:attempt],...``; a malformed entry is an error, not a silently missed crash."""
+    """Parse ``point:topology:txid[:attempt[:times]],...``; a malformed entry is an error, not a silently missed
+    crash."""
     faults = []
     for raw in text.split(","):
         entry = raw.strip()
         if not entry:
             continue
         parts = entry.split(":")
-        if len(parts) not in (3, 4) or not parts[0] or not parts[1]:
-            raise ConfigError(
-                f"{FAULTS_VAR} entry {entry!r} is not point:topology:txid[:attempt] (e.g. process:wordcount:3)"
-            )
+        if len(parts) not in (3, 4, 5) or not parts[0] or not parts[1]:
+            raise ConfigError(f"{FAULTS_VAR} entry {entry!r} is not point:topology:txid[:attempt[:times]] (e.g. "
+                              "process:wordcount:3)")
         if parts[0] not in POINTS:
             raise ConfigError(f"{FAULTS_VAR} entry {entry!r}: unknown fault point {parts[0]!r}; the points are "
                               f"{', '.join(POINTS)}")
-        attempt = _positive(entry, "attempt", parts[3]) if len(parts) == 4 else None
-        faults.append(Fault(parts[0], parts[1], _positive(entry, "txid", parts[2]), attempt))
+        attempt = _positive(entry, "attempt", parts[3]) if len(parts) >= 4 else None
+        times = _positive(entry, "times", parts[4]) if len(parts) == 5 else 1
+        faults.append(Fault(parts[0], parts[1], _positive(entry, "txid", parts[2]), attempt, times))
     return tuple(faults)
 
 
@@ -111,20 +114,25 @@ def crash_if_requested(
 ) -> None:
     """SIGKILL this process when a requested fault matches; one ``TXDAG FAULT ...`` line on stderr first."""
     env = os.environ if environ is None else environ
-    if any(f.matches(point, topology, tx) for f in requested_faults(env)) and _first_time(point, topology, tx, env):
+    times = max((f.times for f in requested_faults(env) if f.matches(point, topology, tx)), default=0)
+    if times and _may_fire(point, topology, tx, times, env):
         sys.stderr.write(f"TXDAG FAULT {point} topology={topology} txid={tx.txid} attempt={tx.attempt}\n")
         sys.stderr.flush()
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _first_time(point: str, topology: str, tx: TransactionAttempt, env: Mapping[str, str]) -> bool:
-    """True unless TXDAG_FAULTS_FIRED_DIR records that this fault fired already (O_EXCL: one process wins)."""
+def _may_fire(point: str, topology: str, tx: TransactionAttempt, times: int, env: Mapping[str, str]) -> bool:
+    """True unless TXDAG_FAULTS_FIRED_DIR records that this fault fired ``times`` times already (O_EXCL: one
+    process wins each firing)."""
     folder = env.get(FIRED_DIR_VAR)
     if not folder:
         return True
-    try:
-        os.close(os.open(os.path.join(folder, f"{point}-{topology}-{tx.txid}-{tx.attempt}"),
-                         os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-    except FileExistsError:
-        return False
-    return True
+    name = f"{point}-{topology}-{tx.txid}-{tx.attempt}"
+    for n in range(1, times + 1):
+        try:
+            os.close(os.open(os.path.join(folder, name if n == 1 else f"{name}#{n}"),
+                             os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            continue
+        return True
+    return False

@@ -26,6 +26,9 @@ FAULTS = ",".join([
     "process:trending_hashtags:2:1",  # a window's batch: the Spark job dies mid-batch
     "commit:trending_hashtags:4:1",  # the commit task, after the window append, before the commit record
     "prepared:e2e_stateful:2:1",  # the commit task, key-value states prepared, none committed
+    "commit:e2e_clears:1:1:3",  # the commit task's three tries (it retries twice at least): failed for good
+    "commit:e2e_clears:3:1:3",
+    "process:e2e_clears:4:1",
     WARM_FAULT,
 ])
 

@@ -16,14 +16,15 @@ TX = TransactionAttempt(3, 2)
 
 
 def test_parse_entries_with_and_without_attempt():
-    assert parse_faults(" process:wc:3 , commit:t.x-1:5:2,,") == (
-        Fault("process", "wc", 3), Fault("commit", "t.x-1", 5, 2)
+    assert parse_faults(" process:wc:3 , commit:t.x-1:5:2,,commit:wc:4:1:3") == (
+        Fault("process", "wc", 3), Fault("commit", "t.x-1", 5, 2), Fault("commit", "wc", 4, 1, times=3)
     )
     assert parse_faults("") == ()
 
 
 @pytest.mark.parametrize("text", ["process", "process:wc", "process:wc:0", "process:wc:x", "process:wc:3:0",
-                                  "process:wc:3:1:9", ":wc:3", "process::3", "process:wc:-1", "process:wc:²"])
+                                  "process:wc:3:1:0", "process:wc:3:1:9:9", ":wc:3", "process::3", "process:wc:-1",
+                                  "process:wc:²"])
 def test_a_malformed_entry_is_an_error_that_shows_the_format(text):
     with pytest.raises(ConfigError, match="TXDAG_FAULTS entry"):
         parse_faults(text)
@@ -85,3 +86,14 @@ def test_with_a_fired_dir_each_fault_fires_once_per_attempt(tmp_path):
              for attempt in ("1", "1", "2", "2")]
     assert codes == [-signal.SIGKILL, 0, -signal.SIGKILL, 0]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["commit-wc-3-1", "commit-wc-3-2"]
+
+
+def test_with_a_fired_dir_a_fault_with_times_fires_that_many_times(tmp_path):
+    code = ("from txdag import TransactionAttempt; from txdag.faults import crash_if_requested\n"
+            "crash_if_requested('commit', 'wc', TransactionAttempt(3, 1))\n")
+    env = {"TXDAG_FAULTS": "commit:wc:3:1:3", "TXDAG_FAULTS_ALLOWED": "1", "TXDAG_FAULTS_FIRED_DIR": str(tmp_path),
+           "PATH": "/usr/bin:/bin"}
+    codes = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=60).returncode
+             for _ in range(4)]
+    assert codes == [-signal.SIGKILL] * 3 + [0], "every try of the attempt dies, three times, then it goes on"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["commit-wc-3-1", "commit-wc-3-1#2", "commit-wc-3-1#3"]

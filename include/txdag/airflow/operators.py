@@ -44,6 +44,7 @@ from txdag.protocol import (
     OwnerChanged,
     Processed,
     ProcessOutcome,
+    Refused,
     SourceDown,
     Superseded,
     Wait,
@@ -343,6 +344,8 @@ class CommitOperator(BaseOperator):
                 seen = look_at(rt, context, self.dag_id, outcome.waiting_on)
                 if seen is not None and seen[1] == "failed":
                     outcome = steps.commit(rt, tx, Owner.of(t, self.dag_file))
+            if isinstance(outcome, Refused) and outcome.failed_txid not in (None, tx.txid):
+                outcome = behind_a_replay(rt, context, self.dag_id, outcome)
             if isinstance(outcome, Committed | AlreadyCommitted):
                 for later in rt.coordinator.automatic_replays(tx.txid):
                     replay_run(self.dag_id, later.run_id, f"txdag: txid {later.txid} re-emitted automatically after "
@@ -352,6 +355,17 @@ class CommitOperator(BaseOperator):
     def resume(self, context: Any, event: dict[str, Any] | None = None) -> dict[str, Any]:
         """Back from waiting on txid - 1 (TxidSettled fired: it settled, or the time limit passed): look again."""
         return self.execute(context)
+
+
+def behind_a_replay(rt: TopologyRuntime, context: Any, dag_id: str, refused: Refused) -> Refused | Wait:
+    """A commit refused behind failed txid N waits instead while N's run is queued or running again: its commit
+    task (or its whole run) was cleared, with this one among its future runs, and may commit N."""
+    assert refused.failed_txid is not None
+    seen = look_at(rt, context, dag_id, refused.failed_txid)
+    if seen is None or seen[1] not in ("queued", "running"):
+        return refused
+    return Wait(f"{refused.reason}. Its run {seen[0]!r} is {seen[1]} again: this commit waits for it",
+                refused.failed_txid, replay=True)
 
 
 def commit_result(task: BaseOperator, t: TransactionalTopology, tx: Any, outcome: CommitStepOutcome

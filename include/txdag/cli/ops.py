@@ -117,14 +117,16 @@ def replay_text(d: dict[str, Any]) -> str:
 
 
 LIVE_STATES = ("running", "restarting")  # what Airflow holds for a task it still thinks is alive
+TASK_ORDER = ("coordinate", "process", "commit")  # a txdag run's tasks, upstream first
 
 
 def cmd_retry(args: argparse.Namespace) -> int:
     """Retry txid N's dead task now instead of after Airflow's heartbeat timeout: the task instance Airflow still
     holds as running is marked failed (no callback runs: the txid is not failed), then cleared with its downstream
-    tasks, so the scheduler starts its next try at once. Safe if the task was alive after all: a retried process
-    task claims a new attempt (the old one is fenced: its staging, claim and commit are refused), and a commit
-    writes each txid once."""
+    tasks, so the scheduler starts its next try at once. A txid in flight whose run failed in Airflow (its last try
+    was killed, and no callback recorded it) has its failed task cleared: it goes on where it stopped. Safe if the
+    task was alive after all: a retried process task claims a new attempt (the old one is fenced: its staging,
+    claim and commit are refused), and a commit writes each txid once."""
     from txdag.zk.records import TxStatus
 
     defined = topologies(args)
@@ -141,18 +143,26 @@ def cmd_retry(args: argparse.Namespace) -> int:
         raise CliError(f"topology {args.topology!r}: txid {args.txid} is {record.status.value}, so no task of it "
                        f"is running: {fix}", exits.REFUSED)
     api = airflow_api()
-    live = [ti for ti in api.task_instances(args.topology, record.run_id) if ti["state"] in LIVE_STATES]
-    if not live:
+    tasks = api.task_instances(args.topology, record.run_id)
+    live = [ti for ti in tasks if ti["state"] in LIVE_STATES]
+    # Its run failed in Airflow while ZooKeeper has it in flight (its last try was killed: no callback ran): the
+    # first failed task goes on where it stopped, as clearing it in the UI does.
+    failed = sorted((ti for ti in tasks if ti["state"] == "failed" and ti["task_id"] in TASK_ORDER),
+                    key=lambda ti: TASK_ORDER.index(ti["task_id"]))[:1]
+    if not live and not failed:
+        states = ", ".join(f"{ti['task_id']} {ti['state']}" for ti in tasks)
         raise CliError(f"topology {args.topology!r} txid {args.txid} (attempt {record.attempt}, run "
-                       f"{record.run_id}): Airflow holds none of its tasks as running, so there is no dead try to "
-                       f"fail: it waits on something else (see `txdag status {args.topology}`)", exits.REFUSED)
+                       f"{record.run_id}): Airflow holds none of its tasks as running or failed ({states}), so there "
+                       f"is no dead try to retry: it waits on something else (see `txdag status {args.topology}`)",
+                       exits.REFUSED)
     for ti in [] if args.dry_run else live:
         api.set_task_state(args.topology, record.run_id, ti["task_id"], "failed")
+    for ti in [] if args.dry_run else live or failed:
         api.clear(args.topology, record.run_id, task_ids=[ti["task_id"]], include_downstream=True)
     data = {"topology": args.topology, "txid": args.txid, "attempt": record.attempt, "run_id": record.run_id,
             "dry_run": args.dry_run,
             "retried": [{"task_id": ti["task_id"], "try_number": ti["try_number"], "state": ti["state"],
-                         "hostname": ti.get("hostname"), "pid": ti.get("pid")} for ti in live]}
+                         "hostname": ti.get("hostname"), "pid": ti.get("pid")} for ti in live or failed]}
     emit(args, data, retry_text)
     return 0
 
@@ -161,10 +171,11 @@ def retry_text(d: dict[str, Any]) -> str:
     head = f"topology {d['topology']} txid {d['txid']} (attempt {d['attempt']}, run {d['run_id']})"
     if d["dry_run"]:
         running = ", ".join(f"{t['task_id']} try {t['try_number']} ({t['state']})" for t in d["retried"])
-        return (f"{head}: would mark {running} failed in Airflow and clear it with its downstream tasks "
-                "(nothing changed: without --dry-run it does)")
+        mark = "" if all(t["state"] == "failed" for t in d["retried"]) else "mark it failed in Airflow and "
+        return (f"{head}: would {mark}clear {running} with its downstream tasks (nothing changed: without "
+                "--dry-run it does)")
     tries = "; ".join(f"{t['task_id']} try {t['try_number']} ({t['state']}, pid {t['pid']} on {t['hostname']}) "
-                      "marked failed and cleared" for t in d["retried"])
+                      f"{'cleared' if t['state'] == 'failed' else 'marked failed and cleared'}" for t in d["retried"])
     return (f"{head}: {tries}; the scheduler starts its next try now. A retried process task processes a new "
             f"attempt; anything the old try still writes is refused")
 

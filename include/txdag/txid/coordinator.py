@@ -9,7 +9,9 @@ Rules in one place:
 - a failure of txid N, or its re-emission with a different batch, fails every later uncommitted txid: they
   were computed on top of N (a re-emission of the same batch leaves them valid);
 - nothing new is allocated, and nothing re-emitted, on top of a FAILED txid;
-- a commit happens only for ``committed_txid + 1``, for the current attempt, once processed.
+- a commit happens only for ``committed_txid + 1``, for the current attempt, once processed; a FAILED txid whose
+  commit runs again (its commit task cleared) commits the attempt it failed with, if that was processed and its
+  batch is still valid (``decisions.revival_refused``).
 """
 
 from __future__ import annotations
@@ -182,7 +184,10 @@ class Coordinator:
             decision, got = self._commit_check(tx)
             if isinstance(decision, Go) and got is not None:
                 decision = replace(decision, resumed=got[0].commit_begun)
-                if got[0].status is TxStatus.PROCESSED:
+                if got[0].status is TxStatus.FAILED:  # its commit task was cleared: commit the attempt it failed with
+                    log.warning("topology=%s txid=%s attempt=%s: failed (%s), and its commit runs again: committing "
+                                "the processed attempt", self.name, tx.txid, tx.attempt, got[0].error)
+                if got[0].status in (TxStatus.PROCESSED, TxStatus.FAILED):
                     self.store.update([(got[0].moved(TxStatus.COMMITTING, _now()), got[1])])
             log.info("topology=%s txid=%s attempt=%s: begin commit: %s", self.name, tx.txid, tx.attempt, decision)
             return decision

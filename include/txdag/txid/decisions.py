@@ -104,13 +104,30 @@ def lowest_failed(records: Iterable[TxidRecord]) -> TxidRecord | None:
 
 def cascade(later: Iterable[TxidRecord], failed_by: int, error: str, at: str, *, auto_replay: bool = False
             ) -> list[TxidRecord]:
-    """Fail every later uncommitted txid not FAILED already: its batch was computed on top of ``failed_by``.
-    ``auto_replay``: only because ``failed_by`` was re-emitted with another batch; txdag replays them itself."""
+    """Fail every later uncommitted txid: its batch was computed on top of ``failed_by``. ``auto_replay``: only
+    because ``failed_by`` was re-emitted with another batch; txdag replays them itself, and a FAILED one is marked
+    too (its processed batch is void: clearing only its commit must not commit it). Otherwise a FAILED txid keeps
+    its own failure."""
     return [
         r.moved(TxStatus.FAILED, at, failed_by=failed_by, error=error, auto_replay=auto_replay)
         for r in later
-        if r.txid > failed_by and r.status not in (TxStatus.FAILED, TxStatus.COMMITTED)
+        if r.txid > failed_by and r.status is not TxStatus.COMMITTED
+        and (r.status is not TxStatus.FAILED or (auto_replay and not r.auto_replay))
     ]
+
+
+def revival_refused(record: TxidRecord) -> str | None:
+    """Why the commit of FAILED ``record`` cannot run as it stands (None: it can). Clearing only the ``commit`` task
+    of a failed txid commits the attempt it failed with when that attempt's batch was processed (it failed in its
+    commit, or behind an earlier txid) and is still valid: planned on the batches committed before it."""
+    if record.auto_replay:
+        return (f"its batch was planned before txid {record.failed_by} was re-emitted with another batch: txdag "
+                f"re-emits txid {record.txid} itself once txid {record.failed_by} commits")
+    done = (TxStatus.PROCESSED, TxStatus.COMMITTING)
+    if not any(e.attempt == record.attempt and e.status in done for e in record.history):
+        return (f"attempt {record.attempt} failed before its batch was processed: clear its whole run, or its "
+                "process task with its downstream commit, to process the batch again")
+    return None
 
 
 def automatic_replays(committed_txid: int, records: Iterable[TxidRecord]) -> list[TxidRecord]:
@@ -144,13 +161,9 @@ def commit_decision(
             f"attempt's result; the run of attempt {rec.attempt} commits txid {n}"
         )
     failed = lowest_failed(r for t, r in records.items() if committed_txid < t <= n)
-    if failed is not None:
-        raise CascadeError(
-            f"topology {topology!r}: txid {n} (attempt {tx.attempt}) cannot commit: txid {failed.txid} failed "
-            f"(attempt {failed.attempt}: {failed.error}); replay txid {failed.txid} and later (clear run "
-            f"{failed.run_id!r} with its future runs)",
-            failed_txid=failed.txid,
-        )
+    refused = revival_refused(rec) if failed is rec else "an earlier txid failed"
+    if failed is not None and refused is not None:
+        raise CascadeError(cascade_message(topology, tx, failed, refused), failed_txid=failed.txid)
     if rec.status is TxStatus.EMITTED:
         raise NotProcessedError(
             f"topology {topology!r}: {tx} was never processed (status emitted): run its process task before its commit"
@@ -162,6 +175,16 @@ def commit_decision(
         f"topology {topology!r}: {tx} waits for txid {n - 1} to commit (committed: {committed_txid}){note}",
         waiting_on=n - 1,
     )
+
+
+def cascade_message(topology: str, tx: TransactionAttempt, failed: TxidRecord, refused: str) -> str:
+    """Why ``tx`` cannot commit over failed txid ``failed`` (``tx``'s own txid: ``refused`` says why not)."""
+    said = f"topology {topology!r}: txid {tx.txid} (attempt {tx.attempt}) cannot commit: "
+    if failed.txid == tx.txid:
+        return f"{said}it failed (attempt {failed.attempt}: {failed.error}), and {refused}"
+    return (f"{said}txid {failed.txid} failed (attempt {failed.attempt}: {failed.error}); replay txid {failed.txid} "
+            f"and later (clear run {failed.run_id!r} with its future runs), or, when txid {failed.txid} failed in its "
+            "commit, clear its commit task (with its future runs: this commit waits for it)")
 
 
 def key_value_wait(topology: str, tx: TransactionAttempt, committed_txid: int, key_values: bool) -> Wait | None:

@@ -246,9 +246,39 @@ def test_reemitting_a_different_batch_fails_later_txids(store: TransactionStore)
     coord.mark_processed(TA(2, 1))
     spout.available = 5  # txid 1's replay reads fewer tuples: txid 2 no longer starts where it should
     assert emit(coord, "r1").metadata == {"first": 1, "last": 5}
-    with pytest.raises(CascadeError, match=r"txid 2 \(attempt 1\) cannot commit: txid 2 failed"):
+    with pytest.raises(CascadeError, match=r"txid 2 \(attempt 1\) cannot commit: it failed .* its batch was "
+                                           "planned before txid 1 was re-emitted with another batch"):
         coord.check_commit(TA(2, 1))
     assert store.read_txid(2)[0].failed_by == 1  # type: ignore[index]
+
+
+def test_a_txid_failed_in_its_commit_commits_when_its_commit_runs_again(store: TransactionStore) -> None:
+    coord = Coordinator(store, OpaqueSpout(size=10), max_active_transactions=3)
+    first, second = emit(coord, "r1"), emit(coord, "r2")
+    assert coord.mark_processed(first.tx) and coord.mark_processed(second.tx)
+    assert coord.begin_commit(first.tx) == Go(first.tx)
+    assert coord.fail(first.tx, "Redis unreachable") == [1, 2], "the commit failed for good: txid 2 with it"
+    assert coord.begin_commit(first.tx) == Go(first.tx, resumed=True), "its commit task cleared: it resumes"
+    assert coord.record_commit(first.tx)
+    assert coord.begin_commit(second.tx) == Go(second.tx), "failed behind it, processed, planned on it: commits"
+    assert coord.record_commit(second.tx)
+    assert store.read_topology()[0].committed_txid == 2
+    assert [store.read_txid(t)[0].attempt for t in (1, 2)] == [1, 1]  # type: ignore[index]
+
+
+def test_a_failed_txid_planned_on_a_batch_that_was_replaced_is_not_committed(store: TransactionStore) -> None:
+    spout = OpaqueSpout(size=10)
+    coord = Coordinator(store, spout, max_active_transactions=3)
+    emit(coord, "r1"), emit(coord, "r2")
+    assert coord.mark_processed(TA(2, 1)) and coord.fail(TA(2, 1), "the job raised") == [2]
+    spout.available = 5
+    assert emit(coord, "r1").metadata == {"first": 1, "last": 5}, "txid 1 re-emitted with another batch"
+    record = store.read_txid(2)[0]  # type: ignore[index]
+    assert (record.status, record.failed_by, record.auto_replay) == (TxStatus.FAILED, 1, True)
+    commit(coord, TA(1, 2))
+    with pytest.raises(CascadeError, match="planned before txid 1 was re-emitted with another batch"):
+        coord.begin_commit(TA(2, 1))
+    assert [r.txid for r in coord.automatic_replays(1)] == [2], "txdag replays it itself"
 
 
 def test_a_not_ready_spout_consumes_no_txid(store: TransactionStore) -> None:

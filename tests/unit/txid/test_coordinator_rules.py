@@ -68,9 +68,38 @@ def test_failed_predecessor_cascades_naming_it() -> None:
     assert refused.value.failed_txid == 2, "the outcome of the commit step names the txid to replay first"
 
 
-def test_own_failure_refuses_the_commit() -> None:
-    with pytest.raises(CascadeError, match="txid 3 failed"):
+def test_own_failure_before_processing_refuses_the_commit() -> None:
+    with pytest.raises(CascadeError, match=r"txid 3 \(attempt 1\) cannot commit: it failed \(attempt 1: x\), and "
+                                           "attempt 1 failed before its batch was processed: clear its whole run"):
         commit_decision("t", TA(3, 1), 2, records(rec(3, TxStatus.FAILED, failed_by=3, error="x")))
+
+
+def failed_in_commit(txid: int, **changes: object) -> TxidRecord:
+    return rec(txid, TxStatus.COMMITTING).moved(TxStatus.FAILED, AT, **{"failed_by": txid, "error": "redis", **changes})
+
+
+def test_a_txid_failed_after_processing_commits_when_its_commit_runs_again() -> None:
+    assert commit_decision("t", TA(3, 1), 2, records(failed_in_commit(3))) == Go(TA(3, 1))
+    cascaded = rec(4).moved(TxStatus.FAILED, AT, failed_by=3, error="txid 3 failed")
+    assert commit_decision("t", TA(4, 1), 3, records(cascaded)) == Go(TA(4, 1)), "failed behind it, processed"
+    wait = commit_decision("t", TA(4, 1), 2, records(rec(3, TxStatus.EMITTED), cascaded))
+    assert isinstance(wait, Wait) and wait.waiting_on == 3, "not before its predecessor commits"
+
+
+def test_a_failed_txid_whose_batch_is_void_or_stale_does_not_commit() -> None:
+    void = failed_in_commit(4).moved(TxStatus.FAILED, AT, failed_by=3, error="re-emitted", auto_replay=True)
+    with pytest.raises(CascadeError, match="planned before txid 3 was re-emitted with another batch: txdag re-emits "
+                                           "txid 4 itself once txid 3 commits"):
+        commit_decision("t", TA(4, 1), 3, records(void))
+    with pytest.raises(StaleAttemptError):
+        commit_decision("t", TA(3, 1), 2, records(failed_in_commit(3, attempt=2)))
+
+
+def test_a_commit_behind_a_failed_txid_names_clearing_its_commit() -> None:
+    with pytest.raises(CascadeError, match="txid 3 failed .* or, when txid 3 failed in its commit, clear its commit "
+                                           r"task \(with its future runs: this commit waits for it\)") as refused:
+        commit_decision("t", TA(4, 1), 2, records(failed_in_commit(3), rec(4)))
+    assert refused.value.failed_txid == 3
 
 
 def test_never_processed_is_an_error() -> None:
@@ -123,10 +152,12 @@ def test_metadata_is_frozen_for_transactional_spouts_and_once_a_commit_began() -
 def test_a_reemission_with_another_batch_marks_later_txids_for_automatic_replay() -> None:
     from txdag.txid.decisions import cascade
 
-    later = cascade([rec(3), rec(4, TxStatus.EMITTED), rec(5, TxStatus.FAILED, failed_by=5, error="x")], 2, "why", AT,
-                    auto_replay=True)
+    later = cascade([rec(3), rec(4, TxStatus.EMITTED), rec(5, TxStatus.FAILED, failed_by=5, error="x"),
+                     rec(6, TxStatus.COMMITTED)], 2, "why", AT, auto_replay=True)
     assert [(r.txid, r.status, r.failed_by, r.auto_replay) for r in later] == [
-        (3, TxStatus.FAILED, 2, True), (4, TxStatus.FAILED, 2, True)], "a txid failed already keeps its own failure"
+        (3, TxStatus.FAILED, 2, True), (4, TxStatus.FAILED, 2, True), (5, TxStatus.FAILED, 2, True)], \
+        "a txid failed already is marked too: its batch was planned on the old one"
+    assert cascade(later, 2, "again", AT, auto_replay=True) == [], "marked once"
     assert not any(r.auto_replay for r in cascade([rec(3)], 2, "a real failure", AT))
     assert not later[0].moved(TxStatus.EMITTED, AT, attempt=2).auto_replay, "leaving FAILED clears it"
 
