@@ -96,7 +96,7 @@ def topology_html(v: dict[str, Any], can_act: bool) -> str:
     dl = "".join(f'<div><dt>{label}</dt><dd data-figure="{key}">{escape(str(value))}</dd></div>'
                  for label, key, value in figures)
     parts = [head, failed_html(name, v["failed"], can_act), stalled_html(v.get("stalled") or []),  # they lead
-             f"<dl>{dl}</dl>"]
+             run_slots_html(v.get("run_slots")), f"<dl>{dl}</dl>"]
     if v.get("never_ran"):
         parts.append('<p class="empty">No txid yet: the topology has not run.</p>')
     if v.get("lag_error"):
@@ -155,6 +155,11 @@ def in_flight_html(dag: str, rows: list[dict[str, Any]]) -> str:
 def stalled_html(advice: list[str]) -> str:
     """The head of the line, stalled: what it waits on, since when, and the command that retries it now."""
     return "".join(f'<p class="error" data-stalled>{escape(a)}</p>' for a in advice)
+
+
+def run_slots_html(slots: dict[str, Any] | None) -> str:
+    """Runs queued in Airflow: behind which runs (max_active_runs), and which of them frees a slot, and how."""
+    return f'<p class="error" data-run-slots>{escape(slots["text"])}</p>' if slots else ""
 
 
 def rejections_html(dag: str, rows: list[dict[str, Any]], total: int | None) -> str:

@@ -108,8 +108,9 @@ def rejections_of(name: str, limit: int = REJECTIONS_SHOWN, strict: bool = False
     return found["total"], found["rejections"], None
 
 
-def airflow_runs(dag_id: str, run_ids: list[str]) -> tuple[dict[str, str], bool | None]:
-    """States of the given runs and of the DAG's active runs, and whether the DAG is paused (None: not parsed)."""
+def airflow_runs(dag_id: str, run_ids: list[str]) -> tuple[dict[str, str], bool | None, int | None]:
+    """States of the given runs and of the DAG's active runs, whether the DAG is paused and its max_active_runs
+    (None: not parsed)."""
     from airflow.models.dag import DagModel
     from airflow.models.dagrun import DagRun
     from airflow.utils.session import create_session
@@ -119,8 +120,9 @@ def airflow_runs(dag_id: str, run_ids: list[str]) -> tuple[dict[str, str], bool 
         rows = session.execute(select(DagRun.run_id, DagRun.state).where(
             DagRun.dag_id == dag_id, or_(DagRun.run_id.in_(run_ids), DagRun.state.in_(["queued", "running"]))))
         runs = {run_id: str(getattr(state, "value", state)) for run_id, state in rows}
-        paused = session.scalar(select(DagModel.is_paused).where(DagModel.dag_id == dag_id))
-    return runs, paused
+        dag = session.execute(select(DagModel.is_paused, DagModel.max_active_runs).where(
+            DagModel.dag_id == dag_id)).first()
+    return runs, (dag[0] if dag else None), (dag[1] if dag else None)
 
 
 def view(name: str, strict: bool = False) -> dict[str, Any]:
@@ -142,16 +144,16 @@ def read_view(name: str, strict: bool = False) -> dict[str, Any]:
     rejected, rejections, rejections_error = rejections_of(name, strict=strict)
     rejected_view = {"rejected": rejected, "rejections": rejections, "rejections_error": rejections_error}
     if not store.client.exists(store.path):
-        runs, paused = airflow_runs(name, [])
+        runs, paused, _ = airflow_runs(name, [])
         lag, lag_error = lag_of(name, [], 0, strict)
         return {"topology": name, "never_ran": True, "paused": paused, "committed_txid": 0, "last_txid": 0,
                 "in_flight": [], "failed": [], "txids": [], "lag": lag, "lag_error": lag_error,
                 "commits_per_minute": 0.0, **rejected_view}
     topo, records = read_snapshot(store)
     lag, lag_error = lag_of(name, records, topo.last_txid, strict)
-    runs, paused = airflow_runs(name, [r.run_id for r in records])
-    return {**transactions_view(name, topo, records, now=datetime.now(UTC), runs=runs, lag=lag,
-                                lag_error=lag_error, paused=paused), **rejected_view}
+    runs, paused, max_active_runs = airflow_runs(name, [r.run_id for r in records])
+    return {**transactions_view(name, topo, records, now=datetime.now(UTC), runs=runs, lag=lag, lag_error=lag_error,
+                                paused=paused, max_active_runs=max_active_runs), **rejected_view}
 
 
 def api_as(token: str) -> AirflowAPI:

@@ -7,8 +7,9 @@ import argparse
 import sys
 from typing import Any
 
+from txdag import hints
 from txdag.cli import exits
-from txdag.cli.common import CliError, clients, conn_id, dags_folder, emit, fields, store_of, table, topologies
+from txdag.cli.common import CliError, clients, conn_id, dags_folder, emit, fields, shorten, store_of, table, topologies
 from txdag.cli.doctor import halted
 from txdag.cli.topology import two_files_lines, two_files_of
 from txdag.errors import ConfigError, FormatVersionError
@@ -16,6 +17,7 @@ from txdag.txid.failure import headline, ways_out
 from txdag.txid.report import batch_of, failures, read_snapshot, topology_status, txid_row
 from txdag.zk.records import TxStatus
 
+AIRFLOW_TIMEOUT = 3.0  # seconds per request: an Airflow that does not answer slows status by little
 __all__ = ["batch_of", "failures", "cmd_rejections", "cmd_show", "cmd_status", "status_text", "show_text"]
 
 
@@ -36,11 +38,37 @@ def rejection_count(args: argparse.Namespace, name: str, definition: Any, using:
         return None
 
 
+def airflow_runs(name: str) -> tuple[dict[str, Any], str | None]:
+    """The DAG's queued and running runs (``runs``: {run_id: state}), ``max_active_runs`` and ``paused`` from
+    Airflow's REST API, or why they cannot be read: the rest of the status comes from ZooKeeper and is still shown,
+    with the exit code it calls for."""
+    import requests
+
+    from txdag.airflow.api import AirflowAPIError
+    from txdag.cli.ops import airflow_api
+
+    try:
+        api = airflow_api(timeout=AIRFLOW_TIMEOUT)
+        dag = api.dag(name)
+        if dag is None:
+            return {}, f"Airflow's API server knows no DAG {name!r}: its DAG processor has not parsed it (yet)"
+        runs = api.runs(name, state=["queued", "running"])
+    except CliError as exc:
+        return {}, str(exc)
+    except AirflowAPIError as exc:
+        return {}, f"Airflow's REST API refused: {shorten(str(exc), 200)}"
+    except requests.RequestException as exc:
+        return {}, f"Airflow's REST API did not answer ({type(exc).__name__}); {hints.how_to_start('airflow')}"
+    return {"runs": {r["dag_run_id"]: r["state"] for r in runs}, "max_active_runs": dag.get("max_active_runs"),
+            "paused": dag.get("is_paused")}, None
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     """Per topology: last committed txid, txids in flight, failures with their cascade, rejections. Exits 4 when a
     topology is halted, 3 (5) when its Redis is unreachable (refuses the login), 5 when several DAG files define
     it (which one Airflow loads, the recorded owner, which to keep), after printing what it could read; with
-    several, the highest."""
+    several, the highest. With a topology, its DAG's queued and running runs come from Airflow's REST API (a run
+    queued behind max_active_runs); an Airflow that cannot be read is said on stderr and changes no exit code."""
     defined = topologies(args)
     zookeeper = conn_id(args, "zookeeper", defined.get(args.topology))
     codes: list[int] = []
@@ -60,7 +88,13 @@ def cmd_status(args: argparse.Namespace) -> int:
                     raise
                 print(f"txdag status: warning: skipped topology {name!r}: {exc}", file=sys.stderr)
                 continue
-            row = topology_status(topo, records, name, rejection_count(args, name, defined.get(name), using, codes))
+            seen, airflow_error = airflow_runs(name) if args.topology else ({}, None)
+            if airflow_error:
+                print(f"txdag status: Airflow's run states of topology {name!r} unknown: {airflow_error}",
+                      file=sys.stderr)
+            row = topology_status(topo, records, name, rejection_count(args, name, defined.get(name), using, codes),
+                                  **seen)
+            row["airflow_error"] = airflow_error
             report.append({**row, "halted": halted(defined[name], args) if name in defined else None,
                            "two_files": two_files_of(args, name, defined[name], store_of(using, zookeeper, name,
                                                                                           defined))
@@ -78,7 +112,8 @@ def status_text(report: dict | list) -> str:
         return all_status_text(report)
     r = report
     parts = [two_files_lines(r.get("two_files")), halt_lines(r),
-             *(failure_lines(r["topology"], f) for f in r["failed"]), stalled_lines(r), [summary_line(r)],
+             *(failure_lines(r["topology"], f) for f in r["failed"]), stalled_lines(r), run_slots_lines(r),
+             [summary_line(r)],
              in_flight_lines(r)]
     return "\n\n".join("\n".join(lines) for lines in parts if lines)
 
@@ -122,6 +157,11 @@ def stalled_lines(r: dict[str, Any], named: bool = False) -> list[str]:
     """The head of the line stuck in one phase: what it waits on, since when, and ``txdag retry``."""
     who = f"{r['topology']} " if named else ""
     return [f"{who}STALLED: {advice}" for advice in r.get("stalled") or []]
+
+
+def run_slots_lines(r: dict[str, Any]) -> list[str]:
+    """Runs queued in Airflow, and behind which runs (``txdag.txid.slots``)."""
+    return [f"QUEUED: {r['run_slots']['text']}"] if r.get("run_slots") else []
 
 
 def summary_line(r: dict[str, Any]) -> str:

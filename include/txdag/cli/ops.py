@@ -40,9 +40,10 @@ CHUNK = 1000
 POOL_SLOTS = 1
 
 
-def airflow_api() -> Any:
-    """The REST API client of the configured Airflow, or a CliError saying how to point at one: a server that does
-    not answer is unavailable (exit 3), a login or an address to fix is configuration (exit 5)."""
+def airflow_api(timeout: float = 30.0) -> Any:
+    """The REST API client of the configured Airflow (``timeout``: seconds per request), or a CliError saying how to
+    point at one: a server that does not answer is unavailable (exit 3), a login or an address to fix is
+    configuration (exit 5)."""
     import requests
 
     from txdag.airflow.api import AirflowAPIError, api_from_env
@@ -51,7 +52,7 @@ def airflow_api() -> Any:
     head = f"cannot use Airflow's REST API at {url}"
     fix = "set TXDAG_AIRFLOW_URL, TXDAG_AIRFLOW_USER and TXDAG_AIRFLOW_PASSWORD for your instance"
     try:
-        return api_from_env()
+        return api_from_env(timeout)
     except AirflowAPIError as exc:
         if exc.status in (401, 403):
             raise CliError(f"{head}: it refused the login ({shorten(str(exc))}): {fix}", exits.CONFIG) from None

@@ -12,6 +12,7 @@ from typing import Any
 
 from txdag.errors import TxdagError
 from txdag.txid.failure import headline, ways_out
+from txdag.txid.slots import queued_behind
 from txdag.txid.waits import age, duration, stalled, stalled_advice, waits_on
 from txdag.zk.records import TopologyRecord, TxidRecord, TxStatus
 
@@ -72,28 +73,37 @@ def in_flight(records: list[TxidRecord]) -> list[TxidRecord]:
     return [r for r in records if r.status not in (TxStatus.COMMITTED, TxStatus.FAILED)]
 
 
-def wait_fields(record: TxidRecord, committed_txid: int, now: datetime) -> dict[str, Any]:
+def wait_fields(record: TxidRecord, committed_txid: int, now: datetime, run_state: str | None = None
+                ) -> dict[str, Any]:
     """What a txid in flight waits on and for how long (``txdag.txid.waits``)."""
-    return {"waits_on": waits_on(record, committed_txid), "since": record.updated_at,
+    return {"waits_on": waits_on(record, committed_txid, run_state), "since": record.updated_at,
             "for": duration(age(record.updated_at, now))}
 
 
-def stalls(name: str, records: list[TxidRecord], committed_txid: int, now: datetime) -> list[str]:
-    """The advice about a stalled head of the line (at most one txid), for status and the page."""
-    return [stalled_advice(name, r, now) for r in in_flight(records) if stalled(r, committed_txid, now)]
+def stalls(name: str, records: list[TxidRecord], committed_txid: int, now: datetime,
+           runs: dict[str, str] | None = None) -> list[str]:
+    """The advice about a stalled head of the line (at most one txid), for status and the page. A head whose run is
+    queued in Airflow has no task to retry: its wait is a run slot (``run_slots``), not its task."""
+    return [stalled_advice(name, r, now) for r in in_flight(records)
+            if stalled(r, committed_txid, now) and (runs or {}).get(r.run_id) != "queued"]
 
 
-def topology_status(topo: TopologyRecord, records: list[TxidRecord], name: str,
-                    rejected: int | None, now: datetime | None = None) -> dict[str, Any]:
-    """``txdag status TOPOLOGY``'s document."""
+def topology_status(topo: TopologyRecord, records: list[TxidRecord], name: str, rejected: int | None,
+                    now: datetime | None = None, *, runs: dict[str, str] | None = None,
+                    max_active_runs: int | None = None, paused: bool | None = None) -> dict[str, Any]:
+    """``txdag status TOPOLOGY``'s document. ``runs``: the DAG's queued and running runs' states, None when Airflow
+    could not be read (``run_slots`` is None then, as when no run is queued)."""
     now = now or datetime.now(UTC)
+    states = runs or {}
     return {
         "topology": name,
         "last_txid": topo.last_txid,
         "committed_txid": topo.committed_txid,
         "in_flight": [{"txid": r.txid, "attempt": r.attempt, "phase": phase(r, topo.committed_txid),
-                       "run_id": r.run_id, **wait_fields(r, topo.committed_txid, now)} for r in in_flight(records)],
-        "stalled": stalls(name, records, topo.committed_txid, now),
+                       "run_id": r.run_id, **wait_fields(r, topo.committed_txid, now, states.get(r.run_id))}
+                      for r in in_flight(records)],
+        "stalled": stalls(name, records, topo.committed_txid, now, states),
+        "run_slots": queued_behind(topo, records, states, max_active_runs, paused),
         "failed": failures(records, name),
         "rejections": rejected,
         "kept_txids": [r.txid for r in records],
@@ -147,9 +157,10 @@ def replay_targets(store: Any, from_txid: int) -> list[TxidRecord]:
 
 def transactions_view(name: str, topo: TopologyRecord, records: list[TxidRecord], *, now: datetime,
                       runs: dict[str, str] | None = None, lag: int | None = None, lag_error: str | None = None,
-                      paused: bool | None = None) -> dict[str, Any]:
+                      paused: bool | None = None, max_active_runs: int | None = None) -> dict[str, Any]:
     """One topology as the UI's transactions page shows it. ``runs`` maps run ids to Airflow run states: the
-    kept txids' runs, and the active runs that own no txid yet, which are shown as "coordinating"."""
+    kept txids' runs, and the active runs that own no txid yet, which are shown as "coordinating"; with the DAG's
+    ``max_active_runs``, a queued run is named with the runs that hold the slots (``run_slots``)."""
     runs = runs or {}
     committed = topo.committed_txid
     owned = {r.run_id for r in records}
@@ -157,7 +168,7 @@ def transactions_view(name: str, topo: TopologyRecord, records: list[TxidRecord]
     coordinating = [{"txid": None, "attempt": None, "phase": COORDINATING, "run_id": run_id, "run_state": state}
                     for run_id, state in sorted(runs.items()) if run_id not in owned and state in ("queued", "running")]
     rows = [{**txid_row(r, committed), "run_state": runs.get(r.run_id),
-             **(wait_fields(r, committed, now) if r in flying else {})} for r in reversed(records)]
+             **(wait_fields(r, committed, now, runs.get(r.run_id)) if r in flying else {})} for r in reversed(records)]
     return {
         "topology": name,
         "paused": paused,
@@ -165,7 +176,8 @@ def transactions_view(name: str, topo: TopologyRecord, records: list[TxidRecord]
         "last_txid": topo.last_txid,
         "in_flight": coordinating + [row for row in reversed(rows) if row["phase"] not in ("committed", "failed")],
         "failed": failures(records, name),
-        "stalled": stalls(name, records, committed, now),
+        "stalled": stalls(name, records, committed, now, runs),
+        "run_slots": queued_behind(topo, records, runs, max_active_runs, paused),
         "lag": lag,
         "lag_error": lag_error,
         "commits_per_minute": commits_per_minute(records, now),

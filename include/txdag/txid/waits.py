@@ -33,8 +33,11 @@ def duration(span: timedelta) -> str:
     return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
 
 
-def waits_on(record: TxidRecord, committed_txid: int) -> str:
-    """What ``record`` (a txid in flight) waits on, in a few words."""
+def waits_on(record: TxidRecord, committed_txid: int, run_state: str | None = None) -> str:
+    """What ``record`` (a txid in flight) waits on, in a few words; its run queued in Airflow (``run_state``, when
+    known) has no task running yet, whatever its phase says (``txdag.txid.slots`` says behind which runs)."""
+    if run_state == "queued":
+        return "its run to start (queued in Airflow)"
     head = committed_txid + 1
     if record.status is TxStatus.EMITTED:
         return f"its process task (attempt {record.attempt})"

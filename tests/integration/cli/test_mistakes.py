@@ -189,6 +189,11 @@ MISTAKES = [  # the environment, what the user types ({t}: the topology), the ex
     ("airflow down", "replay {t} --from 4", UNAVAILABLE, ["cannot use Airflow's REST API at http://127.0.0.1:",
                                                           "it does not answer", "start Airflow"]),
     ("airflow down", "pools sync", UNAVAILABLE, ["does not answer", "TXDAG_AIRFLOW_URL"]),
+    ("airflow url another server", "status {t}", OK, ["Airflow's run states of topology '{t}' unknown",
+                                                     "that server is not Airflow's API server"]),
+    ("airflow down", "status {t}", OK, ["txdag status: Airflow's run states of topology '{t}' unknown: cannot use "
+                                       "Airflow's REST API at http://127.0.0.1:", "it does not answer",
+                                       "start Airflow"]),
     # each wrong (or missing) password
     ("zk wrong password", "status", CONFIG, NOAUTH),
     ("zk wrong password", "status {t}", CONFIG, NOAUTH),

@@ -94,3 +94,21 @@ def test_a_failed_txid_leads_the_section_with_its_headline_and_ways_out_the_spar
     assert html.index("data-headline") < html.index('data-figure="committed"') < html.index("<h3>In flight")
     assert html.count("<li data-way-out>") == 3 and "<code>txdag accept-missing t 1 --confirm --replay</code>" in html
     assert "INFO noise" in html.split("<details>")[1] and "INFO noise" not in html.split("<details>")[0]
+
+
+def test_a_run_queued_behind_max_active_runs_is_named_above_the_figures_with_the_runs_holding_the_slots() -> None:
+    meta = {"v": 1, "from": 1, "quantity": 100}
+    head = TxidRecord.new(3, "manual__3", meta, "2026-11-23T11:50:00.000+00:00")  # cleared by a replay: queued
+    behind = TxidRecord.new(4, "manual__4", meta, "2026-11-23T11:51:00.000+00:00")
+    behind = behind.moved(TxStatus.PROCESSED, "2026-11-23T11:52:00.000+00:00")
+    runs = {"manual__3": "queued", "manual__4": "running", "scheduled__<5>": "running"}
+    view = transactions_view("tweets", TopologyRecord(4, 2), [head, behind], now=datetime(2026, 11, 23, 12, tzinfo=UTC),
+                             runs=runs, lag=0, paused=False, max_active_runs=2)
+    html = render_page([view], None, {"tweets": True})
+    line = html[html.index("data-run-slots>"):]
+    assert line.startswith("data-run-slots>run manual__3 (txid 3, being replayed) is queued behind max_active_runs "
+                           "(2): the slots are held by run manual__4 (txid 4: waits on txid 3 to commit first) and "
+                           "run scheduled__&lt;5&gt; (coordinating: no txid yet, waiting for a place among "
+                           "max_active_transactions). It starts when a slot frees: run scheduled__&lt;5&gt; gives")
+    assert html.index("data-run-slots") < html.index('data-figure="committed"')
+    assert "data-stalled" not in html  # 10 min in one phase, but its run has not started: no task to retry
