@@ -10,7 +10,8 @@ says) and a Spark job once:
 - txid 3's commit is killed three times: ``txdag retry`` (what ``txdag status`` advises) clears the failed commit,
   which commits it;
 - txid 4's Spark job is killed: clearing only ``commit`` changes nothing (Airflow marks it upstream_failed again);
-  clearing ``process`` with its downstream ``commit`` processes attempt 2 and commits it.
+  clearing ``process`` with its downstream ``commit`` processes attempt 2 and commits it;
+- a run queued behind ``max_active_runs`` is named by ``txdag status`` with the runs that hold the slots.
 
 docs/operations.md ("The UI's ways to replay") says the same.
 """
@@ -18,6 +19,7 @@ docs/operations.md ("The UI's ways to replay") says the same.
 from __future__ import annotations
 
 import subprocess
+import time
 from datetime import UTC, datetime, timedelta
 
 import redis
@@ -114,6 +116,25 @@ def test_clearing_commit_alone_commits_a_failed_txid_and_clearing_process_reproc
     assert statuses(store, range(4, 5)) == {4: (TxStatus.COMMITTED, 2)}
 
     check_commits(store, expected_last=4)
+
+    # 4. Two runs hold both run slots (their coordinate waits for the pool, held at 0 slots); a third is queued:
+    # `txdag status` names the wait and the runs that hold the slots.
+    api.update_pool(f"txdag_{TOPOLOGY}", 0)
+    try:
+        holders = [trigger(), trigger()]
+        deadline = time.monotonic() + RUN_TIMEOUT
+        while {api.run(TOPOLOGY, r)["state"] for r in holders} != {"running"}:
+            assert time.monotonic() < deadline, f"runs {holders} never started"
+            time.sleep(0.5)
+        queued = trigger()
+        status = subprocess.run([str(REPO / ".venv" / "bin" / "txdag"), "status", TOPOLOGY], env=env,
+                                capture_output=True, text=True, timeout=120)
+    finally:
+        api.update_pool(f"txdag_{TOPOLOGY}", 1)
+    holding = " and ".join(f"run {r} (coordinating: no txid yet)" for r in sorted(holders))
+    assert (f"QUEUED: run {queued} (a new run, no txid yet) is queued behind max_active_runs (2): the slots are held "
+            f"by {holding}") in status.stdout, status.stdout + status.stderr
+    assert [api.wait_run(TOPOLOGY, r, timeout=RUN_TIMEOUT) for r in run[4:]] == ["success"] * 3, "nothing to read"
     truth = tweet_partials(tweets)
     for state, key in STATES.items():
         assert counts(admin, key) == {k[0]: n for k, n in truth[state].items()}, state
