@@ -2,9 +2,10 @@
 the word count job in both Spark modes (spark-submit with Spark's Kafka source in spark.jars; the Spark Connect
 server of scripts/spark-connect.sh, which has it), the broker named by the Kafka provider's ``kafka`` connection.
 Two txids in flight; a partition added and records produced between runs; a committed run cleared from the UI.
-Then the faults a Kafka user meets, with a producer writing all the while: a Spark driver killed, the broker
-restarted mid-run, a partition added mid-run, and `txdag replay --from`. Counts equal a recount of what the topic
-holds, read back by offset; commits ordered with no gap."""
+An opaque retry that reads another batch: the later txid is replayed by txdag itself. Then the faults a Kafka user
+meets, with a producer writing all the while: a Spark driver killed, the broker restarted mid-run, a partition added
+mid-run, and `txdag replay --from`. Counts equal a recount of what the topic holds, read back by offset; commits
+ordered with no gap."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import redis
 from access import KAFKA_BOOTSTRAP
 from conftest import REPO, AirflowInstance
 from e2e_runs import (
+    RUN_TIMEOUT,
     Writer,
     kill_spark_driver,
     run_of_txid,
@@ -45,9 +47,11 @@ MODES = {"kafka_submit": "submit", "kafka_connect": "connect"}
 JARS = ",".join(sorted(str(p) for p in (REPO / ".run" / "jars" / "spark-kafka").glob("*.jar")))
 
 
-def dag_file(topology: str, mode: str, topic: str, max_per_partition: int = 4) -> str:
+def dag_file(topology: str, mode: str, topic: str, max_per_partition: int = 4, retry_delay: int = 5) -> str:
     conf = {"spark.jars": JARS} if mode == "submit" else {}
     return f"""# An Airflow DAG: a topology over a Kafka topic (the broker: the connection kafka_default).
+from datetime import timedelta
+
 from txdag import TransactionalTopology
 from txdag.airflow import render
 from txdag.spouts.kafka import KafkaSource
@@ -61,6 +65,7 @@ topology = TransactionalTopology(
     spark_mode={mode!r},
     spark_conf={conf!r},
     max_active_transactions=2,
+    retry_delay=timedelta(seconds={retry_delay}),
 )
 dag = render(topology, dag_file=__file__)
 """
@@ -189,3 +194,48 @@ def test_a_kafka_topic_stays_exact_through_faults_while_a_producer_writes(airflo
     check_commits(store, after)
     assert counts(state, f"{topology}:words") == topic_counts(topic, 3)
     print(f"replay: {written * 3} records written meanwhile, then txids {last + 1}..{after}")
+
+
+def test_an_opaque_retry_with_another_batch_replays_the_later_txid_by_itself(airflow: AirflowInstance, store_of,
+                                                                            topic: str) -> None:
+    """Issue 36 item 2, through Airflow: txid 1's Spark job dies (process:kafka_reemit:1:1) and its retry waits 30 s;
+    meanwhile txid 2 takes the next records and more records arrive. The retry plans txid 1 again from the start
+    and reads more (opaque): txid 2 was planned on the old batch, so txdag marks it for an automatic replay and,
+    once txid 1 commits, replays its run; it is re-emitted after txid 1's new batch. Nobody steps in; exact."""
+    topology, store = "kafka_reemit", store_of("kafka_reemit")
+    produce(KAFKA_BOOTSTRAP, topic, [(i % 2, f"w{i % 5} first") for i in range(10)])
+    airflow.add_dag_file(f"{topology}.py", dag_file(topology, "submit", topic, max_per_partition=20, retry_delay=30))
+    airflow.api.wait_dag_parsed(topology, timeout=120)
+    airflow.api.unpause(topology)
+
+    def allocated(txid: int) -> None:
+        deadline = time.monotonic() + 120
+        while not (store.client.exists(store.path) and store.read_topology()[0].last_txid >= txid):
+            assert time.monotonic() < deadline, f"txid {txid} was never allocated"
+            time.sleep(0.3)
+
+    first = airflow.api.trigger(topology, run_id=unique_run_id(topology))
+    deadline = time.monotonic() + 300
+    while f"process-{topology}-1-1" not in airflow.fired_faults():  # txid 1's first try died; its retry waits 30 s
+        assert time.monotonic() < deadline, "txid 1's Spark job never reached its fault point"
+        time.sleep(0.3)
+    planned = store.read_txid(1)[0].metadata  # type: ignore[index]
+    produce(KAFKA_BOOTSTRAP, topic, [(i % 2, f"w{i % 3} second") for i in range(10)])
+    second = airflow.api.trigger(topology, run_id=unique_run_id(topology))
+    allocated(2)
+    produce(KAFKA_BOOTSTRAP, topic, [(i % 2, f"w{i % 4} third") for i in range(10)])
+    assert airflow.api.wait_run(topology, first, timeout=RUN_TIMEOUT) == "success"
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while (got := store.read_txid(2)[0]).status.value != "committed":  # type: ignore[index]
+        assert time.monotonic() < deadline, f"txid 2 never committed: {got}"
+        time.sleep(0.5)
+    assert airflow.api.wait_run(topology, second, timeout=RUN_TIMEOUT) == "success"
+    trigger_until_drained(airflow, topology, at_once=2)
+    records = check_commits(store)
+    assert records[1].attempt == 2 and records[1].metadata != planned, "txid 1's retry read another batch"
+    assert any("re-emitted automatically once txid 1 commits" in (h.error or "") for h in records[2].history), \
+        "txid 2 was not marked for an automatic replay"
+    assert records[2].attempt >= 2 and records[2].run_id == second
+    assert counts(redis.Redis.from_url(airflow.redis_url), f"{topology}:words") == topic_counts(topic, 2)
+    print(f"\ntxid 1 planned {planned}, then {records[1].metadata}; txid 2 attempts {records[2].attempt}: "
+          f"{[(h.attempt, h.status.value) for h in records[2].history]}")
