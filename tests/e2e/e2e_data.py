@@ -29,6 +29,7 @@ FAULTS = ",".join([
     "commit:e2e_clears:1:1:3",  # the commit task's three tries (it retries twice at least): failed for good
     "commit:e2e_clears:3:1:3",
     "process:e2e_clears:4:1",
+    "process:e2e_clears:5:1",
     "process:kafka_reemit:1:1",  # an opaque txid's first try dies; its retry reads another batch (test_kafka_source)
     WARM_FAULT,
 ])

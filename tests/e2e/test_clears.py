@@ -7,11 +7,14 @@ says) and a Spark job once:
   has txid 1 committing; txid 2's commit, waiting for it, records the failure (cascade: txid 2 fails too, after it
   was processed). Clearing only ``commit`` of txid 1 with *Future* commits both with the attempts they failed with:
   nothing is processed again;
-- txid 3's commit is killed three times: ``txdag retry`` (what ``txdag status`` advises) clears the failed commit,
-  which commits it;
+- txid 3's commit is killed three times: ``txdag status`` names it (its run failed in Airflow) and advises
+  ``txdag retry``, which clears the failed commit, which commits it;
 - txid 4's Spark job is killed: clearing only ``commit`` changes nothing (Airflow marks it upstream_failed again);
-  clearing ``process`` with its downstream ``commit`` processes attempt 2 and commits it;
-- a run queued behind ``max_active_runs`` is named by ``txdag status`` with the runs that hold the slots.
+  clearing only ``process`` processes attempt 2 and the run fails again (its commit stays upstream_failed);
+  ``txdag retry`` clears that commit, which commits it;
+- a run queued behind ``max_active_runs`` is named by ``txdag status`` with the runs that hold the slots;
+- txid 5's Spark job is killed with txid 6 in flight: clearing ``coordinate`` with its downstream tasks and *Future*
+  (the whole runs) re-emits both and commits them.
 
 docs/operations.md ("The UI's ways to replay") says the same.
 """
@@ -97,6 +100,10 @@ def test_clearing_commit_alone_commits_a_failed_txid_and_clearing_process_reproc
     assert api.wait_run(TOPOLOGY, trigger(), timeout=RUN_TIMEOUT) == "failed"
     assert statuses(store, range(3, 4)) == {3: (TxStatus.COMMITTING, 1)}
     env = {**airflow.env, "TXDAG_AIRFLOW_URL": airflow.base_url, "TXDAG_AIRFLOW_PASSWORD": airflow.password}
+    status = subprocess.run([str(REPO / ".venv" / "bin" / "txdag"), "status", TOPOLOGY], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert "its run failed in Airflow: its last commit try was killed" in status.stdout and (
+        f"txdag retry {TOPOLOGY} 3") in status.stdout, status.stdout + status.stderr
     retry = subprocess.run([str(REPO / ".venv" / "bin" / "txdag"), "retry", TOPOLOGY, "3"], env=env,
                            capture_output=True, text=True, timeout=120)
     assert retry.returncode == 0 and "commit try 3 (failed" in retry.stdout and " cleared" in retry.stdout, \
@@ -104,14 +111,22 @@ def test_clearing_commit_alone_commits_a_failed_txid_and_clearing_process_reproc
     assert api.wait_run(TOPOLOGY, run[2], timeout=RUN_TIMEOUT) == "success"
     assert statuses(store, range(3, 4)) == {3: (TxStatus.COMMITTED, 1)}
 
-    # 3. txid 4's Spark job killed: clearing only its commit changes nothing; clearing process (and commit) does.
+    # 3. txid 4's Spark job killed: clearing only its commit changes nothing; clearing only process processes it
+    # (attempt 2), its commit stays upstream_failed; `txdag retry` clears that commit, which commits it.
     assert api.wait_run(TOPOLOGY, trigger(), timeout=RUN_TIMEOUT) == "failed"
     assert statuses(store, range(4, 5)) == {4: (TxStatus.FAILED, 1)}
     api.clear(TOPOLOGY, run[3], task_ids=["commit"])
     assert api.wait_run(TOPOLOGY, run[3], timeout=RUN_TIMEOUT) == "failed"
     assert api.task_instance(TOPOLOGY, run[3], "commit")["state"] == "upstream_failed"
     assert statuses(store, range(4, 5)) == {4: (TxStatus.FAILED, 1)}
-    api.clear(TOPOLOGY, run[3], task_ids=["process"], include_downstream=True)
+    api.clear(TOPOLOGY, run[3], task_ids=["process"])  # without its downstream commit: processed, not committed
+    assert api.wait_run(TOPOLOGY, run[3], timeout=RUN_TIMEOUT) == "failed"
+    assert api.task_instance(TOPOLOGY, run[3], "commit")["state"] == "upstream_failed"
+    assert statuses(store, range(4, 5)) == {4: (TxStatus.PROCESSED, 2)}
+    retry = subprocess.run([str(REPO / ".venv" / "bin" / "txdag"), "retry", TOPOLOGY, "4"], env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert retry.returncode == 0 and "commit try" in retry.stdout and "(upstream_failed" in retry.stdout, \
+        retry.stdout + retry.stderr
     assert api.wait_run(TOPOLOGY, run[3], timeout=RUN_TIMEOUT) == "success"
     assert statuses(store, range(4, 5)) == {4: (TxStatus.COMMITTED, 2)}
 
@@ -135,9 +150,26 @@ def test_clearing_commit_alone_commits_a_failed_txid_and_clearing_process_reproc
     assert (f"QUEUED: run {queued} (a new run, no txid yet) is queued behind max_active_runs (2): the slots are held "
             f"by {holding}") in status.stdout, status.stdout + status.stderr
     assert [api.wait_run(TOPOLOGY, r, timeout=RUN_TIMEOUT) for r in run[4:]] == ["success"] * 3, "nothing to read"
+
+    # 5. txid 5's Spark job killed while txid 6 is in flight: clearing coordinate with its downstream tasks and
+    # Future (the whole runs of txids 5 and 6) re-emits both, in txid order, and commits them.
+    more = sample_tweets(2 * BATCH, seed=37)
+    append_tweets(admin, more, prefix=PREFIX)
+    tweets += more
+    pair = [trigger(), trigger()]
+    assert [api.wait_run(TOPOLOGY, r, timeout=RUN_TIMEOUT) for r in pair] == ["failed", "failed"]
+    assert {t: status for t, (status, _) in statuses(store, range(5, 7)).items()} == {
+        5: TxStatus.FAILED, 6: TxStatus.FAILED}, "txid 6 was allocated beside txid 5 and failed with it"
+    cleared = api.clear(TOPOLOGY, pair[0], task_ids=["coordinate"], include_downstream=True, include_future=True)
+    assert {(ti["dag_run_id"], ti["task_id"]) for ti in cleared} == {
+        (r, task) for r in pair for task in ("coordinate", "process", "commit")}
+    assert [api.wait_run(TOPOLOGY, r, timeout=RUN_TIMEOUT) for r in pair] == ["success", "success"]
+    assert statuses(store, range(5, 7)) == {5: (TxStatus.COMMITTED, 2), 6: (TxStatus.COMMITTED, 2)}
+    check_commits(store, expected_last=6)
     truth = tweet_partials(tweets)
     for state, key in STATES.items():
         assert counts(admin, key) == {k[0]: n for k, n in truth[state].items()}, state
-    fired = {f"commit-{TOPOLOGY}-1-1#3", f"commit-{TOPOLOGY}-3-1#3", f"process-{TOPOLOGY}-4-1"}
+    fired = {f"commit-{TOPOLOGY}-1-1#3", f"commit-{TOPOLOGY}-3-1#3", f"process-{TOPOLOGY}-4-1",
+             f"process-{TOPOLOGY}-5-1"}
     assert fired <= airflow.fired_faults()
     admin.close()

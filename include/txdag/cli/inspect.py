@@ -14,7 +14,7 @@ from txdag.cli.doctor import halted
 from txdag.cli.topology import two_files_lines, two_files_of
 from txdag.errors import ConfigError, FormatVersionError
 from txdag.txid.failure import headline, ways_out
-from txdag.txid.report import batch_of, failures, read_snapshot, topology_status, txid_row
+from txdag.txid.report import batch_of, failures, in_flight, read_snapshot, topology_status, txid_row
 from txdag.zk.records import TxStatus
 
 AIRFLOW_TIMEOUT = 3.0  # seconds per request: an Airflow that does not answer slows status by little
@@ -38,10 +38,10 @@ def rejection_count(args: argparse.Namespace, name: str, definition: Any, using:
         return None
 
 
-def airflow_runs(name: str) -> tuple[dict[str, Any], str | None]:
-    """The DAG's queued and running runs (``runs``: {run_id: state}), ``max_active_runs`` and ``paused`` from
-    Airflow's REST API, or why they cannot be read: the rest of the status comes from ZooKeeper and is still shown,
-    with the exit code it calls for."""
+def airflow_runs(name: str, flying: list[str]) -> tuple[dict[str, Any], str | None]:
+    """The DAG's queued and running runs and the runs of the txids in flight (``flying``) (``runs``: {run_id:
+    state}), ``max_active_runs`` and ``paused`` from Airflow's REST API, or why they cannot be read: the rest of the
+    status comes from ZooKeeper and is still shown, with the exit code it calls for."""
     import requests
 
     from txdag.airflow.api import AirflowAPIError
@@ -52,15 +52,20 @@ def airflow_runs(name: str) -> tuple[dict[str, Any], str | None]:
         dag = api.dag(name)
         if dag is None:
             return {}, f"Airflow's API server knows no DAG {name!r}: its DAG processor has not parsed it (yet)"
-        runs = api.runs(name, state=["queued", "running"])
+        states = {r["dag_run_id"]: r["state"] for r in api.runs(name, state=["queued", "running"])}
+        for run_id in sorted(set(flying) - set(states)):  # failed while ZooKeeper has its txid in flight?
+            try:
+                states[run_id] = api.run(name, run_id)["state"]
+            except AirflowAPIError as exc:
+                if exc.status != 404:  # a run deleted from Airflow: its state is unknown, said by its absence
+                    raise
     except CliError as exc:
         return {}, str(exc)
     except AirflowAPIError as exc:
         return {}, f"Airflow's REST API refused: {shorten(str(exc), 200)}"
     except requests.RequestException as exc:
         return {}, f"Airflow's REST API did not answer ({type(exc).__name__}); {hints.how_to_start('airflow')}"
-    return {"runs": {r["dag_run_id"]: r["state"] for r in runs}, "max_active_runs": dag.get("max_active_runs"),
-            "paused": dag.get("is_paused")}, None
+    return {"runs": states, "max_active_runs": dag.get("max_active_runs"), "paused": dag.get("is_paused")}, None
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -88,7 +93,8 @@ def cmd_status(args: argparse.Namespace) -> int:
                     raise
                 print(f"txdag status: warning: skipped topology {name!r}: {exc}", file=sys.stderr)
                 continue
-            seen, airflow_error = airflow_runs(name) if args.topology else ({}, None)
+            flying = [r.run_id for r in in_flight(records)]
+            seen, airflow_error = airflow_runs(name, flying) if args.topology else ({}, None)
             if airflow_error:
                 print(f"txdag status: Airflow's run states of topology {name!r} unknown: {airflow_error}",
                       file=sys.stderr)

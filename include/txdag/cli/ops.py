@@ -119,6 +119,7 @@ def replay_text(d: dict[str, Any]) -> str:
 
 LIVE_STATES = ("running", "restarting")  # what Airflow holds for a task it still thinks is alive
 TASK_ORDER = ("coordinate", "process", "commit")  # a txdag run's tasks, upstream first
+FAILED_STATES = ("failed", "upstream_failed")
 
 
 def cmd_retry(args: argparse.Namespace) -> int:
@@ -146,9 +147,10 @@ def cmd_retry(args: argparse.Namespace) -> int:
     api = airflow_api()
     tasks = api.task_instances(args.topology, record.run_id)
     live = [ti for ti in tasks if ti["state"] in LIVE_STATES]
-    # Its run failed in Airflow while ZooKeeper has it in flight (its last try was killed: no callback ran): the
-    # first failed task goes on where it stopped, as clearing it in the UI does.
-    failed = sorted((ti for ti in tasks if ti["state"] == "failed" and ti["task_id"] in TASK_ORDER),
+    # Its run failed in Airflow while ZooKeeper has it in flight (its last try was killed: no callback ran; or only
+    # process was cleared, and commit stayed upstream_failed): the first such task goes on where it stopped, as
+    # clearing it in the UI does.
+    failed = sorted((ti for ti in tasks if ti["state"] in FAILED_STATES and ti["task_id"] in TASK_ORDER),
                     key=lambda ti: TASK_ORDER.index(ti["task_id"]))[:1]
     if not live and not failed:
         states = ", ".join(f"{ti['task_id']} {ti['state']}" for ti in tasks)
@@ -172,11 +174,12 @@ def retry_text(d: dict[str, Any]) -> str:
     head = f"topology {d['topology']} txid {d['txid']} (attempt {d['attempt']}, run {d['run_id']})"
     if d["dry_run"]:
         running = ", ".join(f"{t['task_id']} try {t['try_number']} ({t['state']})" for t in d["retried"])
-        mark = "" if all(t["state"] == "failed" for t in d["retried"]) else "mark it failed in Airflow and "
+        mark = "" if all(t["state"] in FAILED_STATES for t in d["retried"]) else "mark it failed in Airflow and "
         return (f"{head}: would {mark}clear {running} with its downstream tasks (nothing changed: without "
                 "--dry-run it does)")
     tries = "; ".join(f"{t['task_id']} try {t['try_number']} ({t['state']}, pid {t['pid']} on {t['hostname']}) "
-                      f"{'cleared' if t['state'] == 'failed' else 'marked failed and cleared'}" for t in d["retried"])
+                      f"{'cleared' if t['state'] in FAILED_STATES else 'marked failed and cleared'}"
+                      for t in d["retried"])
     return (f"{head}: {tries}; the scheduler starts its next try now. A retried process task processes a new "
             f"attempt; anything the old try still writes is refused")
 

@@ -83,9 +83,12 @@ def wait_fields(record: TxidRecord, committed_txid: int, now: datetime, run_stat
 def stalls(name: str, records: list[TxidRecord], committed_txid: int, now: datetime,
            runs: dict[str, str] | None = None) -> list[str]:
     """The advice about a stalled head of the line (at most one txid), for status and the page. A head whose run is
-    queued in Airflow has no task to retry: its wait is a run slot (``run_slots``), not its task."""
-    return [stalled_advice(name, r, now) for r in in_flight(records)
-            if stalled(r, committed_txid, now) and (runs or {}).get(r.run_id) != "queued"]
+    queued in Airflow has no task to retry: its wait is a run slot (``run_slots``), not its task; one whose run
+    failed in Airflow is stuck at once, however recent."""
+    states = runs or {}
+    return [stalled_advice(name, r, now, states.get(r.run_id)) for r in in_flight(records)
+            if states.get(r.run_id) != "queued" and (stalled(r, committed_txid, now) or (
+                r.txid == committed_txid + 1 and states.get(r.run_id) == "failed"))]
 
 
 def topology_status(topo: TopologyRecord, records: list[TxidRecord], name: str, rejected: int | None,

@@ -48,6 +48,19 @@ def test_status_names_the_wait_and_the_retry_command_of_a_stalled_txid() -> None
     assert topology_status(TopologyRecord(5, 3), records[1:], "tw", 0, now=NOW)["stalled"] == []
 
 
+def test_a_head_whose_run_failed_in_airflow_is_stuck_at_once_and_retry_goes_on() -> None:
+    records = [record(4, TxStatus.COMMITTING, 20), record(5, TxStatus.PROCESSED, 20)]
+    runs = {"manual__4": "failed", "manual__5": "running"}
+    [advice] = topology_status(TopologyRecord(5, 3), records, "tw", 0, now=NOW, runs=runs)["stalled"]
+    assert "txid 4 (attempt 1, run manual__4) is committing here since" in advice
+    assert "its run failed in Airflow: its last commit try was killed, so nothing recorded the failure" in advice
+    assert advice.endswith("(its failed task cleared): txdag retry tw 4")
+    assert topology_status(TopologyRecord(5, 3), records, "tw", 0, now=NOW)["stalled"] == [], "20 s: not yet"
+    later = {"manual__4": "running", "manual__5": "failed"}
+    assert topology_status(TopologyRecord(5, 3), records, "tw", 0, now=NOW, runs=later)["stalled"] == [], \
+        "only the head of the line"
+
+
 def test_a_waiting_commit_says_what_its_predecessor_is_doing() -> None:
     ago = (NOW - datetime.now(UTC)).total_seconds()  # the commit decision compares with the clock
     records = {4: record(4, TxStatus.EMITTED, ago + 90), 5: record(5, TxStatus.PROCESSED, ago + 3)}
