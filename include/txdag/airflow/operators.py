@@ -25,7 +25,7 @@ from airflow.sdk.exceptions import (
     TaskDeferred,
 )
 
-from txdag.airflow.awaited import look_at
+from txdag.airflow.awaited import look_at, run_state
 from txdag.airflow.connections import require_connections
 from txdag.airflow.replays import replay_run
 from txdag.airflow.runtime import TopologyRuntime, emission_to_xcom, tx_from_xcom
@@ -53,6 +53,7 @@ from txdag.protocol import (
 from txdag.topology.owner import Owner
 from txdag.topology.topology import TransactionalTopology
 from txdag.txid.failure import JobFailed, error_name, job_failure, job_line, with_missing_module
+from txdag.txid.replays import AGAIN
 
 FAULTS_VARIABLE = "txdag_faults"  # test hook, see txdag.faults; honoured only where TXDAG_FAULTS_ALLOWED=1
 
@@ -108,7 +109,7 @@ class CoordinateOperator(BaseOperator):
         seen = look_at(rt, context, self.dag_id, behind)
         if seen is None:
             return waits
-        if isinstance(waits, Wait) and seen[1] in ("queued", "running"):
+        if isinstance(waits, Wait) and seen[1] in AGAIN:
             raise AirflowSkipException(
                 f"topology {t.topology_id!r}: txid {behind} is being replayed (its run {seen[0]!r} is {seen[1]}); "
                 f"run {run_id!r} consumed no txid; a later run emits the next batch")
@@ -348,6 +349,8 @@ class CommitOperator(BaseOperator):
                 outcome = behind_a_replay(rt, context, self.dag_id, outcome)
             if isinstance(outcome, Committed | AlreadyCommitted):
                 for later in rt.coordinator.automatic_replays(tx.txid):
+                    if run_state(context, self.dag_id, later.run_id) in AGAIN:  # an operator's replay runs it
+                        continue
                     replay_run(self.dag_id, later.run_id, f"txdag: txid {later.txid} re-emitted automatically after "
                                f"txid {later.failed_by}, which was re-emitted with another batch")
         return commit_result(self, t, tx, outcome)
@@ -362,10 +365,10 @@ def behind_a_replay(rt: TopologyRuntime, context: Any, dag_id: str, refused: Ref
     task (or its whole run) was cleared, with this one among its future runs, and may commit N."""
     assert refused.failed_txid is not None
     seen = look_at(rt, context, dag_id, refused.failed_txid)
-    if seen is None or seen[1] not in ("queued", "running"):
+    if seen is None or seen[1] not in AGAIN:
         return refused
     return Wait(f"{refused.reason}. Its run {seen[0]!r} is {seen[1]} again: this commit waits for it",
-                refused.failed_txid, replay=True)
+                refused.failed_txid, replay=True, until_committed=True)
 
 
 def commit_result(task: BaseOperator, t: TransactionalTopology, tx: Any, outcome: CommitStepOutcome
@@ -378,7 +381,8 @@ def commit_result(task: BaseOperator, t: TransactionalTopology, tx: Any, outcome
         _wait_log(task, t, tx, outcome, f"deferred: back once txid {outcome.waiting_on} is committed or failed, "
                   f"at the latest in {t.commit_poke_interval:g}s")
         task.defer(trigger=TxidSettled(t.topology_id, t.zookeeper_conn_id, outcome.waiting_on,
-                                       t.commit_poke_interval), method_name="resume")
+                                       t.commit_poke_interval, committed_only=outcome.until_committed),
+                   method_name="resume")
     if isinstance(outcome, OwnerChanged):
         _wait_log(task, t, tx, outcome)
         raise _later(t.commit_poke_interval)

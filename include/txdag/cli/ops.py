@@ -152,6 +152,8 @@ def cmd_retry(args: argparse.Namespace) -> int:
     # clearing it in the UI does.
     failed = sorted((ti for ti in tasks if ti["state"] in FAILED_STATES and ti["task_id"] in TASK_ORDER),
                     key=lambda ti: TASK_ORDER.index(ti["task_id"]))[:1]
+    if failed and not live and api.run(args.topology, record.run_id)["state"] != "failed":
+        failed = []  # its failure is still being handled (its callback runs before the run is failed)
     if not live and not failed:
         states = ", ".join(f"{ti['task_id']} {ti['state']}" for ti in tasks)
         raise CliError(f"topology {args.topology!r} txid {args.txid} (attempt {record.attempt}, run "

@@ -47,7 +47,7 @@ from txdag.txid.decisions import (  # noqa: F401  (re-exported: the coordinator'
     lowest_failed,
 )
 from txdag.txid.failure import headline, ways_out, ways_out_text
-from txdag.zk.records import TopologyRecord, TxidRecord, TxStatus
+from txdag.zk.records import TopologyRecord, TxidRecord, TxStatus, digest_of
 from txdag.zk.store import LockBusy, TransactionStore, VersionConflict
 
 log = logging.getLogger("txdag.txid.coordinator")
@@ -290,7 +290,8 @@ class Coordinator:
                 f"topology {self.name!r}: spout has nothing after txid {topo.last_txid}; run "
                 f"{run_id!r} is skipped and consumes no txid"
             )
-        rec = TxidRecord.new(topo.last_txid + 1, run_id, self._initialize(topo.last_txid + 1, prev), _now())
+        rec = replace(TxidRecord.new(topo.last_txid + 1, run_id, self._initialize(topo.last_txid + 1, prev), _now()),
+                      planned_on=None if prev is None else digest_of(prev))
         self.store.allocate(rec, topo, tv)
         return Emission(rec.tx, rec.metadata, replay=False)
 
@@ -318,12 +319,14 @@ class Coordinator:
                 n - 1,
                 replay=True,
             )
+        planned_on = rec.planned_on
         if frozen_metadata(self.spout.kind, rec):
             metadata = rec.metadata
         else:
-            metadata = self._initialize(n, self._pick(recs, n - 1)[0].metadata if n > 1 else None)
+            after = self._pick(recs, n - 1)[0].metadata if n > 1 else None
+            metadata, planned_on = self._initialize(n, after), None if after is None else digest_of(after)
         at = _now()
-        again = rec.moved(TxStatus.EMITTED, at, attempt=rec.attempt + 1, metadata=metadata)
+        again = rec.moved(TxStatus.EMITTED, at, attempt=rec.attempt + 1, metadata=metadata, planned_on=planned_on)
         # Later txids were planned from this txid's metadata: only a different batch invalidates them; txdag
         # re-emits them itself once this txid commits (automatic_replays), as Storm re-emits every later batch.
         why = (f"txid {n} was re-emitted (attempt {again.attempt}) with a different batch, and this txid followed it: "
@@ -339,7 +342,7 @@ class Coordinator:
             return AlreadyCommitted(
                 tx, f"topology {self.name!r}: txid {tx.txid} is committed (committed up to {topo.committed_txid})"
             ), None
-        recs = self.store.read_txids(range(topo.committed_txid + 1, tx.txid + 1))
+        recs = self.store.read_txids(range(max(topo.committed_txid, 1), tx.txid + 1))  # with the last committed
         got = self._pick(recs, tx.txid)
         return commit_decision(self.name, tx, topo.committed_txid, {t: r for t, (r, _) in recs.items()}), got
 

@@ -12,8 +12,9 @@ from datetime import UTC, datetime
 from txdag.attempt import TransactionAttempt
 from txdag.errors import CascadeError, StaleAttemptError, StoreWentBackwards, TxdagError, start_over
 from txdag.spouts.base import Metadata, SpoutKind
+from txdag.txid.failure import headline
 from txdag.txid.waits import predecessor_note
-from txdag.zk.records import TopologyRecord, TxidRecord, TxStatus
+from txdag.zk.records import TopologyRecord, TxidRecord, TxStatus, digest_of
 
 
 class TransactionStateError(TxdagError):
@@ -66,6 +67,7 @@ class Wait:
     reason: str
     waiting_on: int
     replay: bool = False
+    until_committed: bool = False  # ``waiting_on`` is failed already and being replayed: only its commit ends it
 
 
 @dataclass(frozen=True)
@@ -109,17 +111,19 @@ def cascade(later: Iterable[TxidRecord], failed_by: int, error: str, at: str, *,
     too (its processed batch is void: clearing only its commit must not commit it). Otherwise a FAILED txid keeps
     its own failure."""
     return [
-        r.moved(TxStatus.FAILED, at, failed_by=failed_by, error=error, auto_replay=auto_replay)
+        r.moved(TxStatus.FAILED, at, failed_by=failed_by, auto_replay=auto_replay,
+                error=error if r.status is not TxStatus.FAILED else f"{error} (it had failed: {headline(r.error)})")
         for r in later
         if r.txid > failed_by and r.status is not TxStatus.COMMITTED
         and (r.status is not TxStatus.FAILED or (auto_replay and not r.auto_replay))
     ]
 
 
-def revival_refused(record: TxidRecord) -> str | None:
+def revival_refused(record: TxidRecord, previous: TxidRecord | None) -> str | None:
     """Why the commit of FAILED ``record`` cannot run as it stands (None: it can). Clearing only the ``commit`` task
     of a failed txid commits the attempt it failed with when that attempt's batch was processed (it failed in its
-    commit, or behind an earlier txid) and is still valid: planned on the batches committed before it."""
+    commit, or behind an earlier txid) and is still valid: planned after the metadata of ``previous`` (txid - 1)
+    as it stands."""
     if record.auto_replay:
         return (f"its batch was planned before txid {record.failed_by} was re-emitted with another batch: txdag "
                 f"re-emits txid {record.txid} itself once txid {record.failed_by} commits")
@@ -127,6 +131,9 @@ def revival_refused(record: TxidRecord) -> str | None:
     if not any(e.attempt == record.attempt and e.status in done for e in record.history):
         return (f"attempt {record.attempt} failed before its batch was processed: clear its whole run, or its "
                 "process task with its downstream commit, to process the batch again")
+    if record.txid > 1 and (previous is None or record.planned_on != digest_of(previous.metadata)):
+        return (f"its batch is not known to follow txid {record.txid - 1}'s as it stands (planned after another "
+                f"batch of it, or recorded by an older txdag): clear its whole run to plan it again")
     return None
 
 
@@ -150,7 +157,8 @@ def frozen_metadata(kind: SpoutKind, record: TxidRecord) -> bool:
 def commit_decision(
     topology: str, tx: TransactionAttempt, committed_txid: int, records: dict[int, TxidRecord]
 ) -> CommitDecision:
-    """May ``tx`` commit? ``records`` holds the txids committed_txid+1 .. tx.txid. Raises on a stale attempt,
+    """May ``tx`` commit? ``records`` holds the txids committed_txid+1 .. tx.txid (and committed_txid: a failed
+    txid's batch is checked against it). Raises on a stale attempt,
     a failed txid at or before ``tx`` (cascade), or a txid that was never processed."""
     n, rec = tx.txid, records[tx.txid]
     if n <= committed_txid or rec.status is TxStatus.COMMITTED:
@@ -161,7 +169,7 @@ def commit_decision(
             f"attempt's result; the run of attempt {rec.attempt} commits txid {n}"
         )
     failed = lowest_failed(r for t, r in records.items() if committed_txid < t <= n)
-    refused = revival_refused(rec) if failed is rec else "an earlier txid failed"
+    refused = revival_refused(rec, records.get(n - 1)) if failed is rec else "an earlier txid failed"
     if failed is not None and refused is not None:
         raise CascadeError(cascade_message(topology, tx, failed, refused), failed_txid=failed.txid)
     if rec.status is TxStatus.EMITTED:

@@ -53,16 +53,17 @@ def stalled(record: TxidRecord, committed_txid: int, now: datetime) -> bool:
 
 def stalled_advice(topology: str, record: TxidRecord, now: datetime, run_state: str | None = None) -> str:
     """The lines an operator reads about a stalled head of the line: what, since when, and the ways out. Its run
-    failed in Airflow (``run_state``) while ZooKeeper has it in flight: its last try was killed, and nothing ran to
-    record the failure; ``txdag retry`` clears the failed task."""
+    failed in Airflow (``run_state``) while ZooKeeper has it in flight: nothing recorded the failure here;
+    ``txdag retry`` clears the failed task."""
     since = duration(age(record.updated_at, now))
     task = "process" if record.status is TxStatus.EMITTED else "commit"
     if run_state == "failed":
         return (f"txid {record.txid} (attempt {record.attempt}, run {record.run_id}) is {record.status.value} here "
-                f"since {record.updated_at} ({since}), but its run failed in Airflow: its last {task} try was killed, "
-                f"so nothing recorded the failure (or a task was cleared without its downstream tasks); every later "
-                f"txid commits after it. To go on where it stopped (its failed task cleared): txdag retry {topology} "
-                f"{record.txid}")
+                f"since {record.updated_at} ({since}), but its run failed in Airflow and nothing recorded that here "
+                f"(its last {task} try killed, a failure callback that could not reach ZooKeeper, or a task cleared "
+                f"without its downstream tasks); every later txid commits after it. To go on where it stopped (its "
+                f"failed task cleared): txdag retry {topology} {record.txid}; if it is failed here by then, clear its "
+                f"commit or replay it (txdag replay {topology} --from {record.txid})")
     return (f"txid {record.txid} (attempt {record.attempt}, run {record.run_id}) has waited on its {task} task for "
             f"{since} (since {record.updated_at}); every later txid commits after it. If that task failed for a "
             f"transient reason, Airflow replays it automatically (its log says when: 'replaying txid {record.txid} "

@@ -8,6 +8,7 @@ not a record of the expected shape, raise :class:`~txdag.errors.FormatVersionErr
 from __future__ import annotations
 
 import enum
+import hashlib
 import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, NoReturn
@@ -67,7 +68,9 @@ class TxidRecord:
     be in the state already, so its metadata is frozen for every later emission, whatever the spout kind.
     ``auto_replay`` marks a FAILED txid that failed only because txid ``failed_by`` was re-emitted with a different
     batch (an opaque spout's retry): txdag re-emits it itself once ``failed_by`` is committed (Storm re-emits every
-    later batch); leaving FAILED clears it.
+    later batch); leaving FAILED clears it. ``planned_on`` is the digest (:func:`digest_of`) of txid - 1's metadata
+    that this batch was planned after (None: txid 1, or a record of a txdag before it was kept): a failed txid's
+    processed batch may be committed only while it matches the metadata committed for txid - 1.
     """
 
     txid: int
@@ -81,6 +84,7 @@ class TxidRecord:
     commit_begun: bool = False
     history: tuple[HistoryEntry, ...] = field(default=())
     auto_replay: bool = False
+    planned_on: str | None = None
 
     @property
     def tx(self) -> TransactionAttempt:
@@ -132,7 +136,14 @@ class TxidRecord:
             commit_begun=bool(obj.get("commit_begun", False)),
             history=tuple(_entry(e, path) for e in history),
             auto_replay=bool(obj.get("auto_replay", False)),
+            planned_on=_str(obj, "planned_on", path, optional=True),
         )
+
+
+def digest_of(metadata: dict[str, Any]) -> str:
+    """A short digest of a batch's metadata (canonical JSON), to tell later whether a batch is still the one a later
+    txid was planned after."""
+    return hashlib.sha256(json.dumps(metadata, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from txdag.attempt import TransactionAttempt as TA
@@ -18,7 +20,7 @@ from txdag.txid.coordinator import (
     lowest_failed,
 )
 from txdag.txid.decisions import NotProcessedError, key_value_wait
-from txdag.zk.records import TxidRecord, TxStatus
+from txdag.zk.records import TxidRecord, TxStatus, digest_of
 
 AT = "2024-01-01T00:00:00.000+00:00"
 
@@ -75,15 +77,29 @@ def test_own_failure_before_processing_refuses_the_commit() -> None:
 
 
 def failed_in_commit(txid: int, **changes: object) -> TxidRecord:
-    return rec(txid, TxStatus.COMMITTING).moved(TxStatus.FAILED, AT, **{"failed_by": txid, "error": "redis", **changes})
+    processed = replace(rec(txid, TxStatus.COMMITTING), planned_on=digest_of({"n": txid - 1}))  # rec's metadata
+    return processed.moved(TxStatus.FAILED, AT, **{"failed_by": txid, "error": "redis", **changes})
 
 
 def test_a_txid_failed_after_processing_commits_when_its_commit_runs_again() -> None:
-    assert commit_decision("t", TA(3, 1), 2, records(failed_in_commit(3))) == Go(TA(3, 1))
-    cascaded = rec(4).moved(TxStatus.FAILED, AT, failed_by=3, error="txid 3 failed")
-    assert commit_decision("t", TA(4, 1), 3, records(cascaded)) == Go(TA(4, 1)), "failed behind it, processed"
-    wait = commit_decision("t", TA(4, 1), 2, records(rec(3, TxStatus.EMITTED), cascaded))
+    committed = rec(2, TxStatus.COMMITTED)
+    assert commit_decision("t", TA(3, 1), 2, records(committed, failed_in_commit(3))) == Go(TA(3, 1))
+    cascaded = replace(rec(4), planned_on=digest_of({"n": 3})).moved(TxStatus.FAILED, AT, failed_by=3, error="x")
+    assert commit_decision("t", TA(4, 1), 3, records(rec(3, TxStatus.COMMITTED), cascaded)) == Go(TA(4, 1)), \
+        "failed behind it, processed"
+    wait = commit_decision("t", TA(4, 1), 2, records(committed, rec(3, TxStatus.EMITTED), cascaded))
     assert isinstance(wait, Wait) and wait.waiting_on == 3, "not before its predecessor commits"
+
+
+def test_a_failed_txid_planned_after_another_batch_of_its_predecessor_does_not_commit() -> None:
+    replanned = replace(rec(2, TxStatus.COMMITTED), metadata={"n": 2, "more": True})
+    with pytest.raises(CascadeError, match="not known to follow txid 2's as it stands"):
+        commit_decision("t", TA(3, 1), 2, records(replanned, failed_in_commit(3)))
+    old = failed_in_commit(3, planned_on=None)  # a record of a txdag that did not keep planned_on
+    with pytest.raises(CascadeError, match="or recorded by an older txdag"):
+        commit_decision("t", TA(3, 1), 2, records(rec(2, TxStatus.COMMITTED), old))
+    first = failed_in_commit(1, planned_on=None)
+    assert commit_decision("t", TA(1, 1), 0, records(first)) == Go(TA(1, 1)), "txid 1 follows nothing"
 
 
 def test_a_failed_txid_whose_batch_is_void_or_stale_does_not_commit() -> None:
@@ -98,7 +114,7 @@ def test_a_failed_txid_whose_batch_is_void_or_stale_does_not_commit() -> None:
 def test_a_commit_behind_a_failed_txid_names_clearing_its_commit() -> None:
     with pytest.raises(CascadeError, match="txid 3 failed .* or, when txid 3 failed in its commit, clear its commit "
                                            r"task \(with its future runs: this commit waits for it\)") as refused:
-        commit_decision("t", TA(4, 1), 2, records(failed_in_commit(3), rec(4)))
+        commit_decision("t", TA(4, 1), 2, records(rec(2, TxStatus.COMMITTED), failed_in_commit(3), rec(4)))
     assert refused.value.failed_txid == 3
 
 
@@ -157,6 +173,7 @@ def test_a_reemission_with_another_batch_marks_later_txids_for_automatic_replay(
     assert [(r.txid, r.status, r.failed_by, r.auto_replay) for r in later] == [
         (3, TxStatus.FAILED, 2, True), (4, TxStatus.FAILED, 2, True), (5, TxStatus.FAILED, 2, True)], \
         "a txid failed already is marked too: its batch was planned on the old one"
+    assert later[2].error == "why (it had failed: x)", "its own failure is kept in the message"
     assert cascade(later, 2, "again", AT, auto_replay=True) == [], "marked once"
     assert not any(r.auto_replay for r in cascade([rec(3)], 2, "a real failure", AT))
     assert not later[0].moved(TxStatus.EMITTED, AT, attempt=2).auto_replay, "leaving FAILED clears it"

@@ -34,6 +34,17 @@ def test_txid_record_round_trips_with_status_history_and_failure() -> None:
                                                              (TxStatus.FAILED, "txid 6 failed")]
 
 
+def test_the_digest_a_batch_was_planned_after_round_trips_and_an_older_record_has_none() -> None:
+    from txdag.zk.records import digest_of
+
+    rec = record(status=TxStatus.PROCESSED, at=AT, planned_on=digest_of({"from": 1, "quantity": 5}))
+    assert TxidRecord.from_bytes(rec.to_bytes(), PATH).planned_on == rec.planned_on
+    assert digest_of({"quantity": 5, "from": 1}) == rec.planned_on != digest_of({"from": 1, "quantity": 6})
+    older = json.loads(rec.to_bytes())
+    del older["planned_on"]
+    assert TxidRecord.from_bytes(json.dumps(older).encode(), PATH).planned_on is None
+
+
 def test_an_automatic_replay_mark_round_trips_and_an_older_record_has_none() -> None:
     rec = record(status=TxStatus.FAILED, at=AT, failed_by=6, error="txid 6 was re-emitted", auto_replay=True)
     assert TxidRecord.from_bytes(rec.to_bytes(), PATH).auto_replay
