@@ -64,6 +64,13 @@ def statuses(store, txids: range) -> dict[int, tuple[TxStatus, int]]:  # noqa: A
     return {t: (r.status, r.attempt) for t, (r, _) in store.read_txids(txids).items()}
 
 
+def txdag(airflow: AirflowInstance, *args: str) -> subprocess.CompletedProcess:
+    """The ``txdag`` command against this Airflow, as a user runs it."""
+    env = {**airflow.env, "TXDAG_AIRFLOW_URL": airflow.base_url, "TXDAG_AIRFLOW_PASSWORD": airflow.password}
+    return subprocess.run([str(REPO / ".venv" / "bin" / "txdag"), *args], env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
 def tries(airflow: AirflowInstance, run: str, task: str) -> int:
     return len(airflow.api.task_tries(TOPOLOGY, run, task))
 
@@ -99,13 +106,10 @@ def test_clearing_commit_alone_commits_a_failed_txid_and_clearing_process_reproc
     # 2. txid 3's commit killed at every try: `txdag retry` clears the failed commit, which commits it.
     assert api.wait_run(TOPOLOGY, trigger(), timeout=RUN_TIMEOUT) == "failed"
     assert statuses(store, range(3, 4)) == {3: (TxStatus.COMMITTING, 1)}
-    env = {**airflow.env, "TXDAG_AIRFLOW_URL": airflow.base_url, "TXDAG_AIRFLOW_PASSWORD": airflow.password}
-    status = subprocess.run([str(REPO / ".venv" / "bin" / "txdag"), "status", TOPOLOGY], env=env,
-                            capture_output=True, text=True, timeout=120)
+    status = txdag(airflow, "status", TOPOLOGY)
     assert "its run failed in Airflow and nothing recorded that here (its last commit try killed" in status.stdout and (
         f"txdag retry {TOPOLOGY} 3") in status.stdout, status.stdout + status.stderr
-    retry = subprocess.run([str(REPO / ".venv" / "bin" / "txdag"), "retry", TOPOLOGY, "3"], env=env,
-                           capture_output=True, text=True, timeout=120)
+    retry = txdag(airflow, "retry", TOPOLOGY, "3")
     assert retry.returncode == 0 and "commit try 3 (failed" in retry.stdout and " cleared" in retry.stdout, \
         retry.stdout + retry.stderr
     assert api.wait_run(TOPOLOGY, run[2], timeout=RUN_TIMEOUT) == "success"
@@ -123,8 +127,7 @@ def test_clearing_commit_alone_commits_a_failed_txid_and_clearing_process_reproc
     assert api.wait_run(TOPOLOGY, run[3], timeout=RUN_TIMEOUT) == "failed"
     assert api.task_instance(TOPOLOGY, run[3], "commit")["state"] == "upstream_failed"
     assert statuses(store, range(4, 5)) == {4: (TxStatus.PROCESSED, 2)}
-    retry = subprocess.run([str(REPO / ".venv" / "bin" / "txdag"), "retry", TOPOLOGY, "4"], env=env,
-                           capture_output=True, text=True, timeout=120)
+    retry = txdag(airflow, "retry", TOPOLOGY, "4")
     assert retry.returncode == 0 and "commit try" in retry.stdout and "(upstream_failed" in retry.stdout, \
         retry.stdout + retry.stderr
     assert api.wait_run(TOPOLOGY, run[3], timeout=RUN_TIMEOUT) == "success"
@@ -142,8 +145,7 @@ def test_clearing_commit_alone_commits_a_failed_txid_and_clearing_process_reproc
             assert time.monotonic() < deadline, f"runs {holders} never started"
             time.sleep(0.5)
         queued = trigger()
-        status = subprocess.run([str(REPO / ".venv" / "bin" / "txdag"), "status", TOPOLOGY], env=env,
-                                capture_output=True, text=True, timeout=120)
+        status = txdag(airflow, "status", TOPOLOGY)
     finally:
         api.update_pool(f"txdag_{TOPOLOGY}", 1)
     holding = " and ".join(f"run {r} (coordinating: no txid yet)" for r in sorted(holders))
