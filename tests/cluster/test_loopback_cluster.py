@@ -269,6 +269,8 @@ def test_the_marker_is_written_once_a_replica_has_every_state_of_the_commit(addr
     """A failover may take back a master's writes that no replica had. The marker says "this txid is in" for all
     the states, so it is written only once a replica of each state's master has them: else a replay trusting it
     would skip a state whose master lost the txid's writes (counts lost; the cluster e2e met it)."""
+    from redis.crc import key_slot
+
     from txdag.redisio import client_from_url
     from txdag.state.base import StateKind
     from txdag.state.redis_backing import state_keys
@@ -280,6 +282,11 @@ def test_the_marker_is_written_once_a_replica_has_every_state_of_the_commit(addr
                              f"{','.join(others)}")
     name = uuid.uuid4().hex[:8]
     namespaces = [f"{name}:{i}" for i in range(12)]  # several slots, on more than one master
+
+    def replicated() -> bool:  # a master killed by an earlier test is back as a replica, and the client knows it
+        client.nodes_manager.initialize()
+        return all(len(client.nodes_manager.slots_cache[key_slot(ns.encode())]) > 1 for ns in namespaces)
+    wait_until(replicated, 60, "a replica for each master of the states' slots")  # else it is rightly not WAITed on
     masters = {client.get_node_from_key(ns).name for ns in namespaces}
     marker = f"{name}:marker"
     sent: list[tuple[str, str]] = []
