@@ -20,10 +20,9 @@ import logging
 from typing import Any
 
 from txdag.protocol import Runtime, steps
-from txdag.zk.records import TxStatus
+from txdag.zk.records import IN_FLIGHT, TxStatus
 
 log = logging.getLogger("txdag.airflow")
-IN_FLIGHT = (TxStatus.EMITTED, TxStatus.PROCESSED, TxStatus.COMMITTING)
 
 
 def run_state(context: Any, dag_id: str, run_id: str) -> str | None:

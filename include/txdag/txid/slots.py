@@ -17,9 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from txdag.txid.waits import waits_on
-from txdag.zk.records import TopologyRecord, TxidRecord, TxStatus
-
-IN_FLIGHT = (TxStatus.EMITTED, TxStatus.PROCESSED, TxStatus.COMMITTING)
+from txdag.zk.records import IN_FLIGHT, TopologyRecord, TxidRecord, TxStatus
 
 
 def queued_run(run_id: str, record: TxidRecord | None) -> str:

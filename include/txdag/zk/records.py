@@ -31,6 +31,9 @@ class TxStatus(str, enum.Enum):
     FAILED = "failed"
 
 
+IN_FLIGHT = (TxStatus.EMITTED, TxStatus.PROCESSED, TxStatus.COMMITTING)  # neither committed nor failed
+
+
 @dataclass(frozen=True)
 class TopologyRecord:
     """The topology's counters; the znode's version guards every allocation and commit (compare-and-set)."""
