@@ -1,0 +1,95 @@
+"""txdag's fault harness, Jepsen-style (issue 36 item 5, first step: pauses and kills, no network cuts yet).
+
+    .venv/bin/python bench/jepsen.py --quick                       # 2 schedules of 180 s
+    .venv/bin/python bench/jepsen.py --schedules 50 --seed 1000    # the long run
+    .venv/bin/python bench/jepsen.py --seed 1003 --schedules 1 --duration 240   # replay a failing schedule
+
+A copy of dags/tweets_analytics.py (no schedule, two txids in flight, spark-submit) runs through the real Airflow
+path (scripts/airflow.sh: LocalExecutor, PostgreSQL) on servers of the harness's own. Per schedule (seed S+i), while a
+producer appends tweets and triggers runs through the REST API, the faults drawn from the seed (jepsen/schedule.py)
+overlap: SIGSTOP then SIGCONT after 1-60 s of the Redis server, the ZooKeeper server, the scheduler and the triggerer;
+SIGKILL of a task process or a Spark driver. A recorder keeps every txid's record from ZooKeeper, the committed txid
+over time, and the states with their per-field txids sampled over time; the checker (jepsen/checker.py) verifies the
+states against the ground truth, the commit order, no double commit, no stale write visible in any sample, and a
+commit within --bound s after the last fault healed. A failing schedule's history goes to --out as seed-S.json.
+
+Ports: TXDAG_REDIS_PORT, TXDAG_ZK_PORT, TXDAG_PG_PORT, TXDAG_AIRFLOW_PORT, TXDAG_SPARK_CONNECT_PORT (defaults 6481,
+2281, 5481, 8881, 15481: not the project's usual ones, since it SIGSTOPs them). It pauses only servers it started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+PORTS = {"TXDAG_REDIS_PORT": "6481", "TXDAG_ZK_PORT": "2281", "TXDAG_PG_PORT": "5481", "TXDAG_AIRFLOW_PORT": "8881",
+         "TXDAG_SPARK_CONNECT_PORT": "15481", "TXDAG_KAFKA_PORT": "9481"}
+SHARED = {"6391", "2191", "5491", "8791", "8792", "9391"}  # the project's usual ports: other work's servers
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="\n".join(__doc__.splitlines()[1:]),
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--schedules", type=int, default=10, help="schedules to run (default 10)")
+    p.add_argument("--seed", type=int, default=None, help="the first schedule's seed; schedule i has seed+i "
+                   "(default: from the clock, printed)")
+    p.add_argument("--duration", type=float, default=300.0, help="seconds of faults and load per schedule (300)")
+    p.add_argument("--quick", action="store_true", help="2 schedules of 180 s, batches of 50 (unless given)")
+    p.add_argument("--batch", type=int, default=100, help="tweets appended per run triggered (100)")
+    p.add_argument("--bound", type=float, default=240.0, help="seconds after the last fault healed by which a commit "
+                   "must come (240)")
+    p.add_argument("--drain", type=float, default=600.0, help="seconds after a schedule for the commits to cover "
+                   "every tweet before a replay through the REST API (600)")
+    p.add_argument("--redis-db", type=int, default=1, help="the Redis database of the topology (1)")
+    p.add_argument("--flush", action="store_true", help="empty that database first if it holds keys")
+    p.add_argument("--out", default=None, help="output folder (default bench/results/jepsen-<timestamp>/)")
+    args = p.parse_args(argv)
+    given = argv if argv is not None else sys.argv
+    if args.quick:
+        args.schedules = 2 if "--schedules" not in given else args.schedules
+        args.duration = 180.0 if "--duration" not in given else args.duration
+        args.batch = 50 if "--batch" not in given else args.batch
+    args.seed = args.seed if args.seed is not None else int(time.time()) % 100000
+    started = datetime.now(UTC)
+    args.out = args.out or str(BENCH / "results" / f"jepsen-{started:%Y%m%d-%H%M%S}")
+    for name, port in PORTS.items():
+        os.environ.setdefault(name, port)
+    taken = sorted(n for n in PORTS if os.environ[n] in SHARED)
+    if taken:
+        p.error(f"{', '.join(taken)} name the project's usual ports, whose servers other work uses: the harness "
+                "SIGSTOPs its servers, give it ports of its own")
+    args.airflow_home = str(BENCH.parent / ".run" / f"airflow-jepsen-{os.environ['TXDAG_AIRFLOW_PORT']}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    sys.path.insert(0, str(BENCH))
+    from jepsen.runner import run
+
+    def interrupted(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupted)  # the runner's finally resumes and stops what it started
+    out = Path(args.out)
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    print(f"jepsen: seed {args.seed}, {args.schedules} schedules of {args.duration:g} s, out {out}", flush=True)
+    summary = run(args, out)
+    summary["seconds"] = round(time.monotonic() - t0)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    print(f"jepsen: {len(summary['schedules'])} schedules run, faults {summary['faults']}, "
+          f"{summary['violations']} violations" + (f" (seeds {summary['failing_seeds']})" if summary['violations']
+          else "") + f", {summary['seconds']} s", flush=True)
+    return 1 if summary["violations"] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

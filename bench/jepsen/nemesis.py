@@ -1,0 +1,142 @@
+"""The nemesis: carries out a schedule's faults against this harness's own processes, each fault in a thread of its
+own so that they overlap as drawn.
+
+A pause SIGSTOPs its process and SIGCONTs it ``hold`` seconds later; a kill SIGKILLs a task process or a Spark driver
+of this harness's Airflow (picked with the schedule's random generator; waited for up to ``KILL_WAIT`` s when none
+runs, else the fault is skipped and says so). Targets are checked to be the harness's own before any signal: Redis
+and ZooKeeper only when this run started them (their pid files under .run/ of this checkout, the pid's command line
+naming the port), the scheduler and triggerer by the pid file in this AIRFLOW_HOME and the process's environment.
+``heal_all`` resumes whatever is still stopped: the runner calls it whatever happens.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from recov import procs
+from tput.services import REPO, Stack
+
+from jepsen.schedule import Fault
+
+KILL_WAIT = 20.0
+
+
+class NotOurs(RuntimeError):
+    """A target that is not this harness's process: never signalled."""
+
+
+def server_pids(stack: Stack, service: str) -> list[int]:
+    """The Redis or ZooKeeper server this run started (scripts/services.sh's pid file), checked."""
+    port = stack.ports.redis if service == "redis" else stack.ports.zk
+    if service not in stack.started:
+        raise NotOurs(f"{service} on port {port} was already running, not started by this run: not paused")
+    folder, needle = (f"redis-{port}", f":{port}") if service == "redis" else (f"zk-{port}", f"zk-{port}/zoo.cfg")
+    pidfile = REPO / ".run" / folder / ("redis.pid" if service == "redis" else "zookeeper.pid")
+    pid = int(pidfile.read_text().split()[0])
+    cmdline = procs.table().get(pid)
+    if cmdline is None or needle not in cmdline.cmdline:
+        raise NotOurs(f"pid {pid} of {pidfile} is not the {service} server on port {port}: not paused")
+    return [pid]
+
+
+def component_pids(stack: Stack, component: str) -> list[int]:
+    """The Airflow component's process(es) (``airflow <component>``) in this run's AIRFLOW_HOME, not its children
+    that run tasks."""
+    home = str(stack.airflow_home)
+    leader = int((Path(home) / f"{component}.pid").read_text().split()[0])
+    table = procs.table()
+    ours = {p.pid for p in procs.of_home(home, table)}
+    tree = [leader, *procs.descendants(leader, table)]
+    found = [p for p in tree if p in ours and f"airflow {component}" in table[p].cmdline]
+    if not found:
+        raise NotOurs(f"no 'airflow {component}' process of AIRFLOW_HOME={home} under pid {leader}")
+    return found
+
+
+def task_pids(stack: Stack) -> list[int]:
+    return sorted(p.pid for p in procs.of_home(str(stack.airflow_home))
+                  if p.cmdline.startswith("airflow worker -- ") and "LocalExecutor" not in p.cmdline)
+
+
+def driver_pids(stack: Stack) -> list[int]:
+    table = procs.table()
+    return sorted(d for t in task_pids(stack) for d in procs.spark_drivers(t, table))
+
+
+PAUSE_TARGETS = {"pause-redis": lambda s: server_pids(s, "redis"), "pause-zookeeper": lambda s: server_pids(s, "zk"),
+                 "pause-scheduler": lambda s: component_pids(s, "scheduler"),
+                 "pause-triggerer": lambda s: component_pids(s, "triggerer")}
+KILL_TARGETS = {"kill-task": task_pids, "kill-driver": driver_pids}
+
+
+class Nemesis:
+    def __init__(self, stack: Stack, faults: list[Fault], seed: int) -> None:
+        self.stack, self.faults = stack, faults
+        self.rng = random.Random(seed)
+        self.injected: list[dict[str, Any]] = []
+        self.stopped: set[int] = set()
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+
+    def run(self, start: float) -> None:
+        """Sleeps to each fault's time after ``start`` (epoch s) and sets it off; returns once all are set off."""
+        for fault in self.faults:
+            time.sleep(max(0.0, start + fault.at - time.time()))
+            t = threading.Thread(target=self._inject, args=(fault,), daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def join(self) -> None:
+        for t in self._threads:
+            t.join()
+
+    def _inject(self, fault: Fault) -> None:
+        entry: dict[str, Any] = {"kind": fault.kind, "planned": fault.to_json(), "at": time.time(), "targets": []}
+        try:
+            if fault.kind in PAUSE_TARGETS:
+                self._pause(fault, entry)
+            else:
+                self._kill(fault, entry)
+        except (NotOurs, OSError, ValueError) as exc:
+            entry.update(skipped=True, note=str(exc))
+        entry.setdefault("healed", entry["at"])
+        with self._lock:
+            self.injected.append(entry)
+        print(f"jepsen:   {fault.kind} {entry.get('note', '')}", flush=True)
+
+    def _pause(self, fault: Fault, entry: dict[str, Any]) -> None:
+        pids = PAUSE_TARGETS[fault.kind](self.stack)
+        with self._lock:
+            self.stopped.update(pids)
+        entry["at"] = time.time()
+        entry["targets"] = procs.signal_all(pids, signal.SIGSTOP)
+        time.sleep(fault.hold)
+        procs.signal_all(pids, signal.SIGCONT)
+        with self._lock:
+            self.stopped.difference_update(pids)
+        entry["healed"] = time.time()
+        entry["note"] = f"SIGSTOP {pids}, SIGCONT after {entry['healed'] - entry['at']:.1f} s"
+
+    def _kill(self, fault: Fault, entry: dict[str, Any]) -> None:
+        deadline = time.monotonic() + KILL_WAIT
+        while not (pids := KILL_TARGETS[fault.kind](self.stack)) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        if not pids:
+            entry.update(skipped=True, note=f"nothing to kill within {KILL_WAIT:g} s")
+            return
+        pid = self.rng.choice(pids)
+        what = procs.table().get(pid, procs.Proc(pid, 0, "", "gone")).cmdline[:60]
+        entry["at"] = time.time()
+        entry["targets"] = procs.signal_all([pid], signal.SIGKILL)
+        entry["note"] = f"SIGKILL {pid} ({what})"
+
+    def heal_all(self) -> list[int]:
+        """SIGCONT to every process still stopped by a pause (a run interrupted mid-pause)."""
+        with self._lock:
+            pids, self.stopped = sorted(self.stopped), set()
+        return procs.signal_all(pids, signal.SIGCONT)

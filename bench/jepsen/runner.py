@@ -1,0 +1,147 @@
+"""One jepsen run: start the harness's own stack (recov.runner.start: Redis, ZooKeeper, PostgreSQL, Airflow on the
+ports given), then each schedule in turn; whatever happens, resume what a pause left stopped and stop what was started.
+
+A schedule: read the base (the committed txid, the tweets it covers, the states), start the recorder, the workload
+and the nemesis; once the schedule's time is up and every fault has healed, stop appending, drain (trigger until the
+committed txids cover every tweet, replaying a stuck pipeline through the REST API after ``drain`` s, as the
+recovery benchmark does), let the runs finish, take the final readings and check the history.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from argparse import Namespace
+from pathlib import Path
+from typing import Any
+
+from recov.lab import Lab, Topology, patiently
+from recov.runner import start
+from recov.trial import _repair, _settle
+from tput import dags
+from tput.services import BenchError, Ports, Stack
+
+from jepsen import checker
+from jepsen.nemesis import Nemesis
+from jepsen.recorder import FORMAT_VERSION, Recorder, snapshot
+from jepsen.schedule import make_schedule, overlapping
+from jepsen.workload import Workload, covered
+
+
+def variant(args: Namespace) -> dags.Variant:
+    return dags.Variant("jepsen", args.redis_db, args.batch, 2, "submit", dags.shipped().commit_poke_interval)
+
+
+def run(args: Namespace, out: Path) -> dict[str, Any]:
+    stack = Stack(Ports.from_env(), out / "logs")
+    stack.airflow_home = Path(args.airflow_home)
+    summary: dict[str, Any] = {"schedules": [], "faults": {}, "violations": 0, "failing_seeds": []}
+    lab, nemeses = None, []
+    tweets: dict[int, str] = {}
+    try:
+        lab = start(stack, [variant(args)], args.flush)
+        topo = Topology(variant(args))
+        for i in range(args.schedules):
+            nemesis = Nemesis(stack, make_schedule(args.seed + i, args.duration), args.seed + i)
+            nemeses.append(nemesis)
+            result = run_schedule(lab, topo, nemesis, args, args.seed + i, tweets, out)
+            summary["schedules"].append(result)
+            for kind, n in result["faults"].items():
+                summary["faults"][kind] = summary["faults"].get(kind, 0) + n
+            summary["violations"] += len(result["violations"])
+            if result["violations"]:
+                summary["failing_seeds"].append(args.seed + i)
+            if "did not help" in result["stuck"]:
+                print(f"jepsen: the pipeline stays stuck after schedule {args.seed + i}: no more schedules")
+                break
+    finally:
+        for nemesis in nemeses:
+            if resumed := nemesis.heal_all():
+                print(f"jepsen: SIGCONT to {resumed}, still stopped")
+        if lab is not None:
+            lab.close()
+        try:
+            stack.clean_up([args.redis_db], keep_data=False)
+        except Exception as exc:  # noqa: BLE001 - the services' stop comes next all the same
+            print(f"jepsen: clean-up: {exc}")
+        for problem in stack.stop():
+            print(f"jepsen: could not stop {problem}")
+    return summary
+
+
+def run_schedule(lab: Lab, topo: Topology, nemesis: Nemesis, args: Namespace, seed: int, tweets: dict[int, str],
+                 out: Path) -> dict[str, Any]:
+    began = time.time()
+    print(f"jepsen: schedule seed {seed}: {len(nemesis.faults)} faults ({overlapping(nemesis.faults)} overlapping): "
+          + ", ".join(f"{f.kind}@{f.at:g}s" + (f"/{f.hold:g}s" if f.hold else "") for f in nemesis.faults), flush=True)
+    committed, covers = patiently("reading the base", lambda: covered(lab, topo))
+    with lab.redis(topo) as client:
+        base = {"committed": committed, "covered": covers, "states": snapshot(client, topo.variant.prefix)}
+    recorder, workload = Recorder(lab, topo), Workload(lab, topo, args.batch, seed * 1000, tweets)
+    recorder.start()
+    workload.start()
+    nemesis.run(began)
+    nemesis.join()
+    time.sleep(max(0.0, began + args.duration - time.time()))
+    workload.appending.clear()
+    healed_at = max((f["healed"] for f in nemesis.injected if not f.get("skipped")), default=None)
+    stuck = drain(lab, topo, workload, args.drain)
+    workload.stop()
+    states = _settle(lab, topo, workload.runs)
+    recorder.stop()
+    recorder.read_zk(since=committed)
+    with lab.redis(topo) as client:
+        final = patiently("reading the states", lambda: snapshot(client, topo.variant.prefix))
+    history = {"v": FORMAT_VERSION, "seed": seed, "duration": args.duration, "bound": args.bound,
+               "schedule": [f.to_json() for f in nemesis.faults], "injected": sorted(nemesis.injected,
+               key=lambda f: f["at"]), "base": base,
+               "tweets": {"first": covers + 1, "texts": [tweets[i] for i in sorted(tweets) if i > covers]},
+               "txids": {k: v for k, v in recorder.txids.items() if int(k) > committed},
+               "committed": recorder.committed, "samples": recorder.samples, "final": final,
+               "healed_at": healed_at, "began": began, "ended": time.time(), "stuck": stuck, "run_states": states,
+               "recorder_errors": recorder.errors}
+    try:
+        violations = checker.check(history)
+    except Exception:
+        (out / f"seed-{seed}.json").write_text(json.dumps(history))  # a checker's bug: keep what it failed on
+        raise
+    result = {"seed": seed, "seconds": round(time.time() - began), "faults": _count(nemesis.injected),
+              "skipped": [f["kind"] for f in nemesis.injected if f.get("skipped")],
+              "txids": len(history["txids"]), "samples": len(recorder.samples),
+              "recovery_s": checker.recovery_seconds(history), "stuck": stuck,
+              "violations": [v.to_json() for v in violations]}
+    print(f"jepsen: schedule seed {seed}: {result['seconds']} s, {result['txids']} txids, {result['samples']} "
+          f"samples, recovered {result['recovery_s']} s after the last heal, {len(violations)} violations"
+          + (f" (stuck: {stuck})" if stuck else ""), flush=True)
+    for v in violations[:10]:
+        print(f"jepsen:   VIOLATION {v.kind}: {v.message[:400]}", flush=True)
+    if violations:
+        path = out / f"seed-{seed}.json"
+        path.write_text(json.dumps(history))
+        print(f"jepsen:   history in {path}; replay with --seed {seed} --schedules 1 --duration {args.duration:g}")
+    return result
+
+
+def drain(lab: Lab, topo: Topology, workload: Workload, timeout: float) -> str:
+    """Waits until the committed txids cover every tweet appended; past ``timeout`` s replays from the first
+    uncommitted txid (recov.trial's repair). Returns "" or what it had to do."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if patiently("reading the committed txid", lambda: covered(lab, topo))[1] >= max(workload.tweets, default=0):
+            return ""
+        time.sleep(2)
+    store = lab.store(topo)
+    topology = store.read_topology()[0]
+    txids = list(range(topology.committed_txid + 1, topology.last_txid + 1))
+    try:
+        return "drain timed out: " + _repair(lab, topo, txids, timeout)
+    except BenchError as exc:
+        return f"drain timed out, a replay did not help: {exc}"
+
+
+def _count(injected: list[dict[str, Any]]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for f in injected:
+        if not f.get("skipped"):
+            counts[f["kind"]] = counts.get(f["kind"], 0) + 1
+    return counts
