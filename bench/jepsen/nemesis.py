@@ -59,8 +59,11 @@ def component_pids(stack: Stack, component: str) -> list[int]:
 
 
 def task_pids(stack: Stack) -> list[int]:
-    return sorted(p.pid for p in procs.of_home(str(stack.airflow_home))
-                  if p.cmdline.startswith("airflow worker -- ") and "LocalExecutor" not in p.cmdline)
+    """The task processes under this run's scheduler (its LocalExecutor workers' children). Found through the
+    scheduler, not the environment: setproctitle writes the title over /proc/<pid>/environ."""
+    table = procs.table()
+    return sorted(p for s in component_pids(stack, "scheduler") for p in procs.descendants(s, table)
+                  if table[p].cmdline.startswith("airflow worker -- ") and "LocalExecutor" not in table[p].cmdline)
 
 
 def driver_pids(stack: Stack) -> list[int]:
