@@ -3,6 +3,7 @@
     .venv/bin/python bench/jepsen.py --quick                       # 2 schedules of 180 s
     .venv/bin/python bench/jepsen.py --schedules 50 --seed 1000    # the long run
     .venv/bin/python bench/jepsen.py --seed 1003 --schedules 1 --duration 240   # replay a failing schedule
+    .venv/bin/python bench/jepsen.py --check bench/results/jepsen-.../seed-1003.json  # check a kept history again
 
 A copy of dags/tweets_analytics.py (no schedule, two txids in flight, spark-submit) runs through the real Airflow
 path (scripts/airflow.sh: LocalExecutor, PostgreSQL) on servers of the harness's own. Per schedule (seed S+i), while a
@@ -49,6 +50,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "every tweet before a replay through the REST API (600)")
     p.add_argument("--redis-db", type=int, default=1, help="the Redis database of the topology (1)")
     p.add_argument("--flush", action="store_true", help="empty that database first if it holds keys")
+    p.add_argument("--check", default=None, metavar="HISTORY_JSON", help="run nothing: check a kept history again "
+                   "(after a change to the checker) and print its violations")
     p.add_argument("--out", default=None, help="output folder (default bench/results/jepsen-<timestamp>/)")
     args = p.parse_args(argv)
     given = argv if argv is not None else sys.argv
@@ -72,6 +75,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     sys.path.insert(0, str(BENCH))
+    if args.check:
+        return check_again(Path(args.check))
     from jepsen.runner import run
 
     def interrupted(signum: int, _frame: object) -> None:
@@ -89,6 +94,18 @@ def main(argv: list[str] | None = None) -> int:
           f"{summary['violations']} violations" + (f" (seeds {summary['failing_seeds']})" if summary['violations']
           else "") + f", {summary['seconds']} s", flush=True)
     return 1 if summary["violations"] else 0
+
+
+def check_again(path: Path) -> int:
+    from jepsen import checker
+
+    history = json.loads(path.read_text())
+    violations = checker.check(history)
+    for v in violations:
+        print(f"jepsen: VIOLATION {v.kind}: {v.message[:400]}")
+    print(f"jepsen: seed {history['seed']}: {len(violations)} violations, recovered "
+          f"{checker.recovery_seconds(history)} s after the last heal")
+    return 1 if violations else 0
 
 
 if __name__ == "__main__":

@@ -27,7 +27,9 @@ from tput.data import expected_counts
 
 from txdag.analytics.tweets import STATES
 from txdag.spouts.tweet_batches import check_metadata, missing_in
+from txdag.zk.records import TxStatus
 
+COMMITTED = TxStatus.COMMITTED.value  # a history step's status as recorded (the enum's value)
 SLACK = 0.5  # seconds of the history's own clock readings (ZooKeeper's milliseconds, the sampler's reads)
 Snapshot = dict[str, dict[str, list]]  # state -> field -> [value, txid]
 
@@ -45,7 +47,7 @@ def commit_times(history: dict[str, Any]) -> dict[int, float]:
     """txid -> the time of its first COMMITTED step."""
     out = {}
     for txid, rec in history["txids"].items():
-        ats = [at for _, status, at, _ in rec["history"] if status == "COMMITTED"]
+        ats = [at for _, status, at, _ in rec["history"] if status == COMMITTED]
         if ats:
             out[int(txid)] = min(ats)
     return out
@@ -118,7 +120,7 @@ def check_order(history: dict[str, Any]) -> list[Violation]:
 def check_double(history: dict[str, Any]) -> list[Violation]:
     problems = []
     for txid, rec in sorted(history["txids"].items(), key=lambda kv: int(kv[0])):
-        attempts = [attempt for attempt, status, _, _ in rec["history"] if status == "COMMITTED"]
+        attempts = [attempt for attempt, status, _, _ in rec["history"] if status == COMMITTED]
         for earlier, later in zip(attempts, attempts[1:]):
             if later <= earlier:
                 problems.append(Violation("double", f"txid {txid} COMMITTED by attempt {later} after attempt "

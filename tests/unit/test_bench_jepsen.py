@@ -38,9 +38,9 @@ def history() -> dict:
         "v": 1, "seed": 7, "duration": 60, "bound": 30, "healed_at": 10.0,
         "base": {"committed": 0, "covered": 0, "states": copy.deepcopy(empty)},
         "tweets": {"first": 1, "texts": list(TWEETS)},
-        "txids": {"1": record(1, [(1, "EMITTED", 5.0), (1, "PROCESSED", 15.0), (1, "COMMITTED", 20.0)]),
-                  "2": record(3, [(1, "EMITTED", 6.0), (1, "FAILED", 16.0), (2, "EMITTED", 25.0),
-                                  (2, "PROCESSED", 35.0), (2, "COMMITTED", 40.0)])},
+        "txids": {"1": record(1, [(1, "emitted", 5.0), (1, "processed", 15.0), (1, "committed", 20.0)]),
+                  "2": record(3, [(1, "emitted", 6.0), (1, "failed", 16.0), (2, "emitted", 25.0),
+                                  (2, "processed", 35.0), (2, "committed", 40.0)])},
         "committed": [[1.0, 0], [21.0, 1], [41.0, 2]],
         "samples": [{"t0": 1.0, "t1": 1.1, "states": copy.deepcopy(empty)},
                     {"t0": 21.0, "t1": 21.1, "states": copy.deepcopy(after1)},
@@ -80,7 +80,7 @@ def test_a_txid_committing_before_its_predecessor_is_an_order_violation():
 
 def test_a_gap_in_the_committed_txids_is_an_order_violation():
     h = history()
-    h["txids"]["1"] = record(1, [(1, "EMITTED", 5.0), (1, "FAILED", 15.0)])
+    h["txids"]["1"] = record(1, [(1, "emitted", 5.0), (1, "failed", 15.0)])
     h["samples"] = h["samples"][:1]
     assert "order" in kinds(h)
 
@@ -93,13 +93,13 @@ def test_the_committed_txid_going_back_is_an_order_violation():
 
 def test_a_second_commit_by_the_same_attempt_is_a_double_commit():
     h = history()
-    h["txids"]["1"]["history"].append([1, "COMMITTED", 45.0, None])
+    h["txids"]["1"]["history"].append([1, "committed", 45.0, None])
     assert kinds(h) == ["double"]
 
 
 def test_a_replay_of_a_committed_txid_with_a_higher_attempt_is_allowed():
     h = history()
-    h["txids"]["1"]["history"].append([2, "COMMITTED", 45.0, None])
+    h["txids"]["1"]["history"].append([2, "committed", 45.0, None])
     assert kinds(h) == []
 
 
@@ -178,3 +178,15 @@ def test_faults_of_different_kinds_overlap_in_some_schedules():
 def test_a_schedule_too_short_for_a_pause_is_refused():
     with pytest.raises(ValueError, match="no room"):
         make_schedule(1, 60)
+
+
+def test_the_recorder_writes_a_txid_record_as_the_checker_reads_it():
+    from jepsen.recorder import record_json
+
+    from txdag.zk.records import TxidRecord, TxStatus
+
+    rec = TxidRecord.new(1, "r1", {"v": 1, "from": 1, "quantity": 2}, "2026-11-29T01:00:00.000+00:00")
+    rec = rec.moved(TxStatus.COMMITTED, "2026-11-29T01:00:20.500+00:00")
+    h = history()
+    h["txids"]["1"] = record_json(rec)
+    assert checker.commit_times(h)[1] == 1795914020.5
