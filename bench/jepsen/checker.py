@@ -11,9 +11,10 @@
 A sample is read in one MULTI/EXEC between ``t0`` and ``t1``: per field, its value ``v`` and the txid ``x`` of the
 batch in it (``{state}:txid``, which only the batch's commit writes). With the batches of the txids as committed:
 ``v`` must be the field's count through txid ``x`` exactly, batch ``x`` must hold the field, txid ``x - 1`` must
-have committed before ``t1`` (a commit waits for the previous one, so a write of ``x`` before that is a write
-out of turn), and every txid committed before ``t0`` must be visible (``x`` at least the last of them holding the
-field). A stale attempt's write breaks one of these: a value of another batch, of an uncommitted txid, or too early.
+have committed and txid ``x`` begun its commit (COMMITTING) before ``t1`` (txdag.commit.phase: wait for ``x - 1``,
+COMMITTING, the states, COMMITTED; so a write of ``x`` before those is a write out of turn), and every txid
+committed before ``t0`` must be visible (``x`` at least the last of them holding the field). A stale attempt's
+write breaks one of these: a value of another batch, of an uncommitted txid, or too early.
 Commit times are the txids' first COMMITTED steps in ZooKeeper, written after their states (same clock).
 """
 
@@ -30,6 +31,7 @@ from txdag.spouts.tweet_batches import check_metadata, missing_in
 from txdag.zk.records import TxStatus
 
 COMMITTED = TxStatus.COMMITTED.value  # a history step's status as recorded (the enum's value)
+COMMITTING = TxStatus.COMMITTING.value
 SLACK = 0.5  # seconds of the history's own clock readings (ZooKeeper's milliseconds, the sampler's reads)
 Snapshot = dict[str, dict[str, list]]  # state -> field -> [value, txid]
 
@@ -43,11 +45,11 @@ class Violation:
         return {"kind": self.kind, "message": self.message}
 
 
-def commit_times(history: dict[str, Any]) -> dict[int, float]:
-    """txid -> the time of its first COMMITTED step."""
+def commit_times(history: dict[str, Any], status: str = COMMITTED) -> dict[int, float]:
+    """txid -> the time of its first step of ``status`` (COMMITTED by default)."""
     out = {}
     for txid, rec in history["txids"].items():
-        ats = [at for _, status, at, _ in rec["history"] if status == COMMITTED]
+        ats = [at for _, step, at, _ in rec["history"] if step == status]
         if ats:
             out[int(txid)] = min(ats)
     return out
@@ -145,6 +147,7 @@ def check_sample(sample: dict[str, Any], history: dict[str, Any], prefix: dict[s
                  times: dict[int, float]) -> list[str]:
     """What is wrong with one sample of the states (see the module's docstring), one line per field."""
     base, c0 = history["base"]["states"], history["base"]["committed"]
+    begun = commit_times(history, COMMITTING)
     before = max([t for t, at in times.items() if at <= sample["t0"] - SLACK and t > c0], default=c0)
     wrong = []
     for state in STATES:
@@ -168,6 +171,9 @@ def check_sample(sample: dict[str, Any], history: dict[str, Any], prefix: dict[s
             elif x - 1 > c0 and times.get(x - 1, float("inf")) > sample["t1"] + SLACK:
                 wrong.append(f"{state}[{field}] at txid {x} visible at {sample['t1']:.3f}, before txid {x - 1} "
                              f"committed ({times.get(x - 1)})")
+            elif begun.get(x, float("inf")) > sample["t1"] + SLACK:
+                wrong.append(f"{state}[{field}] at txid {x} visible at {sample['t1']:.3f}, before its commit began "
+                             f"({begun.get(x)})")
             if due is not None and x < due:
                 wrong.append(f"{state}[{field}] at txid {x}, but txid {due} had committed it before the read")
     return wrong

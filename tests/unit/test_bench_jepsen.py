@@ -38,9 +38,10 @@ def history() -> dict:
         "v": 1, "seed": 7, "duration": 60, "bound": 30, "healed_at": 10.0,
         "base": {"committed": 0, "covered": 0, "states": copy.deepcopy(empty)},
         "tweets": {"first": 1, "texts": list(TWEETS)},
-        "txids": {"1": record(1, [(1, "emitted", 5.0), (1, "processed", 15.0), (1, "committed", 20.0)]),
+        "txids": {"1": record(1, [(1, "emitted", 5.0), (1, "processed", 15.0), (1, "committing", 19.5),
+                                  (1, "committed", 20.0)]),
                   "2": record(3, [(1, "emitted", 6.0), (1, "failed", 16.0), (2, "emitted", 25.0),
-                                  (2, "processed", 35.0), (2, "committed", 40.0)])},
+                                  (2, "processed", 35.0), (2, "committing", 38.5), (2, "committed", 40.0)])},
         "committed": [[1.0, 0], [21.0, 1], [41.0, 2]],
         "samples": [{"t0": 1.0, "t1": 1.1, "states": copy.deepcopy(empty)},
                     {"t0": 21.0, "t1": 21.1, "states": copy.deepcopy(after1)},
@@ -114,6 +115,12 @@ def test_a_write_of_a_txid_before_its_predecessor_committed_is_a_stale_write():
     h["samples"].insert(1, {"t0": 12.0, "t1": 12.1, "states": copy.deepcopy(h["samples"][2]["states"])})
     h["samples"][1]["states"]["users"]["@bob"] = [1, 1]
     assert "stale" in kinds(h)
+
+
+def test_a_write_of_a_txid_before_its_commit_began_is_a_stale_write():
+    h = history()
+    h["samples"][2]["t0"], h["samples"][2]["t1"] = 37.0, 37.1  # txid 1 committed, txid 2 not yet COMMITTING
+    assert kinds(h) == ["stale"]
 
 
 def test_a_write_of_a_txid_that_never_committed_is_a_stale_write():
