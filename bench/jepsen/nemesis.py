@@ -23,7 +23,7 @@ from tput.services import REPO, Stack
 
 from jepsen.schedule import Fault
 
-KILL_WAIT = 20.0
+KILL_WAIT = 60.0  # a kill waits this long for a task or driver to run (a paused scheduler starts none)
 
 
 class NotOurs(RuntimeError):
