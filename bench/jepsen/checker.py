@@ -193,7 +193,9 @@ def check_samples(history: dict[str, Any], deltas: dict[int, dict[str, Counter]]
 def recovery_seconds(history: dict[str, Any]) -> float | None:
     """Seconds from the last fault's healing to the next commit; None when none followed."""
     healed = history.get("healed_at")
-    after = [at for at in commit_times(history).values() if healed is not None and at > healed]
+    if healed is None:
+        return None
+    after = [at for at in commit_times(history).values() if at > healed]
     return round(min(after) - healed, 1) if after else None
 
 
