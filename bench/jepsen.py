@@ -1,18 +1,20 @@
-"""txdag's fault harness, Jepsen-style (issue 36 item 5, first step: pauses and kills, no network cuts yet).
+"""txdag's fault harness, Jepsen-style (issue 36 item 5: pauses and kills; network cuts to come).
 
     .venv/bin/python bench/jepsen.py --quick                       # 2 schedules of 180 s
     .venv/bin/python bench/jepsen.py --schedules 50 --seed 1000    # the long run
     .venv/bin/python bench/jepsen.py --seed 1003 --schedules 1 --duration 240   # replay a failing schedule
     .venv/bin/python bench/jepsen.py --check bench/results/jepsen-.../seed-1003.json  # check a kept history again
 
-A copy of dags/tweets_analytics.py (no schedule, two txids in flight, spark-submit) runs through the real Airflow
-path (scripts/airflow.sh: LocalExecutor, PostgreSQL) on servers of the harness's own. Per schedule (seed S+i), while a
-producer appends tweets and triggers runs through the REST API, the faults drawn from the seed (jepsen/schedule.py)
-overlap: SIGSTOP then SIGCONT after 1-60 s of the Redis server, the ZooKeeper server, the scheduler and the triggerer;
-SIGKILL of a task process or a Spark driver. A recorder keeps every txid's record from ZooKeeper, the committed txid
-over time, and the states with their per-field txids sampled over time; the checker (jepsen/checker.py) verifies the
-states against the ground truth, the commit order, no double commit, no stale write visible in any sample, and a
-commit within --bound s after the last fault healed. A failing schedule's history goes to --out as seed-S.json.
+A copy of dags/tweets_analytics.py (no schedule, two txids in flight, --spark connect or submit) runs through the
+real Airflow path (scripts/airflow.sh: LocalExecutor, PostgreSQL) on servers of the harness's own. Per schedule (seed
+S+i), while a producer appends tweets and triggers runs through the REST API, the faults drawn from the seed
+(jepsen/schedule.py) overlap: SIGSTOP then SIGCONT after 1-60 s of the Redis server, the ZooKeeper server, the
+scheduler, the triggerer and the Spark Connect server; SIGKILL of a task process, of the Connect server (started again
+at once) or, in submit mode, of a task's Spark driver. A recorder keeps every txid's record from ZooKeeper, the
+committed txid over time, and the states with their per-field txids sampled over time; the checker
+(jepsen/checker.py) verifies the states against the ground truth, the commit order, no double commit, no stale write
+visible in any sample, and a commit within --bound s after the last fault healed. A failing schedule's history goes
+to --out as seed-S.json.
 
 Ports: TXDAG_REDIS_PORT, TXDAG_ZK_PORT, TXDAG_PG_PORT, TXDAG_AIRFLOW_PORT, TXDAG_SPARK_CONNECT_PORT (defaults 6481,
 2281, 5481, 8881, 15481: not the project's usual ones, since it SIGSTOPs them). It pauses only servers it started.
@@ -43,6 +45,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "(default: from the clock, printed)")
     p.add_argument("--duration", type=float, default=300.0, help="seconds of faults and load per schedule (300)")
     p.add_argument("--quick", action="store_true", help="2 schedules of 180 s, batches of 50 (unless given)")
+    p.add_argument("--spark", choices=("connect", "submit"), default="connect", help="the topology's spark_mode: "
+                   "connect (a Spark Connect server of the harness's own, paused and killed too; default) or submit "
+                   "(each task's own spark-submit driver, killed too)")
     p.add_argument("--batch", type=int, default=100, help="tweets appended per run triggered (100)")
     p.add_argument("--bound", type=float, default=240.0, help="seconds after the last fault healed by which a commit "
                    "must come (240)")

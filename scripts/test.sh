@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, starts Redis, ZooKeeper and Kafka on loopback, runs the whole pytest
-# suite in tiers (unit, integration, e2e, demo: see below), prints each tier's time and result, and exits non-zero
-# when a tier failed. Extra arguments go to pytest (e.g. -q, -x, -k expr); with a test path, only that runs.
+# suite in tiers (unit, integration, e2e, demo, cluster, jepsen: see below), prints each tier's time and result, and
+# exits non-zero when a tier failed. Extra arguments go to pytest (e.g. -q, -x, -k expr); with a test path, only that runs.
 #
 #   bash scripts/test.sh [pytest args...]
 #
@@ -55,8 +55,10 @@ done
 # (tests/integration/conftest.py also starts the slowest first). The e2e tier shares one Airflow; the demo tier
 # starts its own; the cluster tier starts and stops scripts/cluster.sh's loopback cluster on ports of its own, and
 # prints what its tests printed (-rfEP: the failures and errors, then the passed tests' output, each kill's cost in
-# time).
-TIERS=("unit:tests/unit" "integration:tests/integration -n 2 --dist worksteal" "e2e:tests/e2e" "demo:tests/demo" "cluster:tests/cluster -rfEP")
+# time); the jepsen tier runs one short schedule of bench/jepsen.py's faults on servers and an Airflow of its own
+# and prints the harness's lines (faults injected, violations).
+TIERS=("unit:tests/unit" "integration:tests/integration -n 2 --dist worksteal" "e2e:tests/e2e" "demo:tests/demo"
+    "cluster:tests/cluster -rfEP" "jepsen:tests/jepsen -rfEP")
 LOGS="$ROOT/.run/test-logs"
 mkdir -p "$LOGS"
 summary=()

@@ -38,7 +38,7 @@ HOW_TO_START = "start them with `bash scripts/services.sh start` (or run the REA
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         tier = Path(str(item.fspath)).relative_to(TESTS).parts[0]  # tests/<tier>/<package mirror>/test_*.py
-        if tier in ("unit", "integration", "e2e", "demo", "cluster"):
+        if tier in ("unit", "integration", "e2e", "demo", "cluster", "jepsen"):
             item.add_marker(getattr(pytest.mark, tier))
 
 

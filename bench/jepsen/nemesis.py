@@ -3,9 +3,10 @@ own so that they overlap as drawn.
 
 A pause SIGSTOPs its process and SIGCONTs it ``hold`` seconds later; a kill SIGKILLs a task process or a Spark driver
 of this harness's Airflow (picked with the schedule's random generator; waited for up to ``KILL_WAIT`` s when none
-runs, else the fault is skipped and says so). Targets are checked to be the harness's own before any signal: Redis
-and ZooKeeper only when this run started them (their pid files under .run/ of this checkout, the pid's command line
-naming the port), the scheduler and triggerer by the pid file in this AIRFLOW_HOME and the process's environment.
+runs, else the fault is skipped and says so), or the Spark Connect server, started again at once as a service manager
+would. Targets are checked to be the harness's own before any signal: Redis, ZooKeeper and the Connect server only
+when this run started them (their pid files under .run/ of this checkout, the pid's command line naming the port),
+the scheduler and triggerer by the pid file in this AIRFLOW_HOME and the process's environment.
 ``heal_all`` resumes whatever is still stopped: the runner calls it whatever happens.
 """
 
@@ -19,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from recov import procs
-from tput.services import REPO, Stack
+from recov.faults import kill_connect_server
+from tput.services import REPO, BenchError, Stack
 
 from jepsen.schedule import Fault
 
@@ -71,9 +73,18 @@ def driver_pids(stack: Stack) -> list[int]:
     return sorted(d for t in task_pids(stack) for d in procs.spark_drivers(t, table))
 
 
+def connect_pids(stack: Stack) -> list[int]:
+    """The Spark Connect server this run started (scripts/spark-connect.sh on the stack's port)."""
+    port = stack.ports.spark_connect
+    if "spark-connect" not in stack.started:
+        raise NotOurs(f"no Spark Connect server on port {port} started by this run (spark mode submit, or one was "
+                      "already running): not paused")
+    return procs.connect_server(port)
+
+
 PAUSE_TARGETS = {"pause-redis": lambda s: server_pids(s, "redis"), "pause-zookeeper": lambda s: server_pids(s, "zk"),
                  "pause-scheduler": lambda s: component_pids(s, "scheduler"),
-                 "pause-triggerer": lambda s: component_pids(s, "triggerer")}
+                 "pause-triggerer": lambda s: component_pids(s, "triggerer"), "pause-connect": connect_pids}
 KILL_TARGETS = {"kill-task": task_pids, "kill-driver": driver_pids}
 
 
@@ -126,6 +137,14 @@ class Nemesis:
         entry["note"] = f"SIGSTOP {pids}, SIGCONT after {entry['healed'] - entry['at']:.1f} s"
 
     def _kill(self, fault: Fault, entry: dict[str, Any]) -> None:
+        if fault.kind == "kill-connect":
+            connect_pids(self.stack)  # ours, else NotOurs
+            try:
+                entry["at"], entry["note"] = kill_connect_server(self.stack)
+            except BenchError as exc:  # killed, not restarted: the liveness check will say the rest
+                entry["note"] = f"SIGKILL, then the restart failed: {exc}"
+            entry["healed"] = time.time()  # listening again
+            return
         deadline = time.monotonic() + KILL_WAIT
         while not (pids := KILL_TARGETS[fault.kind](self.stack)) and time.monotonic() < deadline:
             time.sleep(0.5)

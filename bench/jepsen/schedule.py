@@ -10,11 +10,22 @@ from __future__ import annotations
 import random
 from dataclasses import asdict, dataclass
 
-PAUSES = ("pause-redis", "pause-zookeeper", "pause-scheduler", "pause-triggerer")
-KILLS = ("kill-driver", "kill-task")
+PAUSES = ("pause-redis", "pause-zookeeper", "pause-scheduler", "pause-triggerer", "pause-connect")
+KILLS = ("kill-driver", "kill-task", "kill-connect")
 KINDS = PAUSES + KILLS
+CONNECT_ONLY = ("pause-connect", "kill-connect")  # the Spark Connect server runs the batches (spark_mode="connect")
+SUBMIT_ONLY = ("kill-driver",)  # a task's own spark-submit driver (spark_mode="submit")
 MIN_HOLD, MAX_HOLD = 1.0, 60.0  # seconds a paused process stays stopped
 FIRST_AT = 10.0  # seconds of the schedule before its first fault: the pipeline is moving first
+
+
+def kinds_for(spark_mode: str) -> tuple[str, ...]:
+    """The faults that hit something in that Spark mode: no Connect server in submit mode, no driver of a task's
+    own in connect mode."""
+    if spark_mode not in ("submit", "connect"):
+        raise ValueError(f"spark mode {spark_mode!r}: use submit or connect")
+    absent = CONNECT_ONLY if spark_mode == "submit" else SUBMIT_ONLY
+    return tuple(k for k in KINDS if k not in absent)
 
 
 @dataclass(frozen=True)
@@ -31,13 +42,15 @@ class Fault:
         return asdict(self)
 
 
-def make_schedule(seed: int, duration: float, kinds: tuple[str, ...] = KINDS) -> list[Fault]:
-    """Between 2 and one per 30 s of faults, starting in [FIRST_AT, duration - MAX_HOLD) so that every pause has
-    healed by ``duration``; sorted by start. Raises ValueError when ``duration`` leaves no room."""
+def make_schedule(seed: int, duration: float, kinds: tuple[str, ...] | None = None) -> list[Fault]:
+    """Between 2 and one per 30 s of faults of ``kinds`` (default: the submit mode's), starting in [FIRST_AT,
+    duration - MAX_HOLD) so that every pause has healed by ``duration``; sorted by start. Raises ValueError when
+    ``duration`` leaves no room."""
     last_start = duration - MAX_HOLD
     if last_start <= FIRST_AT:
         raise ValueError(f"a schedule of {duration:g} s leaves no room for a fault: give at least "
                          f"{FIRST_AT + MAX_HOLD + 1:g} s")
+    kinds = kinds_for("submit") if kinds is None else kinds
     unknown = set(kinds) - set(KINDS)
     if unknown or not kinds:
         raise ValueError(f"unknown fault kinds {sorted(unknown)}; use some of {', '.join(KINDS)}")

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tput.services import listening
+from tput.services import Stack, listening
 
 from recov import procs
 from recov.lab import Lab, Topology
@@ -95,7 +95,12 @@ def restart_postgres(hit: Hit) -> tuple[float, str]:
 
 
 def kill_connect(hit: Hit) -> tuple[float, str]:
-    port = hit.lab.stack.ports.spark_connect
+    return kill_connect_server(hit.lab.stack)
+
+
+def kill_connect_server(stack: Stack) -> tuple[float, str]:
+    """SIGKILL the Spark Connect server on the stack's port and start it again, as a service manager would."""
+    port = stack.ports.spark_connect
     servers = procs.connect_server(port)
     t0 = time.time()
     procs.signal_all(servers, signal.SIGKILL)
@@ -103,7 +108,7 @@ def kill_connect(hit: Hit) -> tuple[float, str]:
     # has: started meanwhile, spark-connect.sh would take it for a running server and reuse it
     while any(procs.alive(p) for p in servers) or listening(port):
         time.sleep(0.1)
-    hit.lab.script("spark-connect.sh", "start")
+    stack.script("spark-connect.sh", "start")
     return t0, f"SIGKILL to the Spark Connect server {servers}; spark-connect.sh start (listening after " \
                f"{time.time() - t0:.0f} s)"
 

@@ -177,4 +177,4 @@ class Lab:
         return {k: v for k, v in self.stack.airflow_env.items() if k != "TXDAG_AIRFLOW_FRESH_DB"}
 
     def script(self, name: str, *args: str, airflow: bool = False) -> None:
-        self.stack._script(name, *args, env=self.airflow_env() if airflow else None, timeout=300)
+        self.stack.script(name, *args, env=self.airflow_env() if airflow else None, timeout=300)

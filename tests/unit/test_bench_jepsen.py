@@ -16,7 +16,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
 
 from jepsen import checker  # noqa: E402
-from jepsen.schedule import KILLS, MAX_HOLD, MIN_HOLD, PAUSES, make_schedule, overlapping  # noqa: E402
+from jepsen.schedule import KILLS, MAX_HOLD, MIN_HOLD, PAUSES, kinds_for, make_schedule, overlapping  # noqa: E402
 
 TWEETS = ["@ann #a", "@bob #a", "@ann #b", "@ann #a"]  # ids 1..4; txid 1 = ids 1-2, txid 2 = ids 3-4
 
@@ -197,3 +197,13 @@ def test_the_recorder_writes_a_txid_record_as_the_checker_reads_it():
     h = history()
     h["txids"]["1"] = record_json(rec)
     assert checker.commit_times(h)[1] == 1795914020.5
+
+
+def test_each_spark_mode_draws_only_the_faults_that_hit_something_in_it():
+    assert "pause-connect" in kinds_for("connect") and "kill-connect" in kinds_for("connect")
+    assert "kill-driver" not in kinds_for("connect")
+    assert "kill-driver" in kinds_for("submit") and not {"pause-connect", "kill-connect"} & set(kinds_for("submit"))
+    drawn = {f.kind for seed in range(40) for f in make_schedule(seed, 300, kinds_for("connect"))}
+    assert "kill-driver" not in drawn and {"pause-connect", "kill-connect"} <= drawn
+    with pytest.raises(ValueError, match="spark mode 'local'"):
+        kinds_for("local")

@@ -106,6 +106,9 @@ CANNOT_RUN_HERE: dict[str, str] = {
     ".venv/bin/python bench/throughput.py": "the benchmark takes 15-30 min on 2 cores (Airflow, warm Spark, 20,000 "
                                             "to 1,000,000 tweets); its parts are unit-tested in "
                                             "tests/unit/test_bench_throughput.py, its --help in test_entry_points",
+    ".venv/bin/python bench/jepsen.py": "each schedule of the fault harness takes 5 to 15 min through Airflow; one "
+                                        "runs in the jepsen tier (tests/jepsen/test_jepsen.py), the schedule and the "
+                                        "checker in tests/unit/test_bench_jepsen.py",
 }
 def commands(path: Path) -> list[tuple[int, str]]:
     """(line number, command) of every shell code block of a Markdown file."""

@@ -73,16 +73,21 @@ TABLE: dict[str, tuple[bool, str]] = {
     # Spark Connect (the server down or restarting)
     "SparkConnectGrpcException": (TRANSIENT, "the Spark Connect server was unreachable"),
     "RetriesExceeded": (TRANSIENT, "the Spark Connect server did not answer"),
+    # ... and its error conditions for a session it does not hold, named in the text of the client's error: the server
+    # restarted mid-job (it forgot the session) or closed it; the retry opens the session again (spark/connect.py)
+    "SESSION_NOT_FOUND": (TRANSIENT, "the Spark Connect server lost the session (it restarted mid-job)"),
+    "SESSION_CLOSED": (TRANSIENT, "the Spark Connect server closed the session"),
     # Airflow (a task that ran too long: a paused service, most often)
     "AirflowTaskTimeout": (TRANSIENT, "the task ran longer than its execution_timeout"),
     "AirflowTaskTerminated": (TRANSIENT, "the task was terminated"),
 }
 KILLED = Verdict(TRANSIENT, "the task's process or its Spark driver was killed, or its heartbeat was lost")
 USER_ERROR = "the task raised {name}: it will raise again on the same batch"
-# Spark's wrappers of an error raised on an executor or by the server (a Connect server's too): the cause is named
-# in their text, a refusal of Kafka's before any transient error (a refusal is certain; a timeout may follow it)
+# Spark's wrappers of an error raised on an executor or by the server (a Connect server's too, and the Connect
+# client's own PySparkRuntimeError): the cause is named in their text, a refusal of Kafka's before any transient error
+# (a refusal is certain; a timeout may follow it)
 WRAPPERS = frozenset({"PythonException", "Py4JJavaError", "SparkException", "SparkConnectGrpcException",
-                      "UnknownException"})
+                      "UnknownException", "PySparkRuntimeError"})
 REFUSALS = tuple(n for n, (t, _) in TABLE.items() if not t and n.endswith(("AuthenticationException",
                                                                            "AuthorizationException")))
 _REFUSAL = re.compile(r"\b(" + "|".join(REFUSALS) + r")\b")

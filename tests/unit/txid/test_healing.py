@@ -119,6 +119,24 @@ def test_a_spark_connect_error_raised_in_the_task_is_classified_as_warm_modes_jo
     assert classify(grpc("")).because == TABLE["SparkConnectGrpcException"][1]  # the server itself did not answer
 
 
+JEPSEN_36003 = ("[RESPONSE_ALREADY_RECEIVED] INVALID_HANDLE.SESSION_NOT_FOUND on the server but responses were "
+                "already received from it.")
+
+
+def test_jepsen_36003_a_connect_server_restarted_mid_job_is_transient_and_the_txid_is_replayed() -> None:
+    """bench/jepsen.py seed 36003: the Connect server SIGKILLed and started again while txid 9's job ran; the client
+    raised PySparkRuntimeError naming the session the new server does not hold, and the txid failed for good
+    ("will recur") with the topology wedged behind it. The retry opens the session again: it heals."""
+    runtime = type("PySparkRuntimeError", (RuntimeError,), {})
+    verdict = classify(runtime(JEPSEN_36003))
+    assert verdict.transient and "restarted" in verdict.because
+    said = f"PySparkRuntimeError: {JEPSEN_36003}"
+    assert classify(JobFailed("m", error_name(said), said)) == verdict  # the same when the job reported it
+    closed = runtime("[INVALID_HANDLE.SESSION_CLOSED] The handle 4f2a is invalid.")
+    assert classify(closed).transient
+    assert not classify(runtime("[CANNOT_CONVERT_TYPE] the user's column")).transient  # other runtime errors recur
+
+
 def test_the_refusals_searched_in_a_wrappers_text_are_rows_that_will_recur() -> None:
     assert set(REFUSALS) == {"SaslAuthenticationException", "TopicAuthorizationException"}
     assert all(not TABLE[name][0] for name in REFUSALS)
