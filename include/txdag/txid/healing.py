@@ -73,21 +73,24 @@ TABLE: dict[str, tuple[bool, str]] = {
     # Spark Connect (the server down or restarting)
     "SparkConnectGrpcException": (TRANSIENT, "the Spark Connect server was unreachable"),
     "RetriesExceeded": (TRANSIENT, "the Spark Connect server did not answer"),
-    # ... and its error conditions for a session it does not hold, named in the text of the client's error: the server
-    # restarted mid-job (it forgot the session) or closed it; the retry opens the session again (spark/connect.py)
-    "SESSION_NOT_FOUND": (TRANSIENT, "the Spark Connect server lost the session (it restarted mid-job)"),
-    "SESSION_CLOSED": (TRANSIENT, "the Spark Connect server closed the session"),
     # Airflow (a task that ran too long: a paused service, most often)
     "AirflowTaskTimeout": (TRANSIENT, "the task ran longer than its execution_timeout"),
     "AirflowTaskTerminated": (TRANSIENT, "the task was terminated"),
 }
 KILLED = Verdict(TRANSIENT, "the task's process or its Spark driver was killed, or its heartbeat was lost")
 USER_ERROR = "the task raised {name}: it will raise again on the same batch"
-# Spark's wrappers of an error raised on an executor or by the server (a Connect server's too, and the Connect
-# client's own PySparkRuntimeError): the cause is named in their text, a refusal of Kafka's before any transient error
-# (a refusal is certain; a timeout may follow it)
+# Spark's wrappers of an error raised on an executor or by the server (a Connect server's too): the cause is named
+# in their text, a refusal of Kafka's before any transient error (a refusal is certain; a timeout may follow it)
 WRAPPERS = frozenset({"PythonException", "Py4JJavaError", "SparkException", "SparkConnectGrpcException",
-                      "UnknownException", "PySparkRuntimeError"})
+                      "UnknownException"})
+# The Spark Connect client's own errors, transient only when their text names the session or operation lost with a
+# server that restarted mid-job (it forgot them, or holds another session under the id: the client then closes
+# itself and its next call says NO_ACTIVE_SESSION). The retry opens the session again (spark/connect.py). A session
+# the server closed is not one of them: a URL that pins its id gets it refused on every retry.
+CONNECT_CLIENT = frozenset({"PySparkRuntimeError", "SparkConnectException"})
+SESSION_LOST = Verdict(TRANSIENT, "the Spark Connect server restarted mid-job (the session was lost)")
+_SESSION_LOST = re.compile(r"INVALID_HANDLE\.(SESSION_NOT_FOUND|SESSION_CHANGED|OPERATION_NOT_FOUND)\b|"
+                           r"\[NO_ACTIVE_SESSION\]")
 REFUSALS = tuple(n for n, (t, _) in TABLE.items() if not t and n.endswith(("AuthenticationException",
                                                                            "AuthorizationException")))
 _REFUSAL = re.compile(r"\b(" + "|".join(REFUSALS) + r")\b")
@@ -103,7 +106,8 @@ def classify(exc: BaseException | None) -> Verdict:
         job_error = exc.job_error
         return KILLED if job_error is None else classify_name(job_error, getattr(exc, "job_detail", ""))
     mro = [cls.__name__ for cls in type(exc).__mro__]
-    if WRAPPERS.intersection(mro):  # a Spark error raised in this process (Spark Connect), as warm mode's job error
+    if (WRAPPERS | CONNECT_CLIENT).intersection(mro):  # a Spark error raised in this process (Spark Connect), as
+        #                                                warm mode's job error
         return classify_name(mro[0], str(exc))
     row = next((TABLE[name] for name in mro if name in TABLE), None)
     return Verdict(*row) if row else Verdict(RECURS, USER_ERROR.format(name=mro[0]))
@@ -112,7 +116,9 @@ def classify(exc: BaseException | None) -> Verdict:
 def classify_name(name: str, detail: str = "") -> Verdict:
     """The verdict on an exception known by its class name (a Spark job's, from its last line); for Spark's
     wrappers, by a refusal of Kafka's, else the first transient error, that ``detail`` (their text, the job's
-    output) names."""
+    output) names; for the Connect client's errors, by a session lost that their text names."""
+    if name in CONNECT_CLIENT and _SESSION_LOST.search(detail):
+        return SESSION_LOST
     found = (_REFUSAL.search(detail) or _TRANSIENT_NAME.search(detail)) if name in WRAPPERS else None
     if found is not None:
         return Verdict(*TABLE[found.group(1)])

@@ -132,8 +132,20 @@ def test_jepsen_36003_a_connect_server_restarted_mid_job_is_transient_and_the_tx
     assert verdict.transient and "restarted" in verdict.because
     said = f"PySparkRuntimeError: {JEPSEN_36003}"
     assert classify(JobFailed("m", error_name(said), said)) == verdict  # the same when the job reported it
+    forgotten = runtime("[RESPONSE_ALREADY_RECEIVED] INVALID_HANDLE.OPERATION_NOT_FOUND on the server but ...")
+    assert classify(forgotten) == verdict
     closed = runtime("[INVALID_HANDLE.SESSION_CLOSED] The handle 4f2a is invalid.")
-    assert classify(closed).transient
+    assert not classify(closed).transient  # a URL that pins a closed session's id gets it refused on every retry
+    in_output = "PySparkRuntimeError: [CONTEXT_ONLY_VALID_ON_DRIVER] ...\nWARN TimeoutException: a heartbeat"
+    assert not classify(JobFailed("m", error_name(in_output), in_output)).transient  # only a session lost heals
+    # the same seed again, another timing: the server answered SESSION_CHANGED, the client closed itself, and the
+    # error it fetched next said NO_ACTIVE_SESSION (pyspark/sql/connect/client/core.py, _handle_rpc_error, _stub)
+    said = ("SparkConnectException: [NO_ACTIVE_SESSION] No active Spark session found. Please create a new Spark "
+            "session before running the code.")
+    assert classify(JobFailed("m", error_name(said), said)).transient
+    connect_error = type("SparkConnectException", (Exception,), {})
+    changed = connect_error("[INVALID_HANDLE.SESSION_CHANGED] The handle x is invalid")
+    assert classify(changed).transient
     assert not classify(runtime("[CANNOT_CONVERT_TYPE] the user's column")).transient  # other runtime errors recur
 
 
