@@ -163,6 +163,13 @@ log_min_error_statement = error
 EOF
 }
 
+# initdb's pg_hba.conf lets in 127.0.0.1 (and ::1) only: another loopback $HOST gets a line of its own (once).
+allow_host() {
+    local line="host all all $HOST/32 scram-sha-256"
+    [[ "$HOST" != 127.0.0.1 ]] || return 0
+    as_owner grep -q -x -F "$line" "$1/pg_hba.conf" || printf '%s\n' "$line" | as_owner tee -a "$1/pg_hba.conf" >/dev/null
+}
+
 start_pg() {
     local dir pid log
     if pg_up; then
@@ -180,6 +187,7 @@ start_pg() {
             die "port $PG_PORT answers, but not as PostgreSQL; free it or set TXDAG_PG_PORT"
         fi
         [[ -f "$dir/PG_VERSION" ]] || init_cluster "$dir"
+        allow_host "$dir"
         log="$(log_file "$dir")"
         touch "$log"
         if [[ $(id -u) -eq 0 ]]; then

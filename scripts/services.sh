@@ -153,7 +153,7 @@ start_redis() {
         warn_if_no_aof
         return 0
     fi
-    if port_open "$REDIS_PORT"; then
+    if port_open "$REDIS_PORT" "$REDIS_HOST"; then
         die "port $REDIS_PORT answers, but not as a Redis that answers PING; free it or set TXDAG_REDIS_PORT"
     fi
     command -v redis-server >/dev/null 2>&1 || die "redis-server not found; run: bash scripts/setup.sh"
@@ -227,7 +227,7 @@ shutdown_redis() {
         say "Redis     $REDIS_HOST:$REDIS_PORT shutting down (SHUTDOWN SAVE)"
         RCLI_TIMEOUT=30 rcli shutdown save >/dev/null 2>&1 || true
     fi
-    wait_port_closed "$REDIS_PORT" || return 1
+    wait_port_closed "$REDIS_PORT" "$REDIS_HOST" || return 1
     if [[ -n "$pid" ]]; then
         for ((i = 0; i < 40; i++)); do
             kill -0 "$pid" 2>/dev/null || break
@@ -335,7 +335,7 @@ start_zk() {
         # Started by us a moment ago and still coming up.
         say "ZooKeeper $ZK_HOST:$ZK_PORT starting (pid $pid): waiting"
     else
-        if port_open "$ZK_PORT"; then
+        if port_open "$ZK_PORT" "$ZK_HOST"; then
             die "port $ZK_PORT answers, but not as a ZooKeeper that answers ruok; free it or set TXDAG_ZK_PORT"
         fi
         [[ -x "$ZK_SERVER" ]] || die "$ZK_SERVER not found; run: bash scripts/setup.sh"
