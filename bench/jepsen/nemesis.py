@@ -7,8 +7,8 @@ runs, else the fault is skipped and says so). Targets are checked to be the harn
 and ZooKeeper only when this run started them (their pid files under .run/ of this checkout, the pid's command line
 naming the port), the scheduler and triggerer by the pid file in this AIRFLOW_HOME and the process's environment.
 ``heal_all`` resumes whatever is still stopped: the runner calls it whatever happens.
-A cut (``cut-a-b``, ``cut-a->b``; only with a ``network``, jepsen/network.py) adds blackhole routes between the two
-nodes' namespaces and deletes them ``hold`` seconds later; ``heal_all`` deletes every one still there.
+A cut (``cut-a-b``, ``cut-a->b``; only with a ``network``, jepsen/network.py) drops the packets between the two
+nodes' namespaces (dead neighbour entries) and heals ``hold`` seconds later; ``heal_all`` heals every one left.
 """
 
 from __future__ import annotations
@@ -158,14 +158,14 @@ class Nemesis:
         entry["note"] = f"{a} {'->' if one_way else '<->'} {b} cut, healed after {entry['healed'] - entry['at']:.1f} s"
 
     def heal_all(self) -> list[int]:
-        """SIGCONT to every process still stopped by a pause (a run interrupted mid-pause); deletes every cut's
-        blackhole route still there."""
+        """SIGCONT to every process still stopped by a pause (a run interrupted mid-pause); heals every cut still
+        there."""
         with self._lock:
             pids, self.stopped = sorted(self.stopped), set()
         if self.network is not None:
             try:
                 if healed := self.network.heal_all():
-                    print(f"jepsen: healed {len(healed)} cut route(s) still there", flush=True)
+                    print(f"jepsen: healed {len(healed)} cut(s) still there", flush=True)
             except NetworkError as exc:
                 print(f"jepsen: could not heal the cuts: {exc}", flush=True)
         return procs.signal_all(pids, signal.SIGCONT)

@@ -11,7 +11,10 @@ The plan (``ip`` only: this machine has no iptables, nft or netem)::
     airflow 127.81.0.5 (api-server, scheduler and its LocalExecutor workers and their Spark drivers, triggerer,
                         dag-processor, and PostgreSQL)
 
-A cut of a -> b is a blackhole route to b's address in a's namespace (both ways: also b -> a); a heal deletes it.
+A cut of a -> b is a permanent neighbour entry in a's namespace that gives b's address a MAC no port has (DEAD_MAC):
+a's packets to b leave, the bridge floods them, nobody takes them, and a's connections time out as in a real
+partition (both ways: also b -> a); a heal deletes the entry, and the next packet resolves b again. (A blackhole
+route does not do: the sender's own packets fail at once with EINVAL, a refusal rather than a cut: measured.)
 Only 127.81.0.0/24 addresses are ever targeted; the root namespace's routing is never touched (it cannot reach
 127.81.0.x: its local table owns 127/8, so the harness runs in txj-harness). Signals are not namespaced: the
 nemesis's pauses and kills work across namespaces. Needs root and ``ip netns``; ``teardown`` (also run before
@@ -32,6 +35,7 @@ SUBNET = ipaddress.ip_network("127.81.0.0/24")
 NODES = {"harness": 1, "redis": 2, "zk": 3, "connect": 4, "airflow": 5}
 PREFIX = "txj-"
 HUB, BRIDGE = "txj-hub", "br0"
+DEAD_MAC = "02:00:00:00:00:00"  # locally administered, on no interface: frames to it are dropped unseen
 # What each node runs: the environment variable of the address the scripts bind to or connect to.
 HOST_VARS = {"TXDAG_REDIS_HOST": "redis", "TXDAG_ZK_HOST": "zk", "TXDAG_SPARK_CONNECT_HOST": "connect",
              "TXDAG_AIRFLOW_HOST": "airflow", "TXDAG_PG_HOST": "airflow"}
@@ -108,22 +112,23 @@ def teardown_commands(netns_list: str, root_links: str) -> list[Command]:
 
 
 def cut_commands(a: str, b: str, one_way: bool, *, heal: bool = False) -> list[Command]:
-    """Blackhole routes for a -> b (and b -> a unless ``one_way``); ``heal`` deletes them."""
+    """Dead neighbour entries for a -> b (and b -> a unless ``one_way``); ``heal`` deletes them."""
     if a == b:
         raise ValueError(f"a link needs two nodes, got {a} twice")
-    verb = "del" if heal else "add"
     pairs = [(a, b)] if one_way else [(a, b), (b, a)]
-    return [["ip", "-n", netns(x), "route", verb, "blackhole", f"{_targeted(address(y))}/32"] for x, y in pairs]
+    if heal:
+        return [["ip", "-n", netns(x), "neigh", "del", _targeted(address(y)), "dev", f"txjv-{x}"] for x, y in pairs]
+    return [["ip", "-n", netns(x), "neigh", "replace", _targeted(address(y)), "lladdr", DEAD_MAC, "dev", f"txjv-{x}",
+             "nud", "permanent"] for x, y in pairs]
 
 
-def blackholes(ns: str, routes: str) -> list[Command]:
-    """From ``ip -n NS route show type blackhole``: the commands that delete each (a heal of all)."""
+def dead_neighbours(node: str, neighbours: str) -> list[Command]:
+    """From ``ip -n NS neigh show nud permanent``: the commands that delete each dead entry (a heal of all)."""
     out = []
-    for line in routes.splitlines():
+    for line in neighbours.splitlines():
         words = line.split()
-        if len(words) >= 2 and words[0] == "blackhole":
-            dest = words[1].split("/")[0]
-            out.append(["ip", "-n", ns, "route", "del", "blackhole", f"{_targeted(dest)}/32"])
+        if DEAD_MAC in words and words:
+            out.append(["ip", "-n", netns(node), "neigh", "del", _targeted(words[0]), "dev", f"txjv-{node}"])
     return out
 
 
@@ -185,9 +190,9 @@ class Network:
             self.run(cmd)
 
     def heal_all(self) -> list[Command]:
-        """Deletes every blackhole route in the nodes' namespaces (what cuts a run interrupted left)."""
-        cmds = [c for n in self.nodes for c in blackholes(netns(n), self.run(
-            ["ip", "-n", netns(n), "route", "show", "type", "blackhole"]))]
+        """Deletes every dead neighbour entry in the nodes' namespaces (what cuts a run interrupted left)."""
+        cmds = [c for n in self.nodes for c in dead_neighbours(n, self.run(
+            ["ip", "-n", netns(n), "neigh", "show", "nud", "permanent"]))]
         for cmd in cmds:
             self.run(cmd)
         return cmds

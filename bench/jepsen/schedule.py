@@ -6,7 +6,7 @@ overlap; two of one kind never do (a second SIGSTOP of a stopped server would be
 
 Network cuts (jepsen/network.py): the kind ``cut`` in ``kinds`` is drawn like the others, then its link and direction
 from the same seed: ``cut-<a>-<b>`` cuts a and b both ways (a, b sorted), ``cut-<a>-><b>`` one way (a's packets to b
-are dropped). Two cuts of one link (either direction) never overlap: a heal would delete the other's route.
+are dropped). Two cuts of one link (either direction) never overlap: a heal would undo the other's cut.
 """
 
 from __future__ import annotations

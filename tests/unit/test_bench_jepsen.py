@@ -231,16 +231,20 @@ def test_the_plan_targets_only_its_own_loopback_addresses():
     assert all(len(n) <= 15 for cmd in cmds for n in cmd if n.startswith(("txjv-", "txjp-")))  # IFNAMSIZ
 
 
-def test_a_cut_is_a_blackhole_route_per_direction_and_a_heal_deletes_it():
+def test_a_cut_is_a_dead_neighbour_per_direction_and_a_heal_deletes_it():
     from jepsen import network
 
+    dead = ["lladdr", network.DEAD_MAC]
     both = network.cut_commands("airflow", "redis", one_way=False)
-    assert both == [["ip", "-n", "txj-airflow", "route", "add", "blackhole", "127.81.0.2/32"],
-                    ["ip", "-n", "txj-redis", "route", "add", "blackhole", "127.81.0.5/32"]]
+    assert both == [["ip", "-n", "txj-airflow", "neigh", "replace", "127.81.0.2", *dead, "dev", "txjv-airflow", "nud",
+                     "permanent"],
+                    ["ip", "-n", "txj-redis", "neigh", "replace", "127.81.0.5", *dead, "dev", "txjv-redis", "nud",
+                     "permanent"]]
     assert network.cut_commands("zk", "airflow", one_way=True) == [
-        ["ip", "-n", "txj-zk", "route", "add", "blackhole", "127.81.0.5/32"]]
-    healed = network.cut_commands("airflow", "redis", one_way=False, heal=True)
-    assert [c[4] for c in healed] == ["del", "del"] and [c[:4] + c[5:] for c in healed] == [c[:4] + c[5:] for c in both]
+        ["ip", "-n", "txj-zk", "neigh", "replace", "127.81.0.5", *dead, "dev", "txjv-zk", "nud", "permanent"]]
+    assert network.cut_commands("airflow", "redis", one_way=False, heal=True) == [
+        ["ip", "-n", "txj-airflow", "neigh", "del", "127.81.0.2", "dev", "txjv-airflow"],
+        ["ip", "-n", "txj-redis", "neigh", "del", "127.81.0.5", "dev", "txjv-redis"]]
     with pytest.raises(ValueError, match="twice"):
         network.cut_commands("zk", "zk", one_way=True)
     with pytest.raises(ValueError, match="unknown node 'kafka'"):
@@ -259,23 +263,27 @@ def test_teardown_deletes_only_txj_namespaces_and_veths():
     assert network.teardown_commands("", "") == []
 
 
-def test_heal_all_deletes_every_blackhole_and_refuses_an_address_not_its_own():
+def test_heal_all_deletes_every_dead_neighbour_and_refuses_an_address_not_its_own():
     from jepsen import network
 
-    routes = {"txj-airflow": "blackhole 127.81.0.2 \nblackhole 127.81.0.3 \n", "txj-redis": "blackhole 127.81.0.5 \n"}
+    def entry(addr: str, node: str, mac: str = network.DEAD_MAC) -> str:
+        return f"{addr} dev txjv-{node} lladdr {mac} PERMANENT\n"
+
+    shown = {"txj-airflow": entry("127.81.0.2", "airflow") + entry("127.81.0.3", "airflow"),
+             "txj-redis": entry("127.81.0.5", "redis") + entry("127.81.0.9", "redis", "0a:0b:0c:0d:0e:0f")}
     ran: list[list[str]] = []
 
     def fake(cmd: list[str]) -> str:
         ran.append(cmd)
-        return routes.get(cmd[2], "") if cmd[3:5] == ["route", "show"] else ""
+        return shown.get(cmd[2], "") if cmd[3:5] == ["neigh", "show"] else ""
 
     net = network.Network(run=fake)
-    assert net.heal_all() == [["ip", "-n", "txj-redis", "route", "del", "blackhole", "127.81.0.5/32"],
-                              ["ip", "-n", "txj-airflow", "route", "del", "blackhole", "127.81.0.2/32"],
-                              ["ip", "-n", "txj-airflow", "route", "del", "blackhole", "127.81.0.3/32"]]
-    assert ran[-1] == ["ip", "-n", "txj-airflow", "route", "del", "blackhole", "127.81.0.3/32"]
+    assert net.heal_all() == [["ip", "-n", "txj-redis", "neigh", "del", "127.81.0.5", "dev", "txjv-redis"],
+                              ["ip", "-n", "txj-airflow", "neigh", "del", "127.81.0.2", "dev", "txjv-airflow"],
+                              ["ip", "-n", "txj-airflow", "neigh", "del", "127.81.0.3", "dev", "txjv-airflow"]]
+    assert ran[-1] == ["ip", "-n", "txj-airflow", "neigh", "del", "127.81.0.3", "dev", "txjv-airflow"]
     with pytest.raises(network.NetworkError, match="10.0.0.1 is not a node address"):
-        network.blackholes("txj-zk", "blackhole 10.0.0.1 \n")
+        network.dead_neighbours("zk", entry("10.0.0.1", "zk"))
 
 
 def test_create_tears_down_first_and_again_when_a_step_fails():
