@@ -1,20 +1,24 @@
-"""txdag's fault harness, Jepsen-style (issue 36 item 5: pauses and kills; network cuts to come).
+"""txdag's fault harness, Jepsen-style (issue 36 item 5: pauses, kills and network cuts).
 
     .venv/bin/python bench/jepsen.py --quick                       # 2 schedules of 180 s
     .venv/bin/python bench/jepsen.py --schedules 50 --seed 1000    # the long run
     .venv/bin/python bench/jepsen.py --seed 1003 --schedules 1 --duration 240   # replay a failing schedule
     .venv/bin/python bench/jepsen.py --check bench/results/jepsen-.../seed-1003.json  # check a kept history again
+    .venv/bin/python bench/jepsen.py --quick --faults cut,kill-task   # only these kinds; --no-network: no cuts
 
 A copy of dags/tweets_analytics.py (no schedule, two txids in flight, --spark connect or submit) runs through the
 real Airflow path (scripts/airflow.sh: LocalExecutor, PostgreSQL) on servers of the harness's own. Per schedule (seed
 S+i), while a producer appends tweets and triggers runs through the REST API, the faults drawn from the seed
 (jepsen/schedule.py) overlap: SIGSTOP then SIGCONT after 1-60 s of the Redis server, the ZooKeeper server, the
 scheduler, the triggerer and the Spark Connect server; SIGKILL of a task process, of the Connect server (started again
-at once) or, in submit mode, of a task's Spark driver. A recorder keeps every txid's record from ZooKeeper, the
-committed txid over time, and the states with their per-field txids sampled over time; the checker
-(jepsen/checker.py) verifies the states against the ground truth, the commit order, no double commit, no stale write
-visible in any sample, and a commit within --bound s after the last fault healed. A failing schedule's history goes
-to --out as seed-S.json.
+at once) or, in submit mode, of a task's Spark driver; with the network (the default; root and `ip netns`), cuts of
+the link between two of Redis, ZooKeeper, Airflow (and Spark Connect when it runs), both ways or one way, healed after
+1-60 s. Each of those runs in a network namespace of its own on 127.81.0.x, the harness in txj-harness
+(jepsen/network.py): this process builds them, runs itself again inside txj-harness, and deletes them after. A
+recorder keeps every txid's record from ZooKeeper, the committed txid over time, and the states with their per-field
+txids sampled over time; the checker (jepsen/checker.py) verifies the states against the ground truth, the commit
+order, no double commit, no stale write visible in any sample, and a commit within --bound s after the last fault
+healed. A failing schedule's history goes to --out as seed-S.json.
 
 Ports: TXDAG_REDIS_PORT, TXDAG_ZK_PORT, TXDAG_PG_PORT, TXDAG_AIRFLOW_PORT, TXDAG_SPARK_CONNECT_PORT (defaults 6481,
 2281, 5481, 8881, 15481: not the project's usual ones, since it SIGSTOPs them). It pauses only servers it started.
@@ -26,6 +30,7 @@ import argparse
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from datetime import UTC, datetime
@@ -34,6 +39,7 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 PORTS = {"TXDAG_REDIS_PORT": "6481", "TXDAG_ZK_PORT": "2281", "TXDAG_PG_PORT": "5481", "TXDAG_AIRFLOW_PORT": "8881",
          "TXDAG_SPARK_CONNECT_PORT": "15481", "TXDAG_KAFKA_PORT": "9481"}
+INSIDE = "TXDAG_JEPSEN_NETNS"  # set for the harness run again inside its namespace
 SHARED = {"6391", "2191", "5491", "8791", "8792", "9391"}  # the project's usual ports: other work's servers
 
 
@@ -57,6 +63,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--flush", action="store_true", help="empty that database first if it holds keys")
     p.add_argument("--check", default=None, metavar="HISTORY_JSON", help="run nothing: check a kept history again "
                    "(after a change to the checker) and print its violations")
+    p.add_argument("--no-network", dest="network", action="store_false", help="no network namespaces and no cuts: "
+                   "every server on 127.0.0.1, as before (needs no root)")
+    p.add_argument("--faults", default=None, metavar="KIND,...", help="the fault kinds to draw from (default: "
+                   "every pause and kill that hits something in the --spark mode, and cut unless --no-network): "
+                   "pause-redis, pause-zookeeper, pause-scheduler, pause-triggerer, pause-connect, kill-driver, "
+                   "kill-task, kill-connect, cut")
     p.add_argument("--out", default=None, help="output folder (default bench/results/jepsen-<timestamp>/)")
     args = p.parse_args(argv)
     given = argv if argv is not None else sys.argv
@@ -64,6 +76,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.schedules = 2 if "--schedules" not in given else args.schedules
         args.duration = 180.0 if "--duration" not in given else args.duration
         args.batch = 50 if "--batch" not in given else args.batch
+    from jepsen.schedule import CUT, KINDS, kinds_for
+
+    args.kinds = tuple(args.faults.split(",")) if args.faults else kinds_for(args.spark, args.network)
+    if unknown := set(args.kinds) - {*KINDS, CUT}:
+        p.error(f"unknown fault kinds {sorted(unknown)}: use some of {', '.join(KINDS)}, {CUT}")
+    if CUT in args.kinds and not args.network:
+        p.error("cuts need the network namespaces: leave out --no-network, or cut from --faults")
     args.seed = args.seed if args.seed is not None else int(time.time()) % 100000
     started = datetime.now(UTC)
     args.out = args.out or str(BENCH / "results" / f"jepsen-{started:%Y%m%d-%H%M%S}")
@@ -78,14 +97,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
     sys.path.insert(0, str(BENCH))
+    args = parse_args(argv)
     if args.check:
         return check_again(Path(args.check))
-    from jepsen.runner import run
+    if args.network:
+        from jepsen import network
 
-    def interrupted(signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
+        if os.environ.get(INSIDE) != network.netns("harness"):
+            return in_namespaces(args, sys.argv[1:] if argv is None else argv)
+        if network.current() != network.netns("harness"):
+            raise SystemExit(f"jepsen: {INSIDE} is set but this process is not in {network.netns('harness')}")
+    from jepsen.runner import run
 
     signal.signal(signal.SIGTERM, interrupted)  # the runner's finally resumes and stops what it started
     out = Path(args.out)
@@ -99,6 +122,43 @@ def main(argv: list[str] | None = None) -> int:
           f"{summary['violations']} violations" + (f" (seeds {summary['failing_seeds']})" if summary['violations']
           else "") + f", {summary['seconds']} s", flush=True)
     return 1 if summary["violations"] else 0
+
+
+def in_namespaces(args: argparse.Namespace, argv: list[str]) -> int:
+    """Builds the namespaces, runs this harness again inside txj-harness (same seed and output folder), forwards a
+    SIGTERM or Ctrl-C to it (its finally stops the servers), then deletes the namespaces."""
+    from jepsen import network
+
+    try:
+        network.preflight()
+        net = network.Network()
+        net.create()
+    except network.NetworkError as exc:
+        print(f"jepsen: {exc}", file=sys.stderr)
+        return 2
+    print(f"jepsen: network namespaces up ({', '.join(f'{n} {network.address(n)}' for n in network.NODES)})",
+          flush=True)
+    cmd = [*network.exec_prefix("harness"), sys.executable, str(Path(__file__).resolve()), *argv,
+           "--seed", str(args.seed), "--out", args.out]
+    signal.signal(signal.SIGTERM, interrupted)
+    child = subprocess.Popen(cmd, env={**os.environ, **network.host_env(), INSIDE: network.netns("harness")})
+    try:
+        while True:
+            try:
+                return child.wait()
+            except KeyboardInterrupt:
+                if child.poll() is None:
+                    child.send_signal(signal.SIGTERM)
+    finally:
+        if left := network.leftovers():
+            print(f"jepsen: still running in the namespaces (not stopped by the run): {left}; stop them with "
+                  "the scripts' stop (ip netns exec txj-<node> bash scripts/...) before the next run", flush=True)
+        net.teardown()
+        print("jepsen: network namespaces deleted", flush=True)
+
+
+def interrupted(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def check_again(path: Path) -> int:

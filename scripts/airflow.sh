@@ -13,7 +13,12 @@
 #
 # Environment (all optional):
 #   AIRFLOW_HOME               default <repo>/.run/airflow
-#   TXDAG_AIRFLOW_PORT         API server (UI, REST, execution API) port on 127.0.0.1, default 8791
+#   TXDAG_AIRFLOW_PORT         API server (UI, REST, execution API) port, default 8791
+#   TXDAG_AIRFLOW_HOST         the loopback address the API server binds to (base_url, execution API) and the Spark
+#                              drivers' SPARK_LOCAL_IP, default 127.0.0.1; TXDAG_REDIS_HOST, TXDAG_ZK_HOST,
+#                              TXDAG_SPARK_CONNECT_HOST the addresses of the default connections (scripts/services.sh
+#                              and spark-connect.sh read the same ones), TXDAG_PG_HOST PostgreSQL's (postgres.sh);
+#                              each defaults to 127.0.0.1 and is refused outside 127.0.0.0/8 (Kafka stays on 127.0.0.1)
 #   TXDAG_AIRFLOW_DB           metadata database name, default airflow (role "airflow"; see scripts/postgres.sh)
 #   TXDAG_AIRFLOW_FRESH_DB=1   drop and recreate that database before migrating (ignored if already running)
 #   TXDAG_DAGS_FOLDER          default <repo>/dags          TXDAG_PLUGINS_FOLDER   default <repo>/plugins
@@ -29,8 +34,8 @@
 # Environment of the components: they inherit the caller's environment. The script only fills in what is unset:
 # AIRFLOW_CONN_REDIS_DEFAULT, AIRFLOW_CONN_ZOOKEEPER_DEFAULT, AIRFLOW_CONN_KAFKA_DEFAULT, AIRFLOW_CONN_SPARK_DEFAULT
 # (JSON connections to the servers of scripts/services.sh and Spark local[*]), AIRFLOW_CONN_SPARK_CONNECT_DEFAULT (the
-# server of scripts/spark-connect.sh, for spark_mode="connect") and SPARK_LOCAL_IP=127.0.0.1; .venv/bin goes first on
-# PATH.
+# server of scripts/spark-connect.sh, for spark_mode="connect") and SPARK_LOCAL_IP=$TXDAG_AIRFLOW_HOST; .venv/bin goes first
+# on PATH.
 # (Those connection ids are the defaults of txdag's topologies and CLI, defined in include/txdag/defaults.py.)
 # Access control: redis_default logs in as TXDAG_REDIS_USER of .run/credentials.env, which 'start' (re)creates
 # with `txdag acl redis` for the topologies in the DAGs folder; zookeeper_default has the ZooKeeper digest.
@@ -47,7 +52,6 @@ fi
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
-HOST=127.0.0.1
 export AIRFLOW_HOME="${AIRFLOW_HOME:-$ROOT/.run/airflow}"
 PORT="${TXDAG_AIRFLOW_PORT:-8791}"
 DB="${TXDAG_AIRFLOW_DB:-airflow}"
@@ -57,7 +61,6 @@ PLUGINS_FOLDER="${TXDAG_PLUGINS_FOLDER:-$ROOT/plugins}"
 PARALLELISM="${TXDAG_AIRFLOW_PARALLELISM:-8}"
 WAIT_SECONDS="${TXDAG_AIRFLOW_WAIT:-120}"
 COMPONENTS=(api-server dag-processor scheduler triggerer)
-BASE_URL="http://$HOST:$PORT"
 SECRETS="$AIRFLOW_HOME/txdag-secrets.env"
 PASSWORDS="$AIRFLOW_HOME/simple_auth_manager_passwords.json"
 ENV_RECORD="$AIRFLOW_HOME/components.env"
@@ -67,6 +70,13 @@ die() {
     printf 'airflow: error: %s\n' "$*" >&2
     exit 1
 }
+# shellcheck source-path=SCRIPTDIR source=lib/hosts.sh
+source "$ROOT/scripts/lib/hosts.sh"
+HOST="$(loopback_host TXDAG_AIRFLOW_HOST)"
+REDIS_HOST="$(loopback_host TXDAG_REDIS_HOST)"
+ZK_HOST="$(loopback_host TXDAG_ZK_HOST)"
+SPARK_CONNECT_HOST="$(loopback_host TXDAG_SPARK_CONNECT_HOST)"
+BASE_URL="http://$HOST:$PORT"
 
 if ! [[ "$PORT" =~ ^[0-9]+$ ]] || ((PORT < 1 || PORT > 65535)); then
     die "not a port number: '$PORT'"
@@ -276,8 +286,8 @@ create_redis_user() {
     TXDAG_ACL_PASSWORD="$2" TXDAG_REDIS_ADMIN_USER="$(credential TXDAG_REDIS_ADMIN_USER)" \
         TXDAG_REDIS_ADMIN_PASSWORD="$(credential TXDAG_REDIS_ADMIN_PASSWORD)" "$VENV/bin/python" -m txdag.cli.main acl \
         redis --dags "$DAGS_FOLDER" --user "$1" --password-env TXDAG_ACL_PASSWORD --source-write \
-        --apply "redis://$HOST:$3/0" >/dev/null ||
-        die "could not create Redis user $1 on $HOST:$3 (above: why; is Redis up? bash scripts/services.sh start)"
+        --apply "redis://$REDIS_HOST:$3/0" >/dev/null ||
+        die "could not create Redis user $1 on $REDIS_HOST:$3 (above: why; is Redis up? bash scripts/services.sh start)"
     say "Redis user $1: only the keys of the topologies in $DAGS_FOLDER (txdag acl redis --apply)"
 }
 
@@ -289,12 +299,12 @@ component_environment() {
         user="$(credential TXDAG_REDIS_USER)" password="$(credential TXDAG_REDIS_PASSWORD)"
         create_redis_user "$user" "$password" "$redis_port"
         AIRFLOW_CONN_REDIS_DEFAULT="$(printf '{"conn_type": "redis", "host": "%s", "port": %s, "login": "%s",
-            "password": "%s", "extra": {"db": %s}}' "$HOST" "$redis_port" "$user" "$password" \
+            "password": "%s", "extra": {"db": %s}}' "$REDIS_HOST" "$redis_port" "$user" "$password" \
             "${TXDAG_AIRFLOW_REDIS_DB:-0}")"
     fi
     if [[ -z "${AIRFLOW_CONN_ZOOKEEPER_DEFAULT:-}" ]]; then
         AIRFLOW_CONN_ZOOKEEPER_DEFAULT="$(printf '{"conn_type": "zookeeper", "host": "%s", "port": %s, "login": "%s",
-            "password": "%s"}' "$HOST" "$zk_port" "$(credential TXDAG_ZK_USER)" "$(credential TXDAG_ZK_PASSWORD)")"
+            "password": "%s"}' "$ZK_HOST" "$zk_port" "$(credential TXDAG_ZK_USER)" "$(credential TXDAG_ZK_PASSWORD)")"
     fi
     if [[ -z "${AIRFLOW_CONN_SPARK_DEFAULT:-}" ]]; then
         # shellcheck disable=SC2089,SC2090  # JSON, meant literally
@@ -302,11 +312,11 @@ component_environment() {
     fi
     if [[ -z "${AIRFLOW_CONN_KAFKA_DEFAULT:-}" ]]; then  # KafkaSource's default: scripts/services.sh's broker
         AIRFLOW_CONN_KAFKA_DEFAULT="$(printf '{"conn_type": "kafka", "extra": {"bootstrap.servers": "%s:%s"}}' \
-            "$HOST" "${TXDAG_KAFKA_PORT:-9391}")"
+            "127.0.0.1" "${TXDAG_KAFKA_PORT:-9391}")"
     fi
     if [[ -z "${AIRFLOW_CONN_SPARK_CONNECT_DEFAULT:-}" ]]; then  # warm mode: scripts/spark-connect.sh's server
         AIRFLOW_CONN_SPARK_CONNECT_DEFAULT="$(printf '{"conn_type": "spark_connect", "host": "%s", "port": %s}' \
-            "$HOST" "${TXDAG_SPARK_CONNECT_PORT:-15092}")"
+            "$SPARK_CONNECT_HOST" "${TXDAG_SPARK_CONNECT_PORT:-15092}")"
     fi
     : "${SPARK_LOCAL_IP:=$HOST}"
     # shellcheck disable=SC2090

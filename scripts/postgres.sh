@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A PostgreSQL 15 server for txdag (Airflow's metadata database), on 127.0.0.1 only, on a port away from 5432.
+# A PostgreSQL 15 server for txdag (Airflow's metadata database), on loopback only, on a port away from 5432.
 #
 #   bash scripts/postgres.sh start                 initialise (first time) and start, or reuse what answers
 #   bash scripts/postgres.sh stop                  stop the server of this checkout's data directory (only that)
@@ -11,10 +11,12 @@
 #   bash scripts/postgres.sh url DB [ROLE]         print the SQLAlchemy URL (postgresql+psycopg2://...)
 #   bash scripts/postgres.sh psql [ARGS...]        psql as the superuser (database postgres unless -d)
 #
-# Environment: TXDAG_PG_PORT (default 5491), TXDAG_PG_BIN (default /usr/lib/postgresql/15/bin).
+# Environment: TXDAG_PG_PORT (default 5491), TXDAG_PG_BIN (default /usr/lib/postgresql/15/bin), TXDAG_PG_HOST (the
+# loopback address it listens on and is reached at, default 127.0.0.1; refused outside 127.0.0.0/8; given to the
+# server at each start, so it wins over the cluster's postgresql.conf).
 # State lives in .run/pg-<port>/ at the repository root: data/ (the cluster), postgres.log, and the generated
 # passwords (superuser.password, role-<ROLE>.password; mode 0600), readable back with 'url'. The superuser is "postgres"; only TCP on
-# 127.0.0.1 is served (no Unix socket), with scram-sha-256 password authentication.
+# that address is served (no Unix socket), with scram-sha-256 password authentication.
 # PostgreSQL refuses to run as root: as root, initdb and pg_ctl run as the "postgres" user (runuser) and
 # data/ belongs to it; if that user cannot reach .run/ (a checkout under a private home directory), the data
 # directory goes to /var/lib/postgresql/txdag/<checkout-hash>-<port> instead, its log beside it (the path is
@@ -28,7 +30,6 @@ if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then # the comment above, before 
 fi
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-HOST=127.0.0.1
 PG_PORT="${TXDAG_PG_PORT:-5491}"
 PG_BIN="${TXDAG_PG_BIN:-/usr/lib/postgresql/15/bin}"
 PG_DIR="$ROOT/.run/pg-$PG_PORT"
@@ -41,6 +42,9 @@ die() {
     printf 'postgres: error: %s\n' "$*" >&2
     exit 1
 }
+# shellcheck source-path=SCRIPTDIR source=lib/hosts.sh
+source "$ROOT/scripts/lib/hosts.sh"
+HOST="$(loopback_host TXDAG_PG_HOST)"
 
 if ! [[ "$PG_PORT" =~ ^[0-9]+$ ]] || ((PG_PORT < 1 || PG_PORT > 65535)); then
     die "not a port number: '$PG_PORT'"
@@ -159,6 +163,13 @@ log_min_error_statement = error
 EOF
 }
 
+# initdb's pg_hba.conf lets in 127.0.0.1 (and ::1) only: another loopback $HOST gets a line of its own (once).
+allow_host() {
+    local line="host all all $HOST/32 scram-sha-256"
+    [[ "$HOST" != 127.0.0.1 ]] || return 0
+    as_owner grep -q -x -F "$line" "$1/pg_hba.conf" || printf '%s\n' "$line" | as_owner tee -a "$1/pg_hba.conf" >/dev/null
+}
+
 start_pg() {
     local dir pid log
     if pg_up; then
@@ -176,13 +187,15 @@ start_pg() {
             die "port $PG_PORT answers, but not as PostgreSQL; free it or set TXDAG_PG_PORT"
         fi
         [[ -f "$dir/PG_VERSION" ]] || init_cluster "$dir"
+        allow_host "$dir"
         log="$(log_file "$dir")"
         touch "$log"
         if [[ $(id -u) -eq 0 ]]; then
             chown "$RUN_AS:" "$log"
         fi
         # pg_ctl start daemonises the server (its own session); -w waits until it accepts connections.
-        if ! as_owner "$PG_BIN/pg_ctl" -D "$dir" -l "$log" -w -t "$WAIT_SECONDS" start >/dev/null 2>&1; then
+        if ! as_owner "$PG_BIN/pg_ctl" -D "$dir" -l "$log" -w -t "$WAIT_SECONDS" \
+            -o "-c listen_addresses=$HOST" start >/dev/null 2>&1; then
             tail -n 20 "$log" >&2 || true
             die "PostgreSQL did not start on $HOST:$PG_PORT; log: $log"
         fi

@@ -13,7 +13,9 @@
 #   bash scripts/services.sh env                      print the export lines for the three addresses
 #
 # Environment: TXDAG_REDIS_PORT (default 6391), TXDAG_ZK_PORT (default 2191), and scripts/kafka.sh's
-# TXDAG_KAFKA_PORT (default 9391), TXDAG_KAFKA_CONTROLLER_PORT and TXDAG_KAFKA_SASL_PORT.
+# TXDAG_KAFKA_PORT (default 9391), TXDAG_KAFKA_CONTROLLER_PORT and TXDAG_KAFKA_SASL_PORT. TXDAG_REDIS_HOST and
+# TXDAG_ZK_HOST (default 127.0.0.1; refused outside 127.0.0.0/8) are the loopback addresses Redis and ZooKeeper bind
+# to and are probed on (bench/jepsen.py gives each its own, in a network namespace of its own).
 # State lives in .run/redis-<port>/, .run/zk-<port>/ and .run/kafka-<port>/ at the repository root: config, logs
 # and pid files, and the data in their data/ folders, which a stop and a start (or a crash) keep; only `wipe`
 # deletes them.
@@ -33,7 +35,6 @@ if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then # the comment above, before 
 fi
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-HOST=127.0.0.1
 REDIS_PORT="${TXDAG_REDIS_PORT:-6391}"
 ZK_PORT="${TXDAG_ZK_PORT:-2191}"
 REDIS_DIR="$ROOT/.run/redis-$REDIS_PORT"
@@ -55,6 +56,10 @@ die() {
 
 # shellcheck source-path=SCRIPTDIR source=lib/process.sh
 source "$ROOT/scripts/lib/process.sh"
+# shellcheck source-path=SCRIPTDIR source=lib/hosts.sh
+source "$ROOT/scripts/lib/hosts.sh"
+REDIS_HOST="$(loopback_host TXDAG_REDIS_HOST)"
+ZK_HOST="$(loopback_host TXDAG_ZK_HOST)"
 
 for port in "$REDIS_PORT" "$ZK_PORT"; do
     check_port "$port"
@@ -67,7 +72,7 @@ done
 # that user (started before access control) answers as its default user: redis-cli only warns on stderr.
 rcli() {
     REDISCLI_AUTH="$TXDAG_REDIS_ADMIN_PASSWORD" timeout "${RCLI_TIMEOUT:-3}" \
-        redis-cli --user "$TXDAG_REDIS_ADMIN_USER" -h "$HOST" -p "$REDIS_PORT" "$@"
+        redis-cli --user "$TXDAG_REDIS_ADMIN_USER" -h "$REDIS_HOST" -p "$REDIS_PORT" "$@"
 }
 
 # A Redis answers on the port: PONG, or a refusal of our credentials.
@@ -107,7 +112,7 @@ write_acl_file() {
 zk_up() {
     local reply
     # shellcheck disable=SC2016  # $0 and $1 are expanded by the inner bash
-    reply="$(timeout 3 bash -c 'exec 3<>"/dev/tcp/$0/$1" && printf ruok >&3 && cat <&3' "$HOST" "$ZK_PORT" \
+    reply="$(timeout 3 bash -c 'exec 3<>"/dev/tcp/$0/$1" && printf ruok >&3 && cat <&3' "$ZK_HOST" "$ZK_PORT" \
         2>/dev/null)" || true
     [[ "$reply" == imok ]]
 }
@@ -136,19 +141,19 @@ start_redis() {
     local pid aof=yes
     if redis_up; then
         if ! redis_acl_on; then
-            die "the Redis on $HOST:$REDIS_PORT does not accept user $TXDAG_REDIS_ADMIN_USER of" \
+            die "the Redis on $REDIS_HOST:$REDIS_PORT does not accept user $TXDAG_REDIS_ADMIN_USER of" \
                 ".run/credentials.env (started before access control, or the credentials changed): restart it" \
                 "with 'bash scripts/services.sh restart-redis', or set TXDAG_REDIS_PORT"
         fi
         if pid="$(redis_pid)"; then
-            say "Redis     $HOST:$REDIS_PORT already running (pid $pid)"
+            say "Redis     $REDIS_HOST:$REDIS_PORT already running (pid $pid)"
         else
-            say "Redis     $HOST:$REDIS_PORT already answering PING: reusing it"
+            say "Redis     $REDIS_HOST:$REDIS_PORT already answering PING: reusing it"
         fi
         warn_if_no_aof
         return 0
     fi
-    if port_open "$REDIS_PORT"; then
+    if port_open "$REDIS_PORT" "$REDIS_HOST"; then
         die "port $REDIS_PORT answers, but not as a Redis that answers PING; free it or set TXDAG_REDIS_PORT"
     fi
     command -v redis-server >/dev/null 2>&1 || die "redis-server not found; run: bash scripts/setup.sh"
@@ -170,33 +175,33 @@ start_redis() {
     # everysec would lose up to about a second of acknowledged commits when the machine (not only Redis) goes
     # down, and txdag would find ZooKeeper ahead of Redis. No RDB snapshots (--save ''): the append-only file is
     # the copy on disk.
-    redis-server --port "$REDIS_PORT" --bind "$HOST" --daemonize yes --dir "$REDIS_DATA" \
+    redis-server --port "$REDIS_PORT" --bind "$REDIS_HOST" --daemonize yes --dir "$REDIS_DATA" \
         --aclfile "$REDIS_DIR/users.acl" --pidfile "$REDIS_PID" --logfile "$REDIS_DIR/redis.log" \
         --save '' --appendonly "$aof" --appendfsync always >/dev/null ||
         die "redis-server did not start; see $REDIS_DIR/redis.log"
     if ! wait_for redis_up "$REDIS_WAIT_SECONDS"; then
         tail -n 20 "$REDIS_DIR/redis.log" >&2 || true
-        die "Redis did not answer PING on $HOST:$REDIS_PORT within ${REDIS_WAIT_SECONDS}s; log: $REDIS_DIR/redis.log"
+        die "Redis did not answer PING on $REDIS_HOST:$REDIS_PORT within ${REDIS_WAIT_SECONDS}s; log: $REDIS_DIR/redis.log"
     fi
     if [[ "$aof" == no ]]; then
         # The dump is loaded: CONFIG SET appendonly yes writes the append-only file from memory (a rewrite), and
         # once that is done the dump is no longer needed; the next start loads the append-only file.
         [[ "$(rcli config set appendonly yes 2>&1)" == OK ]] ||
-            die "Redis on $HOST:$REDIS_PORT refused CONFIG SET appendonly yes; log: $REDIS_DIR/redis.log"
+            die "Redis on $REDIS_HOST:$REDIS_PORT refused CONFIG SET appendonly yes; log: $REDIS_DIR/redis.log"
         wait_for aof_settled 120 ||
-            die "Redis on $HOST:$REDIS_PORT did not write its append-only file within 120 s (the dump" \
+            die "Redis on $REDIS_HOST:$REDIS_PORT did not write its append-only file within 120 s (the dump" \
                 "$REDIS_DATA/dump.rdb is kept); log: $REDIS_DIR/redis.log"
         rm -f "$REDIS_DATA/dump.rdb"
-        say "Redis     $HOST:$REDIS_PORT loaded $REDIS_DATA/dump.rdb and wrote its append-only file from it"
+        say "Redis     $REDIS_HOST:$REDIS_PORT loaded $REDIS_DATA/dump.rdb and wrote its append-only file from it"
     fi
-    say "Redis     $HOST:$REDIS_PORT started (pid $(redis_pid || echo '?'), data $REDIS_DATA, log $REDIS_DIR/redis.log)"
+    say "Redis     $REDIS_HOST:$REDIS_PORT started (pid $(redis_pid || echo '?'), data $REDIS_DATA, log $REDIS_DIR/redis.log)"
 }
 
 # A Redis of this script that runs without its append-only file (started by an older services.sh) is named, with
 # how to switch it on; stop and restart-redis keep its data anyway (SHUTDOWN SAVE).
 warn_if_no_aof() {
     if redis_pid >/dev/null && [[ "$(redis_config appendonly)" == no ]]; then
-        say "Redis     $HOST:$REDIS_PORT runs without its append-only file (started by an older services.sh): a" \
+        say "Redis     $REDIS_HOST:$REDIS_PORT runs without its append-only file (started by an older services.sh): a" \
             "crash would lose its data; 'bash scripts/services.sh restart-redis' keeps the data and switches it on"
     fi
 }
@@ -212,17 +217,17 @@ shutdown_redis() {
     file="$(redis_config dbfilename)"
     aof="$(redis_config appendonly)"
     if [[ -n "$(redis_config aclfile)" ]] && [[ "$(rcli acl save 2>&1)" != OK ]]; then
-        say "Redis     $HOST:$REDIS_PORT: ACL SAVE failed: users added since the start without it are lost"
+        say "Redis     $REDIS_HOST:$REDIS_PORT: ACL SAVE failed: users added since the start without it are lost"
     fi
     if [[ "$aof" == yes && -n "$dir" && "$dir" -ef "$REDIS_DATA" ]]; then
-        say "Redis     $HOST:$REDIS_PORT shutting down (SHUTDOWN; the data is in $REDIS_DATA)"
+        say "Redis     $REDIS_HOST:$REDIS_PORT shutting down (SHUTDOWN; the data is in $REDIS_DATA)"
         RCLI_TIMEOUT=30 rcli shutdown >/dev/null 2>&1 || true
         aof=ours
     else
-        say "Redis     $HOST:$REDIS_PORT shutting down (SHUTDOWN SAVE)"
+        say "Redis     $REDIS_HOST:$REDIS_PORT shutting down (SHUTDOWN SAVE)"
         RCLI_TIMEOUT=30 rcli shutdown save >/dev/null 2>&1 || true
     fi
-    wait_port_closed "$REDIS_PORT" || return 1
+    wait_port_closed "$REDIS_PORT" "$REDIS_HOST" || return 1
     if [[ -n "$pid" ]]; then
         for ((i = 0; i < 40; i++)); do
             kill -0 "$pid" 2>/dev/null || break
@@ -238,7 +243,7 @@ shutdown_redis() {
         stale="$REDIS_DATA/aof-replaced-$(date -u +%Y%m%dT%H%M%SZ)"
         mkdir -p "$stale"
         mv -f "$REDIS_DATA"/appendonlydir "$REDIS_DATA"/appendonly.aof "$stale"/ 2>/dev/null || true
-        say "Redis     $HOST:$REDIS_PORT: the dump is newer than the append-only file in $REDIS_DATA: that" \
+        say "Redis     $REDIS_HOST:$REDIS_PORT: the dump is newer than the append-only file in $REDIS_DATA: that" \
             "file moved to $stale"
     fi
     if [[ "$dir/$file" -ef "$REDIS_DATA/dump.rdb" ]]; then
@@ -258,21 +263,21 @@ stop_redis() {
             terminate "$pid"
             rm -f "$REDIS_PID"
         fi
-        say "Redis     $HOST:$REDIS_PORT stopped (pid $pid)"
+        say "Redis     $REDIS_HOST:$REDIS_PORT stopped (pid $pid)"
     elif redis_up; then
-        say "Redis     $HOST:$REDIS_PORT left running: not started by this script"
+        say "Redis     $REDIS_HOST:$REDIS_PORT left running: not started by this script"
     else
         rm -f "$REDIS_PID"
-        say "Redis     $HOST:$REDIS_PORT not running"
+        say "Redis     $REDIS_HOST:$REDIS_PORT not running"
     fi
 }
 
 # Restarts the Redis on the port here, keeping its data and users (shutdown_redis), whoever started it.
 restart_redis() {
     if redis_up; then
-        shutdown_redis || die "Redis on $HOST:$REDIS_PORT did not shut down"
+        shutdown_redis || die "Redis on $REDIS_HOST:$REDIS_PORT did not shut down"
     else
-        say "Redis     $HOST:$REDIS_PORT not running: starting it"
+        say "Redis     $REDIS_HOST:$REDIS_PORT not running: starting it"
     fi
     start_redis
 }
@@ -281,18 +286,18 @@ restart_redis() {
 redis_stopped_for_wipe() {
     local pid
     if pid="$(redis_pid)"; then
-        die "Redis on $HOST:$REDIS_PORT is running (pid $pid): stop it first (bash scripts/services.sh stop), nothing" \
+        die "Redis on $REDIS_HOST:$REDIS_PORT is running (pid $pid): stop it first (bash scripts/services.sh stop), nothing" \
             "was deleted"
     fi
     if redis_up && [[ "$(redis_config dir)" -ef "$REDIS_DATA" ]]; then
-        die "a Redis on $HOST:$REDIS_PORT runs on $REDIS_DATA: stop it first, nothing was deleted"
+        die "a Redis on $REDIS_HOST:$REDIS_PORT runs on $REDIS_DATA: stop it first, nothing was deleted"
     fi
 }
 
 # Deletes the data of the Redis of this port (its data/ folder). The ACL file stays: its users are configuration.
 wipe_redis() {
     rm -rf "$REDIS_DATA"
-    say "Redis     $HOST:$REDIS_PORT data deleted ($REDIS_DATA); its users ($REDIS_DIR/users.acl) are kept"
+    say "Redis     $REDIS_HOST:$REDIS_PORT data deleted ($REDIS_DATA); its users ($REDIS_DIR/users.acl) are kept"
 }
 
 # --- ZooKeeper ----------------------------------------------------------------------------------------------
@@ -309,7 +314,7 @@ dataDir=$ZK_DIR/data
 autopurge.snapRetainCount=3
 autopurge.purgeInterval=1
 clientPort=$ZK_PORT
-clientPortAddress=$HOST
+clientPortAddress=$ZK_HOST
 admin.enableServer=false
 4lw.commands.whitelist=ruok,srvr,stat,mntr,envi
 maxSessionTimeout=60000
@@ -320,17 +325,17 @@ start_zk() {
     local pid
     if zk_up; then
         if pid="$(zk_pid)"; then
-            say "ZooKeeper $HOST:$ZK_PORT already running (pid $pid)"
+            say "ZooKeeper $ZK_HOST:$ZK_PORT already running (pid $pid)"
         else
-            say "ZooKeeper $HOST:$ZK_PORT already answering ruok: reusing it"
+            say "ZooKeeper $ZK_HOST:$ZK_PORT already answering ruok: reusing it"
         fi
         return 0
     fi
     if pid="$(zk_pid)"; then
         # Started by us a moment ago and still coming up.
-        say "ZooKeeper $HOST:$ZK_PORT starting (pid $pid): waiting"
+        say "ZooKeeper $ZK_HOST:$ZK_PORT starting (pid $pid): waiting"
     else
-        if port_open "$ZK_PORT"; then
+        if port_open "$ZK_PORT" "$ZK_HOST"; then
             die "port $ZK_PORT answers, but not as a ZooKeeper that answers ruok; free it or set TXDAG_ZK_PORT"
         fi
         [[ -x "$ZK_SERVER" ]] || die "$ZK_SERVER not found; run: bash scripts/setup.sh"
@@ -348,13 +353,13 @@ start_zk() {
         tail -n 30 "$ZK_DIR/zookeeper.log" >&2 || true
         rm -f "$ZK_PID"
         if ! kill -0 "$pid" 2>/dev/null; then
-            die "ZooKeeper exited while starting on $HOST:$ZK_PORT; log: $ZK_DIR/zookeeper.log"
+            die "ZooKeeper exited while starting on $ZK_HOST:$ZK_PORT; log: $ZK_DIR/zookeeper.log"
         fi
         terminate "$pid"
-        die "ZooKeeper did not answer ruok on $HOST:$ZK_PORT within ${ZK_WAIT_SECONDS}s (stopped it);" \
+        die "ZooKeeper did not answer ruok on $ZK_HOST:$ZK_PORT within ${ZK_WAIT_SECONDS}s (stopped it);" \
             "log: $ZK_DIR/zookeeper.log"
     fi
-    say "ZooKeeper $HOST:$ZK_PORT started (pid $pid, log $ZK_DIR/zookeeper.log)"
+    say "ZooKeeper $ZK_HOST:$ZK_PORT started (pid $pid, log $ZK_DIR/zookeeper.log)"
 }
 
 stop_zk() {
@@ -362,19 +367,19 @@ stop_zk() {
     if pid="$(zk_pid)"; then
         terminate "$pid"
         rm -f "$ZK_PID"
-        say "ZooKeeper $HOST:$ZK_PORT stopped (pid $pid)"
+        say "ZooKeeper $ZK_HOST:$ZK_PORT stopped (pid $pid)"
     elif zk_up; then
-        say "ZooKeeper $HOST:$ZK_PORT left running: not started by this script"
+        say "ZooKeeper $ZK_HOST:$ZK_PORT left running: not started by this script"
     else
         rm -f "$ZK_PID"
-        say "ZooKeeper $HOST:$ZK_PORT not running"
+        say "ZooKeeper $ZK_HOST:$ZK_PORT not running"
     fi
 }
 
 zk_stopped_for_wipe() {
     local pid
     if pid="$(zk_pid)"; then
-        die "ZooKeeper on $HOST:$ZK_PORT is running (pid $pid): stop it first (bash scripts/services.sh stop)," \
+        die "ZooKeeper on $ZK_HOST:$ZK_PORT is running (pid $pid): stop it first (bash scripts/services.sh stop)," \
             "nothing was deleted"
     fi
 }
@@ -382,7 +387,7 @@ zk_stopped_for_wipe() {
 # Deletes ZooKeeper's data (its data/ folder: every znode).
 wipe_zk() {
     rm -rf "$ZK_DIR/data"
-    say "ZooKeeper $HOST:$ZK_PORT data deleted ($ZK_DIR/data)"
+    say "ZooKeeper $ZK_HOST:$ZK_PORT data deleted ($ZK_DIR/data)"
 }
 
 # --- status -------------------------------------------------------------------------------------------------
@@ -391,23 +396,23 @@ status() {
     local rc=0 pid
     if redis_up; then
         if pid="$(redis_pid)"; then
-            say "Redis     $HOST:$REDIS_PORT up (started here, pid $pid)"
+            say "Redis     $REDIS_HOST:$REDIS_PORT up (started here, pid $pid)"
             warn_if_no_aof
         else
-            say "Redis     $HOST:$REDIS_PORT up (not started by this script)"
+            say "Redis     $REDIS_HOST:$REDIS_PORT up (not started by this script)"
         fi
     else
-        say "Redis     $HOST:$REDIS_PORT down"
+        say "Redis     $REDIS_HOST:$REDIS_PORT down"
         rc=1
     fi
     if zk_up; then
         if pid="$(zk_pid)"; then
-            say "ZooKeeper $HOST:$ZK_PORT up (started here, pid $pid)"
+            say "ZooKeeper $ZK_HOST:$ZK_PORT up (started here, pid $pid)"
         else
-            say "ZooKeeper $HOST:$ZK_PORT up (not started by this script)"
+            say "ZooKeeper $ZK_HOST:$ZK_PORT up (not started by this script)"
         fi
     else
-        say "ZooKeeper $HOST:$ZK_PORT down"
+        say "ZooKeeper $ZK_HOST:$ZK_PORT down"
         rc=1
     fi
     return "$rc"
@@ -462,8 +467,8 @@ env)
     printf 'source %q\n' "$ROOT/.run/credentials.env"
     # shellcheck disable=SC2016  # expanded where the lines are eval'ed
     printf 'export TXDAG_REDIS_URL="redis://${TXDAG_REDIS_ADMIN_USER}:${TXDAG_REDIS_ADMIN_PASSWORD}@%s:%s/0"\n' \
-        "$HOST" "$REDIS_PORT"
-    printf 'export TXDAG_ZK_HOSTS=%s:%s\n' "$HOST" "$ZK_PORT"
+        "$REDIS_HOST" "$REDIS_PORT"
+    printf 'export TXDAG_ZK_HOSTS=%s:%s\n' "$ZK_HOST" "$ZK_PORT"
     kafka env
     ;;
 *) usage ;;

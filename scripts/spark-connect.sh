@@ -13,7 +13,8 @@
 # 1g), TXDAG_SPARK_CONNECT_PYTHON (the Python the executors run, default the project's .venv; on a cluster whose
 # workers' Python has no txdag, theirs: each topology ships txdag to its session, see `txdag pyfiles`); on a
 # cluster also TXDAG_SPARK_CONNECT_CORES (spark.cores.max, default 2: what the server leaves to spark-submit
-# applications) and TXDAG_SPARK_CONNECT_EXECUTOR_MEMORY (default 512m).
+# applications) and TXDAG_SPARK_CONNECT_EXECUTOR_MEMORY (default 512m); TXDAG_SPARK_CONNECT_HOST (the loopback
+# address it binds to, its driver's too, default 127.0.0.1; refused outside 127.0.0.0/8).
 # State (log, pid file) lives in .run/spark-connect-<port>/ at the repository root.
 set -euo pipefail
 if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then # the comment above, before anything runs or is created
@@ -22,7 +23,6 @@ if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then # the comment above, before 
 fi
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-HOST=127.0.0.1
 PORT="${TXDAG_SPARK_CONNECT_PORT:-15092}"
 MASTER="${TXDAG_SPARK_CONNECT_MASTER:-local[2]}"
 MEMORY="${TXDAG_SPARK_CONNECT_MEMORY:-1g}"
@@ -43,6 +43,9 @@ die() {
     printf 'spark-connect: error: %s\n' "$*" >&2
     exit 1
 }
+# shellcheck source-path=SCRIPTDIR source=lib/hosts.sh
+source "$ROOT/scripts/lib/hosts.sh"
+HOST="$(loopback_host TXDAG_SPARK_CONNECT_HOST)"
 
 [[ "$PORT" =~ ^[0-9]+$ ]] && ((PORT >= 1 && PORT <= 65535)) || die "not a port number: '$PORT'"
 

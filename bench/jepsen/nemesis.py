@@ -8,6 +8,8 @@ would. Targets are checked to be the harness's own before any signal: Redis, Zoo
 when this run started them (their pid files under .run/ of this checkout, the pid's command line naming the port),
 the scheduler and triggerer by the pid file in this AIRFLOW_HOME and the process's environment.
 ``heal_all`` resumes whatever is still stopped: the runner calls it whatever happens.
+A cut (``cut-a-b``, ``cut-a->b``; only with a ``network``, jepsen/network.py) drops the packets between the two
+nodes' namespaces (dead neighbour entries) and heals ``hold`` seconds later; ``heal_all`` heals every one left.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from recov import procs
 from recov.faults import kill_connect_server
 from tput.services import REPO, BenchError, Stack
 
-from jepsen.schedule import Fault
+from jepsen.network import Network, NetworkError
+from jepsen.schedule import Fault, is_cut, parse_cut
 
 KILL_WAIT = 60.0  # a kill waits this long for a task or driver to run (a paused scheduler starts none)
 
@@ -89,8 +92,8 @@ KILL_TARGETS = {"kill-task": task_pids, "kill-driver": driver_pids}
 
 
 class Nemesis:
-    def __init__(self, stack: Stack, faults: list[Fault], seed: int) -> None:
-        self.stack, self.faults = stack, faults
+    def __init__(self, stack: Stack, faults: list[Fault], seed: int, network: Network | None = None) -> None:
+        self.stack, self.faults, self.network = stack, faults, network
         self.rng = random.Random(seed)
         self.injected: list[dict[str, Any]] = []
         self.stopped: set[int] = set()
@@ -114,9 +117,11 @@ class Nemesis:
         try:
             if fault.kind in PAUSE_TARGETS:
                 self._pause(fault, entry)
+            elif is_cut(fault.kind):
+                self._cut(fault, entry)
             else:
                 self._kill(fault, entry)
-        except (NotOurs, OSError, ValueError) as exc:
+        except (NotOurs, OSError, ValueError, NetworkError) as exc:
             entry.update(skipped=True, note=str(exc))
         entry.setdefault("healed", entry["at"])
         with self._lock:
@@ -157,8 +162,29 @@ class Nemesis:
         entry["targets"] = procs.signal_all([pid], signal.SIGKILL)
         entry["note"] = f"SIGKILL {pid} ({what})"
 
+    def _cut(self, fault: Fault, entry: dict[str, Any]) -> None:
+        if self.network is None:
+            raise NotOurs("no network namespaces (--no-network): nothing to cut")
+        a, b, one_way = parse_cut(fault.kind)
+        entry["at"] = time.time()
+        self.network.cut(a, b, one_way)
+        entry["targets"] = [a, b]
+        try:
+            time.sleep(fault.hold)
+        finally:
+            self.network.heal(a, b, one_way)
+        entry["healed"] = time.time()
+        entry["note"] = f"{a} {'->' if one_way else '<->'} {b} cut, healed after {entry['healed'] - entry['at']:.1f} s"
+
     def heal_all(self) -> list[int]:
-        """SIGCONT to every process still stopped by a pause (a run interrupted mid-pause)."""
+        """SIGCONT to every process still stopped by a pause (a run interrupted mid-pause); heals every cut still
+        there."""
         with self._lock:
             pids, self.stopped = sorted(self.stopped), set()
+        if self.network is not None:
+            try:
+                if healed := self.network.heal_all():
+                    print(f"jepsen: healed {len(healed)} cut(s) still there", flush=True)
+            except NetworkError as exc:
+                print(f"jepsen: could not heal the cuts: {exc}", flush=True)
         return procs.signal_all(pids, signal.SIGCONT)

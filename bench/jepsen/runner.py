@@ -23,8 +23,9 @@ from tput.services import BenchError, Ports, Stack
 
 from jepsen import checker
 from jepsen.nemesis import Nemesis
+from jepsen.network import Network, attach
 from jepsen.recorder import FORMAT_VERSION, Recorder, snapshot
-from jepsen.schedule import kinds_for, make_schedule, overlapping
+from jepsen.schedule import LINK_NODES, make_schedule, overlapping
 from jepsen.workload import Workload, covered
 
 
@@ -32,9 +33,15 @@ def variant(args: Namespace) -> dags.Variant:
     return dags.Variant("jepsen", args.redis_db, args.batch, 2, args.spark, dags.shipped().commit_poke_interval)
 
 
+def link_nodes(args: Namespace) -> tuple[str, ...]:
+    """The nodes a cut's link is drawn from: Spark Connect's server only when the variant runs one."""
+    return LINK_NODES + (("connect",) if variant(args).mode == "connect" else ())
+
+
 def run(args: Namespace, out: Path) -> dict[str, Any]:
     stack = Stack(Ports.from_env(), out / "logs")
     stack.airflow_home = Path(args.airflow_home)
+    network: Network | None = attach(stack) if getattr(args, "network", False) else None
     summary: dict[str, Any] = {"schedules": [], "faults": {}, "violations": 0, "failing_seeds": []}
     lab, nemeses = None, []
     tweets: dict[int, str] = {}
@@ -42,7 +49,8 @@ def run(args: Namespace, out: Path) -> dict[str, Any]:
         lab = start(stack, [variant(args)], args.flush)
         topo = Topology(variant(args))
         for i in range(args.schedules):
-            nemesis = Nemesis(stack, make_schedule(args.seed + i, args.duration, kinds_for(args.spark)), args.seed + i)
+            faults = make_schedule(args.seed + i, args.duration, args.kinds, link_nodes(args))
+            nemesis = Nemesis(stack, faults, args.seed + i, network)
             nemeses.append(nemesis)
             result = run_schedule(lab, topo, nemesis, args, args.seed + i, tweets, out)
             summary["schedules"].append(result)

@@ -64,14 +64,14 @@ class Lab:
     api: AirflowAPI = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.zk = connect_zk(f"127.0.0.1:{self.stack.ports.zk}",
+        self.zk = connect_zk(self.stack.zk_hosts,
                              auth=(self.stack.cred["TXDAG_ZK_USER"], self.stack.cred["TXDAG_ZK_PASSWORD"]))
         self.api = self._login()
 
     def _login(self) -> AirflowAPI:
         home = Path(self.stack.airflow_home)
         password = json.loads((home / "simple_auth_manager_passwords.json").read_text())["admin"]
-        return AirflowAPI(f"http://127.0.0.1:{self.stack.ports.airflow}", "admin", password)
+        return AirflowAPI(self.stack.airflow_url, "admin", password)
 
     def close(self) -> None:
         self.zk.stop()

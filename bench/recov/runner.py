@@ -126,8 +126,8 @@ def start(stack: Stack, chosen: list[dags.Variant], flush: bool) -> Lab:
     for v in chosen:
         with stack.admin(v.db) as client:
             if client.dbsize() and not flush:
-                raise BenchError(f"Redis 127.0.0.1:{stack.ports.redis} database {v.db} holds keys: pass --flush to "
-                                 f"empty it, or --redis-db N for others")
+                raise BenchError(f"Redis {stack.hosts.redis}:{stack.ports.redis} database {v.db} holds keys: pass "
+                                 f"--flush to empty it, or --redis-db N for others")
             client.flushdb()
     shutil.rmtree(stack.airflow_home, ignore_errors=True)
     folder = stack.airflow_home / "dags"

@@ -52,7 +52,7 @@ class Bench:
 
     def airflow_at(self) -> tuple[Path, str]:
         """The AIRFLOW_HOME and the URL of the Airflow the drains use."""
-        return self.stack.airflow_home, f"http://127.0.0.1:{self.stack.ports.airflow}"
+        return self.stack.airflow_home, self.stack.airflow_url
 
     def sources(self, v: Variant) -> AbstractContextManager[redis.Redis]:
         """An admin client of the Redis that holds ``v``'s tweets."""

@@ -4,10 +4,15 @@ stopped afterwards only where the benchmark started it (a server that already an
 Redis, ZooKeeper and (P1 --kafka) the Kafka broker: scripts/services.sh. PostgreSQL and the four Airflow
 components: scripts/airflow.sh, with an AIRFLOW_HOME and a metadata database of the benchmark's own. Spark Connect:
 scripts/spark-connect.sh.
+
+Each service has a loopback host (``Hosts``: TXDAG_REDIS_HOST, TXDAG_ZK_HOST, TXDAG_PG_HOST, TXDAG_AIRFLOW_HOST,
+TXDAG_SPARK_CONNECT_HOST, which the scripts read too; 127.0.0.1 by default) and may run in a network namespace of
+its own (``Stack.wrap``: service -> a command prefix such as ``ip netns exec txj-redis``; bench/jepsen's cuts).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import socket
@@ -49,9 +54,9 @@ class Ports:
                 "TXDAG_KAFKA_PORT": str(self.kafka)}
 
 
-def listening(port: int) -> bool:
+def listening(port: int, host: str = "127.0.0.1") -> bool:
     try:
-        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        socket.create_connection((host, port), timeout=2).close()
         return True
     except OSError:
         return False
@@ -70,6 +75,43 @@ def exports(text: str) -> dict[str, str]:
     return dict(line.split("=", 1) for line in lines if "=" in line and not line.startswith("#"))
 
 
+@dataclass(frozen=True)
+class Hosts:
+    """The loopback address of each service (the scripts bind and connect to the same, from the same variables)."""
+
+    redis: str = "127.0.0.1"
+    zk: str = "127.0.0.1"
+    pg: str = "127.0.0.1"
+    airflow: str = "127.0.0.1"
+    spark_connect: str = "127.0.0.1"
+
+    @classmethod
+    def from_env(cls) -> Hosts:
+        names = ("TXDAG_REDIS_HOST", "TXDAG_ZK_HOST", "TXDAG_PG_HOST", "TXDAG_AIRFLOW_HOST",
+                 "TXDAG_SPARK_CONNECT_HOST")
+        hosts = [os.environ.get(n) or "127.0.0.1" for n in names]
+        for name, host in zip(names, hosts, strict=True):
+            try:
+                loopback = ipaddress.ip_address(host) in ipaddress.ip_network("127.0.0.0/8")
+            except ValueError:
+                loopback = False
+            if not loopback:
+                raise BenchError(f"{name}={host} is not an IPv4 address in 127.0.0.0/8: the benchmarks' servers "
+                                 "listen on loopback only (unset it for 127.0.0.1)")
+        return cls(*hosts)
+
+    def env(self) -> dict[str, str]:
+        return {"TXDAG_REDIS_HOST": self.redis, "TXDAG_ZK_HOST": self.zk, "TXDAG_PG_HOST": self.pg,
+                "TXDAG_AIRFLOW_HOST": self.airflow, "TXDAG_SPARK_CONNECT_HOST": self.spark_connect}
+
+
+def script_service(name: str, args: tuple[str, ...]) -> str:
+    """The service a script call starts or stops (the key of ``Stack.wrap``)."""
+    if name == "services.sh":
+        return args[1] if len(args) > 1 else "services"
+    return name.removesuffix(".sh")
+
+
 @dataclass
 class Stack:
     """The services of one benchmark run, and which of them it started (``started``), to stop only those."""
@@ -80,6 +122,8 @@ class Stack:
     started: list[str] = field(default_factory=list)
     unique: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     airflow_env: dict[str, str] = field(default_factory=dict)
+    hosts: Hosts = field(default_factory=Hosts.from_env)
+    wrap: dict[str, list[str]] = field(default_factory=dict)  # service -> prefix of its scripts' command
 
     def __post_init__(self) -> None:
         self.cred = credentials()
@@ -92,37 +136,40 @@ class Stack:
     def script(self, name: str, *args: str, env: dict[str, str] | None = None, timeout: float = 600) -> None:
         log = self.log_dir / f"{name.removesuffix('.sh')}.log"
         with log.open("a") as out:
-            out.write(f"$ bash scripts/{name} {' '.join(args)}\n")
+            prefix = self.wrap.get(script_service(name, args), [])
+            out.write(f"$ {' '.join([*prefix, 'bash', f'scripts/{name}', *args])}\n")
             out.flush()
-            done = subprocess.run(["bash", str(SCRIPTS / name), *args], env={**os.environ, **self.ports.env(),
-                                  **(env or {})}, stdout=out, stderr=subprocess.STDOUT, timeout=timeout, check=False)
+            done = subprocess.run([*prefix, "bash", str(SCRIPTS / name), *args],
+                                  env={**os.environ, **self.ports.env(), **self.hosts.env(), **(env or {})},
+                                  stdout=out, stderr=subprocess.STDOUT, timeout=timeout, check=False)
         if done.returncode != 0:
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
             raise BenchError(f"bash scripts/{name} {' '.join(args)} exited {done.returncode}; log {log}:\n{tail}")
 
     def start_services(self, *, kafka: bool = False) -> None:
         """Redis and ZooKeeper (and the Kafka broker) through scripts/services.sh."""
-        wanted = [("redis", self.ports.redis), ("zk", self.ports.zk), *([("kafka", self.ports.kafka)] if kafka else [])]
-        for service, port in wanted:
-            if not listening(port):
+        wanted = [("redis", self.ports.redis, self.hosts.redis), ("zk", self.ports.zk, self.hosts.zk),
+                  *([("kafka", self.ports.kafka, "127.0.0.1")] if kafka else [])]
+        for service, port, host in wanted:
+            if not listening(port, host):
                 self.started.append(service)
             self.script("services.sh", "start", service)
 
     def start_spark_connect(self) -> None:
-        if not listening(self.ports.spark_connect):
+        if not listening(self.ports.spark_connect, self.hosts.spark_connect):
             self.started.append("spark-connect")
         self.script("spark-connect.sh", "start")
 
     def start_airflow(self, dags_folder: Path, connections: dict[str, dict]) -> None:
         """A fresh AIRFLOW_HOME and metadata database; the connections as AIRFLOW_CONN_* of the components."""
-        if not listening(self.ports.pg):
+        if not listening(self.ports.pg, self.hosts.pg):
             self.started.append("postgres")
         env = {"AIRFLOW_HOME": str(self.airflow_home), "TXDAG_AIRFLOW_DB": f"airflow_bench_{self.ports.airflow}",
                "TXDAG_AIRFLOW_FRESH_DB": "1", "TXDAG_DAGS_FOLDER": str(dags_folder), **self.extra_airflow_env}
         env.update({f"AIRFLOW_CONN_{cid.upper()}": json.dumps(conn) for cid, conn in connections.items()})
         self.airflow_env = env
         self.script("airflow.sh", "stop", env=env, timeout=120)  # a run killed before its clean-up
-        if listening(self.ports.airflow):
+        if listening(self.ports.airflow, self.hosts.airflow):
             raise BenchError(f"port {self.ports.airflow} is taken (another Airflow?): stop it, or give the benchmark "
                              f"another port with --airflow-port")
         self.started.append("airflow")
@@ -148,20 +195,28 @@ class Stack:
 
     def admin_url(self, db: int) -> str:
         user, password = self.cred["TXDAG_REDIS_ADMIN_USER"], self.cred["TXDAG_REDIS_ADMIN_PASSWORD"]
-        return f"redis://{quote(user, safe='')}:{quote(password, safe='')}@127.0.0.1:{self.ports.redis}/{db}"
+        return f"redis://{quote(user, safe='')}:{quote(password, safe='')}@{self.hosts.redis}:{self.ports.redis}/{db}"
 
     def admin(self, db: int) -> redis.Redis:
         return redis.Redis.from_url(self.admin_url(db))
 
     def redis_connection(self, db: int) -> dict:
         """An Airflow connection to database ``db`` as the run's restricted user (see create_redis_user)."""
-        return {"conn_type": "redis", "host": "127.0.0.1", "port": self.ports.redis, "login": self.redis_user,
+        return {"conn_type": "redis", "host": self.hosts.redis, "port": self.ports.redis, "login": self.redis_user,
                 "password": self.redis_password, "extra": {"db": db}}
 
     def zookeeper_connection(self) -> dict:
-        return {"conn_type": "zookeeper", "host": "127.0.0.1", "port": self.ports.zk,
+        return {"conn_type": "zookeeper", "host": self.hosts.zk, "port": self.ports.zk,
                 "login": self.cred["TXDAG_ZK_USER"], "password": self.cred["TXDAG_ZK_PASSWORD"],
                 "extra": {"root": self.zk_root}}
+
+    @property
+    def zk_hosts(self) -> str:
+        return f"{self.hosts.zk}:{self.ports.zk}"
+
+    @property
+    def airflow_url(self) -> str:
+        return f"http://{self.hosts.airflow}:{self.ports.airflow}"
 
     @property
     def kafka_bootstrap(self) -> str:
@@ -172,7 +227,7 @@ class Stack:
         return {"conn_type": "kafka", "extra": {"bootstrap.servers": self.kafka_bootstrap}}
 
     def spark_connect_connection(self) -> dict:
-        return {"conn_type": "spark_connect", "host": "127.0.0.1", "port": self.ports.spark_connect}
+        return {"conn_type": "spark_connect", "host": self.hosts.spark_connect, "port": self.ports.spark_connect}
 
     def create_redis_user(self, topologies: list) -> None:
         """The user of the topologies' connections: only their keys, like scripts/airflow.sh's (txdag.cli.acl)."""
@@ -189,7 +244,7 @@ class Stack:
         for db in [] if keep_data else dbs:
             with self.admin(db) as client:
                 client.flushdb()
-        self.delete_znodes(f"127.0.0.1:{self.ports.zk}", [self.zk_root])
+        self.delete_znodes(self.zk_hosts, [self.zk_root])
 
     def delete_znodes(self, hosts: str, paths: list[str]) -> None:
         """Deletes each of ``paths`` and what is under it, as the ZooKeeper digest user of .run/credentials.env."""

@@ -1,5 +1,5 @@
 # Process and port helpers of the scripts that run txdag's servers (scripts/services.sh, scripts/kafka.sh), sourced
-# by them. The caller sets HOST (the address the servers bind) and defines say (a line of progress) and die (an
+# by them. The caller defines say (a line of progress) and die (an
 # error, then exit 1).
 # shellcheck shell=bash
 
@@ -10,10 +10,10 @@ check_port() {
     fi
 }
 
-# Something accepts TCP connections on $HOST:$1.
+# Something accepts TCP connections on port $1 of address $2 (default: the caller's $HOST).
 port_open() {
     # shellcheck disable=SC2016  # $0 and $1 are expanded by the inner bash
-    timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$HOST" "$1" 2>/dev/null
+    timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "${2:-$HOST}" "$1" 2>/dev/null
 }
 
 # Prints the pid in pid file $1 when that process is alive and its command line contains $2.
@@ -51,11 +51,11 @@ terminate() {
     kill -9 "$pid" 2>/dev/null || true
 }
 
-# Waits up to 15 s for port $1 to stop accepting connections.
+# Waits up to 15 s for port $1 (of address $2, default $HOST) to stop accepting connections.
 wait_port_closed() {
     local port="$1" i
     for ((i = 0; i < 60; i++)); do
-        port_open "$port" || return 0
+        port_open "$port" "${2:-}" || return 0
         sleep 0.25
     done
     return 1

@@ -207,3 +207,170 @@ def test_each_spark_mode_draws_only_the_faults_that_hit_something_in_it():
     assert "kill-driver" not in drawn and {"pause-connect", "kill-connect"} <= drawn
     with pytest.raises(ValueError, match="spark mode 'local'"):
         kinds_for("local")
+
+# --- network cuts: the namespace plan (jepsen/network.py) and cuts in the schedule --------------------------------
+
+def _addresses(cmds: list[list[str]]) -> list[str]:
+    import re
+
+    return [m for cmd in cmds for arg in cmd for m in re.findall(r"\b\d+\.\d+\.\d+\.\d+\b", arg)]
+
+
+def test_the_plan_targets_only_its_own_loopback_addresses():
+    import ipaddress
+
+    from jepsen import network
+
+    cmds = network.create_commands()
+    nodes = {network.address(n) for n in network.NODES}
+    assert len(nodes) == len(network.NODES)
+    assert all(ipaddress.ip_address(a) in network.SUBNET for a in nodes)
+    # besides the nodes' addresses, only each namespace's own local table is touched (never the root's)
+    assert set(_addresses(cmds)) <= nodes | {"127.0.0.0", "127.0.0.1"}
+    for cmd in cmds:
+        if "table" in cmd:
+            assert cmd[1] == "-n" and cmd[2].startswith("txj-"), cmd
+        if cmd[:2] == ["ip", "addr"] or cmd[:2] == ["ip", "route"]:
+            raise AssertionError(f"a command on the root namespace's addresses or routes: {cmd}")
+    for node in network.NODES:  # 127/8 leaves the local table before the address comes, 127.0.0.1 stays local
+        ns = network.netns(node)
+        mine = [c for c in cmds if ns in c]
+        order = [" ".join(c[3:5]) for c in mine if c[:3] == ["ip", "-n", ns]]
+        assert order.index("route del") < order.index("route replace") < order.index("addr add"), order
+    assert all(len(n) <= 15 for cmd in cmds for n in cmd if n.startswith(("txjv-", "txjp-")))  # IFNAMSIZ
+
+
+def test_a_cut_is_a_dead_neighbour_per_direction_and_a_heal_deletes_it():
+    from jepsen import network
+
+    dead = ["lladdr", network.DEAD_MAC]
+    both = network.cut_commands("airflow", "redis", one_way=False)
+    assert both == [["ip", "-n", "txj-airflow", "neigh", "replace", "127.81.0.2", *dead, "dev", "txjv-airflow", "nud",
+                     "permanent"],
+                    ["ip", "-n", "txj-redis", "neigh", "replace", "127.81.0.5", *dead, "dev", "txjv-redis", "nud",
+                     "permanent"]]
+    assert network.cut_commands("zk", "airflow", one_way=True) == [
+        ["ip", "-n", "txj-zk", "neigh", "replace", "127.81.0.5", *dead, "dev", "txjv-zk", "nud", "permanent"]]
+    assert network.cut_commands("airflow", "redis", one_way=False, heal=True) == [
+        ["ip", "-n", "txj-airflow", "neigh", "del", "127.81.0.2", "dev", "txjv-airflow"],
+        ["ip", "-n", "txj-redis", "neigh", "del", "127.81.0.5", "dev", "txjv-redis"]]
+    with pytest.raises(ValueError, match="twice"):
+        network.cut_commands("zk", "zk", one_way=True)
+    with pytest.raises(ValueError, match="unknown node 'kafka'"):
+        network.cut_commands("zk", "kafka", one_way=True)
+
+
+def test_teardown_deletes_only_txj_namespaces_and_veths():
+    from jepsen import network
+
+    netns = "txj-redis (id: 2)\nsomeone-elses\ntxj-hub (id: 0)\n"
+    links = ("1: lo: <LOOPBACK,UP> mtu 65536 qdisc noqueue\n2: eth0: <BROADCAST> mtu 1500\n"
+             "7: txjv-zk@txjp-zk: <BROADCAST,MULTICAST,M-DOWN> mtu 1500\n8: txjp-zk@txjv-zk: <BROADCAST> mtu 1500\n")
+    assert network.teardown_commands(netns, links) == [
+        ["ip", "netns", "del", "txj-redis"], ["ip", "netns", "del", "txj-hub"],
+        ["ip", "link", "del", "txjv-zk"], ["ip", "link", "del", "txjp-zk"]]
+    assert network.teardown_commands("", "") == []
+
+
+def test_heal_all_deletes_every_dead_neighbour_and_refuses_an_address_not_its_own():
+    from jepsen import network
+
+    def entry(addr: str, node: str, mac: str = network.DEAD_MAC) -> str:
+        return f"{addr} dev txjv-{node} lladdr {mac} PERMANENT\n"
+
+    shown = {"txj-airflow": entry("127.81.0.2", "airflow") + entry("127.81.0.3", "airflow"),
+             "txj-redis": entry("127.81.0.5", "redis") + entry("127.81.0.9", "redis", "0a:0b:0c:0d:0e:0f")}
+    ran: list[list[str]] = []
+
+    def fake(cmd: list[str]) -> str:
+        ran.append(cmd)
+        return shown.get(cmd[2], "") if cmd[3:5] == ["neigh", "show"] else ""
+
+    net = network.Network(run=fake)
+    assert net.heal_all() == [["ip", "-n", "txj-redis", "neigh", "del", "127.81.0.5", "dev", "txjv-redis"],
+                              ["ip", "-n", "txj-airflow", "neigh", "del", "127.81.0.2", "dev", "txjv-airflow"],
+                              ["ip", "-n", "txj-airflow", "neigh", "del", "127.81.0.3", "dev", "txjv-airflow"]]
+    assert ran[-1] == ["ip", "-n", "txj-airflow", "neigh", "del", "127.81.0.3", "dev", "txjv-airflow"]
+    with pytest.raises(network.NetworkError, match="10.0.0.1 is not a node address"):
+        network.dead_neighbours("zk", entry("10.0.0.1", "zk"))
+
+
+def test_create_tears_down_first_and_again_when_a_step_fails():
+    from jepsen import network
+
+    ran: list[list[str]] = []
+
+    def fake(cmd: list[str]) -> str:
+        ran.append(cmd)
+        if cmd[:3] == ["ip", "netns", "list"]:
+            return "txj-zk (id: 3)\n" if len(ran) == 1 else ""
+        if cmd == ["ip", "-n", "txj-zk", "link", "set", "lo", "up"]:
+            raise network.NetworkError("boom")
+        return ""
+
+    with pytest.raises(network.NetworkError, match="boom"):
+        network.Network(nodes=("redis", "zk"), run=fake).create()
+    assert ran[2] == ["ip", "netns", "del", "txj-zk"]  # the leftover of a run killed before
+    assert ran[-2:] == [["ip", "netns", "list"], ["ip", "-o", "link", "show"]]  # torn down after the failure
+
+
+def test_cuts_in_a_schedule_draw_their_link_and_direction_from_the_seed():
+    from jepsen.schedule import CUT, KINDS, _holds, is_cut, parse_cut
+
+    nodes = ("redis", "zk", "airflow")
+    drawn = [f for seed in range(300) for f in make_schedule(seed, 300, (CUT,), nodes)]
+    assert make_schedule(5, 300, KINDS + (CUT,), nodes) == make_schedule(5, 300, KINDS + (CUT,), nodes)
+    assert make_schedule(5, 300) == make_schedule(5, 300, kinds_for("submit"))  # no cuts unless asked for
+    assert all(is_cut(f.kind) and MIN_HOLD <= f.hold <= MAX_HOLD for f in drawn)
+    ends = {frozenset(parse_cut(f.kind)[:2]) for f in drawn}
+    assert ends == {frozenset(p) for p in (("redis", "zk"), ("redis", "airflow"), ("zk", "airflow"))}
+    assert {parse_cut(f.kind)[2] for f in drawn} == {True, False}
+    assert {f.kind for f in drawn} >= {"cut-airflow-redis", "cut-airflow->redis", "cut-redis->airflow"}
+    assert not any("connect" in f.kind for f in drawn)
+    assert any("connect" in f.kind for s in range(50) for f in make_schedule(s, 300, (CUT,), nodes + ("connect",)))
+    for seed in range(300):  # two cuts of one link (either direction) never hold at once
+        faults = make_schedule(seed, 600, (CUT,), ("redis", "airflow"))
+        for i, f in enumerate(faults):
+            assert not any(_holds(g.kind) == _holds(f.kind) and g.at <= f.at < g.heals for g in faults[:i]), faults
+    with pytest.raises(ValueError, match="two nodes"):
+        make_schedule(1, 300, (CUT,), ("redis",))
+
+
+def test_the_scripts_and_the_stack_refuse_a_host_off_loopback(monkeypatch):
+    import subprocess
+
+    from tput.services import BenchError, Hosts, script_service
+
+    lib = Path(__file__).resolve().parents[2] / "scripts" / "lib" / "hosts.sh"
+
+    def host(value: str | None) -> subprocess.CompletedProcess:
+        env = {"PATH": "/usr/bin:/bin", **({"TXDAG_ZK_HOST": value} if value is not None else {})}
+        code = f'die() {{ echo "$*" >&2; exit 1; }}; source {lib}; loopback_host TXDAG_ZK_HOST'
+        return subprocess.run(["bash", "-c", code], env=env, capture_output=True, text=True, check=False)
+
+    assert host(None).stdout == "127.0.0.1\n" and host("127.81.0.3").stdout == "127.81.0.3\n"
+    for bad in ("10.0.0.1", "127.0.0.256", "localhost", "127.1"):
+        assert host(bad).returncode == 1 and "TXDAG_ZK_HOST" in host(bad).stderr
+    for name in ("TXDAG_REDIS_HOST", "TXDAG_ZK_HOST", "TXDAG_PG_HOST", "TXDAG_AIRFLOW_HOST",
+                 "TXDAG_SPARK_CONNECT_HOST"):
+        monkeypatch.delenv(name, raising=False)
+    assert Hosts.from_env() == Hosts()
+    monkeypatch.setenv("TXDAG_REDIS_HOST", "127.81.0.2")
+    assert Hosts.from_env().redis == "127.81.0.2"
+    monkeypatch.setenv("TXDAG_PG_HOST", "192.168.1.2")
+    with pytest.raises(BenchError, match="TXDAG_PG_HOST=192.168.1.2"):
+        Hosts.from_env()
+    assert [script_service(n, a) for n, a in [("services.sh", ("start", "redis")), ("postgres.sh", ("stop",)),
+                                               ("airflow.sh", ("start",)), ("spark-connect.sh", ("stop",))]] == [
+        "redis", "postgres", "airflow", "spark-connect"]
+
+
+def test_with_the_network_cuts_are_drawn_often_and_only_from_its_nodes():
+    from jepsen.schedule import CUT, LINK_NODES, is_cut
+
+    kinds = kinds_for("connect", network=True)
+    drawn = [f.kind for seed in range(100) for f in make_schedule(seed, 300, kinds, LINK_NODES + ("connect",))]
+    cuts = [k for k in drawn if is_cut(k)]
+    assert len(cuts) > len(drawn) / 5  # each link is cut now and then, not once in a long run
+    assert any("connect" in k for k in cuts) and "cut" not in drawn
+    assert CUT not in kinds_for("connect")  # no namespaces, no cut
