@@ -109,13 +109,19 @@ def main(argv: list[str] | None = None) -> int:
         if network.current() != network.netns("harness"):
             raise SystemExit(f"jepsen: {INSIDE} is set but this process is not in {network.netns('harness')}")
     from jepsen.runner import run
+    from tput.services import BenchError
 
-    signal.signal(signal.SIGTERM, interrupted)  # the runner's finally resumes and stops what it started
+    for sig in (signal.SIGTERM, signal.SIGINT):  # the runner's finally resumes and stops what it started
+        signal.signal(sig, interrupted)
     out = Path(args.out)
     (out / "logs").mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     print(f"jepsen: seed {args.seed}, {args.schedules} schedules of {args.duration:g} s, out {out}", flush=True)
-    summary = run(args, out)
+    try:
+        summary = run(args, out)
+    except BenchError as exc:
+        print(f"jepsen: {exc}", file=sys.stderr, flush=True)
+        return 2
     summary["seconds"] = round(time.monotonic() - t0)
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     print(f"jepsen: {len(summary['schedules'])} schedules run, faults {summary['faults']}, "
@@ -140,7 +146,8 @@ def in_namespaces(args: argparse.Namespace, argv: list[str]) -> int:
           flush=True)
     cmd = [*network.exec_prefix("harness"), sys.executable, str(Path(__file__).resolve()), *argv,
            "--seed", str(args.seed), "--out", args.out]
-    signal.signal(signal.SIGTERM, interrupted)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, interrupted)
     child = subprocess.Popen(cmd, env={**os.environ, **network.host_env(), INSIDE: network.netns("harness")})
     try:
         while True:
@@ -150,14 +157,15 @@ def in_namespaces(args: argparse.Namespace, argv: list[str]) -> int:
                 if child.poll() is None:
                     child.send_signal(signal.SIGTERM)
     finally:
-        if left := network.leftovers():
-            print(f"jepsen: still running in the namespaces (not stopped by the run): {left}; stop them with "
-                  "the scripts' stop (ip netns exec txj-<node> bash scripts/...) before the next run", flush=True)
+        if left := network.stop_leftovers():
+            print(f"jepsen: SIGKILL to what the run did not stop in the namespaces: {left}", flush=True)
         net.teardown()
         print("jepsen: network namespaces deleted", flush=True)
 
 
 def interrupted(signum: int, _frame: object) -> None:
+    for sig in (signal.SIGTERM, signal.SIGINT):  # once: the clean-up that follows must not be cut short
+        signal.signal(sig, signal.SIG_IGN)
     raise KeyboardInterrupt(f"signal {signum}")
 
 

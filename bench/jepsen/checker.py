@@ -33,6 +33,7 @@ from txdag.zk.records import TxStatus
 COMMITTED = TxStatus.COMMITTED.value  # a history step's status as recorded (the enum's value)
 COMMITTING = TxStatus.COMMITTING.value
 SLACK = 0.5  # seconds of the history's own clock readings (ZooKeeper's milliseconds, the sampler's reads)
+CLOCK = 0.001  # seconds: two steps in ZooKeeper, each timed by its writer on this machine's clock before it wrote
 Snapshot = dict[str, dict[str, list]]  # state -> field -> [value, txid]
 
 
@@ -109,6 +110,12 @@ def check_order(history: dict[str, Any]) -> list[Violation]:
         if times[b] <= times[a]:
             problems.append(Violation("order", f"txid {b} committed at {times[b]:.3f}, not after txid {a} "
                                                f"({times[a]:.3f})"))
+    for txid, rec in history["txids"].items():  # txdag.commit.phase: txid x begins its commit once x - 1 committed
+        x = int(txid)
+        for attempt, status, at, _ in rec["history"]:
+            if status == COMMITTING and x - 1 > c0 and at < times.get(x - 1, float("inf")) - CLOCK:
+                problems.append(Violation("order", f"txid {x} (attempt {attempt}) began its commit at {at:.3f}, "
+                                                   f"before txid {x - 1} committed ({times.get(x - 1)})"))
     seen = [c for _, c in history["committed"]]
     for (_, a), (tb, b) in zip(history["committed"], history["committed"][1:]):
         if b < a:
@@ -179,10 +186,20 @@ def check_sample(sample: dict[str, Any], history: dict[str, Any], prefix: dict[s
     return wrong
 
 
+SAMPLE_EVERY = 20.0  # seconds: at least one sample of the states per this much of a schedule, else the sampler was
+#                     not running (a thread that died checks nothing)
+
+
 def check_samples(history: dict[str, Any], deltas: dict[int, dict[str, Counter]]) -> list[Violation]:
+    """Every sample, and the final reading (taken once the runs had finished: every committed txid visible)."""
     prefix, times = prefix_counts(history, deltas), commit_times(history)
     problems = []
-    for sample in history["samples"]:
+    if len(history["samples"]) < history["duration"] // SAMPLE_EVERY:
+        problems.append(Violation("stale", f"only {len(history['samples'])} samples of the states were taken "
+                                           f"(recorder errors {history.get('recorder_errors')}): nothing to check"))
+    t0, t1 = history.get("final_at") or [history["ended"]] * 2  # a history kept before final_at was recorded
+    final = {"t0": t0, "t1": t1, "states": history["final"]}
+    for sample in [*history["samples"], final]:
         wrong = check_sample(sample, history, prefix, times)
         if wrong:
             problems.append(Violation("stale", f"sample at {sample['t0']:.3f}..{sample['t1']:.3f}: {len(wrong)} "
@@ -200,14 +217,18 @@ def recovery_seconds(history: dict[str, Any]) -> float | None:
 
 
 def check_liveness(history: dict[str, Any]) -> list[Violation]:
+    problems = []
+    if history.get("stuck"):  # the drain had to replay through the REST API: the pipeline did not heal by itself
+        problems.append(Violation("liveness", f"the pipeline did not drain by itself: {history['stuck']}"))
     if history.get("healed_at") is None:
-        return []
+        return problems
     took, bound = recovery_seconds(history), history["bound"]
     if took is None:
-        return [Violation("liveness", f"no commit after the last fault healed (bound {bound:g} s)")]
-    if took > bound:
-        return [Violation("liveness", f"the first commit after the last fault healed took {took} s > {bound:g} s")]
-    return []
+        problems.append(Violation("liveness", f"no commit after the last fault healed (bound {bound:g} s)"))
+    elif took > bound:
+        problems.append(Violation("liveness", f"the first commit after the last fault healed took {took} s > "
+                                              f"{bound:g} s"))
+    return problems
 
 
 def check(history: dict[str, Any]) -> list[Violation]:

@@ -97,6 +97,7 @@ class Nemesis:
         self.rng = random.Random(seed)
         self.injected: list[dict[str, Any]] = []
         self.stopped: set[int] = set()
+        self.closed = False  # heal_all ran: no pause begins after it
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
 
@@ -121,7 +122,9 @@ class Nemesis:
                 self._cut(fault, entry)
             else:
                 self._kill(fault, entry)
-        except (NotOurs, OSError, ValueError, NetworkError) as exc:
+        except NotOurs as exc:  # a server this run did not start: the schedule ran weaker than drawn
+            entry.update(skipped=True, not_ours=True, note=str(exc))
+        except (OSError, ValueError, NetworkError) as exc:
             entry.update(skipped=True, note=str(exc))
         entry.setdefault("healed", entry["at"])
         with self._lock:
@@ -130,10 +133,12 @@ class Nemesis:
 
     def _pause(self, fault: Fault, entry: dict[str, Any]) -> None:
         pids = PAUSE_TARGETS[fault.kind](self.stack)
-        with self._lock:
+        with self._lock:  # under the lock: heal_all either sees these pids stopped or this pause not begun
+            if self.closed:
+                raise ValueError("the run is ending: not paused")
             self.stopped.update(pids)
-        entry["at"] = time.time()
-        entry["targets"] = procs.signal_all(pids, signal.SIGSTOP)
+            entry["at"] = time.time()
+            entry["targets"] = procs.signal_all(pids, signal.SIGSTOP)
         time.sleep(fault.hold)
         procs.signal_all(pids, signal.SIGCONT)
         with self._lock:
@@ -180,7 +185,7 @@ class Nemesis:
         """SIGCONT to every process still stopped by a pause (a run interrupted mid-pause); heals every cut still
         there."""
         with self._lock:
-            pids, self.stopped = sorted(self.stopped), set()
+            pids, self.stopped, self.closed = sorted(self.stopped), set(), True
         if self.network is not None:
             try:
                 if healed := self.network.heal_all():

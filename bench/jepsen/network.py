@@ -26,6 +26,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import shutil
+import signal
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -164,6 +165,8 @@ class Network:
     run: Runner = run_ip
 
     def create(self) -> None:
+        if left := stop_leftovers():  # an earlier run killed before its clean-up: its servers hold the ports
+            print(f"jepsen: SIGKILL to what an earlier run left in the namespaces: {left}", flush=True)
         self.teardown()
         try:
             for cmd in create_commands(self.nodes):
@@ -222,3 +225,17 @@ def leftovers() -> dict[str, list[int]]:
             if pids:
                 out[name] = pids
     return out
+
+
+def stop_leftovers() -> dict[str, list[int]]:
+    """SIGCONT then SIGKILL to every process still in a txj-* namespace (only the harness starts processes there:
+    its servers and Airflow); what it reached."""
+    left = leftovers()
+    pids = [p for ps in left.values() for p in ps if p != os.getpid()]
+    for sig in (signal.SIGCONT, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+    return left

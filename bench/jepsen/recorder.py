@@ -9,7 +9,8 @@ A history (JSON, format version 1) is::
 
     {"v": 1, "seed", "duration", "bound", "schedule": [fault], "injected": [{kind, at, healed, targets, note}],
      "base": {"committed", "covered", "states"}, "tweets": {"first", "texts"}, "txids": {txid: record},
-     "committed": [[t, committed txid]], "samples": [{"t0", "t1", "states"}], "final": states, "healed_at"}
+     "committed": [[t, committed txid]], "samples": [{"t0", "t1", "states"}], "final": states,
+     "final_at": [t0, t1], "healed_at", "stuck": what the drain had to do, "recorder_errors": {name: count}}
 
 states: state -> field -> [value, txid]; record: {attempt, status, metadata, history: [[attempt, status, at, error]]}
 (times in epoch seconds).
@@ -53,6 +54,15 @@ def record_json(rec: TxidRecord) -> dict[str, Any]:
                         for h in rec.history]}
 
 
+def merged(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+    """``new`` with every history step either reading saw: a record keeps only its last steps (txdag.zk.records),
+    so a txid retried often drops its first COMMITTING or COMMITTED from ZooKeeper, not from the history."""
+    if old is None:
+        return new
+    steps = {tuple(step[:3]): step for step in [*old["history"], *new["history"]]}
+    return {**new, "history": sorted(steps.values(), key=lambda step: step[2])}
+
+
 class Recorder:
     def __init__(self, lab: Lab, topo: Topology, *, zk_every: float = 1.0, redis_every: float = 2.0) -> None:
         self.lab, self.topo = lab, topo
@@ -76,7 +86,11 @@ class Recorder:
 
     def _loop(self, read: Any, every: float) -> None:
         while not self._stop.is_set():
-            read()
+            try:
+                read()
+            except Exception as exc:  # noqa: BLE001 - counted: a reading that fails must not stop the readings
+                name = type(exc).__name__
+                self.errors[name] = self.errors.get(name, 0) + 1
             self._stop.wait(every)
 
     def read_zk(self, since: int = 0) -> None:
@@ -90,9 +104,7 @@ class Recorder:
             return
         self.committed.append([round(t, 3), topo.committed_txid])
         for txid, (rec, _) in records.items():
-            old = self.txids.get(str(txid))
-            if old is None or len(rec.history) >= len(old["history"]):  # history only grows
-                self.txids[str(txid)] = record_json(rec)
+            self.txids[str(txid)] = merged(self.txids.get(str(txid)), record_json(rec))
 
     def sample(self) -> None:
         try:

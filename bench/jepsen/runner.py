@@ -19,7 +19,7 @@ from recov.lab import Lab, Topology, patiently
 from recov.runner import start
 from recov.trial import _repair, _settle
 from tput import dags
-from tput.services import BenchError, Ports, Stack
+from tput.services import BenchError, Ports, Stack, listening
 
 from jepsen import checker
 from jepsen.nemesis import Nemesis
@@ -46,6 +46,7 @@ def run(args: Namespace, out: Path) -> dict[str, Any]:
     lab, nemeses = None, []
     tweets: dict[int, str] = {}
     try:
+        refuse_taken(stack)
         lab = start(stack, [variant(args)], args.flush)
         topo = Topology(variant(args))
         for i in range(args.schedules):
@@ -77,14 +78,26 @@ def run(args: Namespace, out: Path) -> dict[str, Any]:
     return summary
 
 
+def refuse_taken(stack: Stack) -> None:
+    """The harness pauses and kills only servers it started: one already listening on its ports (an earlier run
+    killed before its clean-up, another run) would be used, and left out of the faults."""
+    h, p = stack.hosts, stack.ports
+    taken = [f"{name} {host}:{port}" for name, host, port in [("Redis", h.redis, p.redis), ("ZooKeeper", h.zk, p.zk),
+             ("PostgreSQL", h.pg, p.pg), ("Airflow", h.airflow, p.airflow),
+             ("Spark Connect", h.spark_connect, p.spark_connect)] if listening(port, host)]
+    if taken:
+        raise BenchError(f"already listening: {', '.join(taken)}. Another jepsen run, or one killed before its "
+                         "clean-up: stop its servers (their scripts' stop, with the same TXDAG_*_PORT), or give this "
+                         "run other ports (TXDAG_REDIS_PORT, TXDAG_ZK_PORT, ...)")
+
+
 def run_schedule(lab: Lab, topo: Topology, nemesis: Nemesis, args: Namespace, seed: int, tweets: dict[int, str],
                  out: Path) -> dict[str, Any]:
     began = time.time()
     print(f"jepsen: schedule seed {seed}: {len(nemesis.faults)} faults ({overlapping(nemesis.faults)} overlapping): "
           + ", ".join(f"{f.kind}@{f.at:g}s" + (f"/{f.hold:g}s" if f.hold else "") for f in nemesis.faults), flush=True)
-    committed, covers = patiently("reading the base", lambda: covered(lab, topo))
-    with lab.redis(topo) as client:
-        base = {"committed": committed, "covered": covers, "states": snapshot(client, topo.variant.prefix)}
+    base = read_base(lab, topo)
+    committed, covers = base["committed"], base["covered"]
     recorder, workload = Recorder(lab, topo), Workload(lab, topo, args.batch, seed * 1000, tweets)
     recorder.start()
     workload.start()
@@ -99,13 +112,15 @@ def run_schedule(lab: Lab, topo: Topology, nemesis: Nemesis, args: Namespace, se
     recorder.stop()
     recorder.read_zk(since=committed)
     with lab.redis(topo) as client:
+        final_t0 = time.time()
         final = patiently("reading the states", lambda: snapshot(client, topo.variant.prefix))
+        final_at = [final_t0, time.time()]
     history = {"v": FORMAT_VERSION, "seed": seed, "duration": args.duration, "bound": args.bound,
                "schedule": [f.to_json() for f in nemesis.faults], "injected": sorted(nemesis.injected,
                key=lambda f: f["at"]), "base": base,
                "tweets": {"first": covers + 1, "texts": [tweets[i] for i in sorted(tweets) if i > covers]},
                "txids": {k: v for k, v in recorder.txids.items() if int(k) > committed},
-               "committed": recorder.committed, "samples": recorder.samples, "final": final,
+               "committed": recorder.committed, "samples": recorder.samples, "final": final, "final_at": final_at,
                "healed_at": healed_at, "began": began, "ended": time.time(), "stuck": stuck, "run_states": states,
                "recorder_errors": recorder.errors}
     try:
@@ -115,6 +130,7 @@ def run_schedule(lab: Lab, topo: Topology, nemesis: Nemesis, args: Namespace, se
         raise
     result = {"seed": seed, "seconds": round(time.time() - began), "faults": _count(nemesis.injected),
               "skipped": [f["kind"] for f in nemesis.injected if f.get("skipped")],
+              "not_ours": [f"{f['kind']}: {f['note']}" for f in nemesis.injected if f.get("not_ours")],
               "txids": len(history["txids"]), "samples": len(recorder.samples),
               "recovery_s": checker.recovery_seconds(history), "stuck": stuck,
               "violations": [v.to_json() for v in violations]}
@@ -128,6 +144,21 @@ def run_schedule(lab: Lab, topo: Topology, nemesis: Nemesis, args: Namespace, se
         path.write_text(json.dumps(history))
         print(f"jepsen:   history in {path}; replay with --seed {seed} --schedules 1 --duration {args.duration:g}")
     return result
+
+
+def read_base(lab: Lab, topo: Topology) -> dict[str, Any]:
+    """The committed txid, the tweets it covers and the states, as of one commit: read again until the committed
+    txid is the same before and after the states and no field holds a later txid (a run of the previous schedule
+    may still be committing)."""
+    for _ in range(120):
+        committed, covers = patiently("reading the base", lambda: covered(lab, topo))
+        with lab.redis(topo) as client:
+            states = patiently("reading the states", lambda: snapshot(client, topo.variant.prefix))
+        again = patiently("reading the base", lambda: covered(lab, topo))[0]
+        if again == committed and all(x <= committed for fields in states.values() for _, x in fields.values()):
+            return {"committed": committed, "covered": covers, "states": states}
+        time.sleep(1)
+    raise BenchError(f"{topo.dag}: the committed txid did not hold still for one reading of the states in 2 min")
 
 
 def drain(lab: Lab, topo: Topology, workload: Workload, timeout: float) -> str:

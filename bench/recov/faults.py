@@ -106,7 +106,7 @@ def kill_connect_server(stack: Stack) -> tuple[float, str]:
     procs.signal_all(servers, signal.SIGKILL)
     # a killed JVM shows as a zombie while its other threads still exit, and its port answers until the last one
     # has: started meanwhile, spark-connect.sh would take it for a running server and reuse it
-    while any(procs.alive(p) for p in servers) or listening(port):
+    while any(procs.alive(p) for p in servers) or listening(port, stack.hosts.spark_connect):
         time.sleep(0.1)
     stack.script("spark-connect.sh", "start")
     return t0, f"SIGKILL to the Spark Connect server {servers}; spark-connect.sh start (listening after " \

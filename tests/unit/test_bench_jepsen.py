@@ -47,7 +47,7 @@ def history() -> dict:
                     {"t0": 21.0, "t1": 21.1, "states": copy.deepcopy(after1)},
                     {"t0": 39.0, "t1": 39.1, "states": copy.deepcopy(after2)},  # txid 2 written, not yet recorded
                     {"t0": 41.0, "t1": 41.1, "states": copy.deepcopy(after2)}],
-        "final": copy.deepcopy(after2),
+        "final": copy.deepcopy(after2), "final_at": [42.0, 42.1],
     }
 
 
@@ -63,7 +63,7 @@ def test_a_correct_history_has_no_violation():
 def test_a_final_count_off_the_ground_truth_is_a_state_violation():
     h = history()
     h["final"]["hashtags"]["#a"] = [4, 2]
-    assert kinds(h) == ["state"]
+    assert kinds(h) == ["state", "stale"]  # the final reading is checked as a sample too
 
 
 def test_a_tweet_no_committed_batch_covers_is_a_coverage_violation():
@@ -75,7 +75,7 @@ def test_a_tweet_no_committed_batch_covers_is_a_coverage_violation():
 def test_a_txid_committing_before_its_predecessor_is_an_order_violation():
     h = history()
     h["txids"]["2"]["history"][-1][2] = 19.0
-    h["samples"] = []
+    h["samples"] = h["samples"][:1] * 3
     assert kinds(h) == ["order"]
 
 
@@ -374,3 +374,28 @@ def test_with_the_network_cuts_are_drawn_often_and_only_from_its_nodes():
     assert len(cuts) > len(drawn) / 5  # each link is cut now and then, not once in a long run
     assert any("connect" in k for k in cuts) and "cut" not in drawn
     assert CUT not in kinds_for("connect")  # no namespaces, no cut
+
+
+def test_a_commit_begun_before_the_previous_txid_committed_is_an_order_violation_without_any_sample():
+    h = history()
+    h["txids"]["2"]["history"][-2][2] = 15.0  # COMMITTING of txid 2 before txid 1's COMMITTED at 20.0
+    h["samples"] = h["samples"][:1] * 3
+    assert kinds(h) == ["order"]
+
+
+def test_a_drain_that_needed_a_replay_is_a_liveness_violation_even_with_exact_states():
+    h = history()
+    h["stuck"] = "drain timed out: replayed from txid 2"
+    assert kinds(h) == ["liveness"]
+
+
+def test_a_sampler_that_stopped_is_reported_not_taken_for_a_clean_run():
+    h = history()
+    h["samples"] = []
+    assert kinds(h) == ["stale"]
+
+
+def test_the_final_reading_must_show_every_committed_txid():
+    h = history()
+    h["final"]["users"]["@ann"] = [1, 1]  # txid 2's write lost, txid 1's value left: the states miss a commit
+    assert kinds(h) == ["state", "stale"]
