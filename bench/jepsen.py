@@ -76,14 +76,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.schedules = 2 if "--schedules" not in given else args.schedules
         args.duration = 180.0 if "--duration" not in given else args.duration
         args.batch = 50 if "--batch" not in given else args.batch
-    from jepsen.schedule import CUT, KINDS, kinds_for
+    from jepsen.schedule import CUT, KINDS, LINK_NODES, kinds_for, make_schedule
 
     args.kinds = tuple(args.faults.split(",")) if args.faults else kinds_for(args.spark, args.network)
     if unknown := set(args.kinds) - {*KINDS, CUT}:
         p.error(f"unknown fault kinds {sorted(unknown)}: use some of {', '.join(KINDS)}, {CUT}")
     if CUT in args.kinds and not args.network:
         p.error("cuts need the network namespaces: leave out --no-network, or cut from --faults")
+    for name in ("schedules", "batch", "bound", "drain"):
+        if getattr(args, name) <= 0:
+            p.error(f"--{name} must be above 0, got {getattr(args, name):g}")
+    if args.redis_db < 0:
+        p.error(f"--redis-db must be 0 or above, got {args.redis_db}")
     args.seed = args.seed if args.seed is not None else int(time.time()) % 100000
+    try:  # found here, not once the whole stack has started
+        make_schedule(args.seed, args.duration, args.kinds, LINK_NODES)
+    except ValueError as exc:
+        p.error(f"--duration {args.duration:g}: {exc}")
     started = datetime.now(UTC)
     args.out = args.out or str(BENCH / "results" / f"jepsen-{started:%Y%m%d-%H%M%S}")
     for name, port in PORTS.items():
@@ -122,6 +131,10 @@ def main(argv: list[str] | None = None) -> int:
     except BenchError as exc:
         print(f"jepsen: {exc}", file=sys.stderr, flush=True)
         return 2
+    except KeyboardInterrupt as exc:  # the runner's finally has stopped what it started
+        print(f"jepsen: interrupted ({exc}) after {round(time.monotonic() - t0)} s: what it started is stopped; "
+              "each schedule it finished is printed above", file=sys.stderr, flush=True)
+        return 130
     summary["seconds"] = round(time.monotonic() - t0)
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     print(f"jepsen: {len(summary['schedules'])} schedules run, faults {summary['faults']}, "
@@ -131,48 +144,79 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def in_namespaces(args: argparse.Namespace, argv: list[str]) -> int:
-    """Builds the namespaces, runs this harness again inside txj-harness (same seed and output folder), forwards a
-    SIGTERM or Ctrl-C to it (its finally stops the servers), then deletes the namespaces."""
+    """Holds and builds the namespaces, runs this harness again inside txj-harness (same seed and output folder),
+    forwards a SIGTERM or Ctrl-C to it (its finally stops the servers), says how it ended, then deletes the
+    namespaces."""
     from jepsen import network
 
     try:
         network.preflight()
-        net = network.Network()
-        net.create()
+        lock = network.claim()
     except network.NetworkError as exc:
         print(f"jepsen: {exc}", file=sys.stderr)
         return 2
-    print(f"jepsen: network namespaces up ({', '.join(f'{n} {network.address(n)}' for n in network.NODES)})",
-          flush=True)
-    cmd = [*network.exec_prefix("harness"), sys.executable, str(Path(__file__).resolve()), *argv,
-           "--seed", str(args.seed), "--out", args.out]
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, interrupted)
-    child = subprocess.Popen(cmd, env={**os.environ, **network.host_env(), INSIDE: network.netns("harness")})
-    try:
-        while True:
-            try:
-                return child.wait()
-            except KeyboardInterrupt:
-                if child.poll() is None:
-                    child.send_signal(signal.SIGTERM)
-    finally:
-        if left := network.stop_leftovers():
-            print(f"jepsen: SIGKILL to what the run did not stop in the namespaces: {left}", flush=True)
-        net.teardown()
-        print("jepsen: network namespaces deleted", flush=True)
+    with lock:
+        net = network.Network()
+        try:
+            net.create()
+        except network.NetworkError as exc:
+            print(f"jepsen: {exc}", file=sys.stderr)
+            return 2
+        print(f"jepsen: network namespaces up ({', '.join(f'{n} {network.address(n)}' for n in network.NODES)})",
+              flush=True)
+        cmd = [*network.exec_prefix("harness"), sys.executable, str(Path(__file__).resolve()), *argv,
+               "--seed", str(args.seed), "--out", args.out]
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, interrupted)
+        child = subprocess.Popen(cmd, env={**os.environ, **network.host_env(), INSIDE: network.netns("harness")})
+        try:
+            while True:
+                try:
+                    return ended(child.wait(), child.pid, args.out)
+                except KeyboardInterrupt:
+                    if child.poll() is None:
+                        child.send_signal(signal.SIGTERM)
+        finally:
+            if left := net.stop_leftovers():
+                print(f"jepsen: SIGKILL to what the run did not stop in the namespaces: {left}", flush=True)
+            net.teardown()
+            print("jepsen: network namespaces deleted", flush=True)
+
+
+def ended(code: int, pid: int, out: str) -> int:
+    """The inner harness's exit code; a signal that ended it is said (it printed nothing of its own)."""
+    if code < 0:
+        name = signal.Signals(-code).name
+        print(f"jepsen: the harness in txj-harness (pid {pid}) was ended by {name}, from outside: what it did not "
+              f"finish is lost; its servers are stopped below; the schedules it finished are in {out}", flush=True)
+        return 128 - code
+    return code
 
 
 def interrupted(signum: int, _frame: object) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):  # once: the clean-up that follows must not be cut short
-        signal.signal(sig, signal.SIG_IGN)
+        signal.signal(sig, ignored)  # a handler, not SIG_IGN: the stop scripts run next must not inherit an ignore
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+def ignored(signum: int, _frame: object) -> None:
+    # os.write, not print: a handler that prints while the clean-up prints would raise (a reentrant write)
+    os.write(2, f"jepsen: signal {signum} again: the clean-up goes on (it stops what the run started)\n".encode())
 
 
 def check_again(path: Path) -> int:
     from jepsen import checker
+    from jepsen.recorder import FORMAT_VERSION
 
-    history = json.loads(path.read_text())
+    try:
+        history = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        print(f"jepsen: cannot read the history {path}: {exc}", file=sys.stderr)
+        return 2
+    if not isinstance(history, dict) or history.get("v") != FORMAT_VERSION:
+        print(f"jepsen: {path} is not a history this harness keeps (format v{FORMAT_VERSION}: a failing "
+              "schedule's seed-S.json in the run's --out folder)", file=sys.stderr)
+        return 2
     violations = checker.check(history)
     for v in violations:
         print(f"jepsen: VIOLATION {v.kind}: {v.message[:400]}")

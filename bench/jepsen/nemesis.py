@@ -4,9 +4,10 @@ own so that they overlap as drawn.
 A pause SIGSTOPs its process and SIGCONTs it ``hold`` seconds later; a kill SIGKILLs a task process or a Spark driver
 of this harness's Airflow (picked with the schedule's random generator; waited for up to ``KILL_WAIT`` s when none
 runs, else the fault is skipped and says so), or the Spark Connect server, started again at once as a service manager
-would. Targets are checked to be the harness's own before any signal: Redis, ZooKeeper and the Connect server only
-when this run started them (their pid files under .run/ of this checkout, the pid's command line naming the port),
-the scheduler and triggerer by the pid file in this AIRFLOW_HOME and the process's environment.
+would (a second kill-connect waits until the first one's server listens again: two starts at once would race).
+Targets are checked to be the harness's own before any signal: Redis, ZooKeeper and the Connect server only when this
+run started them (their pid files under .run/ of this checkout, the pid's command line naming the port), the
+scheduler and triggerer by the pid file in this AIRFLOW_HOME and the process's environment.
 ``heal_all`` resumes whatever is still stopped: the runner calls it whatever happens.
 A cut (``cut-a-b``, ``cut-a->b``; only with a ``network``, jepsen/network.py) drops the packets between the two
 nodes' namespaces (dead neighbour entries) and heals ``hold`` seconds later; ``heal_all`` heals every one left.
@@ -99,6 +100,7 @@ class Nemesis:
         self.stopped: set[int] = set()
         self.closed = False  # heal_all ran: no pause begins after it
         self._lock = threading.Lock()
+        self._restarting = threading.Lock()  # one kill-connect at a time, until its server listens again
         self._threads: list[threading.Thread] = []
 
     def run(self, start: float) -> None:
@@ -148,12 +150,13 @@ class Nemesis:
 
     def _kill(self, fault: Fault, entry: dict[str, Any]) -> None:
         if fault.kind == "kill-connect":
-            connect_pids(self.stack)  # ours, else NotOurs
-            try:
-                entry["at"], entry["note"] = kill_connect_server(self.stack)
-            except BenchError as exc:  # killed, not restarted: the liveness check will say the rest
-                entry["note"] = f"SIGKILL, then the restart failed: {exc}"
-            entry["healed"] = time.time()  # listening again
+            with self._restarting:
+                connect_pids(self.stack)  # ours, else NotOurs
+                try:
+                    entry["at"], entry["note"] = kill_connect_server(self.stack)
+                except BenchError as exc:  # killed, not restarted: the liveness check will say the rest
+                    entry["note"] = f"SIGKILL, then the restart failed: {exc}"
+                entry["healed"] = time.time()  # listening again
             return
         deadline = time.monotonic() + KILL_WAIT
         while not (pids := KILL_TARGETS[fault.kind](self.stack)) and time.monotonic() < deadline:

@@ -18,24 +18,32 @@ route does not do: the sender's own packets fail at once with EINVAL, a refusal 
 Only 127.81.0.0/24 addresses are ever targeted; the root namespace's routing is never touched (it cannot reach
 127.81.0.x: its local table owns 127/8, so the harness runs in txj-harness). Signals are not namespaced: the
 nemesis's pauses and kills work across namespaces. Needs root and ``ip netns``; ``teardown`` (also run before
-``create``, for a run killed before) deletes every ``txj-*`` namespace and any leftover ``txj`` veth.
+``create``, for a run killed before) deletes every ``txj-*`` namespace and any leftover ``txj`` veth. The names are
+the machine's: one run at a time holds them (``claim``, a lock file); a second run is refused, not given them (its
+``create`` would SIGKILL the first one's servers as leftovers).
 """
 
 from __future__ import annotations
 
+import fcntl
 import ipaddress
 import os
 import shutil
 import signal
 import subprocess
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
+
+from recov import procs
 
 SUBNET = ipaddress.ip_network("127.81.0.0/24")
 NODES = {"harness": 1, "redis": 2, "zk": 3, "connect": 4, "airflow": 5}
 PREFIX = "txj-"
 HUB, BRIDGE = "txj-hub", "br0"
+LOCK = Path("/run/lock/txdag-jepsen-netns.lock")  # the namespace names are the machine's, not a checkout's
 DEAD_MAC = "02:00:00:00:00:00"  # locally administered, on no interface: frames to it are dropped unseen
 # What each node runs: the environment variable of the address the scripts bind to or connect to.
 HOST_VARS = {"TXDAG_REDIS_HOST": "redis", "TXDAG_ZK_HOST": "zk", "TXDAG_SPARK_CONNECT_HOST": "connect",
@@ -157,6 +165,27 @@ def preflight() -> None:
         raise NetworkError(f"`ip netns` does not work here ({exc}): run with --no-network") from exc
 
 
+def claim(path: Path = LOCK) -> IO[str]:
+    """Holds the namespaces for this run (an exclusive lock on ``path``, released when the file is closed or the
+    process ends); NetworkError naming the holder when another run holds them."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = path.open("a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        holder = lock.read().strip() or "a process"
+        lock.close()
+        raise NetworkError(f"another jepsen run ({holder}) holds the network namespaces {PREFIX}*: wait for it to "
+                           "end, or stop it (kill -TERM its pid: its clean-up stops its servers), or run this one "
+                           "with --no-network") from None
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+    lock.flush()
+    return lock
+
+
 @dataclass
 class Network:
     """The namespaces of one run. ``run`` carries out one command (tests give a fake)."""
@@ -165,7 +194,8 @@ class Network:
     run: Runner = run_ip
 
     def create(self) -> None:
-        if left := stop_leftovers():  # an earlier run killed before its clean-up: its servers hold the ports
+        """Builds the namespaces; call it holding ``claim``: what is still in them is a dead run's."""
+        if left := self.stop_leftovers():  # an earlier run killed before its clean-up: its servers hold the ports
             print(f"jepsen: SIGKILL to what an earlier run left in the namespaces: {left}", flush=True)
         self.teardown()
         try:
@@ -200,6 +230,26 @@ class Network:
             self.run(cmd)
         return cmds
 
+    def leftovers(self) -> dict[str, list[int]]:
+        """Processes still in a txj-* namespace (``ip netns pids``): what a run that did not stop its servers left."""
+        out = {}
+        for line in self.run(["ip", "netns", "list"]).splitlines():
+            name = line.split()[0] if line.strip() else ""
+            if name.startswith(PREFIX):
+                pids = [int(p) for p in self.run(["ip", "netns", "pids", name]).split()]
+                if pids:
+                    out[name] = pids
+        return out
+
+    def stop_leftovers(self) -> dict[str, list[int]]:
+        """SIGCONT then SIGKILL to every process still in a txj-* namespace but this one (only the harness starts
+        processes there: its servers and Airflow); what it found."""
+        left = self.leftovers()
+        pids = [p for ps in left.values() for p in ps if p != os.getpid()]
+        procs.signal_all(pids, signal.SIGCONT)
+        procs.signal_all(pids, signal.SIGKILL)
+        return left
+
 
 def current() -> str:
     """The name of the namespace this process runs in ("" for the root namespace or an unnamed one)."""
@@ -215,27 +265,3 @@ def attach(stack: Any) -> Network:
     return Network()
 
 
-def leftovers() -> dict[str, list[int]]:
-    """Processes still in a txj-* namespace (``ip netns pids``): what a run that did not stop its servers left."""
-    out = {}
-    for line in run_ip(["ip", "netns", "list"]).splitlines():
-        name = line.split()[0] if line.strip() else ""
-        if name.startswith(PREFIX):
-            pids = [int(p) for p in run_ip(["ip", "netns", "pids", name]).split()]
-            if pids:
-                out[name] = pids
-    return out
-
-
-def stop_leftovers() -> dict[str, list[int]]:
-    """SIGCONT then SIGKILL to every process still in a txj-* namespace (only the harness starts processes there:
-    its servers and Airflow); what it reached."""
-    left = leftovers()
-    pids = [p for ps in left.values() for p in ps if p != os.getpid()]
-    for sig in (signal.SIGCONT, signal.SIGKILL):
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-    return left

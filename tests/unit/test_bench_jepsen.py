@@ -295,23 +295,51 @@ def test_heal_all_deletes_every_dead_neighbour_and_refuses_an_address_not_its_ow
         network.dead_neighbours("zk", entry("10.0.0.1", "zk"))
 
 
-def test_create_tears_down_first_and_again_when_a_step_fails():
+def test_create_kills_what_its_runner_lists_in_the_namespaces_and_tears_down_first_and_after_a_failure():
+    import signal
+    import subprocess
+
     from jepsen import network
 
+    leftover = subprocess.Popen(["sleep", "60"])  # a dead run's server: the only pid the fake lists
     ran: list[list[str]] = []
+    namespaces = "txj-zk (id: 3)\n"
 
-    def fake(cmd: list[str]) -> str:
+    def fake(cmd: list[str]) -> str:  # no real `ip`: a unit test must not list (and kill) a real run's processes
+        nonlocal namespaces
         ran.append(cmd)
         if cmd[:3] == ["ip", "netns", "list"]:
-            return "txj-zk (id: 3)\n" if len(ran) == 1 else ""
+            return namespaces
+        if cmd == ["ip", "netns", "pids", "txj-zk"]:
+            return f"{leftover.pid}\n"
+        if cmd == ["ip", "netns", "del", "txj-zk"]:
+            namespaces = ""
         if cmd == ["ip", "-n", "txj-zk", "link", "set", "lo", "up"]:
             raise network.NetworkError("boom")
         return ""
 
-    with pytest.raises(network.NetworkError, match="boom"):
-        network.Network(nodes=("redis", "zk"), run=fake).create()
-    assert ran[2] == ["ip", "netns", "del", "txj-zk"]  # the leftover of a run killed before
+    try:
+        with pytest.raises(network.NetworkError, match="boom"):
+            network.Network(nodes=("redis", "zk"), run=fake).create()
+        assert leftover.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        leftover.kill()
+    assert ran[:2] == [["ip", "netns", "list"], ["ip", "netns", "pids", "txj-zk"]]
+    assert ran[4] == ["ip", "netns", "del", "txj-zk"]  # the namespace of a run killed before
     assert ran[-2:] == [["ip", "netns", "list"], ["ip", "-o", "link", "show"]]  # torn down after the failure
+
+
+def test_one_run_at_a_time_holds_the_namespaces_and_a_second_is_told_who(tmp_path):
+    import os
+
+    from jepsen import network
+
+    lock = tmp_path / "lock"
+    first = network.claim(lock)
+    with pytest.raises(network.NetworkError, match=f"another jepsen run \\(pid {os.getpid()}, since .*kill -TERM"):
+        network.claim(lock)
+    first.close()  # the run ended (or was killed: the kernel drops the lock with the process)
+    network.claim(lock).close()
 
 
 def test_cuts_in_a_schedule_draw_their_link_and_direction_from_the_seed():
@@ -399,3 +427,44 @@ def test_the_final_reading_must_show_every_committed_txid():
     h = history()
     h["final"]["users"]["@ann"] = [1, 1]  # txid 2's write lost, txid 1's value left: the states miss a commit
     assert kinds(h) == ["state", "stale"]
+
+
+def test_a_careless_command_line_is_refused_before_anything_starts(tmp_path, capsys):
+    import runpy
+
+    script = runpy.run_path(str(BENCH / "jepsen.py"), run_name="jepsen_cli")
+    for argv, said in [(["--duration", "30"], "--duration 30: a schedule of 30 s leaves no room"),
+                       (["--schedules", "0"], "--schedules must be above 0"),
+                       (["--batch", "-5"], "--batch must be above 0"),
+                       (["--redis-db", "-1"], "--redis-db must be 0 or above")]:
+        with pytest.raises(SystemExit) as exit_:
+            script["parse_args"]([*argv, "--no-network", "--out", str(tmp_path)])
+        assert exit_.value.code == 2 and said in capsys.readouterr().err
+    assert script["main"](["--check", str(tmp_path / "nope.json")]) == 2
+    assert "cannot read the history" in capsys.readouterr().err
+    (tmp_path / "other.json").write_text('{"seed": 3}')
+    assert script["main"](["--check", str(tmp_path / "other.json")]) == 2
+    assert "is not a history this harness keeps" in capsys.readouterr().err
+
+
+def test_after_a_signal_the_clean_up_is_not_cut_short_and_its_scripts_do_not_inherit_an_ignored_sigterm(capfd):
+    import runpy
+    import signal
+    import subprocess
+
+    script = runpy.run_path(str(BENCH / "jepsen.py"), run_name="jepsen_cli")
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        with pytest.raises(KeyboardInterrupt, match="signal 15"):
+            script["interrupted"](signal.SIGTERM, None)
+        signal.raise_signal(signal.SIGTERM)  # a second one: said, and the clean-up goes on
+        assert "the clean-up goes on" in capfd.readouterr().err
+        status = subprocess.run(["cat", "/proc/self/status"], capture_output=True, text=True, check=True).stdout
+        ignored = int(next(line for line in status.splitlines() if line.startswith("SigIgn:")).split()[1], 16)
+        assert not ignored & (1 << (signal.SIGTERM - 1))  # a stop script's `timeout` can still end its command
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+    assert script["ended"](-9, 123, "/out") == 137
+    assert "was ended by SIGKILL, from outside" in capfd.readouterr().out
+    assert script["ended"](1, 123, "/out") == 1
