@@ -71,6 +71,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "kill-task, kill-connect, cut")
     p.add_argument("--out", default=None, help="output folder (default bench/results/jepsen-<timestamp>/)")
     args = p.parse_args(argv)
+    if args.check:  # runs nothing: the run's options do not matter
+        return args
     given = argv if argv is not None else sys.argv
     if args.quick:
         args.schedules = 2 if "--schedules" not in given else args.schedules
@@ -117,11 +119,11 @@ def main(argv: list[str] | None = None) -> int:
             return in_namespaces(args, sys.argv[1:] if argv is None else argv)
         if network.current() != network.netns("harness"):
             raise SystemExit(f"jepsen: {INSIDE} is set but this process is not in {network.netns('harness')}")
+    from jepsen import interrupts
     from jepsen.runner import run
     from tput.services import BenchError
 
-    for sig in (signal.SIGTERM, signal.SIGINT):  # the runner's finally resumes and stops what it started
-        signal.signal(sig, interrupted)
+    interrupts.arm()  # the runner's finally resumes and stops what it started
     out = Path(args.out)
     (out / "logs").mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
@@ -144,10 +146,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def in_namespaces(args: argparse.Namespace, argv: list[str]) -> int:
-    """Holds and builds the namespaces, runs this harness again inside txj-harness (same seed and output folder),
-    forwards a SIGTERM or Ctrl-C to it (its finally stops the servers), says how it ended, then deletes the
-    namespaces."""
-    from jepsen import network
+    """Holds and builds the namespaces, runs this harness again inside txj-harness (same seed and output folder; it
+    holds the lock too, so that the namespaces stay held while it lives), forwards a SIGTERM or Ctrl-C to it (its
+    finally stops the servers), says how it ended, then deletes the namespaces."""
+    from jepsen import interrupts, network
 
     try:
         network.preflight()
@@ -156,52 +158,50 @@ def in_namespaces(args: argparse.Namespace, argv: list[str]) -> int:
         print(f"jepsen: {exc}", file=sys.stderr)
         return 2
     with lock:
-        net = network.Network()
+        net, child = network.Network(), None
+        interrupts.arm()
         try:
             net.create()
-        except network.NetworkError as exc:
-            print(f"jepsen: {exc}", file=sys.stderr)
-            return 2
-        print(f"jepsen: network namespaces up ({', '.join(f'{n} {network.address(n)}' for n in network.NODES)})",
-              flush=True)
-        cmd = [*network.exec_prefix("harness"), sys.executable, str(Path(__file__).resolve()), *argv,
-               "--seed", str(args.seed), "--out", args.out]
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, interrupted)
-        child = subprocess.Popen(cmd, env={**os.environ, **network.host_env(), INSIDE: network.netns("harness")})
-        try:
+            print(f"jepsen: network namespaces up ({', '.join(f'{n} {network.address(n)}' for n in network.NODES)})",
+                  flush=True)
+            cmd = [*network.exec_prefix("harness"), sys.executable, str(Path(__file__).resolve()), *argv,
+                   "--seed", str(args.seed), "--out", args.out]
+            child = subprocess.Popen(cmd, env={**os.environ, **network.host_env(), INSIDE: network.netns("harness")},
+                                     pass_fds=(lock.fileno(),))  # `ip netns exec` execs: the harness holds it
+            network.note_holder(lock, f"harness pid {child.pid}")
             while True:
                 try:
-                    return ended(child.wait(), child.pid, args.out)
+                    code = child.wait()
+                    break
                 except KeyboardInterrupt:
                     if child.poll() is None:
                         child.send_signal(signal.SIGTERM)
+            return ended(code, child.pid, args.out)
+        except network.NetworkError as exc:
+            print(f"jepsen: {exc}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt as exc:  # before the harness ran, or while this said how it ended
+            print(f"jepsen: interrupted ({exc})", file=sys.stderr, flush=True)
+            return 130
         finally:
-            if left := net.stop_leftovers():
-                print(f"jepsen: SIGKILL to what the run did not stop in the namespaces: {left}", flush=True)
+            interrupts.shield()
+            try:
+                if left := net.stop_leftovers():
+                    print(f"jepsen: SIGKILL to what the run did not stop in the namespaces: {left}", flush=True)
+            except network.NetworkError as exc:
+                print(f"jepsen: could not list what is left in the namespaces ({exc}); deleting them", flush=True)
             net.teardown()
             print("jepsen: network namespaces deleted", flush=True)
 
 
 def ended(code: int, pid: int, out: str) -> int:
-    """The inner harness's exit code; a signal that ended it is said (it printed nothing of its own)."""
+    """The inner harness's exit code; a signal that ended it is said (it could print nothing of it)."""
     if code < 0:
-        name = signal.Signals(-code).name
-        print(f"jepsen: the harness in txj-harness (pid {pid}) was ended by {name}, from outside: what it did not "
-              f"finish is lost; its servers are stopped below; the schedules it finished are in {out}", flush=True)
+        print(f"jepsen: the harness in txj-harness (pid {pid}) was ended by {signal.Signals(-code).name}: the "
+              f"schedule it was running is lost; those it finished are printed above (a failing one's history in "
+              f"{out}); its servers are stopped below", flush=True)
         return 128 - code
     return code
-
-
-def interrupted(signum: int, _frame: object) -> None:
-    for sig in (signal.SIGTERM, signal.SIGINT):  # once: the clean-up that follows must not be cut short
-        signal.signal(sig, ignored)  # a handler, not SIG_IGN: the stop scripts run next must not inherit an ignore
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
-def ignored(signum: int, _frame: object) -> None:
-    # os.write, not print: a handler that prints while the clean-up prints would raise (a reentrant write)
-    os.write(2, f"jepsen: signal {signum} again: the clean-up goes on (it stops what the run started)\n".encode())
 
 
 def check_again(path: Path) -> int:

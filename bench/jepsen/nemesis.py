@@ -98,7 +98,7 @@ class Nemesis:
         self.rng = random.Random(seed)
         self.injected: list[dict[str, Any]] = []
         self.stopped: set[int] = set()
-        self.closed = False  # heal_all ran: no pause begins after it
+        self.closed = False  # heal_all ran: no pause and no kill-connect begins after it
         self._lock = threading.Lock()
         self._restarting = threading.Lock()  # one kill-connect at a time, until its server listens again
         self._threads: list[threading.Thread] = []
@@ -151,6 +151,9 @@ class Nemesis:
     def _kill(self, fault: Fault, entry: dict[str, Any]) -> None:
         if fault.kind == "kill-connect":
             with self._restarting:
+                with self._lock:
+                    if self.closed:  # it waited for the last kill-connect past the run's end
+                        raise ValueError("the run is ending: not killed")
                 connect_pids(self.stack)  # ours, else NotOurs
                 try:
                     entry["at"], entry["note"] = kill_connect_server(self.stack)

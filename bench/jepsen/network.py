@@ -166,10 +166,15 @@ def preflight() -> None:
 
 
 def claim(path: Path = LOCK) -> IO[str]:
-    """Holds the namespaces for this run (an exclusive lock on ``path``, released when the file is closed or the
-    process ends); NetworkError naming the holder when another run holds them."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lock = path.open("a+")
+    """Holds the namespaces for this run: an exclusive lock on ``path``, released once every process holding the
+    file has closed it or ended (the harness inside txj-harness holds it too: ``pass_fds``); NetworkError naming the
+    holder when another run holds them."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = path.open("a+")
+    except OSError as exc:
+        raise NetworkError(f"cannot open the lock {path} that keeps two runs off one set of namespaces: {exc}; "
+                           "run as root, or with --no-network") from None
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -178,12 +183,18 @@ def claim(path: Path = LOCK) -> IO[str]:
         lock.close()
         raise NetworkError(f"another jepsen run ({holder}) holds the network namespaces {PREFIX}*: wait for it to "
                            "end, or stop it (kill -TERM its pid: its clean-up stops its servers), or run this one "
-                           "with --no-network") from None
+                           "with --no-network and other TXDAG_*_PORTs (its servers and Airflow home are named by "
+                           "them)") from None
+    note_holder(lock, "")
+    return lock
+
+
+def note_holder(lock: IO[str], more: str) -> None:
+    """Who holds ``lock``, for the refusal of a second run: this process, since when, ``more``."""
     lock.seek(0)
     lock.truncate()
-    lock.write(f"pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+    lock.write(f"pid {os.getpid()}{', ' + more if more else ''}, since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
     lock.flush()
-    return lock
 
 
 @dataclass

@@ -21,7 +21,7 @@ from recov.trial import _repair, _settle
 from tput import dags
 from tput.services import BenchError, Ports, Stack, listening
 
-from jepsen import checker
+from jepsen import checker, interrupts
 from jepsen.nemesis import Nemesis
 from jepsen.network import Network, attach
 from jepsen.recorder import FORMAT_VERSION, Recorder, snapshot
@@ -64,6 +64,7 @@ def run(args: Namespace, out: Path) -> dict[str, Any]:
                 print(f"jepsen: the pipeline stays stuck after schedule {args.seed + i}: no more schedules")
                 break
     finally:
+        interrupts.shield()  # a second signal must not cut short the resuming and the stopping below
         for nemesis in nemeses:
             if resumed := nemesis.heal_all():
                 print(f"jepsen: SIGCONT to {resumed}, still stopped")
