@@ -6,19 +6,20 @@
     .venv/bin/python bench/jepsen.py --check bench/results/jepsen-.../seed-1003.json  # check a kept history again
     .venv/bin/python bench/jepsen.py --quick --faults cut,kill-task   # only these kinds; --no-network: no cuts
 
-A copy of dags/tweets_analytics.py (no schedule, two txids in flight, --spark connect or submit) runs through the
-real Airflow path (scripts/airflow.sh: LocalExecutor, PostgreSQL) on servers of the harness's own. Per schedule (seed
-S+i), while a producer appends tweets and triggers runs through the REST API, the faults drawn from the seed
+A copy of dags/tweets_analytics.py (no schedule, two txids in flight, --spark connect or submit) runs through the real
+Airflow path (scripts/airflow.sh: LocalExecutor, PostgreSQL) on servers of the harness's own. Per schedule (seed S+i),
+while a producer appends tweets and triggers runs through the REST API, the faults drawn from the seed
 (jepsen/schedule.py) overlap: SIGSTOP then SIGCONT after 1-60 s of the Redis server, the ZooKeeper server, the
-scheduler, the triggerer and the Spark Connect server; SIGKILL of a task process, of the Connect server (started again
-at once) or, in submit mode, of a task's Spark driver; with the network (the default; root and `ip netns`), cuts of
-the link between two of Redis, ZooKeeper, Airflow (and Spark Connect when it runs), both ways or one way, healed after
-1-60 s. Each of those runs in a network namespace of its own on 127.81.0.x, the harness in txj-harness
-(jepsen/network.py): this process builds them, runs itself again inside txj-harness, and deletes them after. A
-recorder keeps every txid's record from ZooKeeper, the committed txid over time, and the states with their per-field
-txids sampled over time; the checker (jepsen/checker.py) verifies the states against the ground truth, the commit
-order, no double commit, no stale write visible in any sample, and a commit within --bound s after the last fault
-healed. A failing schedule's history goes to --out as seed-S.json.
+scheduler, the triggerer and the Spark Connect server; SIGKILL of a task process, of a task's executor worker with the
+task's tree, of the scheduler's or the triggerer's session (airflow.sh crash; restarted 1-60 s later), of the Connect
+server (started again at once) or, in submit mode, of a task's Spark driver; with the network (the default; root and
+`ip netns`), cuts of the link between two of Redis, ZooKeeper, Airflow (and Spark Connect when it runs), both ways or
+one way, healed after 1-60 s. Each of those runs in a network namespace of its own on 127.81.0.x, the harness in
+txj-harness (jepsen/network.py): this process builds them, runs itself again inside txj-harness, and deletes them
+after. A recorder keeps every txid's record from ZooKeeper, the committed txid over time, and the states with their
+per-field txids sampled over time; the checker (jepsen/checker.py) verifies the states against the ground truth, the
+commit order, no double commit, no stale write visible in any sample, and a commit within --bound s after the last
+fault healed. A failing schedule's history goes to --out as seed-S.json.
 
 Ports: TXDAG_REDIS_PORT, TXDAG_ZK_PORT, TXDAG_PG_PORT, TXDAG_AIRFLOW_PORT, TXDAG_SPARK_CONNECT_PORT (defaults 6481,
 2281, 5481, 8881, 15481: not the project's usual ones, since it SIGSTOPs them). It pauses only servers it started.
@@ -68,7 +69,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--faults", default=None, metavar="KIND,...", help="the fault kinds to draw from (default: "
                    "every pause and kill that hits something in the --spark mode, and cut unless --no-network): "
                    "pause-redis, pause-zookeeper, pause-scheduler, pause-triggerer, pause-connect, kill-driver, "
-                   "kill-task, kill-connect, cut")
+                   "kill-task, kill-worker, kill-connect, kill-scheduler, kill-triggerer, cut")
     p.add_argument("--out", default=None, help="output folder (default bench/results/jepsen-<timestamp>/)")
     args = p.parse_args(argv)
     if args.check:  # runs nothing: the run's options do not matter

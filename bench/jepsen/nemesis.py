@@ -1,9 +1,11 @@
 """The nemesis: carries out a schedule's faults against this harness's own processes, each fault in a thread of its
 own so that they overlap as drawn.
 
-A pause SIGSTOPs its process and SIGCONTs it ``hold`` seconds later; a kill SIGKILLs a task process or a Spark driver
-of this harness's Airflow (picked with the schedule's random generator; waited for up to ``KILL_WAIT`` s when none
-runs, else the fault is skipped and says so), or the Spark Connect server, started again at once as a service manager
+A pause SIGSTOPs its process and SIGCONTs it ``hold`` seconds later; a crash SIGKILLs the scheduler's or the
+triggerer's session (airflow.sh crash) and starts it again ``hold`` seconds later; a kill SIGKILLs a task process, a
+task's executor worker with the task's tree, or a Spark driver of this harness's Airflow (picked with the schedule's
+random generator; waited for up to ``KILL_WAIT`` s when none runs, else the fault is skipped and says so), or the
+Spark Connect server, started again at once as a service manager
 would (a second kill-connect waits until the first one's server listens again: two starts at once would race).
 Targets are checked to be the harness's own before any signal: Redis, ZooKeeper and the Connect server only when this
 run started them (their pid files under .run/ of this checkout, the pid's command line naming the port), the
@@ -89,7 +91,8 @@ def connect_pids(stack: Stack) -> list[int]:
 PAUSE_TARGETS = {"pause-redis": lambda s: server_pids(s, "redis"), "pause-zookeeper": lambda s: server_pids(s, "zk"),
                  "pause-scheduler": lambda s: component_pids(s, "scheduler"),
                  "pause-triggerer": lambda s: component_pids(s, "triggerer"), "pause-connect": connect_pids}
-KILL_TARGETS = {"kill-task": task_pids, "kill-driver": driver_pids}
+KILL_TARGETS = {"kill-task": task_pids, "kill-worker": task_pids, "kill-driver": driver_pids}
+CRASH_TARGETS = {"kill-scheduler": "scheduler", "kill-triggerer": "triggerer"}
 
 
 class Nemesis:
@@ -120,13 +123,15 @@ class Nemesis:
         try:
             if fault.kind in PAUSE_TARGETS:
                 self._pause(fault, entry)
+            elif fault.kind in CRASH_TARGETS:
+                self._crash(fault, entry)
             elif is_cut(fault.kind):
                 self._cut(fault, entry)
             else:
                 self._kill(fault, entry)
         except NotOurs as exc:  # a server this run did not start: the schedule ran weaker than drawn
             entry.update(skipped=True, not_ours=True, note=str(exc))
-        except (OSError, ValueError, NetworkError) as exc:
+        except (OSError, ValueError, NetworkError, BenchError) as exc:
             entry.update(skipped=True, note=str(exc))
         entry.setdefault("healed", entry["at"])
         with self._lock:
@@ -151,9 +156,7 @@ class Nemesis:
     def _kill(self, fault: Fault, entry: dict[str, Any]) -> None:
         if fault.kind == "kill-connect":
             with self._restarting:
-                with self._lock:
-                    if self.closed:  # it waited for the last kill-connect past the run's end
-                        raise ValueError("the run is ending: not killed")
+                self._refuse_if_closed()  # it may have waited for the last kill-connect past the run's end
                 connect_pids(self.stack)  # ours, else NotOurs
                 try:
                     entry["at"], entry["note"] = kill_connect_server(self.stack)
@@ -168,10 +171,40 @@ class Nemesis:
             entry.update(skipped=True, note=f"nothing to kill within {KILL_WAIT:g} s")
             return
         pid = self.rng.choice(pids)
-        what = procs.table().get(pid, procs.Proc(pid, 0, "", "gone")).cmdline[:60]
+        table = procs.table()
+        if pid not in table:
+            entry.update(skipped=True, note=f"{pid} ended before the kill")
+            return
+        what = table[pid].cmdline[:60]
+        # kill-worker: the LocalExecutor worker that supervises the task, with the task's whole tree (a dead machine)
+        tree = [table[pid].ppid, pid, *procs.descendants(pid, table)] if fault.kind == "kill-worker" else [pid]
         entry["at"] = time.time()
-        entry["targets"] = procs.signal_all([pid], signal.SIGKILL)
-        entry["note"] = f"SIGKILL {pid} ({what})"
+        entry["targets"] = procs.signal_all(tree, signal.SIGKILL)
+        entry["note"] = f"SIGKILL {entry['targets']} ({'its worker and tree: ' if len(tree) > 1 else ''}{what})"
+
+    def _crash(self, fault: Fault, entry: dict[str, Any]) -> None:
+        """airflow.sh crash (SIGKILL to the component's session: the scheduler's takes its executor workers and
+        their tasks along), and ``hold`` s later airflow.sh restart, as a service manager would; not once the run's
+        clean-up began (it stops Airflow, and would leave a component started after it)."""
+        component = CRASH_TARGETS[fault.kind]
+        component_pids(self.stack, component)  # ours, else NotOurs
+        self._refuse_if_closed()
+        entry["at"] = time.time()
+        self.stack.script("airflow.sh", "crash", component, env=self.stack.airflow_env, timeout=120)
+        time.sleep(fault.hold)
+        try:
+            self._refuse_if_closed()
+            self.stack.script("airflow.sh", "restart", component, env=self.stack.airflow_env, timeout=300)
+            entry["note"] = (f"airflow.sh crash {component}, restart after {fault.hold:g} s (up "
+                             f"{time.time() - entry['at']:.0f} s after the crash)")
+        except (ValueError, BenchError) as exc:  # the liveness check says what a component left down did
+            entry["note"] = f"airflow.sh crash {component}; not started again: {exc}"
+        entry["healed"] = time.time()
+
+    def _refuse_if_closed(self) -> None:
+        with self._lock:
+            if self.closed:
+                raise ValueError("the run is ending")
 
     def _cut(self, fault: Fault, entry: dict[str, Any]) -> None:
         if self.network is None:

@@ -2,7 +2,8 @@
 
 Pure and deterministic: ``make_schedule(seed, duration)`` is the same list on every machine, so a failing schedule's
 seed replays its faults (the timing of the pipeline around them is the machine's). Faults of different kinds may
-overlap; two of one kind never do (a second SIGSTOP of a stopped server would be healed by the first's SIGCONT).
+overlap; two of one kind never do (a second SIGSTOP of a stopped server would be healed by the first's SIGCONT), nor
+a crash of an Airflow component and a pause of it.
 
 Network cuts (jepsen/network.py): the kind ``cut`` in ``kinds`` is drawn like the others, then its link and direction
 from the same seed: ``cut-<a>-<b>`` cuts a and b both ways (a, b sorted), ``cut-<a>-><b>`` one way (a's packets to b
@@ -15,8 +16,11 @@ import random
 from dataclasses import asdict, dataclass
 
 PAUSES = ("pause-redis", "pause-zookeeper", "pause-scheduler", "pause-triggerer", "pause-connect")
-KILLS = ("kill-driver", "kill-task", "kill-connect")
-KINDS = PAUSES + KILLS
+KILLS = ("kill-driver", "kill-task", "kill-worker", "kill-connect")
+CRASHES = ("kill-scheduler", "kill-triggerer")  # SIGKILL the component's session, started again ``hold`` s later
+KINDS = PAUSES + KILLS + CRASHES
+HELD = PAUSES + CRASHES  # the kinds with a hold of MIN_HOLD..MAX_HOLD (a cut has one too)
+SAME_TARGET = {"kill-scheduler": "pause-scheduler", "kill-triggerer": "pause-triggerer"}  # never overlap those
 CONNECT_ONLY = ("pause-connect", "kill-connect")  # the Spark Connect server runs the batches (spark_mode="connect")
 SUBMIT_ONLY = ("kill-driver",)  # a task's own spark-submit driver (spark_mode="submit")
 CUT = "cut"  # a network cut: the link and its direction are drawn from the seed
@@ -72,7 +76,7 @@ def make_schedule(seed: int, duration: float, kinds: tuple[str, ...] | None = No
         if kind == CUT:
             a, b = rng.sample(sorted(set(nodes)), 2)
             kind = cut_kind(a, b, one_way=rng.random() < 0.5)
-        hold = round(rng.uniform(MIN_HOLD, MAX_HOLD), 1) if kind in PAUSES or is_cut(kind) else 0.0
+        hold = round(rng.uniform(MIN_HOLD, MAX_HOLD), 1) if kind in HELD or is_cut(kind) else 0.0
         at = round(rng.uniform(FIRST_AT, last_start), 1)
         while busy := [f.heals for f in faults if _holds(f.kind) == _holds(kind) and f.at <= at + hold
                        and at < f.heals + 0.99]:
@@ -106,8 +110,9 @@ def parse_cut(kind: str) -> tuple[str, str, bool]:
 
 
 def _holds(kind: str) -> str:
-    """What a fault holds while it lasts: its kind, or for a cut its link (both directions)."""
+    """What a fault holds while it lasts: its kind (a crash of a component and a pause of it hold the same
+    process), or for a cut its link (both directions)."""
     if not is_cut(kind):
-        return kind
+        return SAME_TARGET.get(kind, kind)
     a, b, _ = parse_cut(kind)
     return "link-{}-{}".format(*sorted((a, b)))

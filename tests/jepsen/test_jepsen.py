@@ -22,8 +22,8 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-# pause-zookeeper, a cut between Connect and Redis, pause-redis, a one-way cut ZooKeeper -> Redis, kill-connect,
-# kill-task, several at once
+# pause-redis, kill-scheduler (down 60 s), a cut Airflow-ZooKeeper, kill-triggerer (down 52 s), kill-task, a one-way
+# cut ZooKeeper -> Connect; several at once
 SEED = int(os.environ.get("TXDAG_JEPSEN_SEED", "36049"))
 DRAIN = 300  # seconds for the backlog to drain by itself after the schedule
 TIMEOUT = 3000  # above the harness's worst case: start, 180 s, a drain, a replay, a drain, the settling

@@ -16,7 +16,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
 
 from jepsen import checker  # noqa: E402
-from jepsen.schedule import KILLS, MAX_HOLD, MIN_HOLD, PAUSES, kinds_for, make_schedule, overlapping  # noqa: E402
+from jepsen.schedule import HELD, KILLS, MAX_HOLD, MIN_HOLD, kinds_for, make_schedule, overlapping  # noqa: E402
 
 TWEETS = ["@ann #a", "@bob #a", "@ann #b", "@ann #a"]  # ids 1..4; txid 1 = ids 1-2, txid 2 = ids 3-4
 
@@ -173,7 +173,7 @@ def test_a_schedule_heals_in_time_and_never_overlaps_a_kind_with_itself(seed):
     assert len(faults) >= 2 or seed >= 0 and faults  # short draws may drop a fault that did not fit
     for f in faults:
         assert f.heals <= 240
-        assert (MIN_HOLD <= f.hold <= MAX_HOLD) if f.kind in PAUSES else (f.kind in KILLS and f.hold == 0)
+        assert (MIN_HOLD <= f.hold <= MAX_HOLD) if f.kind in HELD else (f.kind in KILLS and f.hold == 0)
     for i, f in enumerate(faults):
         assert not any(g.kind == f.kind and g.at <= f.at <= g.heals for g in faults[:i])
 
@@ -489,3 +489,17 @@ def test_a_kill_connect_that_waited_past_the_end_of_the_run_kills_nothing():
     assert nemesis.heal_all() == []
     nemesis._inject(Fault("kill-connect", 1.0, 0.0))
     assert nemesis.injected[0]["skipped"] and "the run is ending" in nemesis.injected[0]["note"]
+
+
+def test_a_crash_of_an_airflow_component_holds_it_down_and_never_overlaps_a_pause_of_it():
+    from jepsen.schedule import CRASHES
+
+    kinds = ("kill-scheduler", "pause-scheduler", "kill-triggerer", "pause-triggerer")
+    drawn = [make_schedule(seed, 600, kinds) for seed in range(200)]
+    crashes = [f for faults in drawn for f in faults if f.kind in CRASHES]
+    assert crashes and all(MIN_HOLD <= f.hold <= MAX_HOLD for f in crashes)
+    for faults in drawn:
+        for component in ("scheduler", "triggerer"):
+            held = sorted((f.at, f.heals) for f in faults if f.kind.endswith(component))
+            assert all(end < start for (_, end), (start, _) in zip(held, held[1:])), faults
+    assert set(CRASHES) <= set(kinds_for("submit")) and set(CRASHES) <= set(kinds_for("connect"))
