@@ -38,6 +38,11 @@ class NotOurs(RuntimeError):
     """A target that is not this harness's process: never signalled."""
 
 
+class Down(ValueError):
+    """An Airflow component not running now (a kill-scheduler or kill-triggerer not started again yet): a pause of
+    it is skipped and says so; a kill of a task waits for one."""
+
+
 def server_pids(stack: Stack, service: str) -> list[int]:
     """The Redis or ZooKeeper server this run started (scripts/services.sh's pid file), checked."""
     port = stack.ports.redis if service == "redis" else stack.ports.zk
@@ -54,23 +59,34 @@ def server_pids(stack: Stack, service: str) -> list[int]:
 
 def component_pids(stack: Stack, component: str) -> list[int]:
     """The Airflow component's process(es) (``airflow <component>``) in this run's AIRFLOW_HOME, not its children
-    that run tasks."""
+    that run tasks; Down while a crash of it is not yet started again."""
     home = str(stack.airflow_home)
-    leader = int((Path(home) / f"{component}.pid").read_text().split()[0])
+    pidfile = Path(home) / f"{component}.pid"
+    try:
+        leader = int(pidfile.read_text().split()[0])
+    except FileNotFoundError:  # airflow.sh crash removes it, airflow.sh restart writes it again
+        raise Down(f"no {component} runs now (crashed, not started again yet)") from None
     table = procs.table()
     ours = {p.pid for p in procs.of_home(home, table)}
     tree = [leader, *procs.descendants(leader, table)]
     found = [p for p in tree if p in ours and f"airflow {component}" in table[p].cmdline]
+    if not found and leader in ours:
+        raise Down(f"the {component} is starting again (pid {leader})")
     if not found:
         raise NotOurs(f"no 'airflow {component}' process of AIRFLOW_HOME={home} under pid {leader}")
     return found
 
 
 def task_pids(stack: Stack) -> list[int]:
-    """The task processes under this run's scheduler (its LocalExecutor workers' children). Found through the
-    scheduler, not the environment: setproctitle writes the title over /proc/<pid>/environ."""
+    """The task processes under this run's scheduler (its LocalExecutor workers' children); none while the
+    scheduler is down (a kill waits for it). Found through the scheduler, not the environment: setproctitle writes
+    the title over /proc/<pid>/environ."""
+    try:
+        schedulers = component_pids(stack, "scheduler")
+    except Down:
+        return []
     table = procs.table()
-    return sorted(p for s in component_pids(stack, "scheduler") for p in procs.descendants(s, table)
+    return sorted(p for s in schedulers for p in procs.descendants(s, table)
                   if table[p].cmdline.startswith("airflow worker -- ") and "LocalExecutor" not in table[p].cmdline)
 
 

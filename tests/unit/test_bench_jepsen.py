@@ -503,3 +503,18 @@ def test_a_crash_of_an_airflow_component_holds_it_down_and_never_overlaps_a_paus
             held = sorted((f.at, f.heals) for f in faults if f.kind.endswith(component))
             assert all(end < start for (_, end), (start, _) in zip(held, held[1:])), faults
     assert set(CRASHES) <= set(kinds_for("submit")) and set(CRASHES) <= set(kinds_for("connect"))
+
+
+def test_while_a_crashed_scheduler_is_down_a_pause_of_it_is_skipped_and_a_kill_waits_for_a_task(tmp_path):
+    import types
+
+    from jepsen.nemesis import Down, Nemesis, component_pids, task_pids
+    from jepsen.schedule import Fault
+
+    stack = types.SimpleNamespace(airflow_home=tmp_path)  # no scheduler.pid: airflow.sh crash removed it
+    with pytest.raises(Down, match="no scheduler runs now"):
+        component_pids(stack, "scheduler")  # type: ignore[arg-type]
+    assert task_pids(stack) == []  # type: ignore[arg-type]  - nothing to kill yet, rather than an error
+    nemesis = Nemesis(stack, [], 1)  # type: ignore[arg-type]
+    nemesis._inject(Fault("pause-scheduler", 1.0, 5.0))
+    assert nemesis.injected[0]["skipped"] and "crashed, not started again yet" in nemesis.injected[0]["note"]
