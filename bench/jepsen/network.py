@@ -182,9 +182,9 @@ def claim(path: Path = LOCK) -> IO[str]:
         holder = lock.read().strip() or "a process"
         lock.close()
         raise NetworkError(f"another jepsen run ({holder}) holds the network namespaces {PREFIX}*: wait for it to "
-                           "end, or stop it (kill -TERM its pid: its clean-up stops its servers), or run this one "
-                           "with --no-network and other TXDAG_*_PORTs (its servers and Airflow home are named by "
-                           "them)") from None
+                           "end, or stop it (kill -TERM the first pid named, or the harness pid once that one is "
+                           "gone: its clean-up stops its servers), or run this one with --no-network and other "
+                           "TXDAG_*_PORTs (its servers and Airflow home are named by them)") from None
     note_holder(lock, "")
     return lock
 

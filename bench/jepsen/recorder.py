@@ -79,9 +79,9 @@ class Recorder:
         for t in self._threads:
             t.start()
 
-    def stop(self) -> None:
+    def stop(self, wait: bool = True) -> None:
         self._stop.set()
-        for t in self._threads:
+        for t in self._threads if wait else ():
             t.join(timeout=120)
 
     def _loop(self, read: Any, every: float) -> None:

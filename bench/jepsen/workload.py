@@ -46,9 +46,10 @@ class Workload:
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, wait: bool = True) -> None:
         self._stop.set()
-        self._thread.join(timeout=600)
+        if wait:
+            self._thread.join(timeout=600)
 
     def _loop(self) -> None:
         while not self._stop.is_set():
