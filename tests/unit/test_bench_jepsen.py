@@ -518,3 +518,31 @@ def test_while_a_crashed_scheduler_is_down_a_pause_of_it_is_skipped_and_a_kill_w
     nemesis = Nemesis(stack, [], 1)  # type: ignore[arg-type]
     nemesis._inject(Fault("pause-scheduler", 1.0, 5.0))
     assert nemesis.injected[0]["skipped"] and "crashed, not started again yet" in nemesis.injected[0]["note"]
+
+
+def test_a_second_kill_connect_waits_until_the_first_ones_server_listens_again(monkeypatch):
+    import threading
+    import time as clock
+
+    from jepsen import nemesis as nemesis_module
+    from jepsen.schedule import Fault
+
+    spans: list[tuple[float, float]] = []
+
+    def kill_and_restart(_stack):  # the kill, then the restart until the server listens: half a second here
+        began = clock.monotonic()
+        clock.sleep(0.5)
+        spans.append((began, clock.monotonic()))
+        return began, "killed, listening again"
+
+    monkeypatch.setattr(nemesis_module, "connect_pids", lambda _stack: [1])
+    monkeypatch.setattr(nemesis_module, "kill_connect_server", kill_and_restart)
+    nemesis = nemesis_module.Nemesis(None, [], 1)  # type: ignore[arg-type]
+    threads = [threading.Thread(target=nemesis._inject, args=(Fault("kill-connect", 1.0, 0.0),)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    (a0, a1), (b0, b1) = sorted(spans)
+    assert a1 <= b0, spans  # the second began only once the first's server listened
+    assert [e.get("skipped") for e in nemesis.injected] == [None, None]
