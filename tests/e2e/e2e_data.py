@@ -31,6 +31,7 @@ FAULTS = ",".join([
     "process:e2e_clears:4:1",
     "process:e2e_clears:5:1",
     "process:kafka_reemit:1:1",  # an opaque txid's first try dies; its retry reads another batch (test_kafka_source)
+    "process:streams_back:1:1",  # an opaque txid's first try dies; a partition comes back before its retry
     WARM_FAULT,
 ])
 
