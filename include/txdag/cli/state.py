@@ -1,12 +1,12 @@
 """``txdag state get|top``: committed values of a topology's state, unwrapped from their txid bookkeeping (the
-txid of the batch a value includes, and an opaque value's previous value), so an operator can check a count."""
+txid of the batch a value includes, and an opaque value's previous value), so an operator can check a count. Both
+read the state as of the last committed txid (txdag.state.committed), also while the next commit is half applied."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import heapq
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,11 +14,9 @@ import redis
 
 from txdag.cli import exits
 from txdag.cli.common import CliError, conn_id, emit, redis_for, table, topology
-from txdag.redisio import redis_errors
-from txdag.state import OpaqueValue, RedisBackingMap, TransactionalValue
+from txdag.state import RedisBackingMap
+from txdag.state.committed import CommittedRead, CommittedValue, read_committed
 from txdag.state.snapshottable_map import GLOBAL_KEY
-
-SCAN_COUNT = 1000
 
 
 def state_of(definition: Any, name: str) -> Any:
@@ -30,14 +28,15 @@ def state_of(definition: Any, name: str) -> Any:
     raise CliError(f"topology {definition.topology_id!r} has no state {name!r} (its states: {names})")
 
 
-def unwrap(field: str, stored: Any) -> dict[str, Any]:
-    """A stored value as a row: the value, and the txid (transactional, opaque) and prev (opaque) around it."""
-    if isinstance(stored, OpaqueValue):
-        return {"key": field, "value": stored.curr, "txid": stored.txid, "prev": stored.prev, "kind": "opaque"}
-    if isinstance(stored, TransactionalValue):
-        return {"key": field, "value": stored.value, "txid": stored.txid, "kind": "transactional"}
-    kind = None if stored is None else "non_transactional"
-    return {"key": field, "value": stored, "txid": None, "kind": kind, "found": stored is not None}
+def unwrap(field: str, kind: str, found: CommittedValue | None) -> dict[str, Any]:
+    """A value as of the committed txid as a row: the value, and the txid (transactional, opaque: unknown when it
+    was read from before a half-applied txid) and prev (opaque) around it."""
+    if found is None:
+        return {"key": field, "value": None, "txid": None, "kind": None, "found": False}
+    row = {"key": field, "value": found.value, "txid": found.txid, "kind": kind}
+    if kind == "opaque":
+        row["prev"] = found.prev
+    return row if kind != "non_transactional" else {**row, "found": True}
 
 
 def key_format(state: Any) -> str:
@@ -52,25 +51,29 @@ def key_format(state: Any) -> str:
     return "its keys are plain strings, as stored"
 
 
-def read(backing: RedisBackingMap, field_names: list[str], state: Any, given: bool = True) -> list[dict[str, Any]]:
-    """The rows of the fields; a field that is not one of the state's keys is a usage error when the user gave
-    it, and a hash shared with another program when it came from the hash itself."""
-    keys = []
-    for field_name in field_names:
-        try:
-            key = backing.key_codec.decode(field_name)
-            backing.key_codec.encode(key)
-        except ValueError:
-            if given:
-                raise CliError(f"{field_name!r} is not a key of state {state.name!r}: {key_format(state)}",
-                               exits.USAGE) from None
-            raise CliError(f"the Redis hash {state.redis_key!r} of state {state.name!r} holds the field "
-                           f"{field_name!r}, which is not one of its keys: another program writes that hash; give "
-                           "the state a namespace of its own", exits.CONFIG) from None
-        keys.append(key)
+def read(definition: Any, backing: RedisBackingMap, state: Any, field_names: list[str] | None) -> CommittedRead:
+    """The state as of the last committed txid: the fields given (each checked to be one of the state's keys, a
+    usage error otherwise), or every field (one that is not a key is a hash shared with another program)."""
+    for field_name in field_names or []:
+        check_field(backing, state, field_name, given=True)
     with wrong_type(state):
-        stored = backing.multi_get(keys)
-    return [unwrap(f, v) for f, v in zip(field_names, stored)]
+        read = read_committed(backing, definition.commit_marker, definition.topology_id, field_names)
+    if field_names is None:
+        for field_name in read.values:
+            check_field(backing, state, field_name, given=False)
+    return read
+
+
+def check_field(backing: RedisBackingMap, state: Any, field_name: str, given: bool) -> None:
+    try:
+        backing.key_codec.encode(backing.key_codec.decode(field_name))
+    except ValueError:
+        if given:
+            raise CliError(f"{field_name!r} is not a key of state {state.name!r}: {key_format(state)}",
+                           exits.USAGE) from None
+        raise CliError(f"the Redis hash {state.redis_key!r} of state {state.name!r} holds the field "
+                       f"{field_name!r}, which is not one of its keys: another program writes that hash; give "
+                       "the state a namespace of its own", exits.CONFIG) from None
 
 
 @contextlib.contextmanager
@@ -100,49 +103,45 @@ def cmd_get(args: argparse.Namespace) -> int:
         raise CliError(f"state {state.name!r} of topology {definition.topology_id!r}: {key_format(state)}"
                        + ("" if args.keys else "; give one or more"), exits.USAGE)
     field_names = list(args.keys) or [GLOBAL_KEY[0]]
-    data = report(definition, state, read(backing, field_names, state))
-    emit(args, data, state_text)
+    committed = read(definition, backing, state, field_names)
+    emit(args, report(definition, state, committed, field_names), state_text)
     return 0
 
 
 def cmd_top(args: argparse.Namespace) -> int:
-    """The ``-n`` keys with the largest numeric values (HSCAN, so a large hash is never read in one reply)."""
+    """The ``-n`` keys with the largest numeric values as of the committed txid (read by pages of HSCAN, so a
+    large hash is never read in one reply)."""
     definition, state, backing = open_state(args)
-    client = backing.client
-    best: list[tuple[float, str]] = []
-    with redis_errors(client, f"reading state {state.name!r} of topology {definition.topology_id!r}"), \
-            wrong_type(state):
-        total = int(client.hlen(state.redis_key))
-        for raw_field, raw_value in client.hscan_iter(state.redis_key, count=SCAN_COUNT):
-            number = numeric(raw_value)
-            if number is not None:
-                item = (number, raw_field.decode(errors="replace"))
-                if len(best) < args.n:
-                    heapq.heappush(best, item)
-                else:
-                    heapq.heappushpop(best, item)
-    ranked = [f for _, f in sorted(best, key=lambda item: (-item[0], item[1]))]
-    data = {**report(definition, state, read(backing, ranked, state, given=False)), "total_keys": total}
+    committed = read(definition, backing, state, None)
+    numbers = ((number, f) for f, v in committed.values.items() if (number := numeric(v.value)) is not None)
+    ranked = [f for _, f in heapq.nsmallest(args.n, numbers, key=lambda item: (-item[0], item[1]))]
+    data = {**report(definition, state, committed, ranked), "total_keys": len(committed.values)}
     emit(args, data, state_text)
     return 0
 
 
-def numeric(raw: bytes) -> float | None:
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return None
+def numeric(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def report(definition: Any, state: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
+def report(definition: Any, state: Any, committed: CommittedRead, field_names: list[str]) -> dict[str, Any]:
+    """The JSON of a read: the rows, and the txid they are as of (``newer``: keys of the next txid, whose commit is
+    half applied, shown as of it; ``isolated`` is false for a non-transactional state, read as it is)."""
+    rows = [unwrap(f, state.kind, committed.values.get(f)) for f in field_names]
     return {"topology": definition.topology_id, "state": state.name, "kind": state.kind,
-            "namespace": state.redis_key, "values": rows}
+            "namespace": state.redis_key, "committed_txid": committed.txid, "newer": committed.newer,
+            "isolated": committed.isolated, "values": rows}
 
 
 def state_text(d: dict[str, Any]) -> str:
     total = f", {d['total_keys']} keys" if "total_keys" in d else ""
     head = f"state {d['state']} of topology {d['topology']} ({d['kind']}, Redis hash {d['namespace']}{total})"
+    if d["isolated"]:
+        head += f", as of committed txid {d['committed_txid']}" if d["committed_txid"] is not None else \
+            ", nothing committed yet"
+        if d["newer"]:
+            head += (f" (the next txid's commit is half applied: {d['newer']} of the keys read hold it already "
+                     f"and are shown as of txid {d['committed_txid']})")
     if not d["values"]:
         return f"{head}\nno values"
     cols = ["key", "value"] + ([] if d["kind"] == "non_transactional" else ["txid"])

@@ -2,6 +2,7 @@
 
 from txdag.state.base import BackingMap, Key, StateKind, ValueUpdater, combine_sum
 from txdag.state.cached_map import CachedMap
+from txdag.state.committed import CommittedRead, CommittedValue, read_committed
 from txdag.state.keys import DefaultKeyCodec, JoinedKeyCodec, KeyCodec
 from txdag.state.kv import KeyValueState
 from txdag.state.memory import MemoryBackingMap
@@ -27,6 +28,8 @@ __all__ = [
     "ApplyResult",
     "BackingMap",
     "CachedMap",
+    "CommittedRead",
+    "CommittedValue",
     "DefaultKeyCodec",
     "EncodedPartials",
     "JoinedKeyCodec",
@@ -47,5 +50,6 @@ __all__ = [
     "apply_encoded",
     "apply_partials",
     "apply_staged",
+    "read_committed",
     "combine_sum",
 ]

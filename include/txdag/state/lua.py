@@ -30,6 +30,10 @@ local kind = ARGV[1]
 check_meta(KEYS[4], kind, KEYS[1])
 for i = 2, #ARGV, 4 do
   local f = ARGV[i]
+  if kind == 'transactional' and redis.call('HGET', KEYS[2], f) ~= ARGV[i + 2] then
+    local cur = redis.call('HGET', KEYS[1], f)      -- the value before this txid, for txdag.state.committed
+    if cur then redis.call('HSET', KEYS[3], f, cur) else redis.call('HDEL', KEYS[3], f) end
+  end
   redis.call('HSET', KEYS[1], f, ARGV[i + 1])
   if kind ~= 'non_transactional' then redis.call('HSET', KEYS[2], f, ARGV[i + 2]) end
   if kind == 'opaque' then
@@ -39,6 +43,26 @@ end
 return #ARGV / 4
 """
 )
+
+READ_SCRIPT = """
+-- One page of a map state read at one instant: each field's value, txid and prev together (a commit applies a txid
+-- in several calls, so three separate reads could pair a value with another txid's prev).
+-- KEYS: values, txid, prev, meta of one namespace
+-- ARGV[1]: 'scan' then ARGV[2] cursor, ARGV[3] count; or 'get' then the fields
+-- Returns {next cursor ('0': done; '' for get), meta version, meta kind, fields, values, txids, prevs}.
+local cursor, fields = '', {}
+if ARGV[1] == 'scan' then
+  local page = redis.call('HSCAN', KEYS[1], ARGV[2], 'COUNT', tonumber(ARGV[3]))
+  cursor = page[1]
+  for i = 1, #page[2], 2 do fields[#fields + 1] = page[2][i] end
+else
+  for i = 2, #ARGV do fields[#fields + 1] = ARGV[i] end
+end
+local meta = redis.call('HMGET', KEYS[4], 'v', 'kind')
+if #fields == 0 then return {cursor, meta[1], meta[2], {}, {}, {}, {}} end
+return {cursor, meta[1], meta[2], fields, redis.call('HMGET', KEYS[1], unpack(fields)),
+        redis.call('HMGET', KEYS[2], unpack(fields)), redis.call('HMGET', KEYS[3], unpack(fields))}
+"""
 
 _APPLY_FUNCTIONS = """
 local function add(h, f, d, ns)
@@ -50,11 +74,9 @@ end
 -- Applies one slice of a state's fields: the txids (and for opaque state the values and prevs) are read with
 -- one HMGET each, the new txids and prevs written with one HSET each; only the increments go key by key.
 local function apply_slice(kind, vals, txids, prevs, fields, deltas)
-  local ts = redis.call('HMGET', txids, unpack(fields))
-  local curs, prs
-  if kind == 'opaque' then
-    curs, prs = redis.call('HMGET', vals, unpack(fields)), redis.call('HMGET', prevs, unpack(fields))
-  end
+  local ts, curs = redis.call('HMGET', txids, unpack(fields)), redis.call('HMGET', vals, unpack(fields))
+  local prs
+  if kind == 'opaque' then prs = redis.call('HMGET', prevs, unpack(fields)) end
   local new_txids, new_prevs, no_prevs, applied, skipped = {}, {}, {}, 0, 0
   for j, f in ipairs(fields) do
     local t = tonumber(ts[j])
@@ -64,7 +86,8 @@ local function apply_slice(kind, vals, txids, prevs, fields, deltas)
     else
       if kind == 'opaque' and t == txid then      -- a replay: start again from the value before txid
         if prs[j] then redis.call('HSET', vals, f, prs[j]) else redis.call('HDEL', vals, f) end
-      elseif kind == 'opaque' then                -- a new txid: the current value becomes prev
+      else                                        -- a new txid: the current value becomes prev (a reader of the
+                                                  -- last committed txid reads it: txdag.state.committed)
         if curs[j] then
           new_prevs[#new_prevs + 1] = f; new_prevs[#new_prevs + 1] = curs[j]
         else
@@ -190,3 +213,4 @@ ERRORS: dict[str, ErrorBuilder] = {
 PUT = declare("state.put", PUT_SCRIPT, ERRORS)
 APPLY = declare("state.apply", APPLY_SCRIPT, ERRORS)
 APPLY_STAGED = declare("state.apply_staged", APPLY_STAGED_SCRIPT, ERRORS)
+READ = declare("state.read", READ_SCRIPT, ERRORS)

@@ -4,7 +4,9 @@ Key layout of a namespace ``ns`` (``{ns}`` is a Redis Cluster hash tag, so one s
 
     ns            hash  field -> JSON of the current value       (readable as is: HGET words hello -> 3)
     {ns}:txid     hash  field -> txid of the batch in the value  (transactional and opaque states)
-    {ns}:prev     hash  field -> JSON of the value before it     (opaque states; absent means None)
+    {ns}:prev     hash  field -> JSON of the value before the txid in {ns}:txid (absent means None): an opaque
+                  state's prev; kept for transactional states too, for reads as of the committed txid
+                  (txdag.state.committed)
     {ns}:meta     hash  v -> 1, kind -> non_transactional | transactional | opaque
 
 A field is the key tuple through a KeyCodec. Integers are stored as decimal text, so the server-side commit
@@ -82,13 +84,13 @@ class RedisBackingMap:
                 for hash_key in self.keys[:3]:
                     pipe.hmget(hash_key, chunk)
             replies = pipe.execute()
-        kind = self._kind(replies[0])
+        kind = self.kind_of(replies[0])
         values, txids, prevs = ([] for _ in range(3))
         for i in range(1, len(replies), 3):
             values += replies[i]
             txids += replies[i + 1]
             prevs += replies[i + 2]
-        return [self._stored(kind, f, v, t, p) for f, v, t, p in zip(fields, values, txids, prevs)]
+        return [self.decode(kind, f, v, t, p) for f, v, t, p in zip(fields, values, txids, prevs)]
 
     def multi_put(self, keys: Sequence[Key], values: Sequence[Any]) -> None:
         check_keys(keys)
@@ -112,7 +114,7 @@ class RedisBackingMap:
             return [field, dumps(value.curr), str(value.txid), NONE if value.prev is None else dumps(value.prev)]
         return [field, dumps(value), NONE, NONE]
 
-    def _kind(self, meta: list[bytes | None]) -> StateKind:
+    def kind_of(self, meta: list[bytes | None]) -> StateKind:
         version, kind = meta
         if version is None:
             return StateKind.NON_TRANSACTIONAL  # nothing written by txdag yet: plain values, if any
@@ -123,10 +125,10 @@ class RedisBackingMap:
             )
         return StateKind((kind or b"").decode())
 
-    def _stored(self, kind: StateKind, field: str, value: Any, txid: Any, prev: Any) -> Any:
+    def decode(self, kind: StateKind, field: str, value: Any, txid: Any, prev: Any) -> Any:
         if value is None:
             return None
-        curr = self._loads(field, value)
+        curr = self.loads(field, value)
         if kind is StateKind.NON_TRANSACTIONAL:
             return curr
         if txid is None:
@@ -135,9 +137,9 @@ class RedisBackingMap:
             )
         if kind is StateKind.TRANSACTIONAL:
             return TransactionalValue(int(txid), curr)
-        return OpaqueValue(int(txid), curr, None if prev is None else self._loads(field, prev))
+        return OpaqueValue(int(txid), curr, None if prev is None else self.loads(field, prev))
 
-    def _loads(self, field: str, raw: bytes) -> Any:
+    def loads(self, field: str, raw: bytes) -> Any:
         try:
             return json.loads(raw)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:

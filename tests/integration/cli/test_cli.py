@@ -172,14 +172,16 @@ def test_state_get_unwraps_transactional_and_opaque_values(ran, capsys, prefix):
     user, users = max(ran["users"].items(), key=lambda kv: kv[1])
     code, out, _ = run(capsys, "state", "get", prefix, "users", user[0], "@nobody", "--json")
     assert code == 0
-    values = json.loads(out)["values"]
+    data = json.loads(out)
+    assert (data["committed_txid"], data["newer"], data["isolated"]) == (3, 0, True)
+    values = data["values"]
     assert values[0] == {"key": user[0], "value": users, "txid": 3, "kind": "transactional"}
     assert values[1]["value"] is None and values[1]["found"] is False
 
     tag, count = max(ran["hashtags"].items(), key=lambda kv: kv[1])
     code, out, _ = run(capsys, "state", "get", prefix, "hashtags", tag[0])
     head, columns, row = out.splitlines()
-    assert head == f"state hashtags of topology {prefix} (opaque, Redis hash {prefix}:hashtags)"
+    assert head == f"state hashtags of topology {prefix} (opaque, Redis hash {prefix}:hashtags), as of committed txid 3"
     assert columns.split() == ["KEY", "VALUE", "TXID", "PREV"]
     key, value, txid, prev = row.split()
     assert (key, int(value)) == (tag[0], count) and 1 <= int(txid) <= 3 and (prev == "-" or int(prev) < count)

@@ -25,6 +25,7 @@ from txdag.state import (
     apply_partials,
     combine_sum,
 )
+from txdag.state.committed import read_committed
 from txdag.state.keys import DEFAULT_KEY_CODEC
 from txdag.state.kv import make_client, parse_provider_config
 from txdag.state.marker import default_key
@@ -80,6 +81,15 @@ def committed(cluster_client, names):
     return out
 
 
+def as_of_marker(cluster_client, prefix, names):
+    """Every state as txdag.state.committed reads it: values as of the commit marker's txid."""
+    out = {}
+    for name, namespace in names.items():
+        read = read_committed(RedisBackingMap(cluster_client, namespace), default_key(prefix), prefix)
+        out[name] = {field: value.value for field, value in read.values.items()}
+    return out
+
+
 def held_txids(cluster_client, namespace):
     return {int(t) for t in cluster_client.hvals(state_keys(namespace)[1])}
 
@@ -110,6 +120,7 @@ def test_a_commit_that_dies_between_slots_is_completed_by_its_replay(
     first_run = topology.coordinate("run1")
     topology.process(first_run)
     assert topology.commit(first_run.tx).status == "committed"
+    after_first = as_of_marker(cluster_client, prefix, names)
     second = topology.coordinate("run2")
     topology.process(second)
     with pytest.raises(RuntimeError, match="killed between"):
@@ -119,6 +130,7 @@ def test_a_commit_that_dies_between_slots_is_completed_by_its_replay(
     for other in order[1:]:
         assert held_txids(cluster_client, names[other]) == {1}, f"{other!r} was not reached"
     assert cluster_client.get(default_key(prefix)) == b"1", "the marker is written after every state"
+    assert as_of_marker(cluster_client, prefix, names) == after_first, "a reader sees txid 1, none of txid 2"
 
     replay = topology.coordinate("run2")
     assert (replay.tx.txid, replay.tx.attempt) == (2, 2)

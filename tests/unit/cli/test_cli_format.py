@@ -11,8 +11,8 @@ import pytest
 from txdag.cli.common import Progress, emit, fields, table
 from txdag.cli.inspect import batch_of, failures, status_text
 from txdag.cli.main import build_parser, main
-from txdag.cli.state import numeric, unwrap
-from txdag.state import OpaqueValue, TransactionalValue
+from txdag.cli.state import numeric, state_text, unwrap
+from txdag.state import CommittedValue
 from txdag.topology.topology import load_definitions
 from txdag.zk.records import TxidRecord, TxStatus
 
@@ -160,10 +160,25 @@ def test_show_text_of_a_failed_txid_leads_with_its_headline_and_keeps_the_whole_
 
 
 def test_unwrap_shows_value_txid_and_an_opaque_values_prev() -> None:
-    assert unwrap("#a", OpaqueValue(5, 9, 7)) == {"key": "#a", "value": 9, "txid": 5, "prev": 7, "kind": "opaque"}
-    assert unwrap("@b", TransactionalValue(2, 4)) == {"key": "@b", "value": 4, "txid": 2, "kind": "transactional"}
-    assert unwrap("c", None)["found"] is False and unwrap("c", 3)["kind"] == "non_transactional"
-    assert [numeric(b) for b in (b"3", b"2.5", b'"x"', b"true", b"{")] == [3.0, 2.5, None, None, None]
+    assert unwrap("#a", "opaque", CommittedValue(9, 5, 7)) == {"key": "#a", "value": 9, "txid": 5, "prev": 7,
+                                                               "kind": "opaque"}
+    assert unwrap("@b", "transactional", CommittedValue(4, 2)) == {"key": "@b", "value": 4, "txid": 2,
+                                                                   "kind": "transactional"}
+    assert unwrap("@b", "transactional", CommittedValue(4))["txid"] is None, "read from before a half-applied txid"
+    assert unwrap("c", "opaque", None)["found"] is False
+    assert unwrap("c", "non_transactional", CommittedValue(3)) == {"key": "c", "value": 3, "txid": None,
+                                                                  "kind": "non_transactional", "found": True}
+    assert [numeric(v) for v in (3, 2.5, "x", True, None)] == [3.0, 2.5, None, None, None]
+
+
+def test_a_read_as_of_a_txid_says_so_and_what_was_half_applied() -> None:
+    data = {"topology": "t", "state": "s", "kind": "transactional", "namespace": "s", "committed_txid": 4,
+            "newer": 2, "isolated": True, "values": [{"key": "a", "value": 1, "txid": None}]}
+    head = state_text(data).splitlines()[0]
+    assert head == ("state s of topology t (transactional, Redis hash s), as of committed txid 4 (the next txid's "
+                    "commit is half applied: 2 of the keys read hold it already and are shown as of txid 4)")
+    assert state_text({**data, "committed_txid": None, "newer": 0}).splitlines()[0].endswith(", nothing committed yet")
+    assert "as of" not in state_text({**data, "kind": "non_transactional", "isolated": False}).splitlines()[0]
 
 
 def test_pool_bodies_validate_against_airflows_own_models() -> None:
