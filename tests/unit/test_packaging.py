@@ -112,7 +112,7 @@ def test_the_plugin_is_an_airflow_plugin_with_the_listener_and_the_page() -> Non
     assert [v["href"] for v in TxdagPlugin.external_views] == ["txdag/"]
 
 
-def test_the_provider_info_is_valid_for_airflow_and_lists_the_connection_type_and_the_plugin() -> None:
+def test_the_provider_info_is_valid_for_airflow_and_lists_the_connection_type_the_uri_scheme_and_the_plugin() -> None:
     from airflow.providers_manager import _create_provider_info_schema_validator
 
     from txdag.airflow.provider import get_provider_info
@@ -122,6 +122,7 @@ def test_the_provider_info_is_valid_for_airflow_and_lists_the_connection_type_an
     assert info["package-name"] == "txdag"
     assert {"hook-class-name": "txdag.airflow.hooks.ZooKeeperHook", "connection-type": "zookeeper"} \
         in info["connection-types"]
+    assert info["asset-uris"] == [{"schemes": ["txdag"], "handler": "txdag.topology.assets.check_uri"}]
     plugin_entry_point = EXPECTED_ENTRY_POINTS[("airflow.plugins", "txdag")].replace(":", ".")
     assert info["plugins"] == [{"name": "txdag", "plugin-class": plugin_entry_point}]
 

@@ -1,8 +1,9 @@
-"""The Airflow side of txdag: hooks, the three task operators, and the renderer from topology to DAG.
+"""The Airflow side of txdag: hooks, the three task operators, the renderer from topology to DAG, the states' assets.
 
 Only this package (and ``txdag.spark``) imports Airflow; the core stays testable without it. A DAG file imports
-the renderer as ``from txdag.airflow import render``; it is loaded on first use, so that importing the hooks or
-the REST client does not import the operators. Inside :func:`definitions_only` (the ``txdag`` command reading a
+the renderer as ``from txdag.airflow import render``, and a DAG scheduled on a state's commits ``from txdag.airflow
+import state_asset``; they are loaded on first use, so that importing the hooks or the REST client does not import
+the operators. Inside :func:`definitions_only` (the ``txdag`` command reading a
 DAG folder) ``render`` builds no DAG and imports no Airflow: it returns the located definition alone.
 """
 
@@ -18,10 +19,11 @@ from typing import TYPE_CHECKING, Any
 from txdag.errors import ConfigError
 
 if TYPE_CHECKING:
+    from txdag.airflow.assets import state_asset
     from txdag.airflow.rendering import render
     from txdag.topology.topology import TransactionalTopology
 
-__all__ = ["render", "definitions_only", "located"]
+__all__ = ["render", "state_asset", "definitions_only", "located"]
 _DEFINITIONS_ONLY: ContextVar[bool] = ContextVar("txdag_definitions_only", default=False)
 
 
@@ -32,6 +34,10 @@ def __getattr__(name: str) -> Any:
         from txdag.airflow.rendering import render
 
         return render
+    if name == "state_asset":
+        from txdag.airflow.assets import state_asset
+
+        return state_asset
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

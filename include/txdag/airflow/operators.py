@@ -25,6 +25,7 @@ from airflow.sdk.exceptions import (
     TaskDeferred,
 )
 
+from txdag.airflow.assets import announce
 from txdag.airflow.awaited import look_at, run_state
 from txdag.airflow.connections import require_connections
 from txdag.airflow.replays import replay_run
@@ -326,7 +327,8 @@ def _arm_faults() -> None:
 
 
 class CommitOperator(BaseOperator):
-    """Commits this run's txid once txid - 1 is committed: the staged partials into the states, atomically."""
+    """Commits this run's txid once txid - 1 is committed: the staged partials into the states, atomically; then
+    updates the states' assets (txdag.airflow.assets), unless the txid was committed already."""
 
     ui_color = "#e6f4ea"
 
@@ -353,6 +355,7 @@ class CommitOperator(BaseOperator):
                         continue
                     replay_run(self.dag_id, later.run_id, f"txdag: txid {later.txid} re-emitted automatically after "
                                f"txid {later.failed_by}, which was re-emitted with another batch")
+        announce(context, t, outcome)
         return commit_result(self, t, tx, outcome)
 
     def resume(self, context: Any, event: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -390,7 +393,8 @@ def commit_result(task: BaseOperator, t: TransactionalTopology, tx: Any, outcome
         raise AirflowFailException(outcome.reason)
     status = "committed" if isinstance(outcome, Committed) else "already committed"
     applied, skipped = (outcome.applied, outcome.skipped) if isinstance(outcome, Committed) else (0, 0)
-    reason = outcome.reason if isinstance(outcome, AlreadyCommitted) else ""
+    reason = f"{outcome.reason}; no asset event: a replay of a committed txid updates no asset" \
+        if isinstance(outcome, AlreadyCommitted) else ""
     task.log.info("topology=%s txid=%s attempt=%s: %s (%s keys written, %s already held this txid) %s",
                   t.topology_id, tx.txid, tx.attempt, status, applied, skipped, reason)
     return {"txid": tx.txid, "attempt": tx.attempt, "status": status, "applied": applied}

@@ -1,10 +1,13 @@
 """Provider metadata (entry point ``apache_airflow_provider`` in pyproject.toml): the ``zookeeper`` connection
-type, and the plugin (loaded through its own ``airflow.plugins`` entry point; listed here as Airflow's schema
-for providers has it)."""
+type, the ``txdag`` asset URI scheme (txdag.topology.assets: Airflow checks each such URI with its handler), and the
+plugin (loaded through its own ``airflow.plugins`` entry point; listed here as Airflow's schema for providers has
+it)."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from txdag.topology.assets import SCHEME
 
 PLUGIN_CLASS = "txdag.airflow.plugin.TxdagPlugin"
 
@@ -17,5 +20,6 @@ def get_provider_info() -> dict[str, Any]:
         "connection-types": [
             {"hook-class-name": "txdag.airflow.hooks.ZooKeeperHook", "connection-type": "zookeeper"},
         ],
+        "asset-uris": [{"schemes": [SCHEME], "handler": "txdag.topology.assets.check_uri"}],
         "plugins": [{"name": "txdag", "plugin-class": PLUGIN_CLASS}],
     }

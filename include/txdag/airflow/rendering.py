@@ -15,6 +15,7 @@ from pathlib import Path
 from airflow.sdk import DAG
 
 from txdag.airflow import located
+from txdag.airflow.assets import commits_alias
 from txdag.airflow.operators import (
     CommitOperator,
     CoordinateOperator,
@@ -96,6 +97,7 @@ def _build(t: TransactionalTopology, dag_file: str | None = None) -> DAG:
                                    retry_policy=heals)
         # commit is idempotent: retrying it is always safe, and only its final failure fails the txid
         commit = CommitOperator(task_id="commit", topology=t, dag_file=dag_file, pool=t.pool,
-                                retries=max(t.retries, 2), on_failure_callback=fail_txid, retry_policy=heals)
+                                retries=max(t.retries, 2), on_failure_callback=fail_txid, retry_policy=heals,
+                                outlets=[commits_alias(t.topology_id)])  # its states' assets: txdag.airflow.assets
         coordinate >> process >> commit
     return dag
