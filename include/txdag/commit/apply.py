@@ -21,11 +21,12 @@ import redis
 from txdag.attempt import TransactionAttempt
 from txdag.commit.newvalues import emit_values
 from txdag.commit.outputs import OutputSpec
-from txdag.commit.rejections import record_rejections
+from txdag.commit.rejections import clash_rejection, record_rejections
 from txdag.errors import ConfigError
 from txdag.faults import crash_if_requested
 from txdag.spouts.base import Rejection
 from txdag.state.combine_apply import apply_combined, apply_updaters
+from txdag.state.keys import KeyClashError
 from txdag.state.kv import KVNamespace, ProviderConfig
 from txdag.state.map_state import MapStateBase
 from txdag.state.redis_backing import RedisBackingMap
@@ -128,7 +129,8 @@ def window_evaluator(aggregator: Any, fields: list[str], group_by: int, top: int
 
 def apply_persist(ctx: CommitContext, name: str, spec: OutputSpec, values: dict[str, Any]) -> int:
     """Trident's partitionPersist: the updater gets the state and the txid's rows, its emits become new values;
-    or a ReducerAggregator's persistent aggregate: each key's rows folded into its stored value."""
+    or a ReducerAggregator's persistent aggregate: each key's rows folded into its stored value (a key the state's
+    codec refuses is recorded as a rejection, and its rows are left out)."""
     from pyspark.sql.types import Row as SparkRow
 
     from txdag.contracts import Collector, ReducerAggregator, StateUpdater, reducer_updater
@@ -143,8 +145,14 @@ def apply_persist(ctx: CommitContext, name: str, spec: OutputSpec, values: dict[
             key = tuple(row[:key_fields]) or GLOBAL_KEY
             groups.setdefault(json.dumps(key, default=str), (key, []))[1].append(row)
         codec = state.backing.key_codec  # type: ignore[attr-defined]
-        new = apply_updaters(state, ctx.tx.txid, [(codec.encode(k), reducer_updater(reducer, members))
-                                                  for k, members in groups.values()])
+        updates, clashes = [], []
+        for k, members in groups.values():
+            try:
+                updates.append((codec.encode(k), reducer_updater(reducer, members)))
+            except KeyClashError as exc:  # would share its field with another key: a rejection, not a merge
+                clashes.append(clash_rejection(name, ctx.tx.txid, exc))
+        record_rejections(ctx.client, ctx.topology, ctx.tx, clashes)
+        new = apply_updaters(state, ctx.tx.txid, updates)
         collector.rows.extend((*key, value) for key, value in new)
     else:
         updater = ctx.rebuild(name, spec, StateUpdater)

@@ -21,6 +21,7 @@ from txdag.attempt import TransactionAttempt
 from txdag.keyspace import glob_escape
 from txdag.redisio import redis_errors
 from txdag.spouts.base import Rejection
+from txdag.state.keys import KeyClashError
 
 SCAN_COUNT = 1000
 
@@ -51,6 +52,14 @@ def record_rejections(
         with redis_errors(client, f"recording rejections of {tx}", topology=topology, keys=[rejections_key(topology)]):
             client.hset(rejections_key(topology), mapping=entries)
     return len(entries)
+
+
+def clash_rejection(state: str, txid: int, error: KeyClashError) -> Rejection:
+    """The rejection of a key a state's codec refuses (recorded by the job, or by the commit for a reducer's rows):
+    its id names the state, the txid and the key (the same on a replay, so it is counted once), its reason the
+    field."""
+    key = json.dumps(list(error.key), separators=(",", ":"), ensure_ascii=False, default=str)
+    return Rejection(f"key:{state}:{txid}:{key}", f"state {state!r} txid {txid}: {error}; the key is not stored")
 
 
 def list_rejections(client: redis.Redis, topology: str) -> dict[str, dict]:

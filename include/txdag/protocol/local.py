@@ -17,7 +17,7 @@ import redis
 
 from txdag.attempt import TransactionAttempt
 from txdag.commit.phase import CommitOutcome
-from txdag.commit.rejections import record_rejections
+from txdag.commit.rejections import clash_rejection, record_rejections
 from txdag.errors import CascadeError, ConfigError, StaleAttemptError, StoreWentBackwards
 from txdag.protocol import (
     AlreadyCommitted,
@@ -33,8 +33,9 @@ from txdag.protocol import (
     Wait,
     steps,
 )
-from txdag.spouts.base import Record
+from txdag.spouts.base import Record, Rejection
 from txdag.state.base import Key
+from txdag.state.keys import KeyClashError
 from txdag.state.map_state import MapStateBase
 from txdag.state.redis_backing import RedisBackingMap
 from txdag.txid.coordinator import Coordinator, Emission, TransactionStateError
@@ -88,25 +89,34 @@ class LocalTopology:
         return outcome.tuples or 0
 
     def run_job(self, emission: Emission) -> JobReport:
-        """The job of this runner: emit the batch, record its rejections, run the function, stage and seal."""
+        """The job of this runner: emit the batch, record its rejections, run the function, stage and seal. A key
+        its state's codec refuses (KeyClashError) is a rejection too, recorded before the staging."""
         tx = emission.tx
         batch = self.coordinator.spout.emit_batch(tx, emission.metadata)
         record_rejections(self.client, self.coordinator.name, tx, batch.rejections)
         partials = self.process_fn(batch.records)
-        self.staging.stage(tx, {name: self.encode(name, deltas) for name, deltas in partials.items()})
-        log.info("topology=%s %s: processed %s tuples, %s rejected", self.coordinator.name, tx, len(batch),
-                 len(batch.rejections))
+        clashes: list[Rejection] = []
+        staged = {name: self.encode(name, deltas, tx.txid, clashes) for name, deltas in partials.items()}
+        record_rejections(self.client, self.coordinator.name, tx, clashes)
+        self.staging.stage(tx, staged)
+        log.info("topology=%s %s: processed %s tuples, %s rejected, %s keys rejected", self.coordinator.name, tx,
+                 len(batch), len(batch.rejections), len(clashes))
         return JobReport(len(batch), len(batch.rejections))
 
-    def encode(self, name: str, deltas: Mapping[Key, Number]) -> dict[str, Number]:
-        """The state's hash fields of ``deltas``; keys that encode to one field are summed."""
+    def encode(self, name: str, deltas: Mapping[Key, Number], txid: int, clashes: list[Rejection]) -> dict[str, Number]:
+        """The state's hash fields of ``deltas``; keys that encode to one field (one key given as
+        ``("a",)`` and as ``"a"``) are summed. A key the codec refuses is left out and added to ``clashes``."""
         backing = self.states[name].backing
         if not isinstance(backing, RedisBackingMap):
             raise ConfigError(f"topology {self.coordinator.name!r}: state {name!r} is over a {type(backing).__name__}; "
                               "this runner stages into Redis, so give it a state over a RedisBackingMap")
         fields: dict[str, Number] = {}
-        for key, delta in deltas.items():  # distinct keys may share a field ("@u:#v" + "#w" = "@u" + "#v:#w")
-            field = backing.key_codec.encode(key)
+        for key, delta in deltas.items():
+            try:
+                field = backing.key_codec.encode(key)
+            except KeyClashError as exc:
+                clashes.append(clash_rejection(name, txid, exc))
+                continue
             # numbers.Number declares no "+"; the numbers a processor returns (int, float, Decimal) all have one
             fields[field] = add(fields[field], delta) if field in fields else delta
         return fields

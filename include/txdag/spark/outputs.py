@@ -27,10 +27,12 @@ from pyspark.sql.types import DecimalType, NumericType, StringType
 from txdag.attempt import TransactionAttempt
 from txdag.commit.kinds import COMBINE, SUM
 from txdag.commit.outputs import OutputSpec
+from txdag.commit.rejections import clash_rejection, record_rejections
 from txdag.commit.staging import stage_key
 from txdag.errors import ConfigError
+from txdag.redisio import from_portable
 from txdag.spark.stage import write_fields, write_rows
-from txdag.state.keys import JoinedKeyCodec
+from txdag.state.keys import JoinedKeyCodec, KeyClashError
 from txdag.state.snapshottable_map import GLOBAL_KEY
 from txdag.topology.definition import KeyValue, State
 from txdag.topology.refs import ref_of
@@ -109,6 +111,32 @@ def field_column(ctx: StageContext, frame: DataFrame, keys: list[str], types: di
     return encoded(*[F.col(k) for k in keys])
 
 
+def without_clashes(ctx: StageContext, frame: DataFrame, keys: list[str]) -> DataFrame:
+    """``frame`` without the rows whose key the state's JoinedKeyCodec refuses (a field but the last holds the
+    separator: it would share its hash field with another key), each such key recorded as a rejection of the txid
+    (txdag.commit.rejections.clash_rejection). Only those keys reach the driver, at the cost of one more Spark job
+    per joined state of two or more fields; other states are returned as they are."""
+    codec = map_state(ctx, "keyed output").codec()
+    if not isinstance(codec, JoinedKeyCodec) or len(keys) < 2:
+        return frame
+    tail = F.lit(codec.sep[:-1])
+    clash = F.coalesce(reduce(lambda a, b: a | b, [F.concat(F.col(k), tail).contains(codec.sep) for k in keys[:-1]]),
+                       F.lit(False))
+    rejections = []
+    for row in frame.where(clash).select(*keys).distinct().collect():
+        try:
+            codec.encode(tuple(row))
+        except KeyClashError as exc:
+            rejections.append(clash_rejection(ctx.state.name, ctx.tx.txid, exc))
+    if rejections:
+        client = from_portable(ctx.client_spec)
+        try:
+            record_rejections(client, ctx.topology, ctx.tx, rejections)
+        finally:
+            client.close()
+    return frame.where(~clash)
+
+
 def key_types(frame: DataFrame, keys: list[str]) -> dict[str, Any]:
     """The key columns' Spark types under their names k0.., from ``frame``'s schema (fetched once per DataFrame)."""
     return {k: f.dataType for k, f in zip(keys, frame.schema.fields)}
@@ -134,6 +162,7 @@ def summed(ctx: StageContext, frame: DataFrame) -> DataFrame:
     else:
         total = F.sum("v")
     field = field_column(ctx, named, keys, key_types(frame, keys))
+    named = without_clashes(ctx, named, keys)
     rows = named.select(field.alias("field"), "v").groupBy("field").agg(total.alias("v"))
     return rows.where(F.col("v").isNotNull()).select(F.lit(ctx.key).alias("key"), "field",
                                                       F.col("v").cast("string").alias("value"))
@@ -175,7 +204,7 @@ class CombinedOutput:
     def stage(self, ctx: StageContext) -> OutputSpec:
         ref = ref_of(self.aggregator)
         keys = key_columns(ctx, self.frame, "persistent aggregate")
-        named = self.frame.toDF(*keys, "v")
+        named = without_clashes(ctx, self.frame.toDF(*keys, "v"), keys)
         rows = named.select(field_column(ctx, named, keys, key_types(self.frame, keys)).alias("field"), "v")
         written = write_fields(rows, ctx.client_spec, ctx.key, ctx.tx, ctx.topology, ctx.state_where, encode_json)
         return OutputSpec(COMBINE, written, ref, {"new_values": self.new_values})

@@ -3,7 +3,7 @@
 from txdag.state.base import BackingMap, Key, StateKind, ValueUpdater, combine_sum
 from txdag.state.cached_map import CachedMap
 from txdag.state.committed import CommittedRead, CommittedValue, read_committed
-from txdag.state.keys import DefaultKeyCodec, JoinedKeyCodec, KeyCodec
+from txdag.state.keys import DefaultKeyCodec, JoinedKeyCodec, KeyClashError, KeyCodec
 from txdag.state.kv import KeyValueState
 from txdag.state.memory import MemoryBackingMap
 from txdag.state.non_transactional_map import NonTransactionalMap
@@ -34,6 +34,7 @@ __all__ = [
     "EncodedPartials",
     "JoinedKeyCodec",
     "Key",
+    "KeyClashError",
     "KeyCodec",
     "KeyValueState",
     "MemoryBackingMap",

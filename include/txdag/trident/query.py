@@ -25,7 +25,7 @@ from txdag.masking import register_secret
 from txdag.redisio import client_from_url, from_portable
 from txdag.spark.context import current_job
 from txdag.spark.env import URLS_VAR, parse_redis_urls
-from txdag.state import RedisBackingMap
+from txdag.state import KeyClashError, RedisBackingMap
 from txdag.state.values import committed_value
 from txdag.topology.definition import DEFAULT_REDIS_CONN_ID, State
 from txdag.trident.executors import freeze, values_of
@@ -116,12 +116,15 @@ def query_partition(state: State, query: QueryFunction, url: str | dict[str, Any
 
 
 def key_of(state: State, codec: Any, parts: tuple[Any, ...]) -> tuple[Any, ...] | None:
-    """The state's key for a row's key values; None (no value) when one is null, as no null key is stored."""
+    """The state's key for a row's key values; None (no value) when one is null, or when the state's codec refuses
+    the key (KeyClashError), as neither is ever stored (and the refused key's joined field is another key's)."""
     if any(part is None for part in parts):
         return None
     key = state.key(parts)
     try:
         codec.encode(key)
+    except KeyClashError:
+        return None
     except ValueError as exc:
         raise ConfigError(f"state {state.name!r} cannot hold key {key!r}: {exc}; cast the key columns to the types "
                           f"the state was written with") from None

@@ -8,6 +8,7 @@ from access import ZK_AUTH
 
 from txdag import TransactionAttempt
 from txdag.analytics.tweets import STATES, tweet_partials
+from txdag.commit.rejections import read_rejections
 from txdag.errors import CascadeError
 from txdag.protocol.local import LocalTopology
 from txdag.spouts.samples import sample_tweets
@@ -167,3 +168,23 @@ def test_a_non_utf8_tweet_is_a_listed_rejection_and_its_neighbours_count(redis_c
     batch = topology.coordinator.spout.emit_batch(TransactionAttempt(1, 2), record.metadata)  # a replay
     assert record_rejections(redis_client, prefix, batch.tx, batch.rejections) == 1
     assert len(list_rejections(redis_client, prefix)) == 1, "a replayed rejection is not counted twice"
+
+
+def test_a_key_whose_first_field_holds_the_separator_is_a_counted_rejection_not_another_keys_count(
+    redis_client, zk_hosts, zk_root, prefix
+):
+    """("@a:#b", "#c") would be stored as "@a:#b:#c", the field of ("@a", "#b:#c"): it is rejected, named by
+    state, txid and field, and the other key keeps its own count."""
+    append_tweets(redis_client, ["@a:#b #c", "@a #b:#c", "@ann #x"], prefix=f"{prefix}:")
+    topology = build(redis_client, zk_hosts, zk_root, prefix, Flaky())
+    emission = topology.coordinate("run1")
+    assert topology.process(emission) == 3
+    assert topology.commit(emission.tx).status == "committed"
+    assert committed_state(redis_client, prefix)["users_hashtags"] == {("@a", "#b:#c"): 1, ("@ann", "#x"): 1}
+    assert redis_client.hgetall(f"{prefix}:users_hashtags") == {b"@a:#b:#c": b"1", b"@ann:#x": b"1"}
+    assert committed_state(redis_client, prefix)["users"] == {("@a:#b",): 1, ("@a",): 1, ("@ann",): 1}
+    total, rows = read_rejections(redis_client, prefix, 10)
+    assert total == 1
+    assert rows[0]["id"] == 'key:users_hashtags:1:["@a:#b","#c"]' and rows[0]["txid"] == 1
+    assert rows[0]["reason"].startswith("state 'users_hashtags' txid 1: key field 0 '@a:#b' of ('@a:#b', '#c') "
+                                        "contains the separator ':'")

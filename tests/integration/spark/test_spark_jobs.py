@@ -62,7 +62,25 @@ def test_edge_cases_keep_tokens_verbatim(spark, jobs, redis_client, tweets_spec)
         assert token in staged["users"] or token in staged["hashtags"], token
     assert "\u00a0@nbsp" not in staged["users"], "only U+0020 separates tokens"
     assert staged["users"]["@bob"] == 1 and staged["hashtags"]["#fun"] == 1 and staged["hashtags"]["#fun!"] == 1
-    assert staged["users_hashtags"]["@u:#v:#w"] == 2, "two pairs join into one field; both count"
+    assert staged["users_hashtags"]["@u:#v:#w"] == 1, "('@u', '#v:#w') alone: ('@u:#v', '#w') is not added to it"
+
+
+def test_a_key_whose_first_field_holds_the_separator_is_a_rejection_named_by_state_txid_and_field(
+    spark, jobs, redis_client, tweets_spec
+):
+    spec = tweets_spec(["@u:#v #w", "@u #v:#w", "@u:#v #w", "a:b @:: #::", "@ann #x"], txid=4)
+    result = run_job(spec, jobs["tweets_analytics"].process, clients(redis_client), spark)
+    staged = Staging(redis_client, spec.topology).read(spec.tx)
+    assert staged["users_hashtags"] == {"@u:#v:#w": 1, "@ann:#x": 1}
+    assert staged["users"] == {"@u:#v": 2, "@u": 1, "@::": 1, "@ann": 1}, "a state without a separator keeps them"
+    assert (result.batch_size, result.rejected) == (5, 0), "the source entries themselves are read"
+    rejected = list_rejections(redis_client, spec.topology)
+    assert sorted(rejected) == ['key:users_hashtags:4:["@::","#::"]', 'key:users_hashtags:4:["@u:#v","#w"]']
+    reason = rejected['key:users_hashtags:4:["@u:#v","#w"]']["reason"]
+    assert reason.startswith("state 'users_hashtags' txid 4: key field 0 '@u:#v' of ('@u:#v', '#w') contains the "
+                             "separator ':'")
+    assert (rejected['key:users_hashtags:4:["@u:#v","#w"]']["txid"], rejected['key:users_hashtags:4:["@::","#::"]']
+            ["attempt"]) == (4, 1)
 
 
 def test_an_empty_batch_seals_every_state_with_no_partials(spark, jobs, redis_client, tweets_spec):

@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 from txdag import trident as td
 from txdag.commit.newvalues import values_key
 from txdag.commit.phase import commit_transaction
+from txdag.commit.rejections import list_rejections
 from txdag.commit.staging import Staging
 from txdag.spark.runner import run_job
 from txdag.spouts.tweets import TweetsTransactionalSpout, append_tweets
@@ -192,3 +193,40 @@ def test_state_query_inside_a_job_reads_where_the_jobs_states_are(spark, redis_c
     spec = JobSpec(prefix, emission.tx, emission.metadata, source, (seen,))
     run_job(spec, lookup, {"redis_default": redis_client}, spark)
     assert Staging(redis_client, prefix).read(emission.tx) == {"seen": {"$GLOBAL$": 7 + 2 + 7}}
+
+
+def pairs_process(batch):
+    parts = F.split("value", " ")
+    pairs = batch.select(parts[0].alias("first"), parts[1].alias("second"), parts[1].alias("word"))
+    grouped = td.group_by(pairs, "first", "second")
+    return {"pair_counts": grouped.persistent_aggregate(td.Count()),
+            "pair_means": grouped.persistent_aggregate(MeanLength(), "word"),
+            "pair_longest": grouped.persistent_aggregate(LongestWord(), "word")}
+
+
+def test_a_joined_key_whose_first_field_holds_the_separator_is_rejected_by_every_update_kind(
+        spark, redis_client, zk_client, zk_root, prefix):
+    """("a:b", "c") would be stored as "a:b:c", the field of ("a", "b:c"): numeric partials and combiner partials
+    leave it out in the job, a reducer's rows at the commit; each is a rejection naming the state and the txid."""
+    append_tweets(redis_client, ["a:b c", "a b:c", "x y"], prefix=f"{prefix}:")
+    names = ("pair_counts", "pair_means", "pair_longest")
+    states = tuple(State(n, namespace=f"{prefix}:{n}", key_fields=2, separator=":") for n in names)
+    source = TweetsSource(max_transaction_size=3, prefix=f"{prefix}:")
+    spout = TweetsTransactionalSpout(redis_client, prefix=f"{prefix}:", max_transaction_size=3, topology=prefix)
+    coordinator = Coordinator(TransactionStore(zk_client, prefix, root=zk_root), spout, max_active_transactions=1)
+    emission = coordinator.coordinate("r1")
+    run_job(JobSpec(prefix, emission.tx, emission.metadata, source, states), pairs_process,
+            {"redis_default": redis_client}, spark)
+    assert coordinator.mark_processed(emission.tx)
+    built = {s.name: s.build(redis_client) for s in states}
+    outcome = commit_transaction(coordinator, Staging(redis_client, prefix), redis_client, emission.tx, built,
+                                 load_job=lambda: sys.modules[__name__])
+    assert outcome.status == "committed"
+    assert stored(redis_client, prefix, "pair_counts") == {"a:b:c": 1, "x:y": 1}
+    assert stored(redis_client, prefix, "pair_means") == {"a:b:c": {"total": 3, "n": 1}, "x:y": {"total": 1, "n": 1}}
+    assert stored(redis_client, prefix, "pair_longest") == {"a:b:c": "b:c", "x:y": "y"}
+    rejected = list_rejections(redis_client, prefix)
+    assert sorted(rejected) == [f'key:{n}:1:["a:b","c"]' for n in sorted(names)]
+    for n in names:
+        assert rejected[f'key:{n}:1:["a:b","c"]']["reason"].startswith(
+            f"state {n!r} txid 1: key field 0 'a:b' of ('a:b', 'c') contains the separator ':'")

@@ -123,11 +123,15 @@ def test_a_global_state_and_a_joined_two_field_key(spark, redis_client, redis_ur
     pair_state.begin_commit(1)
     pair_state.multi_update([("@bob", "#storm"), ("@amy", "#x:y")], [combine_sum(2), combine_sum(7)])
     pair_state.commit(1)
-    frame = spark.createDataFrame([("@bob", "#storm"), ("@amy", "#x:y"), ("@amy", "#none")], "user string, tag string")
+    frame = spark.createDataFrame([("@bob", "#storm"), ("@amy", "#x:y"), ("@amy", "#none"), ("@amy:#x", "y")],
+                                  "user string, tag string")
     got = state_query(frame, total, MapGet("total bigint"), redis_url=redis_url)
-    assert bag(rows_of(got)) == bag([("@bob", "#storm", 42), ("@amy", "#x:y", 42), ("@amy", "#none", 42)])
+    assert bag(rows_of(got)) == bag([("@bob", "#storm", 42), ("@amy", "#x:y", 42), ("@amy", "#none", 42),
+                                     ("@amy:#x", "y", 42)])
     got = state_query(frame, pairs, MapGet("n bigint"), key_fields=["user", "tag"], redis_url=redis_url)
-    assert bag(rows_of(got)) == bag([("@bob", "#storm", 2), ("@amy", "#x:y", 7), ("@amy", "#none", None)])
+    # ("@amy:#x", "y") would join into "@amy:#x:y", the field of ("@amy", "#x:y"): a key never stored, so no value
+    assert bag(rows_of(got)) == bag([("@bob", "#storm", 2), ("@amy", "#x:y", 7), ("@amy", "#none", None),
+                                     ("@amy:#x", "y", None)])
 
 
 def test_an_empty_batch_reads_nothing(spark, redis_client, redis_url, counts):
