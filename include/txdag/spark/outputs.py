@@ -27,12 +27,10 @@ from pyspark.sql.types import DecimalType, NumericType, StringType
 from txdag.attempt import TransactionAttempt
 from txdag.commit.kinds import COMBINE, SUM
 from txdag.commit.outputs import OutputSpec
-from txdag.commit.rejections import clash_rejection, record_rejections
 from txdag.commit.staging import stage_key
 from txdag.errors import ConfigError
-from txdag.redisio import from_portable
-from txdag.spark.stage import write_fields, write_rows
-from txdag.state.keys import JoinedKeyCodec, KeyClashError
+from txdag.spark.stage import clash_key, write_rows
+from txdag.state.keys import JoinedKeyCodec
 from txdag.state.snapshottable_map import GLOBAL_KEY
 from txdag.topology.definition import KeyValue, State
 from txdag.topology.refs import ref_of
@@ -111,30 +109,24 @@ def field_column(ctx: StageContext, frame: DataFrame, keys: list[str], types: di
     return encoded(*[F.col(k) for k in keys])
 
 
-def without_clashes(ctx: StageContext, frame: DataFrame, keys: list[str]) -> DataFrame:
-    """``frame`` without the rows whose key the state's JoinedKeyCodec refuses (a field but the last holds the
-    separator: it would share its hash field with another key), each such key recorded as a rejection of the txid
-    (txdag.commit.rejections.clash_rejection). Only those keys reach the driver, at the cost of one more Spark job
-    per joined state of two or more fields; other states are returned as they are."""
+def keyed_rows(ctx: StageContext, frame: DataFrame, keys: list[str], types: dict[str, Any]
+               ) -> tuple[DataFrame, dict[str, tuple[str, JoinedKeyCodec]]]:
+    """``key, field, v`` of ``frame`` (key columns k0.., then v): the staging key and the state's hash field. A row
+    whose key the state's JoinedKeyCodec refuses (a field but the last holds the separator, so it would share its
+    hash field with another key) gets clash_key and the key's parts as a JSON array instead: write_rows records it
+    as a rejection of the txid in the same Spark job (no other job, and no key reaches the driver). Also returned:
+    write_rows's ``clashes`` for this state."""
+    field = field_column(ctx, frame, keys, types)
     codec = map_state(ctx, "keyed output").codec()
     if not isinstance(codec, JoinedKeyCodec) or len(keys) < 2:
-        return frame
+        return frame.select(F.lit(ctx.key).alias("key"), field.alias("field"), "v"), {}
     tail = F.lit(codec.sep[:-1])
-    clash = F.coalesce(reduce(lambda a, b: a | b, [F.concat(F.col(k), tail).contains(codec.sep) for k in keys[:-1]]),
-                       F.lit(False))
-    rejections = []
-    for row in frame.where(clash).select(*keys).distinct().collect():
-        try:
-            codec.encode(tuple(row))
-        except KeyClashError as exc:
-            rejections.append(clash_rejection(ctx.state.name, ctx.tx.txid, exc))
-    if rejections:
-        client = from_portable(ctx.client_spec)
-        try:
-            record_rejections(client, ctx.topology, ctx.tx, rejections)
-        finally:
-            client.close()
-    return frame.where(~clash)
+    refused = reduce(lambda a, b: a & b, [F.col(k).isNotNull() for k in keys]) & reduce(
+        lambda a, b: a | b, [F.concat(F.col(k), tail).contains(codec.sep) for k in keys[:-1]])
+    marked = clash_key(ctx.key)
+    rows = frame.select(F.when(refused, F.lit(marked)).otherwise(F.lit(ctx.key)).alias("key"),
+                        F.when(refused, F.to_json(F.array(*keys))).otherwise(field).alias("field"), "v")
+    return rows, {marked: (ctx.state.name, codec)}
 
 
 def key_types(frame: DataFrame, keys: list[str]) -> dict[str, Any]:
@@ -152,8 +144,9 @@ def check_sum(ctx: StageContext, frame: DataFrame) -> list[str]:
     return keys
 
 
-def summed(ctx: StageContext, frame: DataFrame) -> DataFrame:
-    """``key, field, value``: the state's partials summed per hash field, the sum as the text Redis adds."""
+def summed(ctx: StageContext, frame: DataFrame) -> tuple[DataFrame, dict[str, tuple[str, JoinedKeyCodec]]]:
+    """``key, field, value``: the state's partials summed per hash field, the sum as the text Redis adds (refused
+    keys marked: keyed_rows), and write_rows's ``clashes``."""
     keys = check_sum(ctx, frame)
     named = frame.toDF(*keys, "v")
     kind = frame.schema.fields[-1].dataType
@@ -161,11 +154,10 @@ def summed(ctx: StageContext, frame: DataFrame) -> DataFrame:
         total = F.sum("v").cast("long") if kind.scale == 0 else F.sum("v").cast("double")
     else:
         total = F.sum("v")
-    field = field_column(ctx, named, keys, key_types(frame, keys))
-    named = without_clashes(ctx, named, keys)
-    rows = named.select(field.alias("field"), "v").groupBy("field").agg(total.alias("v"))
-    return rows.where(F.col("v").isNotNull()).select(F.lit(ctx.key).alias("key"), "field",
-                                                      F.col("v").cast("string").alias("value"))
+    rows, clashes = keyed_rows(ctx, named, keys, key_types(frame, keys))
+    rows = rows.groupBy("key", "field").agg(total.alias("v"))
+    kept = F.col("v").isNotNull() | (F.col("key") != ctx.key)  # a refused key is recorded whatever its sum
+    return rows.where(kept).select("key", "field", F.col("v").cast("string").alias("value")), clashes
 
 
 def stage_sums(outputs: list[tuple[StageContext, DataFrame]]) -> dict[str, OutputSpec]:
@@ -173,13 +165,17 @@ def stage_sums(outputs: list[tuple[StageContext, DataFrame]]) -> dict[str, Outpu
     over the union of the states' summed partials), by state name."""
     if not outputs:
         return {}
-    frames = [summed(ctx, frame) for ctx, frame in outputs]
+    frames, clashes = [], {}
+    for ctx, frame in outputs:
+        rows, refused = summed(ctx, frame)
+        frames.append(rows)
+        clashes.update(refused)
     union = frames[0]
     for frame in frames[1:]:
         union = union.unionByName(frame)
     ctx0 = outputs[0][0]
     written = write_rows(union, ctx0.client_spec, ctx0.tx, ctx0.topology,
-                         {ctx.key: ctx.state_where for ctx, _ in outputs})
+                         {ctx.key: ctx.state_where for ctx, _ in outputs}, clashes=clashes)
     return {ctx.state.name: OutputSpec(SUM, written.get(ctx.key, 0)) for ctx, _ in outputs}
 
 
@@ -204,9 +200,9 @@ class CombinedOutput:
     def stage(self, ctx: StageContext) -> OutputSpec:
         ref = ref_of(self.aggregator)
         keys = key_columns(ctx, self.frame, "persistent aggregate")
-        named = without_clashes(ctx, self.frame.toDF(*keys, "v"), keys)
-        rows = named.select(field_column(ctx, named, keys, key_types(self.frame, keys)).alias("field"), "v")
-        written = write_fields(rows, ctx.client_spec, ctx.key, ctx.tx, ctx.topology, ctx.state_where, encode_json)
+        rows, clashes = keyed_rows(ctx, self.frame.toDF(*keys, "v"), keys, key_types(self.frame, keys))
+        written = write_rows(rows, ctx.client_spec, ctx.tx, ctx.topology, {ctx.key: ctx.state_where}, encode_json,
+                             clashes).get(ctx.key, 0)
         return OutputSpec(COMBINE, written, ref, {"new_values": self.new_values})
 
 

@@ -10,6 +10,7 @@ message back into its exception, so the job fails with what to do, not with a Sp
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -22,8 +23,11 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from txdag import errors
 from txdag.attempt import TransactionAttempt
+from txdag.commit.rejections import clash_rejection, record_rejections
 from txdag.commit.staging import fenced_hset
 from txdag.redisio import from_portable, redis_errors
+from txdag.spouts.base import Rejection
+from txdag.state.keys import JoinedKeyCodec, KeyClashError
 
 CHUNK = 5000
 # key, rows written: a type, not a DDL string (which Spark Connect parses on the server, one round trip)
@@ -40,12 +44,36 @@ def write_fields(frame: DataFrame, client_spec: dict[str, Any], key: str, tx: Tr
     return write_rows(keyed, client_spec, tx, topology, {key: where}, encode).get(key, 0)
 
 
+CLASH = "clash:"
+
+
+def clash_key(key: str) -> str:
+    """The ``key`` column of a row whose key its state's codec refuses (see write_rows): never a Redis key."""
+    return CLASH + key
+
+
 def write_rows(frame: DataFrame, client_spec: dict[str, Any], tx: TransactionAttempt, topology: str,
-               where: dict[str, str], encode: Callable[[Any], str] = str) -> dict[str, int]:
+               where: dict[str, str], encode: Callable[[Any], str] = str,
+               clashes: dict[str, tuple[str, JoinedKeyCodec]] | None = None) -> dict[str, int]:
     """HSET each row's ``key`` (a staging hash of ``tx``): field -> ``encode(value)`` (columns: key, field, value),
     from the executors, in one Spark job whatever the number of keys; returns the rows written per key. ``where``
     names each key's topology, txid and state for the errors. Each chunk is fenced (txdag.commit.staging): once a
-    newer attempt of the txid is claimed, the job fails with StaleAttemptError and writes nothing more."""
+    newer attempt of the txid is claimed, the job fails with StaleAttemptError and writes nothing more.
+
+    A row whose key is in ``clashes`` (clash_key of a staging key -> its state's name and JoinedKeyCodec) is a key
+    the codec refuses, its field the key's parts as a JSON array: it is recorded as a rejection of the txid from the
+    executor (txdag.commit.rejections.clash_rejection), in the same job, and not staged."""
+    refused = clashes or {}
+
+    def reject(key: str, field: str) -> Rejection:
+        state, codec = refused[key]
+        parts = tuple(json.loads(field))
+        try:
+            codec.encode(parts)
+        except KeyClashError as exc:
+            return clash_rejection(state, tx.txid, exc)
+        raise errors.ConfigError(f"{where[key.removeprefix(CLASH)]}: key {parts!r} was marked as refused by its codec, "
+                                 f"which accepts it: report this as a txdag defect")
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         client = from_portable(client_spec)
@@ -55,11 +83,16 @@ def write_rows(frame: DataFrame, client_spec: dict[str, Any], tx: TransactionAtt
                 for batch in batches:
                     keys, fields, values = (batch.column(i).to_pylist() for i in range(3))
                     by_key: dict[str, dict[str, str]] = {}
+                    rejections = []
                     for key, field, value in zip(keys, fields, values):
-                        if field is None:
+                        if key in refused:
+                            rejections.append(reject(key, field))
+                        elif field is None:
                             raise errors.ConfigError(f"{where[key]}: a row has a null key; filter out rows with "
                                                      f"null keys in process")
-                        by_key.setdefault(key, {})[field] = encode(value)
+                        else:
+                            by_key.setdefault(key, {})[field] = encode(value)
+                    record_rejections(client, topology, tx, rejections)
                     for key, mapping in by_key.items():
                         items = list(mapping.items())
                         for first in range(0, len(items), CHUNK):
