@@ -111,22 +111,26 @@ def field_column(ctx: StageContext, frame: DataFrame, keys: list[str], types: di
 
 def keyed_rows(ctx: StageContext, frame: DataFrame, keys: list[str], types: dict[str, Any]
                ) -> tuple[DataFrame, dict[str, tuple[str, JoinedKeyCodec]]]:
-    """``key, field, v`` of ``frame`` (key columns k0.., then v): the staging key and the state's hash field. A row
-    whose key the state's JoinedKeyCodec refuses (a field but the last holds the separator, so it would share its
-    hash field with another key) gets clash_key and the key's parts as a JSON array instead: write_rows records it
-    as a rejection of the txid in the same Spark job (no other job, and no key reaches the driver). Also returned:
-    write_rows's ``clashes`` for this state."""
+    """``refused, field, v`` of ``frame`` (key columns k0.., then v): the state's hash field of each row. A row whose
+    key the state's JoinedKeyCodec refuses (a field but the last holds the separator, so it would share its hash
+    field with another key) is ``refused``, its field the key's parts as a JSON array: staged_key sends it to
+    write_rows, which records it as a rejection of the txid in the same Spark job (no other job, and no key reaches
+    the driver). Also returned: write_rows's ``clashes`` for this state."""
     field = field_column(ctx, frame, keys, types)
     codec = map_state(ctx, "keyed output").codec()
     if not isinstance(codec, JoinedKeyCodec) or len(keys) < 2:
-        return frame.select(F.lit(ctx.key).alias("key"), field.alias("field"), "v"), {}
+        return frame.select(F.lit(False).alias("refused"), field.alias("field"), "v"), {}
     tail = F.lit(codec.sep[:-1])
     refused = reduce(lambda a, b: a & b, [F.col(k).isNotNull() for k in keys]) & reduce(
         lambda a, b: a | b, [F.concat(F.col(k), tail).contains(codec.sep) for k in keys[:-1]])
-    marked = clash_key(ctx.key)
-    rows = frame.select(F.when(refused, F.lit(marked)).otherwise(F.lit(ctx.key)).alias("key"),
+    rows = frame.select(refused.alias("refused"),
                         F.when(refused, F.to_json(F.array(*keys))).otherwise(field).alias("field"), "v")
-    return rows, {marked: (ctx.state.name, codec)}
+    return rows, {clash_key(ctx.key): (ctx.state.name, codec)}
+
+
+def staged_key(ctx: StageContext) -> Column:
+    """The ``key`` column write_rows takes for keyed_rows's rows: the state's staging hash, or clash_key of it."""
+    return F.when(F.col("refused"), F.lit(clash_key(ctx.key))).otherwise(F.lit(ctx.key)).alias("key")
 
 
 def key_types(frame: DataFrame, keys: list[str]) -> dict[str, Any]:
@@ -155,9 +159,9 @@ def summed(ctx: StageContext, frame: DataFrame) -> tuple[DataFrame, dict[str, tu
     else:
         total = F.sum("v")
     rows, clashes = keyed_rows(ctx, named, keys, key_types(frame, keys))
-    rows = rows.groupBy("key", "field").agg(total.alias("v"))
-    kept = F.col("v").isNotNull() | (F.col("key") != ctx.key)  # a refused key is recorded whatever its sum
-    return rows.where(kept).select("key", "field", F.col("v").cast("string").alias("value")), clashes
+    rows = rows.groupBy("refused", "field").agg(total.alias("v"))
+    kept = F.col("v").isNotNull() | F.col("refused")  # a refused key is recorded whatever its sum
+    return rows.where(kept).select(staged_key(ctx), "field", F.col("v").cast("string").alias("value")), clashes
 
 
 def stage_sums(outputs: list[tuple[StageContext, DataFrame]]) -> dict[str, OutputSpec]:
@@ -201,8 +205,8 @@ class CombinedOutput:
         ref = ref_of(self.aggregator)
         keys = key_columns(ctx, self.frame, "persistent aggregate")
         rows, clashes = keyed_rows(ctx, self.frame.toDF(*keys, "v"), keys, key_types(self.frame, keys))
-        written = write_rows(rows, ctx.client_spec, ctx.tx, ctx.topology, {ctx.key: ctx.state_where}, encode_json,
-                             clashes).get(ctx.key, 0)
+        written = write_rows(rows.select(staged_key(ctx), "field", "v"), ctx.client_spec, ctx.tx, ctx.topology,
+                             {ctx.key: ctx.state_where}, encode_json, clashes).get(ctx.key, 0)
         return OutputSpec(COMBINE, written, ref, {"new_values": self.new_values})
 
 
