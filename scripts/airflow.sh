@@ -65,13 +65,8 @@ SECRETS="$AIRFLOW_HOME/txdag-secrets.env"
 PASSWORDS="$AIRFLOW_HOME/simple_auth_manager_passwords.json"
 ENV_RECORD="$AIRFLOW_HOME/components.env"
 
-say() { printf 'airflow: %s\n' "$*"; }
-die() {
-    printf 'airflow: error: %s\n' "$*" >&2
-    exit 1
-}
-# shellcheck source-path=SCRIPTDIR source=lib/hosts.sh
-source "$ROOT/scripts/lib/hosts.sh"
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+source "$ROOT/scripts/lib/common.sh"
 HOST="$(loopback_host TXDAG_AIRFLOW_HOST)"
 REDIS_HOST="$(loopback_host TXDAG_REDIS_HOST)"
 ZK_HOST="$(loopback_host TXDAG_ZK_HOST)"
@@ -84,11 +79,6 @@ fi
 [[ "$AIRFLOW_HOME" == /* ]] || AIRFLOW_HOME="$(pwd)/$AIRFLOW_HOME"
 
 # --- probes -------------------------------------------------------------------------------------------------
-
-port_open() {
-    # shellcheck disable=SC2016  # $0 and $1 are expanded by the inner bash
-    timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$HOST" "$PORT" 2>/dev/null
-}
 
 # Prints the health JSON of the API server, or fails.
 health_json() { curl -sf --max-time 3 "$BASE_URL/api/v2/monitor/health" 2>/dev/null; }
@@ -275,9 +265,8 @@ EOF
     )
 }
 
-# credential NAME: one value of .run/credentials.env. The components get only the connections' own user and password.
-# shellcheck source-path=SCRIPTDIR source=lib/credentials.sh
-source "$ROOT/scripts/lib/credentials.sh"
+# credential NAME (scripts/lib/common.sh): one value of .run/credentials.env. The components get only the
+# connections' own user and password.
 
 # Creates (or resets) Redis user $1 with password $2, limited to the keys of the topologies in the DAGs folder
 # (`txdag acl redis`; their sources read-write, as the demo seeds them with it), as the Redis admin user.
@@ -421,7 +410,7 @@ start_all() {
         say "only ${running[*]} running: stopping them to start all four afresh"
         stop_all || true
     fi
-    if port_open; then
+    if port_open "$PORT"; then
         die "port $PORT is already taken (another Airflow?); stop it or set TXDAG_AIRFLOW_PORT"
     fi
     [[ -x "$VENV/bin/airflow" ]] || die "$VENV/bin/airflow not found; run: bash scripts/setup.sh"

@@ -22,11 +22,8 @@ AIRFLOW_VERSION="${AIRFLOW_VERSION:-3.3.2}"
 WORK="${TXDAG_CHECK_DIR:-$(mktemp -d /tmp/txdag-check.XXXX)}"
 BUILDER="${TXDAG_CHECK_BUILDER:-$ROOT/.venv/bin/python}"  # a Python with pip, setuptools>=68 and wheel
 
-say() { printf 'check-wheel: %s\n' "$*"; }
-die() {
-    printf 'check-wheel: error: %s\n' "$*" >&2
-    exit 1
-}
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+source "$ROOT/scripts/lib/common.sh"
 
 pythons=("$@")
 if ((${#pythons[@]} == 0)); then

@@ -61,16 +61,13 @@ ZK_NODES=(1 2 3)
 REDIS_PORTS=("$REDIS_BASE" $((REDIS_BASE + 1)) $((REDIS_BASE + 2)) $((REDIS_BASE + 3)) $((REDIS_BASE + 4)) $((REDIS_BASE + 5)))
 SPARK_WORKERS=(1 2)
 CELERY_WORKERS=(1 2)
-ZK_SERVER=/usr/share/zookeeper/bin/zkServer.sh
 WAIT_SECONDS=60
 # shellcheck source=/dev/null  # generated: TXDAG_REDIS_ADMIN_USER/PASSWORD, ...
 source "$(bash "$ROOT/scripts/credentials.sh")"
 
-say() { printf 'cluster: %s\n' "$*"; }
-die() {
-    printf 'cluster: error: %s\n' "$*" >&2
-    exit 1
-}
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+source "$ROOT/scripts/lib/common.sh"
+RCLI_TIMEOUT="${RCLI_TIMEOUT:-5}" # rcli's: six nodes and the rest on one machine answer slower than one Redis
 
 for port in "$ZK_BASE" "$REDIS_BASE" "$SPARK_PORT" "$KAFKA_PORT" "$AIRFLOW_PORT" "$PG_PORT"; do
     if ! [[ "$port" =~ ^[0-9]+$ ]] || ((port < 1 || port + 1000 > 65535)); then
@@ -81,42 +78,7 @@ done
 
 # --- common -------------------------------------------------------------------------------------------------
 
-port_open() {
-    # shellcheck disable=SC2016  # $0 and $1 are expanded by the inner bash
-    timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$HOST" "$1" 2>/dev/null
-}
-
-# Prints the pid in pid file $1 when that process is alive and its command line contains $2.
-live_pid() {
-    local pid
-    [[ -f "$1" ]] || return 1
-    pid="$(tr -dc '0-9' <"$1")"
-    [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || return 1
-    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$2" || return 1
-    printf '%s\n' "$pid"
-}
-
-# Waits up to $2 seconds for "$1" (a command) to succeed.
-wait_for() {
-    local seconds="$2" i
-    for ((i = 0; i < seconds * 4; i++)); do
-        eval "$1" && return 0
-        sleep 0.25
-    done
-    eval "$1"
-}
-
-# SIGTERM to process group $1 (each node runs in its own session), SIGKILL after 15 s.
-terminate() {
-    local pid="$1" i
-    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || return 0
-    for ((i = 0; i < 60; i++)); do
-        kill -0 "$pid" 2>/dev/null || return 0
-        sleep 0.25
-    done
-    say "pid $pid did not exit on SIGTERM: sending SIGKILL"
-    kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
-}
+# Each node runs in a session of its own: terminate "$pid" group stops it with what it started.
 
 # Refuses to start node $2 on port $1 when something else answers there (after 10 s: a node that was just killed
 # may hold its port a moment longer).
@@ -129,62 +91,36 @@ port_free_or_die() {
 
 zk_port() { echo $((ZK_BASE + $1 - 1)); }
 zk_dir() { echo "$DIR/zk-$(zk_port "$1")"; }
-zk_pid() { live_pid "$(zk_dir "$1")/zookeeper.pid" "$(zk_dir "$1")/zoo.cfg"; }
 zk_hosts() {
     local n hosts=()
     for n in "${ZK_NODES[@]}"; do hosts+=("$HOST:$(zk_port "$n")"); done
     (IFS=,; echo "${hosts[*]}")
 }
 
-# A four-letter word's answer from node $1 ('ruok' -> 'imok'; 'srvr' -> ... 'Mode: leader|follower').
-zk_word() {
-    # shellcheck disable=SC2016  # $0, $1 and $2 are expanded by the inner bash
-    timeout 3 bash -c 'exec 3<>"/dev/tcp/$0/$1" && printf "$2" >&3 && cat <&3' "$HOST" "$(zk_port "$1")" "$2" \
-        2>/dev/null || true
-}
-
 # Node $1 serves: it is in a quorum (a node without one answers 'imok' to ruok but refuses srvr's Mode).
-zk_serving() { zk_word "$1" srvr | grep -qE '^Mode: (leader|follower)'; }
-zk_mode() { zk_word "$1" srvr | sed -n 's/^Mode: //p'; }
+zk_serving() { zk_word "$HOST" "$(zk_port "$1")" srvr | grep -qE '^Mode: (leader|follower)'; }
+zk_mode() { zk_word "$HOST" "$(zk_port "$1")" srvr | sed -n 's/^Mode: //p'; }
 
-write_zk_config() {
-    local n="$1" d m
-    d="$(zk_dir "$n")"
-    mkdir -p "$d/data"
-    printf '%s\n' "$n" >"$d/data/myid"
-    {
-        cat <<EOF
-tickTime=2000
-initLimit=10
-syncLimit=5
-dataDir=$d/data
-clientPort=$(zk_port "$n")
-clientPortAddress=$HOST
-admin.enableServer=false
-4lw.commands.whitelist=ruok,srvr,stat,mntr
-maxSessionTimeout=60000
-autopurge.snapRetainCount=3
-autopurge.purgeInterval=1
-EOF
-        for m in "${ZK_NODES[@]}"; do
-            printf 'server.%s=%s:%s:%s\n' "$m" "$HOST" $((ZK_BASE + 600 + m - 1)) $((ZK_BASE + 1600 + m - 1))
-        done
-    } >"$d/zoo.cfg"
+# The ensemble's lines of a node's zoo.cfg: server.N=host:quorum port:election port.
+zk_servers() {
+    local m
+    for m in "${ZK_NODES[@]}"; do
+        printf 'server.%s=%s:%s:%s\n' "$m" "$HOST" $((ZK_BASE + 600 + m - 1)) $((ZK_BASE + 1600 + m - 1))
+    done
 }
 
 start_zk() {
-    local n d pid started=()
+    local n d pid servers started=()
+    mapfile -t servers < <(zk_servers)
     [[ -x "$ZK_SERVER" ]] || die "$ZK_SERVER not found; run: bash scripts/setup.sh"
     for n in "${ZK_NODES[@]}"; do
         d="$(zk_dir "$n")"
-        if pid="$(zk_pid "$n")"; then
+        if pid="$(zk_pid "$d")"; then
             continue
         fi
         port_free_or_die "$(zk_port "$n")" "ZooKeeper node $n"
-        write_zk_config "$n"
-        JMXDISABLE=true ZOO_LOG_DIR="$d" SERVER_JVMFLAGS="${TXDAG_ZK_JVMFLAGS:--Xmx256m}" \
-            setsid "$ZK_SERVER" start-foreground "$d/zoo.cfg" >"$d/zookeeper.log" 2>&1 </dev/null &
-        printf '%s\n' "$!" >"$d/zookeeper.pid"
+        write_zk_config "$d" "$HOST" "$(zk_port "$n")" "$n" "${servers[@]}"
+        launch_zk "$d" 256m # three nodes on the machine: half the heap of services.sh's one
         started+=("$n")
     done
     for n in "${ZK_NODES[@]}"; do
@@ -208,8 +144,8 @@ zk_leader() {
 stop_zk() {
     local n pid
     for n in "${ZK_NODES[@]}"; do
-        if pid="$(zk_pid "$n")"; then
-            terminate "$pid"
+        if pid="$(zk_pid "$(zk_dir "$n")")"; then
+            terminate "$pid" group
             say "ZooKeeper node $n stopped (pid $pid)"
         fi
         rm -f "$(zk_dir "$n")/zookeeper.pid"
@@ -219,74 +155,35 @@ stop_zk() {
 # --- Redis Cluster ------------------------------------------------------------------------------------------
 
 redis_dir() { echo "$DIR/redis-$1"; }
-redis_pid() { live_pid "$(redis_dir "$1")/redis.pid" redis-server; }
-rcli() {
-    local port="$1"
-    shift
-    REDISCLI_AUTH="$TXDAG_REDIS_ADMIN_PASSWORD" timeout "${RCLI_TIMEOUT:-5}" \
-        redis-cli --user "$TXDAG_REDIS_ADMIN_USER" -h "$HOST" -p "$port" "$@"
-}
-redis_up() { [[ "$(rcli "$1" ping 2>/dev/null)" == PONG ]]; }
-cluster_state() { rcli "$1" cluster info 2>/dev/null | tr -d '\r' | sed -n 's/^cluster_state://p'; }
-cluster_known() { rcli "$1" cluster info 2>/dev/null | tr -d '\r' | sed -n 's/^cluster_known_nodes://p'; }
+cluster_state() { rcli "$HOST" "$1" cluster info 2>/dev/null | tr -d '\r' | sed -n 's/^cluster_state://p'; }
+cluster_known() { rcli "$HOST" "$1" cluster info 2>/dev/null | tr -d '\r' | sed -n 's/^cluster_known_nodes://p'; }
 redis_nodes() {
     local p nodes=()
     for p in "${REDIS_PORTS[@]}"; do nodes+=("$HOST:$p"); done
     (IFS=,; echo "${nodes[*]}")
 }
 
-# The node's config (no secret on a command line): cluster mode, the durability and ACL of scripts/services.sh,
-# and the credentials a replica uses to log in to its master.
-write_redis_config() {
-    local port="$1" d hash
-    d="$(redis_dir "$port")"
-    mkdir -p "$d/data"
-    hash="$(printf '%s' "$TXDAG_REDIS_ADMIN_PASSWORD" | sha256sum | cut -d' ' -f1)"
-    (
-        umask 077
-        # The default and admin users afresh; every other user the node saved (ACL SAVE: the topologies' user) kept.
-        {
-            printf 'user default off resetkeys ~* &* +@all\nuser %s on #%s ~* &* +@all\n' "$TXDAG_REDIS_ADMIN_USER" "$hash"
-            grep -v -e '^user default ' -e "^user $TXDAG_REDIS_ADMIN_USER " "$d/users.acl" 2>/dev/null || true
-        } >"$d/users.acl.new"
-        mv "$d/users.acl.new" "$d/users.acl"
-        cat >"$d/redis.conf" <<EOF
-port $port
-bind $HOST
-daemonize yes
-dir $d/data
-pidfile $d/redis.pid
-logfile $d/redis.log
-aclfile $d/users.acl
-save ""
-appendonly yes
-appendfsync always
-cluster-enabled yes
-cluster-config-file $d/data/nodes.conf
-cluster-node-timeout 2000
-repl-diskless-sync-delay 0
-masteruser $TXDAG_REDIS_ADMIN_USER
-masterauth $TXDAG_REDIS_ADMIN_PASSWORD
-EOF
-    )
-}
-
 start_redis() {
-    local p started=()
+    local p d started=()
     command -v redis-server >/dev/null 2>&1 || die "redis-server not found; run: bash scripts/setup.sh"
     for p in "${REDIS_PORTS[@]}"; do
-        if redis_pid "$p" >/dev/null; then
+        if redis_pid "$(redis_dir "$p")" >/dev/null; then
             continue
         fi
         port_free_or_die "$p" "Redis Cluster node"
         port_free_or_die $((p + 10000)) "Redis Cluster bus of $p"
-        write_redis_config "$p"
-        redis-server "$(redis_dir "$p")/redis.conf" >/dev/null ||
+        # The durability and ACL of scripts/services.sh, cluster mode, and the credentials a replica uses to log
+        # in to its master (in the config, mode 600: no secret on a command line).
+        d="$(redis_dir "$p")"
+        write_redis_config "$d" "$HOST" "$p" yes "cluster-enabled yes" "cluster-config-file $d/data/nodes.conf" \
+            "cluster-node-timeout 2000" "repl-diskless-sync-delay 0" "masteruser $TXDAG_REDIS_ADMIN_USER" \
+            "masterauth $TXDAG_REDIS_ADMIN_PASSWORD"
+        redis-server "$d/redis.conf" >/dev/null ||
             die "redis-server did not start on $p; see $(redis_dir "$p")/redis.log"
         started+=("$p")
     done
     for p in "${REDIS_PORTS[@]}"; do
-        wait_for "redis_up $p" "$WAIT_SECONDS" || die "Redis node $HOST:$p did not answer PING; log:" \
+        wait_for "redis_up $HOST $p" "$WAIT_SECONDS" || die "Redis node $HOST:$p did not answer PING; log:" \
             "$(redis_dir "$p")/redis.log"
     done
     # A first start: the nodes know only themselves; create the cluster (three masters, a replica each).
@@ -312,12 +209,12 @@ start_redis() {
 
 replica_synced() { # a master, or a replica whose link to its master is up
     local info
-    info="$(rcli "$1" info replication 2>/dev/null | tr -d '\r')"
+    info="$(rcli "$HOST" "$1" info replication 2>/dev/null | tr -d '\r')"
     grep -qx 'role:master' <<<"$info" || grep -qx 'master_link_status:up' <<<"$info"
 }
 
 redis_masters() { # the masters that hold slots (a node just added is a master without any until it replicates)
-    rcli "${REDIS_PORTS[0]}" cluster nodes 2>/dev/null |
+    rcli "$HOST" "${REDIS_PORTS[0]}" cluster nodes 2>/dev/null |
         awk '$3 ~ /master/ && $3 !~ /fail/ && NF >= 9 {split($2, a, "@"); print a[1]}' |
         sort | tr '\n' ' ' | sed 's/ $//'
 }
@@ -325,10 +222,10 @@ redis_masters() { # the masters that hold slots (a node just added is a master w
 stop_redis() {
     local p pid
     for p in "${REDIS_PORTS[@]}"; do
-        if pid="$(redis_pid "$p")"; then
+        if pid="$(redis_pid "$(redis_dir "$p")")"; then
             # SHUTDOWN: the append-only file is written out; the node's cluster config stays in nodes.conf.
-            RCLI_TIMEOUT=30 rcli "$p" shutdown >/dev/null 2>&1 || terminate "$pid"
-            wait_for "! kill -0 $pid 2>/dev/null" 15 || terminate "$pid"
+            RCLI_TIMEOUT=30 rcli "$HOST" "$p" shutdown >/dev/null 2>&1 || terminate "$pid" group
+            wait_for "! kill -0 $pid 2>/dev/null" 15 || terminate "$pid" group
             say "Redis node $HOST:$p stopped (pid $pid)"
         fi
         rm -f "$(redis_dir "$p")/redis.pid"
@@ -398,7 +295,7 @@ stop_spark() {
     local name pid
     for name in "${SPARK_WORKERS[@]/#/worker-}" master; do
         if pid="$(spark_pid "$name")"; then
-            terminate "$pid"
+            terminate "$pid" group
             say "Spark $name stopped (pid $pid)"
         fi
         rm -f "$(spark_dir "$name")/spark.pid"
@@ -456,9 +353,9 @@ secret() {
 broker_user() {
     local -a rules
     read -r -a rules <<<"$(tr '\n' ' ' <<<"$CELERY_ACL")"
-    [[ "$(rcli "$SINGLE_REDIS_PORT" acl setuser celery reset on ">$(secret broker.password)" "${rules[@]}")" == OK ]] ||
+    [[ "$(rcli "$HOST" "$SINGLE_REDIS_PORT" acl setuser celery reset on ">$(secret broker.password)" "${rules[@]}")" == OK ]] ||
         die "ACL SETUSER celery on $HOST:$SINGLE_REDIS_PORT failed"
-    rcli "$SINGLE_REDIS_PORT" acl save >/dev/null
+    rcli "$HOST" "$SINGLE_REDIS_PORT" acl save >/dev/null
 }
 
 # The topologies' user on every node of the Redis Cluster (a node's users are its own; a replica that takes over
@@ -524,7 +421,7 @@ start_celery_worker() {
 
 start_airflow() {
     local n conf started=()
-    if ! { redis_up "${REDIS_PORTS[0]}" && zk_serving 1 && spark_pid master >/dev/null; }; then
+    if ! { redis_up "$HOST" "${REDIS_PORTS[0]}" && zk_serving 1 && spark_pid master >/dev/null; }; then
         die "Airflow on the cluster needs its ZooKeeper, Redis Cluster and Spark: bash scripts/cluster.sh start"
     fi
     single_redis start redis
@@ -562,7 +459,7 @@ stop_airflow() {
     local n pid
     for n in "${CELERY_WORKERS[@]}"; do
         if pid="$(worker_pid "$n")"; then
-            terminate "$pid" # a warm shutdown waits for the running tasks; SIGKILL after 15 s
+            terminate "$pid" group # a warm shutdown waits for the running tasks; SIGKILL after 15 s
             say "Celery worker $n stopped (pid $pid)"
         fi
         rm -f "$CELERY_DIR/worker$n.pid"
@@ -586,16 +483,16 @@ status() {
     local rc=0 n p name pid
     for n in "${ZK_NODES[@]}"; do
         if zk_serving "$n"; then
-            say "ZooKeeper node $n  $HOST:$(zk_port "$n")  $(zk_mode "$n"), $(tree_mib "$(zk_pid "$n")")"
+            say "ZooKeeper node $n  $HOST:$(zk_port "$n")  $(zk_mode "$n"), $(tree_mib "$(zk_pid "$(zk_dir "$n")")")"
         else
             say "ZooKeeper node $n  $HOST:$(zk_port "$n")  down"
             rc=1
         fi
     done
     for p in "${REDIS_PORTS[@]}"; do
-        if redis_up "$p"; then
-            say "Redis node        $HOST:$p  $(rcli "$p" role 2>/dev/null | head -n 1), cluster $(cluster_state "$p")," \
-                "$(tree_mib "$(redis_pid "$p")")"
+        if redis_up "$HOST" "$p"; then
+            say "Redis node        $HOST:$p  $(rcli "$HOST" "$p" role 2>/dev/null | head -n 1), cluster $(cluster_state "$p")," \
+                "$(tree_mib "$(redis_pid "$(redis_dir "$p")")")"
         else
             say "Redis node        $HOST:$p  down"
             rc=1
@@ -637,8 +534,8 @@ print_env() {
 
 wipe() {
     local n p name
-    for n in "${ZK_NODES[@]}"; do ! zk_pid "$n" >/dev/null || die "ZooKeeper node $n runs: stop the cluster first"; done
-    for p in "${REDIS_PORTS[@]}"; do ! redis_pid "$p" >/dev/null || die "Redis node $p runs: stop the cluster first"; done
+    for n in "${ZK_NODES[@]}"; do ! zk_pid "$(zk_dir "$n")" >/dev/null || die "ZooKeeper node $n runs: stop the cluster first"; done
+    for p in "${REDIS_PORTS[@]}"; do ! redis_pid "$(redis_dir "$p")" >/dev/null || die "Redis node $p runs: stop the cluster first"; done
     for name in master "${SPARK_WORKERS[@]/#/worker-}"; do
         ! spark_pid "$name" >/dev/null || die "Spark $name runs: stop the cluster first"
     done

@@ -20,7 +20,8 @@ fi
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 FILE="$ROOT/.run/credentials.env"
 
-random_password() { head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+source "$ROOT/scripts/lib/common.sh"
 
 if [[ ! -s "$FILE" ]]; then
     mkdir -p "$ROOT/.run"

@@ -28,7 +28,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'; }
-say() { printf 'demo: %s\n' "$*"; }
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+source "$ROOT/scripts/lib/common.sh"
 
 usage_error() {
     printf 'demo: error: %s (bash scripts/demo.sh --help lists the options)\n' "$*" >&2

@@ -55,16 +55,8 @@ POMS="$ROOT/scripts/kafka"
 WAIT_SECONDS=120 # a busy 2-core machine: the first start, format included, took 71 s at a load of 16
 MAIN_CLASS=kafka.Kafka
 
-say() { printf 'kafka: %s\n' "$*"; }
-die() {
-    printf 'kafka: error: %s\n' "$*" >&2
-    exit 1
-}
-
-# shellcheck source-path=SCRIPTDIR source=lib/process.sh
-source "$ROOT/scripts/lib/process.sh"
-# shellcheck source-path=SCRIPTDIR source=lib/credentials.sh
-source "$ROOT/scripts/lib/credentials.sh"
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+source "$ROOT/scripts/lib/common.sh"
 
 check_port "$PORT"
 CONTROLLER_PORT="${TXDAG_KAFKA_CONTROLLER_PORT:-$((PORT + 1))}"
@@ -135,7 +127,7 @@ kafka_pid() { live_pid "$PID_FILE" "$MAIN_CLASS $DIR/server.properties"; }
 # --- start, stop --------------------------------------------------------------------------------------------
 
 # The config is written afresh at each start; the data folder is never emptied but by 'wipe'.
-write_config() {
+write_kafka_config() {
     local user password
     user="$(credential TXDAG_KAFKA_USER)"
     password="$(credential TXDAG_KAFKA_PASSWORD)"
@@ -208,7 +200,7 @@ start() {
             die "Kafka's jars are not in $JARS: run bash scripts/kafka.sh fetch (bash scripts/setup.sh runs it)"
         mkdir -p "$DIR"
         : >"$LOG"
-        write_config
+        write_kafka_config
         format_once
         # In its own session, so that a signal to the caller's process group does not reach it. No JMX port
         # (com.sun.management.jmxremote is not set).

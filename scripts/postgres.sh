@@ -37,13 +37,9 @@ PG_LOG="$PG_DIR/postgres.log"
 SUPERUSER="${TXDAG_PG_SUPERUSER:-postgres}"
 WAIT_SECONDS=60
 
-say() { printf 'postgres: %s\n' "$*" >&2; }
-die() {
-    printf 'postgres: error: %s\n' "$*" >&2
-    exit 1
-}
-# shellcheck source-path=SCRIPTDIR source=lib/hosts.sh
-source "$ROOT/scripts/lib/hosts.sh"
+SAY_FD=2 # say writes to stderr: the stdout of url and ensure-db is their answer
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+source "$ROOT/scripts/lib/common.sh"
 HOST="$(loopback_host TXDAG_PG_HOST)"
 
 if ! [[ "$PG_PORT" =~ ^[0-9]+$ ]] || ((PG_PORT < 1 || PG_PORT > 65535)); then
@@ -95,7 +91,7 @@ data_dir() {
 
 # The server's log: .run/pg-<port>/postgres.log, or beside a data directory outside .run/ (the server's user
 # must be able to write it).
-log_file() {
+pg_log_file() {
     if [[ "$1" == "$PG_DIR/data" ]]; then
         printf '%s\n' "$PG_LOG"
     else
@@ -103,14 +99,9 @@ log_file() {
     fi
 }
 
-random_password() { head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
 
 # --- probes -------------------------------------------------------------------------------------------------
 
-port_open() {
-    # shellcheck disable=SC2016  # $0 and $1 are expanded by the inner bash
-    timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$HOST" "$PG_PORT" 2>/dev/null
-}
 
 # The server on the port accepts connections (no login needed for this check).
 pg_up() { timeout 5 "$PG_BIN/pg_isready" -q -h "$HOST" -p "$PG_PORT" -t 3 >/dev/null 2>&1; }
@@ -134,7 +125,7 @@ init_cluster() {
     mkdir -p "$dir"
     chmod 700 "$dir"
     if [[ ! -f "$PG_DIR/superuser.password" ]]; then
-        (umask 077 && random_password >"$PG_DIR/superuser.password")
+        (umask 077 && random_password 18 >"$PG_DIR/superuser.password")
     fi
     pwfile="$(mktemp -t txdag-pgpw.XXXXXX)"
     cp "$PG_DIR/superuser.password" "$pwfile"
@@ -183,12 +174,12 @@ start_pg() {
     need_binaries
     dir="$(data_dir)"
     if ! pid="$(pg_pid)"; then
-        if port_open; then
+        if port_open "$PG_PORT"; then
             die "port $PG_PORT answers, but not as PostgreSQL; free it or set TXDAG_PG_PORT"
         fi
         [[ -f "$dir/PG_VERSION" ]] || init_cluster "$dir"
         allow_host "$dir"
-        log="$(log_file "$dir")"
+        log="$(pg_log_file "$dir")"
         touch "$log"
         if [[ $(id -u) -eq 0 ]]; then
             chown "$RUN_AS:" "$log"
@@ -205,7 +196,7 @@ start_pg() {
         pg_up && break
         sleep 0.25
     done
-    log="$(log_file "$dir")"
+    log="$(pg_log_file "$dir")"
     pg_up || die "PostgreSQL did not answer on $HOST:$PG_PORT within ${WAIT_SECONDS}s; log: $log"
     say "PostgreSQL $HOST:$PG_PORT started (pid $(pg_pid || echo '?'), data $dir, log $log)"
 }
@@ -267,7 +258,7 @@ role_password() {
     local file="$PG_DIR/role-$1.password"
     mkdir -p "$PG_DIR"
     if [[ ! -s "$file" ]]; then
-        (umask 077 && random_password >"$file")
+        (umask 077 && random_password 18 >"$file")
     fi
     cat "$file"
 }

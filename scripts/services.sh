@@ -42,24 +42,16 @@ REDIS_DATA="$REDIS_DIR/data" # redis-server's --dir: the append-only file (appen
 REDIS_PID="$REDIS_DIR/redis.pid"
 ZK_DIR="$ROOT/.run/zk-$ZK_PORT"
 ZK_PID="$ZK_DIR/zookeeper.pid"
-ZK_SERVER=/usr/share/zookeeper/bin/zkServer.sh
 ZK_WAIT_SECONDS=30
 REDIS_WAIT_SECONDS=10
 # shellcheck source=/dev/null  # generated: TXDAG_REDIS_ADMIN_USER/PASSWORD, TXDAG_REDIS_USER/PASSWORD, TXDAG_ZK_*
 source "$(bash "$ROOT/scripts/credentials.sh")"
 
-say() { printf 'services: %s\n' "$*"; }
-die() {
-    printf 'services: error: %s\n' "$*" >&2
-    exit 1
-}
-
-# shellcheck source-path=SCRIPTDIR source=lib/process.sh
-source "$ROOT/scripts/lib/process.sh"
-# shellcheck source-path=SCRIPTDIR source=lib/hosts.sh
-source "$ROOT/scripts/lib/hosts.sh"
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+source "$ROOT/scripts/lib/common.sh"
 REDIS_HOST="$(loopback_host TXDAG_REDIS_HOST)"
 ZK_HOST="$(loopback_host TXDAG_ZK_HOST)"
+REDIS=("$REDIS_HOST" "$REDIS_PORT") # the address rcli and redis_up take first
 
 for port in "$REDIS_PORT" "$ZK_PORT"; do
     check_port "$port"
@@ -68,62 +60,16 @@ done
 
 # --- probes -------------------------------------------------------------------------------------------------
 
-# redis-cli as the admin user; the password goes through the environment, not the command line. A server without
-# that user (started before access control) answers as its default user: redis-cli only warns on stderr.
-rcli() {
-    REDISCLI_AUTH="$TXDAG_REDIS_ADMIN_PASSWORD" timeout "${RCLI_TIMEOUT:-3}" \
-        redis-cli --user "$TXDAG_REDIS_ADMIN_USER" -h "$REDIS_HOST" -p "$REDIS_PORT" "$@"
-}
-
-# A Redis answers on the port: PONG, or a refusal of our credentials.
-redis_up() {
-    local reply
-    reply="$(rcli ping 2>/dev/null)" || return 1
-    [[ "$reply" == PONG || "$reply" == NOAUTH* || "$reply" == WRONGPASS* ]]
-}
-
 # That Redis knows our admin user: it runs with txdag's access control.
-redis_acl_on() { [[ "$(rcli acl whoami 2>/dev/null)" == "$TXDAG_REDIS_ADMIN_USER" ]]; }
-
-# The ACL file: the default user off, the admin user of .run/credentials.env (both written afresh, so that new
-# credentials take effect), and every other user the file held, unchanged: the ones `txdag acl redis --apply` saved
-# (ACL SAVE), and those stop and restart-redis saved. The file is replaced only once it has been read whole.
-# The default user is off (no one can log in as it) but may run everything: Redis 7.0 replays its append-only file
-# as the default user and checks each MULTI/EXEC (and each Lua script's writes, stored as one) against its rules
-# again, so with -@all every commit would be dropped, silently, at the next start (redis/redis#14541).
-write_acl_file() {
-    local hash kept="" file="$REDIS_DIR/users.acl"
-    hash="$(printf '%s' "$TXDAG_REDIS_ADMIN_PASSWORD" | sha256sum | cut -d' ' -f1)"
-    if [[ -f "$file" ]]; then
-        # grep exits 1 when it selects nothing (only the two users above), 2 when it cannot read the file
-        kept="$(grep -v -e '^user default ' -e "^user $TXDAG_REDIS_ADMIN_USER " "$file")" || (($? == 1)) ||
-            die "could not read $file (its users would be lost): check its permissions"
-    fi
-    (
-        umask 077
-        {
-            printf 'user default off resetkeys ~* &* +@all\nuser %s on #%s ~* &* +@all\n' "$TXDAG_REDIS_ADMIN_USER" "$hash"
-            [[ -z "$kept" ]] || printf '%s\n' "$kept"
-        } >"$file.new" && mv -f "$file.new" "$file"
-    ) || die "could not write $file"
-}
+redis_acl_on() { [[ "$(rcli "${REDIS[@]}" acl whoami 2>/dev/null)" == "$TXDAG_REDIS_ADMIN_USER" ]]; }
 
 # ZooKeeper's four-letter word 'ruok' answers 'imok' when the server is serving.
-zk_up() {
-    local reply
-    # shellcheck disable=SC2016  # $0 and $1 are expanded by the inner bash
-    reply="$(timeout 3 bash -c 'exec 3<>"/dev/tcp/$0/$1" && printf ruok >&3 && cat <&3' "$ZK_HOST" "$ZK_PORT" \
-        2>/dev/null)" || true
-    [[ "$reply" == imok ]]
-}
-
-redis_pid() { live_pid "$REDIS_PID" redis-server; }
-zk_pid() { live_pid "$ZK_PID" "$ZK_DIR/zoo.cfg"; }
+zk_up() { [[ "$(zk_word "$ZK_HOST" "$ZK_PORT" ruok)" == imok ]]; }
 
 # --- Redis --------------------------------------------------------------------------------------------------
 
 # The value of a setting of the Redis on the port (CONFIG GET), or nothing.
-redis_config() { rcli --raw config get "$1" 2>/dev/null | sed -n 2p; }
+redis_config() { rcli "${REDIS[@]}" --raw config get "$1" 2>/dev/null | sed -n 2p; }
 
 # An append-only file in the data folder: Redis 7's appendonlydir/ (its manifest), or Redis 6's appendonly.aof.
 aof_exists() { [[ -f "$REDIS_DATA/appendonlydir/appendonly.aof.manifest" || -f "$REDIS_DATA/appendonly.aof" ]]; }
@@ -131,7 +77,7 @@ aof_exists() { [[ -f "$REDIS_DATA/appendonlydir/appendonly.aof.manifest" || -f "
 # The append-only file is on and no rewrite is running or due: what the server holds is in the file.
 aof_settled() {
     local info
-    info="$(rcli info persistence 2>/dev/null | tr -d '\r')" || return 1
+    info="$(rcli "${REDIS[@]}" info persistence 2>/dev/null | tr -d '\r')" || return 1
     grep -qx 'aof_enabled:1' <<<"$info" && grep -qx 'aof_rewrite_in_progress:0' <<<"$info" &&
         grep -qx 'aof_rewrite_scheduled:0' <<<"$info" && grep -qx 'aof_last_bgrewrite_status:ok' <<<"$info" &&
         aof_exists
@@ -139,13 +85,13 @@ aof_settled() {
 
 start_redis() {
     local pid aof=yes
-    if redis_up; then
+    if redis_up "${REDIS[@]}"; then
         if ! redis_acl_on; then
             die "the Redis on $REDIS_HOST:$REDIS_PORT does not accept user $TXDAG_REDIS_ADMIN_USER of" \
                 ".run/credentials.env (started before access control, or the credentials changed): restart it" \
                 "with 'bash scripts/services.sh restart-redis', or set TXDAG_REDIS_PORT"
         fi
-        if pid="$(redis_pid)"; then
+        if pid="$(redis_pid "$REDIS_DIR")"; then
             say "Redis     $REDIS_HOST:$REDIS_PORT already running (pid $pid)"
         else
             say "Redis     $REDIS_HOST:$REDIS_PORT already answering PING: reusing it"
@@ -160,33 +106,23 @@ start_redis() {
     command -v redis-cli >/dev/null 2>&1 || die "redis-cli not found; run: bash scripts/setup.sh"
     mkdir -p "$REDIS_DATA"
     rm -f "$REDIS_PID"
-    write_acl_file
     # A dump and no append-only file: the data of a Redis that ran without one (restart-redis or stop of a Redis
     # started elsewhere or by an older services.sh). Started with appendonly yes, Redis would ignore the dump and
     # come up empty; so it loads the dump first, and the append-only file is switched on below.
     if [[ -f "$REDIS_DATA/dump.rdb" ]] && ! aof_exists; then
         aof=no
     fi
-    # Durability, the exactly-once promise: a commit that Redis acknowledged is in the append-only file *and on
-    # disk* before txdag records it in ZooKeeper, so no crash (of Redis, of the machine, of the power) can leave
-    # ZooKeeper ahead of Redis. appendfsync always pays for that with one fsync per round of writes Redis answers
-    # together: a commit is one script call per chunk of 5,000 keys, so one fsync per chunk (measured: no
-    # difference within the noise for the in-process demo; ~1.5 ms per write sent one at a time, unpipelined).
-    # everysec would lose up to about a second of acknowledged commits when the machine (not only Redis) goes
-    # down, and txdag would find ZooKeeper ahead of Redis. No RDB snapshots (--save ''): the append-only file is
-    # the copy on disk.
-    redis-server --port "$REDIS_PORT" --bind "$REDIS_HOST" --daemonize yes --dir "$REDIS_DATA" \
-        --aclfile "$REDIS_DIR/users.acl" --pidfile "$REDIS_PID" --logfile "$REDIS_DIR/redis.log" \
-        --save '' --appendonly "$aof" --appendfsync always >/dev/null ||
-        die "redis-server did not start; see $REDIS_DIR/redis.log"
-    if ! wait_for redis_up "$REDIS_WAIT_SECONDS"; then
+    # The durability of write_redis_config (scripts/lib/common.sh): appendfsync always, no RDB snapshots.
+    write_redis_config "$REDIS_DIR" "$REDIS_HOST" "$REDIS_PORT" "$aof"
+    redis-server "$REDIS_DIR/redis.conf" >/dev/null || die "redis-server did not start; see $REDIS_DIR/redis.log"
+    if ! wait_for "redis_up ${REDIS[*]}" "$REDIS_WAIT_SECONDS"; then
         tail -n 20 "$REDIS_DIR/redis.log" >&2 || true
         die "Redis did not answer PING on $REDIS_HOST:$REDIS_PORT within ${REDIS_WAIT_SECONDS}s; log: $REDIS_DIR/redis.log"
     fi
     if [[ "$aof" == no ]]; then
         # The dump is loaded: CONFIG SET appendonly yes writes the append-only file from memory (a rewrite), and
         # once that is done the dump is no longer needed; the next start loads the append-only file.
-        [[ "$(rcli config set appendonly yes 2>&1)" == OK ]] ||
+        [[ "$(rcli "${REDIS[@]}" config set appendonly yes 2>&1)" == OK ]] ||
             die "Redis on $REDIS_HOST:$REDIS_PORT refused CONFIG SET appendonly yes; log: $REDIS_DIR/redis.log"
         wait_for aof_settled 120 ||
             die "Redis on $REDIS_HOST:$REDIS_PORT did not write its append-only file within 120 s (the dump" \
@@ -194,13 +130,13 @@ start_redis() {
         rm -f "$REDIS_DATA/dump.rdb"
         say "Redis     $REDIS_HOST:$REDIS_PORT loaded $REDIS_DATA/dump.rdb and wrote its append-only file from it"
     fi
-    say "Redis     $REDIS_HOST:$REDIS_PORT started (pid $(redis_pid || echo '?'), data $REDIS_DATA, log $REDIS_DIR/redis.log)"
+    say "Redis     $REDIS_HOST:$REDIS_PORT started (pid $(redis_pid "$REDIS_DIR" || echo '?'), data $REDIS_DATA, log $REDIS_DIR/redis.log)"
 }
 
 # A Redis of this script that runs without its append-only file (started by an older services.sh) is named, with
 # how to switch it on; stop and restart-redis keep its data anyway (SHUTDOWN SAVE).
 warn_if_no_aof() {
-    if redis_pid >/dev/null && [[ "$(redis_config appendonly)" == no ]]; then
+    if redis_pid "$REDIS_DIR" >/dev/null && [[ "$(redis_config appendonly)" == no ]]; then
         say "Redis     $REDIS_HOST:$REDIS_PORT runs without its append-only file (started by an older services.sh): a" \
             "crash would lose its data; 'bash scripts/services.sh restart-redis' keeps the data and switches it on"
     fi
@@ -212,20 +148,20 @@ warn_if_no_aof() {
 # the next start loads it. Returns 1 when the admin user could not shut it down.
 shutdown_redis() {
     local pid dir file aof stale i
-    pid="$(redis_pid || true)"
+    pid="$(redis_pid "$REDIS_DIR" || true)"
     dir="$(redis_config dir)"
     file="$(redis_config dbfilename)"
     aof="$(redis_config appendonly)"
-    if [[ -n "$(redis_config aclfile)" ]] && [[ "$(rcli acl save 2>&1)" != OK ]]; then
+    if [[ -n "$(redis_config aclfile)" ]] && [[ "$(rcli "${REDIS[@]}" acl save 2>&1)" != OK ]]; then
         say "Redis     $REDIS_HOST:$REDIS_PORT: ACL SAVE failed: users added since the start without it are lost"
     fi
     if [[ "$aof" == yes && -n "$dir" && "$dir" -ef "$REDIS_DATA" ]]; then
         say "Redis     $REDIS_HOST:$REDIS_PORT shutting down (SHUTDOWN; the data is in $REDIS_DATA)"
-        RCLI_TIMEOUT=30 rcli shutdown >/dev/null 2>&1 || true
+        RCLI_TIMEOUT=30 rcli "${REDIS[@]}" shutdown >/dev/null 2>&1 || true
         aof=ours
     else
         say "Redis     $REDIS_HOST:$REDIS_PORT shutting down (SHUTDOWN SAVE)"
-        RCLI_TIMEOUT=30 rcli shutdown save >/dev/null 2>&1 || true
+        RCLI_TIMEOUT=30 rcli "${REDIS[@]}" shutdown save >/dev/null 2>&1 || true
     fi
     wait_port_closed "$REDIS_PORT" "$REDIS_HOST" || return 1
     if [[ -n "$pid" ]]; then
@@ -257,14 +193,14 @@ shutdown_redis() {
 
 stop_redis() {
     local pid
-    if pid="$(redis_pid)"; then
-        if ! redis_up || ! redis_acl_on || ! shutdown_redis; then
+    if pid="$(redis_pid "$REDIS_DIR")"; then
+        if ! redis_up "${REDIS[@]}" || ! redis_acl_on || ! shutdown_redis; then
             # Not answering as ours: SIGTERM, on which Redis still writes its append-only file out.
             terminate "$pid"
             rm -f "$REDIS_PID"
         fi
         say "Redis     $REDIS_HOST:$REDIS_PORT stopped (pid $pid)"
-    elif redis_up; then
+    elif redis_up "${REDIS[@]}"; then
         say "Redis     $REDIS_HOST:$REDIS_PORT left running: not started by this script"
     else
         rm -f "$REDIS_PID"
@@ -274,7 +210,7 @@ stop_redis() {
 
 # Restarts the Redis on the port here, keeping its data and users (shutdown_redis), whoever started it.
 restart_redis() {
-    if redis_up; then
+    if redis_up "${REDIS[@]}"; then
         shutdown_redis || die "Redis on $REDIS_HOST:$REDIS_PORT did not shut down"
     else
         say "Redis     $REDIS_HOST:$REDIS_PORT not running: starting it"
@@ -285,11 +221,11 @@ restart_redis() {
 # wipe refuses while the Redis of this port runs (ours, or any Redis whose data folder is ours).
 redis_stopped_for_wipe() {
     local pid
-    if pid="$(redis_pid)"; then
+    if pid="$(redis_pid "$REDIS_DIR")"; then
         die "Redis on $REDIS_HOST:$REDIS_PORT is running (pid $pid): stop it first (bash scripts/services.sh stop), nothing" \
             "was deleted"
     fi
-    if redis_up && [[ "$(redis_config dir)" -ef "$REDIS_DATA" ]]; then
+    if redis_up "${REDIS[@]}" && [[ "$(redis_config dir)" -ef "$REDIS_DATA" ]]; then
         die "a Redis on $REDIS_HOST:$REDIS_PORT runs on $REDIS_DATA: stop it first, nothing was deleted"
     fi
 }
@@ -302,36 +238,17 @@ wipe_redis() {
 
 # --- ZooKeeper ----------------------------------------------------------------------------------------------
 
-# The config is written afresh at each start; the data folder is never emptied but by 'wipe'. ZooKeeper fsyncs its
-# transaction log before it answers a write (forceSync, on by default); autopurge keeps the 3 newest snapshots
-# and the logs after them, checked every hour, so that the folder does not grow for ever.
-write_zk_config() {
-    mkdir -p "$ZK_DIR/data"
-    cat >"$ZK_DIR/zoo.cfg" <<EOF
-# Written by scripts/services.sh: a standalone ZooKeeper for txdag, loopback only.
-tickTime=2000
-dataDir=$ZK_DIR/data
-autopurge.snapRetainCount=3
-autopurge.purgeInterval=1
-clientPort=$ZK_PORT
-clientPortAddress=$ZK_HOST
-admin.enableServer=false
-4lw.commands.whitelist=ruok,srvr,stat,mntr,envi
-maxSessionTimeout=60000
-EOF
-}
-
 start_zk() {
     local pid
     if zk_up; then
-        if pid="$(zk_pid)"; then
+        if pid="$(zk_pid "$ZK_DIR")"; then
             say "ZooKeeper $ZK_HOST:$ZK_PORT already running (pid $pid)"
         else
             say "ZooKeeper $ZK_HOST:$ZK_PORT already answering ruok: reusing it"
         fi
         return 0
     fi
-    if pid="$(zk_pid)"; then
+    if pid="$(zk_pid "$ZK_DIR")"; then
         # Started by us a moment ago and still coming up.
         say "ZooKeeper $ZK_HOST:$ZK_PORT starting (pid $pid): waiting"
     else
@@ -340,14 +257,9 @@ start_zk() {
         fi
         [[ -x "$ZK_SERVER" ]] || die "$ZK_SERVER not found; run: bash scripts/setup.sh"
         command -v java >/dev/null 2>&1 || die "java not found on PATH; ZooKeeper needs it"
-        write_zk_config
-        # start-foreground in its own session rather than 'start': Debian's zkEnv.sh overrides ZOO_LOG_DIR, so
-        # 'start' would write its output under /var/log/zookeeper; this way the log stays in $ZK_DIR.
-        # JMXDISABLE: otherwise the JVM opens a JMX port on all interfaces.
-        JMXDISABLE=true ZOO_LOG_DIR="$ZK_DIR" SERVER_JVMFLAGS="${TXDAG_ZK_JVMFLAGS:--Xmx512m}" \
-            setsid "$ZK_SERVER" start-foreground "$ZK_DIR/zoo.cfg" >"$ZK_DIR/zookeeper.log" 2>&1 </dev/null &
+        write_zk_config "$ZK_DIR" "$ZK_HOST" "$ZK_PORT"
+        launch_zk "$ZK_DIR" 512m
         pid=$!
-        printf '%s\n' "$pid" >"$ZK_PID"
     fi
     if ! wait_for zk_up "$ZK_WAIT_SECONDS" "$pid"; then
         tail -n 30 "$ZK_DIR/zookeeper.log" >&2 || true
@@ -364,7 +276,7 @@ start_zk() {
 
 stop_zk() {
     local pid
-    if pid="$(zk_pid)"; then
+    if pid="$(zk_pid "$ZK_DIR")"; then
         terminate "$pid"
         rm -f "$ZK_PID"
         say "ZooKeeper $ZK_HOST:$ZK_PORT stopped (pid $pid)"
@@ -378,7 +290,7 @@ stop_zk() {
 
 zk_stopped_for_wipe() {
     local pid
-    if pid="$(zk_pid)"; then
+    if pid="$(zk_pid "$ZK_DIR")"; then
         die "ZooKeeper on $ZK_HOST:$ZK_PORT is running (pid $pid): stop it first (bash scripts/services.sh stop)," \
             "nothing was deleted"
     fi
@@ -394,8 +306,8 @@ wipe_zk() {
 
 status() {
     local rc=0 pid
-    if redis_up; then
-        if pid="$(redis_pid)"; then
+    if redis_up "${REDIS[@]}"; then
+        if pid="$(redis_pid "$REDIS_DIR")"; then
             say "Redis     $REDIS_HOST:$REDIS_PORT up (started here, pid $pid)"
             warn_if_no_aof
         else
@@ -406,7 +318,7 @@ status() {
         rc=1
     fi
     if zk_up; then
-        if pid="$(zk_pid)"; then
+        if pid="$(zk_pid "$ZK_DIR")"; then
             say "ZooKeeper $ZK_HOST:$ZK_PORT up (started here, pid $pid)"
         else
             say "ZooKeeper $ZK_HOST:$ZK_PORT up (not started by this script)"
@@ -429,23 +341,23 @@ all | redis | zk | kafka) ;;
 *) usage ;;
 esac
 wants() { [[ "$which" == all || "$which" == "$1" ]]; } # the command is for service $1
-kafka() { bash "$ROOT/scripts/kafka.sh" "$@"; }
+kafka_sh() { bash "$ROOT/scripts/kafka.sh" "$@"; }
 
 case "${1:-}" in
 start)
     ! wants redis || start_redis
     ! wants zk || start_zk
-    ! wants kafka || kafka start
+    ! wants kafka || kafka_sh start
     ;;
 stop)
     ! wants redis || stop_redis
     ! wants zk || stop_zk
-    ! wants kafka || kafka stop
+    ! wants kafka || kafka_sh stop
     ;;
 status)
     rc=0
     status || rc=1
-    kafka status || rc=1
+    kafka_sh status || rc=1
     exit "$rc"
     ;;
 restart-redis) restart_redis ;;
@@ -453,10 +365,10 @@ wipe)
     # all checked before anything is deleted: never half a wipe
     ! wants redis || redis_stopped_for_wipe
     ! wants zk || zk_stopped_for_wipe
-    ! wants kafka || kafka wipe --check
+    ! wants kafka || kafka_sh wipe --check
     ! wants redis || wipe_redis
     ! wants zk || wipe_zk
-    ! wants kafka || kafka wipe
+    ! wants kafka || kafka_sh wipe
     if [[ "$which" != all ]]; then
         say "only $which wiped: the topologies' state in Redis, their txids in ZooKeeper and their sources no" \
             "longer match; wipe all three (no argument) to start them afresh"
@@ -469,7 +381,7 @@ env)
     printf 'export TXDAG_REDIS_URL="redis://${TXDAG_REDIS_ADMIN_USER}:${TXDAG_REDIS_ADMIN_PASSWORD}@%s:%s/0"\n' \
         "$REDIS_HOST" "$REDIS_PORT"
     printf 'export TXDAG_ZK_HOSTS=%s:%s\n' "$ZK_HOST" "$ZK_PORT"
-    kafka env
+    kafka_sh env
     ;;
 *) usage ;;
 esac

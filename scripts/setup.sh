@@ -30,11 +30,8 @@ CONSTRAINTS="$ROOT/constraints/constraints-3.11.txt"
 APT_PACKAGES=(redis-server redis-tools zookeeper postgresql-15 postgresql-client-15 openjdk-17-jre-headless maven
     chromium chromium-driver)
 
-say() { printf 'setup: %s\n' "$*"; }
-die() {
-    printf 'setup: error: %s\n' "$*" >&2
-    exit 1
-}
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+source "$ROOT/scripts/lib/common.sh"
 
 # Run a command as root: directly when we are root, else through sudo.
 as_root() {

@@ -38,13 +38,8 @@ LOG="$DIR/server.log"
 WAIT_SECONDS=90
 SERVER_CLASS=org.apache.spark.sql.connect.service.SparkConnectServer
 
-say() { printf 'spark-connect: %s\n' "$*"; }
-die() {
-    printf 'spark-connect: error: %s\n' "$*" >&2
-    exit 1
-}
-# shellcheck source-path=SCRIPTDIR source=lib/hosts.sh
-source "$ROOT/scripts/lib/hosts.sh"
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+source "$ROOT/scripts/lib/common.sh"
 HOST="$(loopback_host TXDAG_SPARK_CONNECT_HOST)"
 
 [[ "$PORT" =~ ^[0-9]+$ ]] && ((PORT >= 1 && PORT <= 65535)) || die "not a port number: '$PORT'"

@@ -369,7 +369,7 @@ def test_the_scripts_and_the_stack_refuse_a_host_off_loopback(monkeypatch):
 
     from tput.services import BenchError, Hosts, script_service
 
-    lib = Path(__file__).resolve().parents[2] / "scripts" / "lib" / "hosts.sh"
+    lib = Path(__file__).resolve().parents[2] / "scripts" / "lib" / "common.sh"
 
     def host(value: str | None) -> subprocess.CompletedProcess:
         env = {"PATH": "/usr/bin:/bin", **({"TXDAG_ZK_HOST": value} if value is not None else {})}

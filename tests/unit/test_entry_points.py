@@ -130,7 +130,8 @@ def service_env(ports: dict[str, int], home: Path) -> dict[str, str]:
 
 
 def make_sandbox(base: Path, script: str) -> tuple[Path, Path, Path]:
-    """``base/repo/scripts/<script>`` (a copy), the other scripts as stubs, a PATH of stubs; and the stub log."""
+    """``base/repo/scripts/<script>`` and scripts/lib/ (copies), the other scripts as stubs, a PATH of stubs; and the
+    stub log."""
     log = base / "stub-calls.log"
     repo, stubs = base / "repo", base / "stub-bin"
     (repo / "scripts").mkdir(parents=True)
@@ -146,6 +147,7 @@ def make_sandbox(base: Path, script: str) -> tuple[Path, Path, Path]:
             shutil.copy2(other, repo / "scripts" / script)
         else:
             stub(repo / "scripts" / other.name, f"scripts/{other.name}")
+    shutil.copytree(ROOT / "scripts" / "lib", repo / "scripts" / "lib")  # what the scripts source, not stubbed
     for command in STUBBED_COMMANDS:
         stub(stubs / command, command)
     return repo, stubs, log
