@@ -214,7 +214,8 @@ admin.enableServer=false
 4lw.commands.whitelist=ruok,srvr,stat,mntr,envi
 maxSessionTimeout=60000
 EOF
-        [[ -z "$myid" ]] || printf 'initLimit=10\nsyncLimit=5\n%s\n' "$@"
+        [[ -z "$myid" ]] || printf 'initLimit=10\nsyncLimit=5\n'
+        (($# == 0)) || printf '%s\n' "$@"
     } >"$dir/zoo.cfg"
 }
 

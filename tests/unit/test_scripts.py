@@ -68,3 +68,27 @@ def test_a_script_that_calls_a_shared_helper_sources_the_file(script: Path) -> N
             f"{script.name} calls {called} of scripts/lib/common.sh without sourcing it")
     done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
+
+
+def zoo_cfg(tmp_path: Path, *args: str) -> tuple[dict[str, list[str]], str | None]:
+    """Each key of the zoo.cfg that common.sh's write_zk_config writes with ``args``, and the node's myid."""
+    done = subprocess.run(["bash", "-c", f'ROOT={ROOT}; source {LIB}; write_zk_config "$@"', "bash", str(tmp_path),
+                           "127.0.0.1", "2999", *args], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    keys: dict[str, list[str]] = defaultdict(list)
+    for line in (tmp_path / "zoo.cfg").read_text().splitlines():
+        if line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            keys[key].append(value)
+    myid = tmp_path / "data" / "myid"
+    return keys, myid.read_text().strip() if myid.exists() else None
+
+
+def test_the_zookeeper_config_has_each_setting_once_standalone_or_in_an_ensemble(tmp_path: Path) -> None:
+    alone, myid = zoo_cfg(tmp_path / "alone")
+    assert myid is None and "initLimit" not in alone and alone["clientPort"] == ["2999"]
+    servers = [f"server.{n}=127.0.0.1:{2990 + n}:{3990 + n}" for n in (1, 2, 3)]
+    member, myid = zoo_cfg(tmp_path / "member", "2", *servers)
+    assert myid == "2" and member["server.3"] == ["127.0.0.1:2993:3993"]
+    assert all(len(values) == 1 for values in member.values()), member
+    assert member.keys() - {"initLimit", "syncLimit", *(s.split("=")[0] for s in servers)} == alone.keys()
