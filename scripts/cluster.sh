@@ -192,7 +192,7 @@ start_redis() {
         for p in "${REDIS_PORTS[@]}"; do args+=("$HOST:$p"); done
         REDISCLI_AUTH="$TXDAG_REDIS_ADMIN_PASSWORD" redis-cli --user "$TXDAG_REDIS_ADMIN_USER" --cluster create \
             "${args[@]}" --cluster-replicas 1 --cluster-yes >"$DIR/redis-$REDIS_BASE-create.log" 2>&1 ||
-            die "redis-cli --cluster create failed; see $DIR/redis-cluster-create.log"
+            die "redis-cli --cluster create failed; see $DIR/redis-$REDIS_BASE-create.log"
     fi
     for p in "${REDIS_PORTS[@]}"; do
         wait_for "[[ \"\$(cluster_state $p)\" == ok ]]" "$WAIT_SECONDS" ||
