@@ -120,9 +120,13 @@ def keyed_rows(ctx: StageContext, frame: DataFrame, keys: list[str], types: dict
     codec = map_state(ctx, "keyed output").codec()
     if not isinstance(codec, JoinedKeyCodec) or len(keys) < 2:
         return frame.select(F.lit(False).alias("refused"), field.alias("field"), "v"), {}
-    tail = F.lit(codec.sep[:-1])
+    tail = codec.sep[:-1]  # a field ending with the start of a longer separator moves a cut too
+
+    def holds_sep(k: str) -> Column:
+        return (F.concat(F.col(k), F.lit(tail)) if tail else F.col(k)).contains(codec.sep)
+
     refused = reduce(lambda a, b: a & b, [F.col(k).isNotNull() for k in keys]) & reduce(
-        lambda a, b: a | b, [F.concat(F.col(k), tail).contains(codec.sep) for k in keys[:-1]])
+        lambda a, b: a | b, [holds_sep(k) for k in keys[:-1]])
     rows = frame.select(refused.alias("refused"),
                         F.when(refused, F.to_json(F.array(*keys))).otherwise(field).alias("field"), "v")
     return rows, {clash_key(ctx.key): (ctx.state.name, codec)}

@@ -230,3 +230,21 @@ def test_a_joined_key_whose_first_field_holds_the_separator_is_rejected_by_every
     for n in names:
         assert rejected[f'key:{n}:1:["a:b","c"]']["reason"].startswith(
             f"state {n!r} txid 1: key field 0 'a:b' of ('a:b', 'c') contains the separator ':'")
+
+
+def test_a_separator_of_two_characters_refuses_a_first_field_ending_with_its_start(
+        spark, redis_client, zk_client, zk_root, prefix):
+    """With "::", ("a:", "c") would be stored as "a:::c", the field of ("a", ":c"): the job's Spark expression
+    refuses it as the codec does, and keeps ("a", "b::c") (the last field may hold the separator)."""
+    append_tweets(redis_client, ["a: c", "a b::c", "x y"], prefix=f"{prefix}:")
+    state = State("pair_counts", namespace=f"{prefix}:pair_counts", key_fields=2, separator="::")
+    source = TweetsSource(max_transaction_size=3, prefix=f"{prefix}:")
+    spout = TweetsTransactionalSpout(redis_client, prefix=f"{prefix}:", max_transaction_size=3, topology=prefix)
+    coordinator = Coordinator(TransactionStore(zk_client, prefix, root=zk_root), spout, max_active_transactions=1)
+    emission = coordinator.coordinate("r1")
+    run_job(JobSpec(prefix, emission.tx, emission.metadata, source, (state,)),
+            lambda batch: {"pair_counts": pairs_process(batch)["pair_counts"]}, {"redis_default": redis_client}, spark)
+    assert Staging(redis_client, prefix).read(emission.tx) == {"pair_counts": {"a::b::c": 1, "x::y": 1}}
+    rejected = list_rejections(redis_client, prefix)
+    assert list(rejected) == ['key:pair_counts:1:["a:","c"]']
+    assert "ends with the start of the separator '::'" in rejected['key:pair_counts:1:["a:","c"]']["reason"]
