@@ -349,13 +349,13 @@ class CommitOperator(BaseOperator):
                     outcome = steps.commit(rt, tx, Owner.of(t, self.dag_file))
             if isinstance(outcome, Refused) and outcome.failed_txid not in (None, tx.txid):
                 outcome = behind_a_replay(rt, context, self.dag_id, outcome)
+            announce(context, t, outcome)  # before anything below can fail the try: its retry would find it committed
             if isinstance(outcome, Committed | AlreadyCommitted):
                 for later in rt.coordinator.automatic_replays(tx.txid):
                     if run_state(context, self.dag_id, later.run_id) in AGAIN:  # an operator's replay runs it
                         continue
                     replay_run(self.dag_id, later.run_id, f"txdag: txid {later.txid} re-emitted automatically after "
                                f"txid {later.failed_by}, which was re-emitted with another batch")
-        announce(context, t, outcome)
         return commit_result(self, t, tx, outcome)
 
     def resume(self, context: Any, event: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import redis
 from txdag.cli import exits
 from txdag.cli.common import CliError, conn_id, emit, redis_for, table, topology
 from txdag.state import RedisBackingMap
-from txdag.state.committed import CommittedRead, CommittedValue, read_committed
+from txdag.state.committed import CommittedRead, CommittedValue, read_committed, scan_committed
 from txdag.state.snapshottable_map import GLOBAL_KEY
 
 
@@ -51,17 +51,13 @@ def key_format(state: Any) -> str:
     return "its keys are plain strings, as stored"
 
 
-def read(definition: Any, backing: RedisBackingMap, state: Any, field_names: list[str] | None) -> CommittedRead:
-    """The state as of the last committed txid: the fields given (each checked to be one of the state's keys, a
-    usage error otherwise), or every field (one that is not a key is a hash shared with another program)."""
-    for field_name in field_names or []:
+def read(definition: Any, backing: RedisBackingMap, state: Any, field_names: list[str]) -> CommittedRead:
+    """The fields given (each checked to be one of the state's keys, a usage error otherwise), as of the last
+    committed txid."""
+    for field_name in field_names:
         check_field(backing, state, field_name, given=True)
     with wrong_type(state):
-        read = read_committed(backing, definition.commit_marker, definition.topology_id, field_names)
-    if field_names is None:
-        for field_name in read.values:
-            check_field(backing, state, field_name, given=False)
-    return read
+        return read_committed(backing, definition.commit_marker, definition.topology_id, field_names)
 
 
 def check_field(backing: RedisBackingMap, state: Any, field_name: str, given: bool) -> None:
@@ -109,13 +105,27 @@ def cmd_get(args: argparse.Namespace) -> int:
 
 
 def cmd_top(args: argparse.Namespace) -> int:
-    """The ``-n`` keys with the largest numeric values as of the committed txid (read by pages of HSCAN, so a
-    large hash is never read in one reply)."""
+    """The ``-n`` keys with the largest numeric values, read a page of HSCAN at a time (a large hash is never read
+    in one reply, nor held whole), each page as of the committed txid when it was read (scan_committed: a scan that
+    outlasts a commit says which txids its pages are as of)."""
     definition, state, backing = open_state(args)
-    committed = read(definition, backing, state, None)
-    numbers = ((number, f) for f, v in committed.values.items() if (number := numeric(v.value)) is not None)
-    ranked = [f for _, f in heapq.nsmallest(args.n, numbers, key=lambda item: (-item[0], item[1]))]
-    data = {**report(definition, state, committed, ranked), "total_keys": len(committed.values)}
+    best: list[tuple[float, str, CommittedValue]] = []
+    txids: set[int | None] = set()
+    total = newer = 0
+    isolated = True
+    with wrong_type(state):
+        for page in scan_committed(backing, definition.commit_marker, definition.topology_id):
+            for field_name in page.values:  # a field that is not a key: a hash shared with another program
+                check_field(backing, state, field_name, given=False)
+            numbers = [(number, f, v) for f, v in page.values.items() if (number := numeric(v.value)) is not None]
+            best = heapq.nsmallest(args.n, best + numbers, key=lambda item: (-item[0], item[1]))
+            txids.add(page.txid)
+            total, newer, isolated = total + len(page.values), newer + page.newer, isolated and page.isolated
+    known = sorted(t for t in txids if t is not None)
+    committed = CommittedRead(known[-1] if known else None, {f: v for _, f, v in best}, newer, isolated)
+    data = {**report(definition, state, committed, [f for _, f, _ in best]), "total_keys": total}
+    if len(known) > 1:
+        data["committed_from"] = known[0]
     emit(args, data, state_text)
     return 0
 
@@ -136,12 +146,18 @@ def report(definition: Any, state: Any, committed: CommittedRead, field_names: l
 def state_text(d: dict[str, Any]) -> str:
     total = f", {d['total_keys']} keys" if "total_keys" in d else ""
     head = f"state {d['state']} of topology {d['topology']} ({d['kind']}, Redis hash {d['namespace']}{total})"
-    if d["isolated"]:
-        head += f", as of committed txid {d['committed_txid']}" if d["committed_txid"] is not None else \
-            ", nothing committed yet"
+    if d["isolated"] and d["committed_txid"] is None:
+        head += ", nothing committed yet"
         if d["newer"]:
-            head += (f" (the next txid's commit is half applied: {d['newer']} of the keys read hold it already "
-                     f"and are shown as of txid {d['committed_txid']})")
+            head += f" (txid 1's commit is half applied: {d['newer']} of the keys read hold it already, not shown)"
+    elif d["isolated"]:
+        since = d.get("committed_from")
+        head += (f", as of committed txids {since} to {d['committed_txid']} (commits ended while it was read: each "
+                 f"page of keys is as of one of them)" if since is not None else
+                 f", as of committed txid {d['committed_txid']}")
+        if d["newer"]:
+            head += (f" (the next txid's commit was half applied: {d['newer']} of the keys read held it already "
+                     f"and are shown as of the txid before)")
     if not d["values"]:
         return f"{head}\nno values"
     cols = ["key", "value"] + ([] if d["kind"] == "non_transactional" else ["txid"])

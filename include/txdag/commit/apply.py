@@ -11,7 +11,7 @@ txdag.state.redis_commit, with the marker last.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from types import ModuleType
 from typing import Any
@@ -25,6 +25,7 @@ from txdag.commit.rejections import clash_rejection, record_rejections
 from txdag.errors import ConfigError
 from txdag.faults import crash_if_requested
 from txdag.spouts.base import Rejection
+from txdag.state.base import Key, ValueUpdater
 from txdag.state.combine_apply import apply_combined, apply_updaters
 from txdag.state.keys import KeyClashError
 from txdag.state.kv import KVNamespace, ProviderConfig
@@ -156,12 +157,56 @@ def apply_persist(ctx: CommitContext, name: str, spec: OutputSpec, values: dict[
         collector.rows.extend((*key, value) for key, value in new)
     else:
         updater = ctx.rebuild(name, spec, StateUpdater)
+        view = RefusingKeys(state, name, ctx.tx.txid)
         state.begin_commit(ctx.tx.txid)
-        updater.update_state(state, rows, collector)
+        updater.update_state(view, rows, collector)
         state.commit(ctx.tx.txid)
+        record_rejections(ctx.client, ctx.topology, ctx.tx, view.refused.values())
     if spec.options.get("new_values"):
         emit_values(ctx.client, ctx.topology, name, ctx.tx.txid, [list(r) for r in collector.rows])
     return len(rows)
+
+
+class RefusingKeys:
+    """The map state a StateUpdater gets: a key the state's codec refuses (KeyClashError: it would share its hash
+    field with another key) reads as no value and is not written, and is kept in ``refused`` to be recorded as a
+    rejection of the txid, as the job's refused keys are; the updater's other keys go to the state."""
+
+    def __init__(self, state: MapStateBase, name: str, txid: int) -> None:
+        self.state, self.name, self.txid = state, name, txid
+        self.codec = getattr(state.backing, "key_codec", None)
+        self.refused: dict[str, Rejection] = {}
+
+    def _accepted(self, keys: Sequence[Key]) -> list[bool]:
+        accepted = []
+        for key in keys:
+            try:
+                if self.codec is not None:
+                    self.codec.encode(key)
+                accepted.append(True)
+            except KeyClashError as exc:
+                rejection = clash_rejection(self.name, self.txid, exc)
+                self.refused[rejection.id] = rejection
+                accepted.append(False)
+        return accepted
+
+    def multi_get(self, keys: Sequence[Key]) -> list[Any]:
+        accepted = self._accepted(keys)
+        got = iter(self.state.multi_get([k for k, ok in zip(keys, accepted) if ok]))
+        return [next(got) if ok else None for ok in accepted]
+
+    def multi_update(self, keys: Sequence[Key], updaters: Sequence[ValueUpdater]) -> list[Any]:
+        accepted = self._accepted(keys)
+        kept = [(k, u) for k, u, ok in zip(keys, updaters, accepted) if ok]
+        got = iter(self.state.multi_update([k for k, _ in kept], [u for _, u in kept]))
+        return [next(got) if ok else None for ok in accepted]
+
+    def multi_put(self, keys: Sequence[Key], values: Sequence[Any]) -> None:
+        accepted = self._accepted(keys)
+        self.state.multi_put([k for k, ok in zip(keys, accepted) if ok], [v for v, ok in zip(values, accepted) if ok])
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.state, name)
 
 
 def _put_global(ctx: CommitContext, name: str, value: Any) -> None:

@@ -16,9 +16,9 @@ non-transactional states promise nothing about replays either.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from txdag.errors import StoreWentBackwards, TxdagError
 from txdag.luascripts import run
@@ -31,6 +31,7 @@ from txdag.state.values import OpaqueValue, TransactionalValue, committed_value
 
 SCAN_COUNT = 1000
 ATTEMPTS = 20  # reads made again while commits keep moving the marker, before giving up
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -57,13 +58,42 @@ class CommittedRead:
 
 def read_committed(backing: RedisBackingMap, marker_key: str, topology: str,
                    fields: Sequence[str] | None = None) -> CommittedRead:
-    """The state's values as of the marker's txid: of ``fields`` (hash fields), or of every field (read by pages
-    of HSCAN, so a large hash never travels in one reply)."""
+    """The state's values as of the marker's txid, one snapshot: of ``fields`` (hash fields), or of every field
+    (read by pages of HSCAN, so a large hash never travels in one reply; made again whole when a commit ends
+    during it: for a large state that commits often, scan_committed)."""
+    def read(committed: int | None) -> CommittedRead:
+        pages = [_page(backing, committed, reply) for reply in _replies(backing, fields)]
+        values = {name: value for page in pages for name, value in page.values.items()}
+        isolated = all(page.isolated for page in pages) if pages else True
+        return CommittedRead(committed, values, sum(page.newer for page in pages), isolated)
+
+    return _as_of_marker(backing, marker_key, topology, read)
+
+
+def scan_committed(backing: RedisBackingMap, marker_key: str, topology: str) -> Iterator[CommittedRead]:
+    """Every field of the state, a page of HSCAN at a time, each page as of the committed txid when it was read
+    (made again while a commit ends during it): memory and retries stay those of one page whatever the state's
+    size, and the pages of a scan that outlasts a commit are as of different txids (never part of one)."""
+    cursor = "0"
+    while True:
+        def read(committed: int | None, at: str = cursor) -> tuple[str, CommittedRead]:
+            reply = run(backing.client, READ, backing.keys, ["scan", at, str(SCAN_COUNT)])
+            return _text(reply[0]), _page(backing, committed, reply)
+
+        with redis_errors(backing.client, f"reading state {backing.namespace!r}", keys=backing.keys):
+            cursor, page = _as_of_marker(backing, marker_key, topology, read)
+        yield page
+        if cursor == "0":
+            return
+
+
+def _as_of_marker(backing: RedisBackingMap, marker_key: str, topology: str, read: Callable[[int | None], T]) -> T:
+    """``read(committed)`` between two reads of the marker, made again until the marker held still."""
     client, doing = backing.client, f"reading state {backing.namespace!r}"
     for _ in range(ATTEMPTS):
         before = read_marker(client, marker_key, topology, doing)
         try:
-            read = _read(backing, before, fields)
+            result = read(before)
         except _Ahead as ahead:  # a commit ended meanwhile; or the marker is behind the values: the store went back
             if read_marker(client, marker_key, topology, doing) != before:
                 continue
@@ -72,26 +102,13 @@ def read_committed(backing: RedisBackingMap, marker_key: str, topology: str,
                 f"but the commit marker {marker_key!r} holds {before}: the marker went back (a Redis restored from "
                 f"an older copy?); run txdag status for the ways out") from None
         if read_marker(client, marker_key, topology, doing) == before:
-            return read
+            return result
     raise TxdagError(f"topology {topology!r}: state {backing.namespace!r} could not be read as of one committed "
                      f"txid: {ATTEMPTS} commits ended while it was read; read it again, or read fewer keys")
 
 
-def _read(backing: RedisBackingMap, committed: int | None, fields: Sequence[str] | None) -> CommittedRead:
-    values: dict[str, CommittedValue] = {}
-    newer, kind = 0, StateKind.NON_TRANSACTIONAL
-    for _cursor, version, stored_kind, names, raws, txids, prevs in _pages(backing, fields):
-        kind = backing.kind_of([version, stored_kind])
-        for name, raw, txid, prev in zip(names, raws, txids, prevs):
-            name = name.decode() if isinstance(name, bytes) else name
-            value, from_before = _as_of(backing, kind, committed, name, raw, txid, prev)
-            newer += from_before
-            if value is not None:
-                values[name] = value
-    return CommittedRead(committed, values, newer, kind is not StateKind.NON_TRANSACTIONAL)
-
-
-def _pages(backing: RedisBackingMap, fields: Sequence[str] | None) -> Iterator[list[Any]]:
+def _replies(backing: RedisBackingMap, fields: Sequence[str] | None) -> Iterator[list[Any]]:
+    """The state.read replies of ``fields``, or of every field by pages of HSCAN."""
     with redis_errors(backing.client, f"reading state {backing.namespace!r}", keys=backing.keys):
         if fields is not None:
             for start in range(0, len(fields), backing.chunk_size):
@@ -99,11 +116,30 @@ def _pages(backing: RedisBackingMap, fields: Sequence[str] | None) -> Iterator[l
             return
         cursor = "0"
         while True:
-            page = run(backing.client, READ, backing.keys, ["scan", cursor, str(SCAN_COUNT)])
-            yield page
-            cursor = page[0].decode() if isinstance(page[0], bytes) else str(page[0])
+            reply = run(backing.client, READ, backing.keys, ["scan", cursor, str(SCAN_COUNT)])
+            yield reply
+            cursor = _text(reply[0])
             if cursor == "0":
                 return
+
+
+def _page(backing: RedisBackingMap, committed: int | None, reply: list[Any]) -> CommittedRead:
+    """One state.read reply's values as of ``committed``."""
+    _cursor, version, stored_kind, names, raws, txids, prevs = reply
+    kind = backing.kind_of([version, stored_kind])
+    values: dict[str, CommittedValue] = {}
+    newer = 0
+    for name, raw, txid, prev in zip(names, raws, txids, prevs):
+        name = _text(name)
+        value, from_before = _as_of(backing, kind, committed, name, raw, txid, prev)
+        newer += from_before
+        if value is not None:
+            values[name] = value
+    return CommittedRead(committed, values, newer, kind is not StateKind.NON_TRANSACTIONAL)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 class _Ahead(Exception):

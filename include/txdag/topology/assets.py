@@ -34,6 +34,7 @@ def check_uri(parts: SplitResult) -> SplitResult:
 
 
 def commit_extra(tx: TransactionAttempt, topology_id: str, state: str, keys: int) -> dict[str, Any]:
-    """The extra of the event that the commit of ``tx`` adds to ``state``'s asset. ``keys``: the keys that txid's
-    commit wrote, the topology's states together (an interrupted earlier try's writes included)."""
+    """The extra of the event that the commit of ``tx`` adds to ``state``'s asset. ``keys``: what the committing try
+    wrote or found written already, the topology's states together (docs/topologies.md: 0 when an interrupted
+    earlier try had written everything but the commit's record)."""
     return {"topology": topology_id, "state": state, "txid": tx.txid, "attempt": tx.attempt, "keys": keys}

@@ -4,7 +4,8 @@ Each partition's rows are handed to the query function together: their keys' com
 executor in ONE round trip (one pipeline through ``RedisBackingMap.multi_get``: the state's format check and
 the value hashes), then ``batch_retrieve`` turns them into one result per row and ``execute`` emits the columns
 appended to the row. Nothing is collected to the driver. A committed value is the stored one without its txid
-bookkeeping (``TransactionalValue.value``, ``OpaqueValue.curr``), as ``txdag state get`` shows it.
+bookkeeping (``TransactionalValue.value``, ``OpaqueValue.curr``); it is read as stored, not as of the commit
+marker as ``txdag state get`` reads it (txdag.state.committed).
 """
 
 from __future__ import annotations

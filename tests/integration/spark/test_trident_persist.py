@@ -248,3 +248,43 @@ def test_a_separator_of_two_characters_refuses_a_first_field_ending_with_its_sta
     rejected = list_rejections(redis_client, prefix)
     assert list(rejected) == ['key:pair_counts:1:["a:","c"]']
     assert "ends with the start of the separator '::'" in rejected['key:pair_counts:1:["a:","c"]']["reason"]
+
+
+class PairSeen(td.StateUpdater):
+    """Counts each (first, second) pair by reading and writing the state itself, as a user's updater does."""
+
+    def update_state(self, state, rows, collector):
+        keys = sorted({(row["first"], row["second"]) for row in rows})
+        stored = state.multi_get(keys)
+        state.multi_put(keys, [(s or 0) + sum((r["first"], r["second"]) == k for r in rows)
+                               for k, s in zip(keys, stored)])
+        collector.emit(len(keys))
+
+
+def test_a_state_updater_writing_a_refused_key_commits_its_other_keys_and_records_the_rejection(
+        spark, redis_client, zk_client, zk_root, prefix):
+    """A StateUpdater's multi_get/multi_put of ("a:b", "c") (stored as "a:b:c", the field of ("a", "b:c")) reads no
+    value and writes nothing; the commit goes on with the other keys and records the key as a rejection."""
+    append_tweets(redis_client, ["a:b c", "a b:c", "x y"], prefix=f"{prefix}:")
+    state = State("pairs", namespace=f"{prefix}:pairs", key_fields=2, separator=":")
+    source = TweetsSource(max_transaction_size=3, prefix=f"{prefix}:")
+    spout = TweetsTransactionalSpout(redis_client, prefix=f"{prefix}:", max_transaction_size=3, topology=prefix)
+    coordinator = Coordinator(TransactionStore(zk_client, prefix, root=zk_root), spout, max_active_transactions=1)
+    emission = coordinator.coordinate("r1")
+
+    def pairs_seen(batch):
+        parts = F.split("value", " ")
+        return {"pairs": td.partition_persist(batch.select(parts[0].alias("first"), parts[1].alias("second")),
+                                              PairSeen())}
+
+    run_job(JobSpec(prefix, emission.tx, emission.metadata, source, (state,)), pairs_seen,
+            {"redis_default": redis_client}, spark)
+    assert coordinator.mark_processed(emission.tx)
+    outcome = commit_transaction(coordinator, Staging(redis_client, prefix), redis_client, emission.tx,
+                                 {"pairs": state.build(redis_client)}, load_job=lambda: sys.modules[__name__])
+    assert outcome.status == "committed"
+    assert stored(redis_client, prefix, "pairs") == {"a:b:c": 1, "x:y": 1}
+    rejected = list_rejections(redis_client, prefix)
+    assert list(rejected) == ['key:pairs:1:["a:b","c"]']
+    assert rejected['key:pairs:1:["a:b","c"]']["reason"].startswith(
+        "state 'pairs' txid 1: key field 0 'a:b' of ('a:b', 'c') contains the separator ':'")

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from txdag.state import OpaqueMap, RedisBackingMap, StateKind, TransactionalMap, TransactionalValue
-from txdag.state.committed import read_committed
+from txdag.state.committed import read_committed, scan_committed
 from txdag.state.marker import read_marker
 from txdag.state.redis_backing import aux_key
 from txdag.state.redis_commit import StagedPartials, apply_staged
@@ -43,6 +43,7 @@ class Readers:
         self.marker, self.topology = f"{prefix}:m", prefix
         self.reads = self.mixed = self.during_a_commit = self.whole = 0
         self.naive_reads = self.naive_mixed = 0
+        self.scans = self.spanning = 0
         self.stop, self.error = threading.Event(), None
         self.thread = threading.Thread(target=self.run, daemon=True)
 
@@ -54,6 +55,8 @@ class Readers:
 
     def poll(self):
         while not self.stop.is_set():
+            if self.reads % 50 == 24:
+                self.scan()
             whole = self.reads % 50 == 49
             read = read_committed(self.backing, self.marker, self.topology, None if whole else SAMPLE)
             got = {v.value for v in read.values.values()}
@@ -66,6 +69,15 @@ class Readers:
             raw = {v for v in self.backing.client.hmget(self.backing.namespace, SAMPLE)}  # what a plain HMGET sees
             self.naive_reads, self.naive_mixed = self.naive_reads + 1, self.naive_mixed + (len(raw) > 1)
 
+    def scan(self):
+        """A scan_committed read (what txdag state top does): every page as of one committed txid, all of them as
+        of the same one unless a commit ended during the scan."""
+        pages = list(scan_committed(self.backing, self.marker, self.topology))
+        if any({v.value for v in page.values.values()} - {page.txid} for page in pages):
+            self.mixed += 1
+        self.scans += 1
+        self.spanning += len({page.txid for page in pages}) > 1
+
     def __enter__(self):
         self.thread.start()
         return self
@@ -77,9 +89,10 @@ class Readers:
             raise AssertionError(f"a reader failed: {self.error!r}") from self.error
 
     def __str__(self):
-        return (f"{self.reads} reads ({self.whole} of all {N} keys), {self.during_a_commit} made while a commit was "
-                f"half applied, mixed snapshots seen: {self.mixed}; plain HMGET beside them: {self.naive_mixed} mixed "
-                f"of {self.naive_reads}")
+        return (f"{self.reads} reads ({self.whole} of all {N} keys, and {self.scans} scans by pages, {self.spanning} "
+                f"of which spanned a commit), {self.during_a_commit} made while a commit was half applied, mixed "
+                f"snapshots seen: {self.mixed}; plain HMGET beside them: {self.naive_mixed} mixed of "
+                f"{self.naive_reads}")
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.value)

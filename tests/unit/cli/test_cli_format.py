@@ -176,8 +176,12 @@ def test_a_read_as_of_a_txid_says_so_and_what_was_half_applied() -> None:
             "newer": 2, "isolated": True, "values": [{"key": "a", "value": 1, "txid": None}]}
     head = state_text(data).splitlines()[0]
     assert head == ("state s of topology t (transactional, Redis hash s), as of committed txid 4 (the next txid's "
-                    "commit is half applied: 2 of the keys read hold it already and are shown as of txid 4)")
+                    "commit was half applied: 2 of the keys read held it already and are shown as of the txid before)")
     assert state_text({**data, "committed_txid": None, "newer": 0}).splitlines()[0].endswith(", nothing committed yet")
+    assert state_text({**data, "committed_txid": None}).splitlines()[0].endswith(
+        ", nothing committed yet (txid 1's commit is half applied: 2 of the keys read hold it already, not shown)")
+    assert state_text({**data, "committed_from": 2, "newer": 0}).splitlines()[0].endswith(
+        ", as of committed txids 2 to 4 (commits ended while it was read: each page of keys is as of one of them)")
     assert "as of" not in state_text({**data, "kind": "non_transactional", "isolated": False}).splitlines()[0]
 
 
