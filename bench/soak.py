@@ -288,7 +288,7 @@ def audit(soak: Soak, topology: str, truth: dict[str, Counter]) -> dict:
         client = redis.Redis.from_url(soak.redis.url, decode_responses=True)
         lost = double = 0
         for name, counts in truth.items():
-            expected = local.encode(name, counts)
+            expected = local.encode(name, counts, 0, [])  # a key the state refuses is a rejection: not stored
             got = {k: int(v) for k, v in client.hgetall(local.states[name].backing.namespace).items()}
             for key in set(expected) | set(got):
                 diff = got.get(key, 0) - expected.get(key, 0)
