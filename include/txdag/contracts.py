@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from txdag.attempt import TransactionAttempt
 from txdag.errors import ConfigError, TxdagError
 
 Schema = Any
@@ -111,6 +112,28 @@ class StateUpdater:
     txid order; what it emits goes to the state's new values stream."""
 
     def update_state(self, state: Any, rows: list[Any], collector: Collector) -> None:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return type(self).__name__
+
+
+class Committer:
+    """Storm's committer bolt (``ICommitter``) for ``txdag.trident.commit_to``: at the commit of each txid, strictly
+    in txid order, ``commit(tx, rows)`` gets the rows the job returned for its sink (a file, a table, a queue the
+    user owns). The sink, not txdag, keeps the last txid (and attempt) it applied, written with the rows in one
+    step where it can; ``last_applied()`` reads it back. txdag skips the call when the sink already holds this
+    attempt of the txid, or a later txid (a commit retried after the sink applied it), and fails the commit, naming
+    the txids, when the sink is behind by more than one. The same txid with another attempt (an opaque batch
+    re-emitted after a commit failed for good) is committed again: the sink replaces what it holds for the txid.
+
+    A committer is rebuilt in the commit task from its class in the job file and its constructor's parameters
+    (JSON values: a path, a table name, a connection id), never pickled."""
+
+    def last_applied(self) -> TransactionAttempt | None:
+        raise NotImplementedError
+
+    def commit(self, tx: TransactionAttempt, rows: list[Any]) -> None:
         raise NotImplementedError
 
     def __repr__(self) -> str:

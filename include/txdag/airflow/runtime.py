@@ -82,7 +82,7 @@ class TopologyRuntime:
     def job_spec(self, emission: Emission) -> JobSpec:
         t = self.topology
         return JobSpec(t.topology_id, emission.tx, emission.metadata, t.source, tuple(t.states), t.redis_conn_id,
-                       tuple(t.key_values))
+                       tuple(t.key_values), tuple(t.sinks))
 
     def job_env(self) -> dict[str, str]:
         """The Spark job's Redis URLs, by connection id, and its key-value states' provider configs (passwords
@@ -113,6 +113,10 @@ class TopologyRuntime:
     @property
     def job_loader(self) -> Callable[[], ModuleType]:
         return self.load_job
+
+    @property
+    def sinks(self) -> list[str]:
+        return [s.name for s in self.topology.sinks]
 
     def load_job(self) -> ModuleType:
         """The topology's job file as a module: the commit rebuilds the job's aggregators, updaters and steps."""

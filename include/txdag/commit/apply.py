@@ -11,6 +11,7 @@ txdag.state.redis_commit, with the marker last.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from types import ModuleType
@@ -22,7 +23,7 @@ from txdag.attempt import TransactionAttempt
 from txdag.commit.newvalues import emit_values
 from txdag.commit.outputs import OutputSpec
 from txdag.commit.rejections import clash_rejection, record_rejections
-from txdag.errors import ConfigError
+from txdag.errors import ConfigError, StoreWentBackwards
 from txdag.faults import crash_if_requested
 from txdag.spouts.base import Rejection
 from txdag.state.base import Key, ValueUpdater
@@ -36,6 +37,8 @@ from txdag.state.snapshottable_map import GLOBAL_KEY
 from txdag.topology.refs import resolve_ref
 from txdag.windows.rules import spec_from_dict
 from txdag.windows.store import Evaluate, Fired, Row, WindowStore
+
+log = logging.getLogger("txdag.commit")
 
 
 @dataclass(frozen=True)
@@ -207,6 +210,50 @@ class RefusingKeys:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.state, name)
+
+
+def apply_sink(ctx: CommitContext, name: str, spec: OutputSpec, values: dict[str, Any]) -> int:
+    """Storm's committer bolt: the txid's rows, in batch order, to the sink's Committer, unless the sink already
+    holds this attempt of the txid or a later txid (a retried commit); the number of rows handed over. What the
+    committer raises is raised as it is (its class tells a retry from a failure: txdag.txid.healing), with a note
+    naming the topology, the txid and the sink."""
+    from pyspark.sql.types import Row as SparkRow
+
+    from txdag.contracts import Committer
+
+    committer = ctx.rebuild(name, spec, Committer)
+    where = f"topology {ctx.topology!r} {ctx.tx}: sink {name!r} ({committer!r})"
+    last = _call(committer.last_applied, where, "last_applied")
+    if last is not None and not isinstance(last, TransactionAttempt):
+        raise ConfigError(f"{where}: last_applied() returned {last!r}; return the TransactionAttempt the sink holds "
+                          f"last (txdag.TransactionAttempt(txid, attempt)), or None when it holds none")
+    tx = ctx.tx
+    if last is not None and last.txid > tx.txid:
+        raise StoreWentBackwards(f"{where}: the sink holds txid {last.txid}, ahead of this commit: the topology was "
+                                 f"started over while the sink kept what it holds, or another topology writes it; "
+                                 f"empty the sink, or give the topology a sink of its own")
+    if last is not None and last.txid == tx.txid and last.attempt >= tx.attempt:
+        log.info("%s: the sink holds %s already: not committed to it again", where, last)
+        return 0
+    if last is not None and last.txid < tx.txid - 1:
+        raise StoreWentBackwards(f"{where}: the sink holds txid {last.txid} last, so txids {last.txid + 1} to "
+                                 f"{tx.txid - 1}, committed, are missing from it (restored from an older copy?); "
+                                 f"bring the sink back to txid {tx.txid - 1}, or start it over empty")
+    fields = spec.options["fields"]
+    rows = [SparkRow(**dict(zip(fields, values[seq]))) for seq in sorted(values, key=int)]
+    _call(lambda: committer.commit(tx, rows), where, "commit")
+    log.info("%s: %s rows committed to the sink", where, len(rows))
+    return len(rows)
+
+
+def _call(method: Callable[[], Any], where: str, name: str) -> Any:
+    """A committer's method; what it raises keeps its class, with a note naming where it was called."""
+    try:
+        return method()
+    except Exception as exc:
+        exc.add_note(f"{where}: raised by the committer's {name}(); the commit is retried or fails the txid as the "
+                     f"error's kind says (docs/topologies.md, Sinks)")
+        raise
 
 
 def _put_global(ctx: CommitContext, name: str, value: Any) -> None:

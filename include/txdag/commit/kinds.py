@@ -13,13 +13,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from txdag.commit.apply import CommitContext, apply_combine, apply_persist, apply_sums, apply_window
+from txdag.commit.apply import CommitContext, apply_combine, apply_persist, apply_sink, apply_sums, apply_window
 from txdag.commit.keyvalue import commit_key_values
 from txdag.commit.outputs import SUM, OutputSpec
 
 COMBINE = "combine"
 WINDOW = "window"
 PERSIST = "persist"
+SINK = "sink"
 KV = "kv"
 
 Outputs = Mapping[str, tuple[OutputSpec, Any]]  # state -> (its output, its staged values as the staging read them)
@@ -69,6 +70,9 @@ KINDS: dict[str, OutputKind] = {kind.name: kind for kind in (
     # rows (JSON arrays) handed to a StateUpdater (``ref``; Trident's partitionPersist), or folded per key by a
     # ReducerAggregator (``options["key_fields"]``)
     OutputKind(PERSIST, each(apply_persist)),
+    # a sink's rows (JSON arrays, as PERSIST) handed to its Committer (``ref``; Storm's committer bolt), unless the
+    # sink holds the txid already (``options``: the field names)
+    OutputKind(SINK, each(apply_sink)),
     # a stateful step's writes to a KeyValueState, staged in the state's own namespace (txdag.state.kv), so the seal
     # only counts them; every key-value state is prepared, then committed (``ref``: the step, for its hooks)
     OutputKind(KV, _key_values, in_staging=False),
@@ -87,4 +91,4 @@ def apply_outputs(ctx: CommitContext, outputs: Outputs) -> tuple[int, int]:
     return applied, skipped
 
 
-__all__ = ["COMBINE", "KINDS", "KV", "PERSIST", "SUM", "WINDOW", "OutputKind", "apply_outputs"]
+__all__ = ["COMBINE", "KINDS", "KV", "PERSIST", "SINK", "SUM", "WINDOW", "OutputKind", "apply_outputs"]

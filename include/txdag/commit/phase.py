@@ -15,7 +15,7 @@ a crash after 3 leaves garbage that the next commit's cleanup, or a re-run, remo
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -59,10 +59,12 @@ def commit_transaction(
     extra: Mapping[str, str] | None = None,
     load_job: Callable[[], ModuleType] | None = None,
     key_values: Mapping[str, KVTarget] | None = None,
+    sinks: Collection[str] = (),
 ) -> CommitOutcome:
     """Commit ``tx`` if it is next; raises CascadeError/StaleAttemptError when it must not commit at all.
-    ``load_job`` imports the topology's job file, for outputs whose aggregator the job defines; ``key_values``
-    are the topology's key-value states, every one prepared and committed at each txid."""
+    ``load_job`` imports the topology's job file, for outputs whose aggregator (or committer) the job defines;
+    ``key_values`` are the topology's key-value states, every one prepared and committed at each txid; ``sinks``
+    the names of its sinks (their committers are rebuilt from the staging)."""
     topology = coordinator.name
     if marker_key is not None:  # before COMMITTING is written: a marker at tx.txid then is not a commit of tx's
         check_store(coordinator.store, client, marker_key, topology)
@@ -70,14 +72,14 @@ def commit_transaction(
     if isinstance(decision, Wait):
         return CommitOutcome(tx, "waiting", waiting_on=decision.waiting_on, reason=decision.reason)
     if isinstance(decision, AlreadyCommitted):
-        staging.delete(tx.txid, range(1, tx.attempt + 1), states)
+        staging.delete(tx.txid, range(1, tx.attempt + 1), [*states, *sinks])
         return CommitOutcome(tx, "already committed", reason=decision.reason)
     outputs = staging.read_outputs(tx, commit=True)
-    unknown = sorted(set(outputs) - set(states) - set(key_values or {}))
+    unknown = sorted(set(outputs) - set(states) - set(key_values or {}) - set(sinks))
     if unknown:
         raise ConfigError(
             f"topology {topology!r} {tx}: staged partials for unknown states {unknown}; the job and "
-            f"the topology's states ({sorted(states)}) disagree"
+            f"the topology's states ({sorted(states)}) and sinks ({sorted(sinks)}) disagree"
         )
     applied = skipped = 0
     resumed = isinstance(decision, Go) and decision.resumed
@@ -95,7 +97,7 @@ def commit_transaction(
     crash_if_requested("commit", topology, tx)  # the states hold txid, ZooKeeper does not know yet
     coordinator.record_commit(tx)
     crash_if_requested("committed", topology, tx)  # recorded; the staging is still there
-    staging.delete(tx.txid, range(1, tx.attempt + 1), states)
+    staging.delete(tx.txid, range(1, tx.attempt + 1), [*states, *sinks])
     log.info(
         "topology=%s txid=%s attempt=%s: committed %s keys (%s already held this txid) into %s",
         topology,

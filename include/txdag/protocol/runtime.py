@@ -8,7 +8,7 @@ and the soak, which makes them from its URLs). The steps never build a client th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Protocol
@@ -55,6 +55,11 @@ class Runtime(Protocol):
         """Imports the topology's job file, for outputs whose aggregator the job defines; None: no job file."""
         ...
 
+    @property
+    def sinks(self) -> Collection[str]:
+        """The names of the topology's sinks (their committers are rebuilt from the staging)."""
+        ...
+
 
 @dataclass
 class ClientsRuntime:
@@ -66,6 +71,7 @@ class ClientsRuntime:
     marker_key: str = ""  # "" : the topology's default marker (txdag.state.marker)
     kv_targets: Mapping[str, KVTarget] = field(default_factory=dict)
     job_loader: Callable[[], ModuleType] | None = None
+    sinks: Collection[str] = ()
     staging: Staging = field(init=False)
 
     def __post_init__(self) -> None:

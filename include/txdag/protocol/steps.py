@@ -126,7 +126,7 @@ def commit(rt: Runtime, tx: TransactionAttempt, definition: Owner | None = None)
         return changed
     try:
         done = commit_transaction(rt.coordinator, rt.staging, rt.client, tx, rt.states, marker_key=rt.marker_key,
-                                  load_job=rt.job_loader, key_values=rt.kv_targets)
+                                  load_job=rt.job_loader, key_values=rt.kv_targets, sinks=rt.sinks)
     except CascadeError as exc:
         return Refused(tx, str(exc), exc.failed_txid)
     except NotProcessedError as exc:

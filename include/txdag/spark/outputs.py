@@ -32,7 +32,7 @@ from txdag.errors import ConfigError
 from txdag.spark.stage import clash_key, write_rows
 from txdag.state.keys import JoinedKeyCodec
 from txdag.state.snapshottable_map import GLOBAL_KEY
-from txdag.topology.definition import KeyValue, State
+from txdag.topology.definition import KeyValue, Sink, State
 from txdag.topology.refs import ref_of
 
 
@@ -42,7 +42,7 @@ class StageContext:
 
     topology: str
     tx: TransactionAttempt
-    state: State | KeyValue
+    state: State | KeyValue | Sink
     client_spec: dict[str, Any]
 
     @property
@@ -59,6 +59,9 @@ class StageContext:
 
 
 def map_state(ctx: StageContext, what: str) -> State:
+    if isinstance(ctx.state, Sink):
+        raise ConfigError(f"{ctx.where}: {ctx.state.name!r} is a sink; return its rows with "
+                          f"txdag.trident.commit_to(frame, committer), not a {what}")
     if not isinstance(ctx.state, State):
         raise ConfigError(f"{ctx.where}: {ctx.state.name!r} is a key-value state; a {what} goes to a map state "
                           f"(txdag.topology.definition.State); write key-value states with txdag.trident.stateful")

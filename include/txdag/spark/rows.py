@@ -1,4 +1,5 @@
-"""Outputs whose rows the commit hands to user code: windows over batches and state updaters (partitionPersist).
+"""Outputs whose rows the commit hands to user code: windows over batches, state updaters (partitionPersist) and
+committers (a sink's rows, in txid order).
 
 Both stage the batch's rows as JSON arrays from the executors, each under a unique increasing sequence number
 (``monotonically_increasing_id``: partition order, then row order), so the commit reads them back in the batch's
@@ -15,12 +16,12 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DateType, NumericType, TimestampNTZType, TimestampType
 
-from txdag.commit.kinds import PERSIST, WINDOW
+from txdag.commit.kinds import PERSIST, SINK, WINDOW
 from txdag.commit.outputs import OutputSpec
 from txdag.errors import ConfigError
 from txdag.spark.outputs import StageContext, json_value, map_state
 from txdag.spark.stage import write_fields
-from txdag.topology.definition import State
+from txdag.topology.definition import Sink, State
 from txdag.topology.refs import ref_of
 from txdag.windows.rules import WindowSpec, spec_to_dict
 
@@ -130,3 +131,27 @@ class PersistOutput:
         count = stage_rows(ctx, self.frame)
         options = {"fields": list(self.frame.columns), "new_values": self.new_values, "key_fields": self.key_fields}
         return OutputSpec(PERSIST, count, ref_of(self.updater), options)
+
+
+@dataclass(frozen=True)
+class SinkOutput:
+    """The batch's rows for a sink: handed at the commit, in batch order, to the committer's ``commit(tx, rows)``
+    (txdag.contracts.Committer), strictly in txid order."""
+
+    frame: DataFrame
+    committer: Any
+
+    def check(self, ctx: StageContext) -> None:
+        from txdag.contracts import Committer
+
+        if not isinstance(ctx.state, Sink):
+            raise ConfigError(f"{ctx.where}: commit_to returns the rows of a sink, and {ctx.state.name!r} is a state: "
+                              f"declare Sink({ctx.state.name!r}) in the topology's sinks, or return the state's output")
+        if not isinstance(self.committer, Committer):
+            raise ConfigError(f"{ctx.where}: the sink {ctx.state.name!r} needs a txdag.trident.Committer, got "
+                              f"{self.committer!r}")
+        ref_of(self.committer)
+
+    def stage(self, ctx: StageContext) -> OutputSpec:
+        count = stage_rows(ctx, self.frame)
+        return OutputSpec(SINK, count, ref_of(self.committer), {"fields": list(self.frame.columns)})

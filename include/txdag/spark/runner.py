@@ -28,7 +28,7 @@ from txdag.spark.batch import client_for, read_batch
 from txdag.spark.context import JobContext, running
 from txdag.spark.outputs import StageContext, check_output, stage_output, stage_sums
 from txdag.state.kv import ProviderConfig
-from txdag.topology.definition import JobSpec, KeyValue, State
+from txdag.topology.definition import JobSpec, KeyValue, Sink, State
 
 Process = Callable[[DataFrame], Mapping[str, Any]]
 
@@ -80,13 +80,18 @@ def check_outputs(spec: JobSpec, outputs: Any, client_spec: dict[str, Any]) -> l
     if not isinstance(outputs, Mapping):
         raise ConfigError(f"{_where(spec)}: process must return a dict of state name -> DataFrame, "
                           f"got {type(outputs).__name__}")
-    declared: list[State | KeyValue] = [*spec.states, *spec.key_values]
+    declared: list[State | KeyValue | Sink] = [*spec.states, *spec.key_values, *spec.sinks]
     states = {s.name: s for s in declared}
     for name in outputs:
         if name not in states:
             raise ConfigError(f"{_where(spec)}: process returned state {name!r}, which the topology does not "
                               f"declare (declared: {sorted(states)}); rename it or add State({name!r}) to the "
                               f"topology's states")
+    missing = sorted(s.name for s in spec.sinks if s.name not in outputs)
+    if missing:
+        raise ConfigError(f"{_where(spec)}: process returned nothing for sink(s) {missing}; a sink gets every txid, "
+                          f"in txid order: return txdag.trident.commit_to(frame, committer) for each (an empty "
+                          f"frame is fine)")
     checked = []
     for name, output in outputs.items():
         ctx = StageContext(spec.topology, spec.tx, states[name], client_spec)

@@ -107,6 +107,25 @@ class State:
 
 
 @dataclass(frozen=True)
+class Sink:
+    """A sink the commit writes, strictly in txid order (Storm's committer bolts): the job returns its rows with
+    ``txdag.trident.commit_to(frame, committer)``, and the commit hands them to the committer (a
+    txdag.contracts.Committer of the job file), which keeps its own record of the last txid it applied."""
+
+    name: str
+
+    def __post_init__(self) -> None:
+        check_name("a sink name", self.name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Sink:
+        return cls(**data)
+
+
+@dataclass(frozen=True)
 class TweetsSource(Source):
     """Seed 000's tweets layout (keys ``<prefix>1..N``, ``<prefix>NEXT_WRITE``): a transactional spout."""
 
@@ -304,13 +323,14 @@ class JobSpec:
     states: tuple[State, ...]
     redis_conn_id: str = DEFAULT_REDIS_CONN_ID  # where the states, the staging and the rejections live
     key_values: tuple[KeyValue, ...] = ()
+    sinks: tuple[Sink, ...] = ()
 
     def to_json(self) -> str:
         return json.dumps({
             "v": FORMAT_VERSION, "topology": self.topology, "txid": self.tx.txid, "attempt": self.tx.attempt,
             "metadata": self.metadata, "source": self.source.to_dict(),
             "states": [s.to_dict() for s in self.states], "redis_conn_id": self.redis_conn_id,
-            "key_values": [k.to_dict() for k in self.key_values],
+            "key_values": [k.to_dict() for k in self.key_values], "sinks": [s.to_dict() for s in self.sinks],
         }, separators=(",", ":"), sort_keys=True)
 
     @classmethod
@@ -329,4 +349,5 @@ class JobSpec:
             metadata=data["metadata"], source=source_from_dict(data["source"]),
             states=tuple(State.from_dict(s) for s in data["states"]), redis_conn_id=data["redis_conn_id"],
             key_values=tuple(KeyValue.from_dict(k) for k in data.get("key_values", ())),
+            sinks=tuple(Sink.from_dict(s) for s in data.get("sinks", ())),
         )

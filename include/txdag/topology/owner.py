@@ -38,7 +38,7 @@ ABSENT = object()
 
 def definition_of(t: TransactionalTopology) -> dict[str, Any]:
     """The fingerprinted parts of ``t``, flat: ``"<group>.<field>": value`` (groups: ``source``, ``topology``,
-    ``state <name>``, ``key_value <name>``), so that a difference reads as what changed."""
+    ``state <name>``, ``key_value <name>``, ``sink <name>``), so that a difference reads as what changed."""
     source = {k: v for k, v in t.source.to_dict().items() if k not in BATCH_SIZES + WHERE}
     parts: dict[str, Any] = {f"source.{k}": v for k, v in {**source, "kind": t.source.kind.value}.items()}
     parts.update({"topology.redis_conn_id": t.redis_conn_id, "topology.marker_key": t.marker_key})
@@ -49,6 +49,7 @@ def definition_of(t: TransactionalTopology) -> dict[str, Any]:
     for k in t.key_values:
         parts.update({f"key_value {k.name}.{f}": v for f, v in
                       {**k.to_dict(), "namespace": k.namespace_of(t.topology_id)}.items() if f != "name"})
+    parts.update({f"sink {s.name}.declared": True for s in t.sinks})
     return json.loads(json.dumps(parts))  # as ZooKeeper gives it back: lists, not tuples
 
 

@@ -44,6 +44,7 @@ from txdag.state.marker import default_key
 from txdag.topology.definition import (
     DEFAULT_REDIS_CONN_ID,
     KeyValue,
+    Sink,
     State,
     StreamsSource,
     TweetsSource,
@@ -73,7 +74,8 @@ class TransactionalTopology:
 
     ``key_values`` are the KeyValueStates (seed 002) of the job's stateful steps. A step reads its state as of
     the txid before, so a topology with key-value states processes txid N once txid N - 1 is committed (its
-    runs still overlap coordination and commits).
+    runs still overlap coordination and commits). ``sinks`` are the committers (Storm's committer bolts) the commit
+    hands their rows to, in txid order (docs/topologies.md, "Sinks").
     """
 
     topology_id: str
@@ -81,6 +83,7 @@ class TransactionalTopology:
     job: str
     states: Sequence[State]
     key_values: Sequence[KeyValue] = ()
+    sinks: Sequence[Sink] = ()
     marker_key: str | None = None
     max_active_transactions: int = 1
     schedule: Any = None
@@ -115,6 +118,7 @@ class TransactionalTopology:
             raise ConfigError(f"topology {self.topology_id!r}: {exc}") from None
         object.__setattr__(self, "states", tuple(self.states))
         object.__setattr__(self, "key_values", tuple(self.key_values))
+        object.__setattr__(self, "sinks", tuple(self.sinks))
         self._check_states()
         for name in ("max_active_transactions", "keep_txids"):
             value = getattr(self, name)
@@ -177,13 +181,16 @@ class TransactionalTopology:
 
     def _check_states(self) -> None:
         where = f"topology {self.topology_id!r}"
-        if not all(isinstance(s, State) for s in self.states) or not (self.states or self.key_values):
+        if not all(isinstance(s, State) for s in self.states) or not (self.states or self.key_values or self.sinks):
             raise ConfigError(f"{where}: states must be a list of txdag.topology.definition.State (at least one "
-                              f"state, or a key-value state)")
+                              f"state, or a key-value state, or a sink)")
         if not all(isinstance(k, KeyValue) for k in self.key_values):
             raise ConfigError(f"{where}: key_values must be a list of txdag.topology.definition.KeyValue")
-        names = [s.name for s in self.states] + [k.name for k in self.key_values]
-        for what, values in (("state name", names), ("Redis namespace", [s.redis_key for s in self.states]),
+        if not all(isinstance(s, Sink) for s in self.sinks):
+            raise ConfigError(f"{where}: sinks must be a list of txdag.topology.definition.Sink")
+        names = [s.name for s in self.states] + [k.name for k in self.key_values] + [s.name for s in self.sinks]
+        named = "state or sink name" if self.sinks else "state name"
+        for what, values in ((named, names), ("Redis namespace", [s.redis_key for s in self.states]),
                              ("key-value namespace", [k.namespace_of(self.topology_id) for k in self.key_values])):
             dupes = sorted({v for v in values if values.count(v) > 1})
             if dupes:

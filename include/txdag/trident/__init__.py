@@ -5,9 +5,10 @@ Plain PySpark already does most of Trident (``each`` is ``select``/``withColumn`
 what Spark lacks: Trident's aggregator contracts (CombinerAggregator, ReducerAggregator, Aggregator) run with
 Trident's meaning by ``partition_aggregate``, ``aggregate`` and ``group_by(...).aggregate``, and
 ``state_query`` over a txdag State; and what a job returns per state when the commit needs more than sums:
-``persistent_aggregate``, ``partition_persist``, ``window`` (windows over batches) and ``stateful`` (seed 002's
-stateful steps). Names load lazily: the contracts and the built-ins import no pyspark, so
-plain Python (a commit merging a partial with ``combine``) can use them without Spark.
+``persistent_aggregate``, ``partition_persist``, ``window`` (windows over batches), ``stateful`` (seed 002's
+stateful steps) and ``commit_to`` (a sink's rows for its Committer, in txid order). Names load lazily: the
+contracts and the built-ins import no pyspark, so plain Python (a commit merging a partial with ``combine``) can
+use them without Spark.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ _EXPORTS = {
     "AggregatorError": "txdag.contracts",
     "Collector": "txdag.contracts",
     "CombinerAggregator": "txdag.contracts",
+    "Committer": "txdag.contracts",
     "MapGet": "txdag.contracts",
     "QueryFunction": "txdag.contracts",
     "ReducerAggregator": "txdag.contracts",
@@ -30,6 +32,7 @@ _EXPORTS = {
     "persistent_aggregate": "txdag.trident.persist",
     "partition_persist": "txdag.trident.persist",
     "window": "txdag.trident.persist",
+    "commit_to": "txdag.trident.persist",
     "stateful": "txdag.spark.stateful",
     "StatefulStep": "txdag.state.kv.step",
     "SlidingCountWindow": "txdag.windows.rules",

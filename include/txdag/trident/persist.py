@@ -11,6 +11,8 @@
   commit, and what it emits goes to the new values stream.
 - ``window(df, spec, aggregator, group_by=..., top=...)``: windows over batches (seed 001); the windows each
   committed batch closes are aggregated at the commit, and the last one is the state's value.
+- ``commit_to(df, committer)``, for a sink the topology declares (``Sink(name)``): Storm's committer bolt; the
+  Committer gets the batch's rows at the commit, strictly in txid order.
 """
 
 from __future__ import annotations
@@ -20,10 +22,10 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-from txdag.contracts import StateUpdater
+from txdag.contracts import Committer, StateUpdater
 from txdag.errors import ConfigError
 from txdag.spark.outputs import CombinedOutput
-from txdag.spark.rows import PersistOutput, WindowOutput
+from txdag.spark.rows import PersistOutput, SinkOutput, WindowOutput
 from txdag.trident.operations import GroupedFrame, persisted
 from txdag.windows.rules import WindowSpec
 
@@ -50,3 +52,12 @@ def window(df: DataFrame, spec: WindowSpec, aggregator: Any, *, group_by: Sequen
     """The batch's rows into a window over batches (seed 001); each window a commit closes is aggregated per
     ``group_by`` group, cut to the ``top`` largest by its last column, and becomes the state's value."""
     return WindowOutput(df, spec, aggregator, tuple(group_by), timestamp, top, new_values)
+
+
+def commit_to(df: DataFrame, committer: Committer) -> SinkOutput:
+    """Storm's committer bolt: ``committer.commit(tx, rows)`` at the commit of each txid, in txid order, with the
+    batch's rows (txdag.contracts.Committer: how a replay is skipped)."""
+    if not isinstance(committer, Committer):
+        raise ConfigError(f"{committer!r} is not a txdag.trident.Committer: subclass it and define last_applied and "
+                          f"commit")
+    return SinkOutput(df, committer)

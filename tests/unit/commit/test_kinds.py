@@ -13,7 +13,7 @@ from txdag.errors import FormatVersionError
 
 
 def test_every_kind_has_an_applier_and_a_decoder_and_is_named_once():
-    assert list(KINDS) == ["combine", "window", "persist", "kv", "sum"]
+    assert list(KINDS) == ["combine", "window", "persist", "sink", "kv", "sum"]
     for name, kind in KINDS.items():
         assert kind.name == name and callable(kind.apply) and callable(kind.decode)
     assert [k.name for k in KINDS.values() if not k.in_staging] == [KV]  # staged in the key-value state's namespace
@@ -61,5 +61,6 @@ def test_the_commit_calls_each_kind_once_in_table_order_with_its_outputs(monkeyp
     monkeypatch.setattr(kinds, "KINDS", table)
     outputs = {"b": (OutputSpec(SUM, 1), "key"), "a": (OutputSpec("window", 2), {}), "c": (OutputSpec(SUM, 0), "k")}
     ctx = apply.CommitContext("t", TransactionAttempt(1, 1), None, {})
-    assert apply_outputs(ctx, outputs) == (3, 5)
-    assert calls == [("combine", []), ("window", ["a"]), ("persist", []), ("kv", []), ("sum", ["b", "c"])]
+    assert apply_outputs(ctx, outputs) == (3, 6)  # one skipped per kind (6 kinds), one applied per output
+    assert calls == [("combine", []), ("window", ["a"]), ("persist", []), ("sink", []), ("kv", []),
+                     ("sum", ["b", "c"])]

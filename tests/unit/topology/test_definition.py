@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
 from txdag import TransactionalTopology, TransactionAttempt
 from txdag.errors import ConfigError, FormatVersionError
 from txdag.state.snapshottable_map import GLOBAL_KEY
-from txdag.topology.definition import JobSpec, State, StreamsSource, TweetsSource
+from txdag.topology.definition import JobSpec, Sink, State, StreamsSource, TweetsSource
 
 
 def topology(tmp_path, **changes):
@@ -107,3 +108,29 @@ def test_located_takes_the_project_from_the_dag_file_and_checks_the_job_there(tm
     missing = topology(tmp_path, project_dir=None, job="spark_jobs/missing.py")
     with pytest.raises(ConfigError, match="spark_jobs/missing.py does not exist: put the job in spark_jobs/"):
         missing.located(tmp_path / "dags" / "tweets.py")
+
+
+def test_a_topology_declares_its_sinks_and_the_job_spec_carries_them(tmp_path) -> None:
+    t = topology(tmp_path, sinks=[Sink("audit")])
+    assert t.sinks == (Sink("audit"),)
+    spec = JobSpec("t", TransactionAttempt(1, 1), {"v": 1}, TweetsSource(), (State("w"),), sinks=(Sink("audit"),))
+    assert JobSpec.from_json(spec.to_json()) == spec
+    older = json.loads(spec.to_json())
+    del older["sinks"]  # a spec written before sinks existed reads as one without any
+    assert JobSpec.from_json(json.dumps(older)).sinks == ()
+    with pytest.raises(ConfigError, match=r"duplicate state or sink name\(s\) \['users'\]"):
+        topology(tmp_path, sinks=[Sink("users")])
+    with pytest.raises(ConfigError, match="sinks must be a list of txdag.topology.definition.Sink"):
+        topology(tmp_path, sinks=["audit"])
+    with pytest.raises(ConfigError, match="a sink name"):
+        Sink("no spaces")
+    assert topology(tmp_path, states=[], sinks=[Sink("audit")]).states == (), "a topology of sinks alone"
+
+
+def test_a_sink_is_part_of_the_definition_an_owner_holds(tmp_path) -> None:
+    from txdag.topology.owner import definition_of, fingerprint
+
+    plain, with_sink = topology(tmp_path), topology(tmp_path, sinks=[Sink("audit")])
+    assert "sink audit.declared" in definition_of(with_sink)
+    assert not any(k.startswith("sink ") for k in definition_of(plain)), "a topology without sinks: as before"
+    assert fingerprint(definition_of(plain)) != fingerprint(definition_of(with_sink))
