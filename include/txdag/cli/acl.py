@@ -51,7 +51,7 @@ TOPOLOGY_LAYOUTS = (rejections.acl_patterns, staging_layout.acl_patterns, window
 def owned_patterns(topology: Any) -> list[str]:
     """Redis globs of every key a TransactionalTopology writes (not its source): what its user may write, and
     what ``txdag reset`` sweeps when its connection may SCAN (txdag.cli.resetkeys names them otherwise)."""
-    own = [p for s in topology.states for p in redis_backing.acl_patterns(s.redis_key)]
+    own = [p for s in topology.states if s.in_redis for p in redis_backing.acl_patterns(s.redis_key)]
     own += [glob_escape(topology.commit_marker)]
     return own + [p for layout in TOPOLOGY_LAYOUTS for p in layout(topology.topology_id)]
 

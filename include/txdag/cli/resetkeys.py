@@ -45,7 +45,7 @@ def _int(raw: Any) -> int:
 def fixed_keys(definition: Any) -> list[str]:
     """The keys named by the definition alone."""
     topology = definition.topology_id
-    keys = [k for s in definition.states for k in redis_backing.state_keys(s.redis_key)]
+    keys = [k for s in definition.states if s.in_redis for k in redis_backing.state_keys(s.redis_key)]
     keys += [definition.commit_marker, rejections.rejections_key(topology)]
     return keys + [newvalues.values_key(topology, s.name) for s in definition.states]
 

@@ -14,6 +14,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from operator import add
 from types import ModuleType
 from typing import Any
 
@@ -25,6 +26,7 @@ from txdag.commit.outputs import OutputSpec
 from txdag.commit.rejections import clash_rejection, record_rejections
 from txdag.errors import ConfigError, StoreWentBackwards
 from txdag.faults import crash_if_requested
+from txdag.redisio import redis_errors
 from txdag.spouts.base import Rejection
 from txdag.state.base import Key, ValueUpdater
 from txdag.state.combine_apply import apply_combined, apply_updaters
@@ -32,7 +34,7 @@ from txdag.state.keys import KeyClashError
 from txdag.state.kv import KVNamespace, ProviderConfig
 from txdag.state.map_state import MapStateBase
 from txdag.state.redis_backing import RedisBackingMap
-from txdag.state.redis_commit import StagedPartials, apply_staged_state, commit_keys, write_marker
+from txdag.state.redis_commit import STAGED_PAGE, StagedPartials, apply_staged_state, commit_keys, write_marker
 from txdag.state.snapshottable_map import GLOBAL_KEY
 from txdag.topology.refs import resolve_ref
 from txdag.windows.rules import spec_from_dict
@@ -148,7 +150,7 @@ def apply_persist(ctx: CommitContext, name: str, spec: OutputSpec, values: dict[
         for row in rows:
             key = tuple(row[:key_fields]) or GLOBAL_KEY
             groups.setdefault(json.dumps(key, default=str), (key, []))[1].append(row)
-        codec = state.backing.key_codec  # type: ignore[attr-defined]
+        codec = state.key_codec
         updates, clashes = [], []
         for k, members in groups.values():
             try:
@@ -177,15 +179,14 @@ class RefusingKeys:
 
     def __init__(self, state: MapStateBase, name: str, txid: int) -> None:
         self.state, self.name, self.txid = state, name, txid
-        self.codec = getattr(state.backing, "key_codec", None)
+        self.codec = state.key_codec
         self.refused: dict[str, Rejection] = {}
 
     def _accepted(self, keys: Sequence[Key]) -> list[bool]:
         accepted = []
         for key in keys:
             try:
-                if self.codec is not None:
-                    self.codec.encode(key)
+                self.codec.encode(key)
                 accepted.append(True)
             except KeyClashError as exc:
                 rejection = clash_rejection(self.name, self.txid, exc)
@@ -269,8 +270,12 @@ def apply_sums(ctx: CommitContext, outputs: Mapping[str, tuple[OutputSpec, str]]
     The ``applying`` fault point is after the first state: on a Redis Cluster, one slot written and not the rest."""
     applied = skipped = 0
     for i, (name, (_, key)) in enumerate(outputs.items()):
-        partials = StagedPartials(_namespace(ctx, name), ctx.states[name].kind, key)
-        a, s, _ = apply_staged_state(ctx.client, ctx.tx.txid, partials, topology=ctx.topology)
+        state = ctx.states[name]
+        if isinstance(state.backing, RedisBackingMap):
+            partials = StagedPartials(state.backing.namespace, state.kind, key)
+            a, s, _ = apply_staged_state(ctx.client, ctx.tx.txid, partials, topology=ctx.topology)
+        else:  # a store of the user's (txdag.state.StateFactory): the partials through the map state's txid rules
+            a, s = _apply_sums_to_store(ctx, name, key), 0
         applied, skipped = applied + a, skipped + s
         if i == 0:
             crash_if_requested("applying", ctx.topology, ctx.tx)
@@ -279,12 +284,22 @@ def apply_sums(ctx: CommitContext, outputs: Mapping[str, tuple[OutputSpec, str]]
     return applied, skipped
 
 
-def _namespace(ctx: CommitContext, name: str) -> str:
-    backing = ctx.states[name].backing
-    if not isinstance(backing, RedisBackingMap):
-        raise ConfigError(f"topology {ctx.topology!r} {ctx.tx}: committing the staged partials of state {name!r} "
-                          f"needs a state over RedisBackingMap, got {backing!r}")
-    return backing.namespace
+def _apply_sums_to_store(ctx: CommitContext, name: str, stage_key: str) -> int:
+    """A state in a store of the user's: its staged partials read from the staging hash, then added by the map
+    state's multi_update inside one begin_commit/commit (the store's own transaction, where it has one)."""
+    with redis_errors(ctx.client, f"reading the staged partials of state {name!r} of txid {ctx.tx.txid}",
+                      topology=ctx.topology, keys=[stage_key]):
+        partials = {f.decode(): decode_number(v) for f, v in ctx.client.hscan_iter(stage_key, count=STAGED_PAGE)}
+    return len(apply_combined(ctx.states[name], ctx.tx.txid, partials, add))
+
+
+def decode_number(raw: bytes) -> int | float:
+    """A staged numeric partial (a Count's, a Sum's) as the number it was."""
+    text = raw.decode()
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
 
 
 __all__ = ["CommitContext", "Fired", "KVTarget", "apply_sums", "window_evaluator"]

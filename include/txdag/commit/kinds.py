@@ -13,7 +13,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from txdag.commit.apply import CommitContext, apply_combine, apply_persist, apply_sink, apply_sums, apply_window
+from txdag.commit.apply import (
+    CommitContext,
+    apply_combine,
+    apply_persist,
+    apply_sink,
+    apply_sums,
+    apply_window,
+    decode_number,
+)
 from txdag.commit.keyvalue import commit_key_values
 from txdag.commit.outputs import SUM, OutputSpec
 
@@ -25,14 +33,6 @@ KV = "kv"
 
 Outputs = Mapping[str, tuple[OutputSpec, Any]]  # state -> (its output, its staged values as the staging read them)
 Applier = Callable[[CommitContext, Outputs], tuple[int, int]]  # -> (keys applied, keys that held the txid already)
-
-
-def decode_number(raw: bytes) -> int | float:
-    text = raw.decode()
-    try:
-        return int(text)
-    except ValueError:
-        return float(text)
 
 
 @dataclass(frozen=True)

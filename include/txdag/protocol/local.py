@@ -18,7 +18,7 @@ import redis
 from txdag.attempt import TransactionAttempt
 from txdag.commit.phase import CommitOutcome
 from txdag.commit.rejections import clash_rejection, record_rejections
-from txdag.errors import CascadeError, ConfigError, StaleAttemptError, StoreWentBackwards
+from txdag.errors import CascadeError, StaleAttemptError, StoreWentBackwards
 from txdag.protocol import (
     AlreadyCommitted,
     ClientsRuntime,
@@ -37,7 +37,6 @@ from txdag.spouts.base import Record, Rejection
 from txdag.state.base import Key
 from txdag.state.keys import KeyClashError
 from txdag.state.map_state import MapStateBase
-from txdag.state.redis_backing import RedisBackingMap
 from txdag.txid.coordinator import Coordinator, Emission, TransactionStateError
 
 log = logging.getLogger("txdag.protocol.local")
@@ -106,14 +105,11 @@ class LocalTopology:
     def encode(self, name: str, deltas: Mapping[Key, Number], txid: int, clashes: list[Rejection]) -> dict[str, Number]:
         """The state's hash fields of ``deltas``; keys that encode to one field (one key given as
         ``("a",)`` and as ``"a"``) are summed. A key the codec refuses is left out and added to ``clashes``."""
-        backing = self.states[name].backing
-        if not isinstance(backing, RedisBackingMap):
-            raise ConfigError(f"topology {self.coordinator.name!r}: state {name!r} is over a {type(backing).__name__}; "
-                              "this runner stages into Redis, so give it a state over a RedisBackingMap")
+        codec = self.states[name].key_codec
         fields: dict[str, Number] = {}
         for key, delta in deltas.items():
             try:
-                field = backing.key_codec.encode(key)
+                field = codec.encode(key)
             except KeyClashError as exc:
                 clashes.append(clash_rejection(name, txid, exc))
                 continue

@@ -1,6 +1,6 @@
 """Trident state on Redis: txid-aware map states over backing maps (seed 004)."""
 
-from txdag.state.base import BackingMap, Key, StateKind, ValueUpdater, combine_sum
+from txdag.state.base import BackingMap, Key, StateFactory, StateKind, ValueUpdater, combine_sum
 from txdag.state.cached_map import CachedMap
 from txdag.state.committed import CommittedRead, CommittedValue, read_committed
 from txdag.state.keys import DefaultKeyCodec, JoinedKeyCodec, KeyClashError, KeyCodec
@@ -44,6 +44,7 @@ __all__ = [
     "RedisBackingMap",
     "SnapshottableMap",
     "StagedPartials",
+    "StateFactory",
     "StateKind",
     "TransactionalMap",
     "TransactionalValue",

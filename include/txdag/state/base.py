@@ -32,6 +32,21 @@ class BackingMap(Protocol):
         ...
 
 
+class StateFactory:
+    """Trident's StateFactory: where a topology's state lives when it is not a Redis hash. A subclass is a dataclass
+    whose fields are JSON values (a path, a table, an Airflow connection id): the topology's definition carries it,
+    its fingerprint names it, and the commit task (or LocalTopology) calls ``backing_map`` to get the state's
+    BackingMap, whose multi_get/multi_put store what the map state gives them (plain values, TransactionalValue,
+    OpaqueValue). A backing map that also defines ``begin_commit(txid)`` and ``commit(txid)`` gets them around each
+    txid's writes to the state, so that a store with transactions applies the txid whole (docs/stores.md)."""
+
+    def backing_map(self, state: str, key_fields: int) -> BackingMap:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return type(self).__name__
+
+
 def check_keys(keys: Sequence[Key]) -> None:
     """Keys must be tuples: a bare string would silently become a tuple of characters elsewhere."""
     for key in keys:

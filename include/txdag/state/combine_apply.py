@@ -26,7 +26,7 @@ def apply_combined(state: MapStateBase, txid: int, partials: Mapping[str, Any],
 def apply_updaters(state: MapStateBase, txid: int, updates: list[tuple[str, ValueUpdater]],
                    chunk_size: int = DEFAULT_CHUNK) -> list[tuple[Key, Any]]:
     """``multi_update`` of (hash field, updater) pairs for batch ``txid``, a chunk at a time; the new values."""
-    codec = state.backing.key_codec  # type: ignore[attr-defined]
+    codec = state.key_codec
     new: list[tuple[Key, Any]] = []
     state.begin_commit(txid)
     for first in range(0, len(updates), chunk_size):

@@ -12,6 +12,7 @@ from typing import Any
 
 from txdag.errors import ConfigError, TxidOrderError
 from txdag.state.base import BackingMap, Key, StateKind, ValueUpdater, check_keys
+from txdag.state.keys import DefaultKeyCodec, KeyCodec
 from txdag.state.values import OpaqueValue, TransactionalValue
 
 
@@ -21,10 +22,13 @@ class MapStateBase:
     kind: StateKind
     stored_type: type | None = None  # what the backing map must hold for this kind (None: plain values)
 
-    def __init__(self, backing: BackingMap) -> None:
+    def __init__(self, backing: BackingMap, key_codec: KeyCodec | None = None) -> None:
         if not isinstance(backing, BackingMap):
             raise TypeError(f"{type(self).__name__} needs a backing map with multi_get/multi_put, got {backing!r}")
         self.backing = backing
+        # how a key is written as one staged field (the staging is Redis hashes whatever the store): the backing
+        # map's own codec (RedisBackingMap's), else the state definition's, else JSON arrays
+        self.key_codec: KeyCodec = key_codec or getattr(backing, "key_codec", None) or DefaultKeyCodec()
         self.current_txid: int | None = None
         self.last_committed: int | None = None
         self._written: dict[Key, Any] = {}
@@ -35,10 +39,14 @@ class MapStateBase:
             raise TxidOrderError(txid, self.last_committed, where=f"{type(self).__name__}.begin_commit")
         self.current_txid = txid
         self._written.clear()
+        if hasattr(self.backing, "begin_commit"):  # a store with transactions: one per txid (StateFactory)
+            self.backing.begin_commit(txid)
 
     def commit(self, txid: int) -> None:
         if self.current_txid != txid:
             raise ValueError(f"commit({txid}) without begin_commit({txid}); the open batch is {self.current_txid}")
+        if hasattr(self.backing, "commit"):
+            self.backing.commit(txid)
         self.last_committed = txid
         self.current_txid = None
         self._written.clear()

@@ -28,9 +28,11 @@ from txdag.spouts import tweets as tweets_layout
 from txdag.spouts.base import Source, SpoutContext, SpoutKind, TransactionalSpout
 from txdag.spouts.streams import OpaquePartitionedStreamSpout, PartitionedTransactionalStreamSpout, StreamPartition
 from txdag.spouts.tweets import TweetsTransactionalSpout
-from txdag.state import MAP_STATES, DefaultKeyCodec, JoinedKeyCodec, KeyCodec, RedisBackingMap, StateKind
+from txdag.state import MAP_STATES, BackingMap, DefaultKeyCodec, JoinedKeyCodec, KeyCodec, RedisBackingMap, StateKind
+from txdag.state.base import StateFactory
 from txdag.state.map_state import MapStateBase
 from txdag.state.snapshottable_map import GLOBAL_KEY
+from txdag.topology.refs import ref_of
 
 FORMAT_VERSION = 1
 DEFAULT_REDIS_CONN_ID = REDIS_CONN_ID  # (the name trident.query and others import)
@@ -64,9 +66,17 @@ class State:
     namespace: str | None = None
     key_fields: int = 1
     separator: str | None = None
+    store: StateFactory | None = None  # None: a Redis hash of the topology's Redis; else a store of the user's
 
     def __post_init__(self) -> None:
         check_name("a state name", self.name)
+        if self.store is not None:
+            if not isinstance(self.store, StateFactory):
+                raise ConfigError(f"state {self.name!r}: store must be a txdag.state.StateFactory, got {self.store!r}")
+            if self.namespace is not None:
+                raise ConfigError(f"state {self.name!r}: namespace names a Redis hash, and this state is kept in "
+                                  f"{self.store!r}: name its table (or file) in the store's own parameters")
+            ref_of(self.store)  # its parameters are JSON values, or the definition could not be fingerprinted
         if self.kind not in MAP_STATES:
             kinds = sorted(k.value for k in MAP_STATES)
             raise ConfigError(f"state {self.name!r}: unknown kind {self.kind!r}; use one of {kinds}")
@@ -80,6 +90,11 @@ class State:
     @property
     def redis_key(self) -> str:
         return self.namespace or self.name
+
+    @property
+    def in_redis(self) -> bool:
+        """Kept in a Redis hash (``redis_key``), not in a store of the user's."""
+        return self.store is None
 
     def codec(self) -> KeyCodec:
         if self.separator is not None and self.key_fields >= 1:
@@ -95,15 +110,47 @@ class State:
         return tuple(fields)
 
     def build(self, client: redis.Redis) -> MapStateBase:
-        return MAP_STATES[StateKind(self.kind)](RedisBackingMap(client, self.redis_key, key_codec=self.codec()))
+        """The map state of this kind over its store's backing map (a Redis hash of ``client`` by default)."""
+        kind = MAP_STATES[StateKind(self.kind)]
+        if self.store is None:
+            return kind(RedisBackingMap(client, self.redis_key, key_codec=self.codec()))
+        backing = self.store.backing_map(self.name, self.key_fields)
+        if not isinstance(backing, BackingMap):
+            raise ConfigError(f"state {self.name!r}: {self.store!r}.backing_map returned {backing!r}, which has no "
+                              f"multi_get/multi_put (txdag.state.BackingMap)")
+        return kind(backing, key_codec=self.codec())
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "namespace": self.namespace,
-                "key_fields": self.key_fields, "separator": self.separator}
+        data = {"name": self.name, "kind": self.kind, "namespace": self.namespace, "key_fields": self.key_fields,
+                "separator": self.separator}
+        return data if self.store is None else {**data, "store": self.store_ref}
+
+    @property
+    def store_ref(self) -> dict[str, Any] | None:
+        """The store's class and parameters (txdag.topology.refs); None for a Redis hash."""
+        if isinstance(self.store, StoreRef):
+            return dict(self.store.ref)
+        return None if self.store is None else ref_of(self.store)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> State:
-        return cls(**data)
+        store = data.get("store")
+        return cls(**{**data, "store": None if store is None else StoreRef(store)})
+
+
+@dataclass(frozen=True, repr=False)
+class StoreRef(StateFactory):
+    """A state's store as a Spark job sees it: its class and parameters by name (txdag.topology.refs); the backing
+    map is built where the topology's definition is loaded (the commit task), never in the job."""
+
+    ref: Mapping[str, Any]
+
+    def backing_map(self, state: str, key_fields: int) -> BackingMap:
+        raise ConfigError(f"state {state!r} is kept in {self!r}, which this process knows by name only: the commit "
+                          f"task builds its backing map from the topology's definition")
+
+    def __repr__(self) -> str:
+        return str(self.ref.get("name"))
 
 
 @dataclass(frozen=True)

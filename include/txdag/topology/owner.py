@@ -46,6 +46,8 @@ def definition_of(t: TransactionalTopology) -> dict[str, Any]:
         parts.update({f"state {s.name}.{k}": v for k, v in
                       {"kind": s.kind, "namespace": s.redis_key, "key_fields": s.key_fields,
                        "separator": s.separator}.items()})
+        if s.store is not None:
+            parts[f"state {s.name}.store"] = s.store_ref
     for k in t.key_values:
         parts.update({f"key_value {k.name}.{f}": v for f, v in
                       {**k.to_dict(), "namespace": k.namespace_of(t.topology_id)}.items() if f != "name"})

@@ -190,12 +190,12 @@ class TransactionalTopology:
             raise ConfigError(f"{where}: sinks must be a list of txdag.topology.definition.Sink")
         names = [s.name for s in self.states] + [k.name for k in self.key_values] + [s.name for s in self.sinks]
         named = "state or sink name" if self.sinks else "state name"
-        for what, values in ((named, names), ("Redis namespace", [s.redis_key for s in self.states]),
+        for what, values in ((named, names), ("Redis namespace", [s.redis_key for s in self.states if s.in_redis]),
                              ("key-value namespace", [k.namespace_of(self.topology_id) for k in self.key_values])):
             dupes = sorted({v for v in values if values.count(v) > 1})
             if dupes:
                 raise ConfigError(f"{where}: duplicate {what}(s) {dupes}: give each state its own")
-        if self.marker_key is not None and self.marker_key in {s.redis_key for s in self.states}:
+        if self.marker_key is not None and self.marker_key in {s.redis_key for s in self.states if s.in_redis}:
             raise ConfigError(f"{where}: marker_key {self.marker_key!r} is also a state's namespace: rename one")
 
     def _check_values(self) -> None:

@@ -37,8 +37,11 @@ from txdag.zk.store import TransactionStore
 pytestmark = pytest.mark.usefixtures("airflow_home")
 DB = 11
 DAG_FILE = """
+from dataclasses import dataclass
+
 from txdag import TransactionalTopology
 from txdag.airflow import render
+from txdag.state import MemoryBackingMap, StateFactory
 from txdag.topology.definition import State, StreamsSource, TweetsSource
 
 dag = render(TransactionalTopology(
@@ -52,6 +55,19 @@ fresh = render(TransactionalTopology(
 streams = render(TransactionalTopology(
     "{topo}_streams", source=StreamsSource(streams=["{topo}:s0"]), job="spark_jobs/job.py", states=[State("w")]),
     dag_file=__file__)
+
+
+@dataclass(repr=False)
+class Elsewhere(StateFactory):  # a store of the user's (docs/stores.md)
+    table: str
+
+    def backing_map(self, state, key_fields):
+        return MemoryBackingMap()
+
+
+elsewhere = render(TransactionalTopology(
+    "{topo}_elsewhere", source=TweetsSource(prefix="{topo}_elsewhere:"), job="spark_jobs/job.py",
+    states=[State("kept", store=Elsewhere("t"))]), dag_file=__file__)
 """
 
 
@@ -342,6 +358,10 @@ MISTAKES = [  # the environment, what the user types ({t}: the topology), the ex
     ("", "state top {t} clash", CONFIG, ["the Redis key '{t}:clash' of state 'clash' is not a hash (WRONGTYPE)",
                                          "give the state a namespace of its own"]),
     ("", "state get {t} clash k", CONFIG, ["is not a hash (WRONGTYPE)"]),
+    # a state in a store of the user's (docs/stores.md): read there
+    ("", "state get {t}_elsewhere kept k", CONFIG, ["state 'kept' of topology '{t}_elsewhere' is kept in Elsewhere, "
+                                                    "not in Redis: read it in that store"]),
+    ("", "state top {t}_elsewhere kept", CONFIG, ["is kept in Elsewhere, not in Redis"]),
 ]
 
 
@@ -432,7 +452,7 @@ def test_a_znode_that_is_no_topology_is_skipped_with_a_warning_and_named_when_as
     assert main(["status"]) == OK
     out, err = capsys.readouterr()
     rows = out.split("\nTOPOLOGY ", 1)[1].splitlines()[1:]  # the table, after the failed txid that leads
-    assert [line.split()[0] for line in rows] == [prefix, f"{prefix}_new", f"{prefix}_streams"]
+    assert [line.split()[0] for line in rows] == [prefix, f"{prefix}_elsewhere", f"{prefix}_new", f"{prefix}_streams"]
     check_answer(OK, err, OK, ["skipped topology 'garbage': znode", "does not hold a valid txdag topology record",
                                "skipped topology 'bad name': topology id 'bad name' cannot name a znode"],
                  what="status over a root with foreign znodes")

@@ -162,3 +162,32 @@ def test_map_states_work_over_a_cached_map():
     state.begin_commit(1)
     assert add(state, "a", 2) == 2
     state.commit(1)
+
+
+class Transactions(MemoryBackingMap):
+    """A backing map with transactions of its own (docs/stores.md): it records when the map state opens and ends
+    them."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def begin_commit(self, txid):
+        self.calls.append(("begin", txid))
+
+    def commit(self, txid):
+        self.calls.append(("commit", txid))
+
+    def multi_put(self, keys, values):
+        self.calls.append(("put", len(keys)))
+        super().multi_put(keys, values)
+
+
+def test_a_backing_map_with_transactions_gets_one_around_each_txids_writes():
+    from txdag.state.combine_apply import apply_combined
+
+    backing = Transactions()
+    state = OpaqueMap(backing)
+    apply_combined(state, 1, {'["a"]': 1, '["b"]': 2, '["c"]': 3}, lambda old, new: old + new, chunk_size=2)
+    assert backing.calls == [("begin", 1), ("put", 2), ("put", 1), ("commit", 1)]
+    assert [v.curr for v in backing.multi_get([("a",), ("b",), ("c",)])] == [1, 2, 3]

@@ -9,8 +9,9 @@ import pytest
 
 from txdag import TransactionalTopology, TransactionAttempt
 from txdag.errors import ConfigError, FormatVersionError
+from txdag.state import MemoryBackingMap, StateFactory, TransactionalMap
 from txdag.state.snapshottable_map import GLOBAL_KEY
-from txdag.topology.definition import JobSpec, Sink, State, StreamsSource, TweetsSource
+from txdag.topology.definition import JobSpec, Sink, State, StoreRef, StreamsSource, TweetsSource
 
 
 def topology(tmp_path, **changes):
@@ -134,3 +135,49 @@ def test_a_sink_is_part_of_the_definition_an_owner_holds(tmp_path) -> None:
     assert "sink audit.declared" in definition_of(with_sink)
     assert not any(k.startswith("sink ") for k in definition_of(plain)), "a topology without sinks: as before"
     assert fingerprint(definition_of(plain)) != fingerprint(definition_of(with_sink))
+
+
+@dataclasses.dataclass(repr=False)
+class TableStore(StateFactory):
+    """A store of the user's, as the docs write one (docs/stores.md)."""
+
+    table: str
+
+    def backing_map(self, state: str, key_fields: int) -> MemoryBackingMap:
+        return MemoryBackingMap()
+
+
+def test_a_state_names_a_store_of_the_users_and_the_job_spec_knows_it_by_name(tmp_path) -> None:
+    state = State("w", key_fields=2, separator=":", store=TableStore("counts"))
+    built = state.build(None)
+    assert isinstance(built, TransactionalMap) and isinstance(built.backing, MemoryBackingMap)
+    assert built.key_codec.encode(("@a", "#b")) == "@a:#b", "the staged fields are the definition's"
+    spec = JobSpec("t", TransactionAttempt(1, 1), {}, TweetsSource(), (state,))
+    read = JobSpec.from_json(spec.to_json()).states[0]
+    assert isinstance(read.store, StoreRef) and read.store_ref == state.store_ref == {
+        "module": "job", "name": "TableStore", "params": {"table": "counts"}}
+    with pytest.raises(ConfigError, match="knows by name only"):
+        read.build(None)
+    assert "store" not in State("w").to_dict(), "a Redis state's job spec: as before"
+    assert State("w").in_redis and not state.in_redis
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"store": "sqlite:///x.db"}, "store must be a txdag.state.StateFactory"),
+    ({"store": TableStore("x"), "namespace": "h"}, "namespace names a Redis hash"),
+    ({"store": TableStore(object())}, "are not JSON values"),
+])
+def test_a_bad_store_is_refused_when_the_dag_file_is_read(kwargs, message) -> None:
+    with pytest.raises(ConfigError, match=message):
+        State("w", **kwargs)
+
+
+def test_a_store_is_part_of_the_definition_an_owner_holds(tmp_path) -> None:
+    from txdag.topology.owner import changes, definition_of
+
+    redis_only = definition_of(topology(tmp_path))
+    assert not any(k.endswith(".store") for k in redis_only), "a topology of Redis states: as before"
+    one, other = (definition_of(topology(tmp_path, states=[State("users", store=TableStore(t))])) for t in "ab")
+    assert changes(one, other) == ["state 'users' store: {'module': 'job', 'name': 'TableStore', 'params': "
+                                   "{'table': 'a'}} -> {'module': 'job', 'name': 'TableStore', 'params': "
+                                   "{'table': 'b'}}"]
