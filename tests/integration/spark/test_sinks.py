@@ -5,7 +5,6 @@ txid halts the commit naming the txids, and what a committer raises keeps its cl
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 from pyspark import cloudpickle
 from pyspark.sql import functions as F
+from support.examples import example_module
 
 from txdag import TransactionAttempt
 from txdag import trident as td
@@ -26,19 +26,9 @@ from txdag.txid.coordinator import Coordinator
 from txdag.zk import TransactionStore
 
 pytestmark = pytest.mark.integration
-EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "jsonl_sink.py"
 
 
-def _example():
-    """The example as its user's job would import it: a module of their own, not on this process's path."""
-    spec = importlib.util.spec_from_file_location("jsonl_sink", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["jsonl_sink"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-JsonLinesSink = _example().JsonLinesSink  # found by the commit in this module, as in a job file that imports it
+JsonLinesSink = example_module("jsonl_sink").JsonLinesSink  # found by the commit here, as in a job importing it
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 FOLDER: list[str] = []  # the test's sink folder, read by process (a job function takes the batch alone)
 

@@ -3,7 +3,6 @@ a folder read by LocalTopology in Python and by a Spark job on the executors, th
 task hands spark-submit. Both must see the same tuples, and the committed counts must equal a recount of the files.
 """
 
-import importlib.util
 import json
 import sys
 from collections import Counter
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 from access import ZK_AUTH
 from spark_support import ROOT, load_job
+from support.examples import example_module
 
 from txdag import TransactionalTopology, TransactionAttempt
 from txdag.commit.staging import Staging
@@ -26,17 +26,7 @@ from txdag.zk.client import connect_zk
 from txdag.zk.store import TransactionStore
 
 pytestmark = pytest.mark.integration
-EXAMPLE = ROOT / "examples" / "landing_files.py"
 FILES = {"001.txt": "the cat\n\nthe dog\r\n", "002.txt": "a cat", "003.txt": "dog dog\n", "004.txt": "the end\n"}
-
-
-def example_module(name: str = "landing_files"):
-    """The example as its user's DAG would import it: a module of their own, not on this process's path."""
-    spec = importlib.util.spec_from_file_location(name, EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def land(folder: Path, files: dict[str, str]) -> None:
@@ -52,7 +42,7 @@ def word_counts(texts) -> dict[tuple, int]:
 
 def test_local_topology_runs_a_users_spout_exactly_once_and_a_replay_reads_the_same_files(
         tmp_path, redis_client, zk_hosts, zk_root, prefix):
-    landing = example_module()
+    landing = example_module("landing_files")
     land(tmp_path, FILES)
     source = landing.LandingFiles(folder=str(tmp_path), max_files=3)
     spout = source.build(SpoutContext(prefix))
@@ -81,7 +71,7 @@ def test_local_topology_runs_a_users_spout_exactly_once_and_a_replay_reads_the_s
 
 
 def test_a_spark_job_reads_a_users_spout_on_the_executors_as_python_reads_it(tmp_path, spark, redis_client, prefix):
-    landing = example_module()
+    landing = example_module("landing_files")
     land(tmp_path, FILES)
     source = landing.LandingFiles(folder=str(tmp_path), max_files=10)
     metadata = source.build(SpoutContext(prefix)).initialize_transaction(1, None)
@@ -103,7 +93,7 @@ def test_a_spark_job_reads_a_users_spout_on_the_executors_as_python_reads_it(tmp
 
 
 def test_a_source_the_job_could_not_rebuild_is_refused_when_the_topology_is_built(tmp_path):
-    landing = example_module()
+    landing = example_module("landing_files")
     kwargs = dict(job=str(ROOT / "spark_jobs" / "word_count.py"), states=[State("words")])
     with pytest.raises(ConfigError, match=r"source must be a txdag.spouts.Source .* docs/spouts.md"):
         TransactionalTopology("t", source=object(), **kwargs)

@@ -6,15 +6,14 @@ the txid before), and its replay makes every state exact: nothing skipped, nothi
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sqlite3
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from access import ZK_AUTH
+from support.examples import example_module
 
 from txdag.commit.phase import commit_transaction
 from txdag.commit.staging import Staging
@@ -25,20 +24,10 @@ from txdag.txid.coordinator import Coordinator, Emission
 from txdag.zk.client import connect_zk
 from txdag.zk.store import TransactionStore
 
-EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "sqlite_store.py"
 SENTENCES = ["the cat sat", "on the mat", "the dog", "a cat and a dog", "the end", "cat dog cat", "mat", "one more"]
 
 
-def _example():
-    """The example as its user's DAG file would import it: a module of their own, not on this process's path."""
-    spec = importlib.util.spec_from_file_location("sqlite_store", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["sqlite_store"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-sqlite_store = _example()
+sqlite_store = example_module("sqlite_store")
 
 
 def counts_in(path: Path, table: str) -> dict[str, int]:
