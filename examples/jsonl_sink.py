@@ -45,9 +45,9 @@ class JsonLinesSink(Committer):
             os.fsync(out.fileno())
         temporary.replace(final)
         _sync_folder(folder)  # the rename itself on disk: the record survives a crash of the machine
-        for name in self._names():  # an earlier attempt of this txid: replaced
+        for name in self._names():  # an earlier attempt of this txid: replaced (never a later one's file)
             m = FILE.fullmatch(name)
-            if m and int(m[1]) == tx.txid and int(m[2]) != tx.attempt:
+            if m and int(m[1]) == tx.txid and int(m[2]) < tx.attempt:
                 (folder / name).unlink(missing_ok=True)
 
     def _names(self) -> list[str]:

@@ -1,16 +1,19 @@
 """A state store of a user's own, as Trident's IBackingMap and StateFactory make one: a table in a SQLite file.
 
-``State("words", store=SqliteStore("/data/counts.db"))`` keeps the state in the table ``words`` (or ``table``):
-one row per key (the key fields as a JSON array), its value as JSON, and for a transactional or opaque state the
-txid the value includes and, opaque, the value before it. The map state (TransactionalMap, OpaqueMap,
-NonTransactionalMap) decides what to write; this backing map only stores it, a few hundred keys per statement.
-``begin_commit``/``commit`` wrap each txid's writes to the state in one SQLite transaction: a crash leaves all of
-them or none, and a reader of the table never sees part of a txid.
+``State("words", store=SqliteStore("/data/counts.db"))`` keeps the state in the table ``<topology>__words`` (or
+``table``): one row per key (the key fields as a JSON array), its value as JSON, and for a transactional or opaque
+state the txid the value includes and, opaque, the value before it. The map state (TransactionalMap, OpaqueMap,
+NonTransactionalMap) decides what to write; this backing map only stores it: a few hundred keys per read
+statement, a chunk of keys per ``executemany``. ``begin_commit``/``commit`` wrap each txid's writes to the state in
+one SQLite transaction: a crash leaves all of them or none, and a reader of the table never sees part of a txid.
+The file is in WAL mode, so readers never block the commit; the states of one file share one connection, so a
+txid that died inside one state's transaction is rolled back by the next ``begin_commit`` of any of them.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,29 +21,37 @@ from typing import Any
 
 from txdag.state import BackingMap, OpaqueValue, StateFactory, TransactionalValue
 
-CHUNK = 500  # keys per statement (SQLite allows 32766 parameters)
+CHUNK = 500  # keys per read statement (SQLite allows 32766 parameters)
+TABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")  # quoted in every statement: "order" and "word-counts" are fine
+_connections: dict[str, sqlite3.Connection] = {}  # one per database file, shared by its states
 
 
-@dataclass(repr=False)
+@dataclass(frozen=True, repr=False)
 class SqliteStore(StateFactory):
-    """The definition: the database file (a path the commit task can write), the table (default: the state's name)."""
+    """The definition: the database file (a path the commit task can write), the table (default: the topology's
+    id and the state's name, ``<topology>__<state>``)."""
 
     path: str
     table: str | None = None
 
-    def backing_map(self, state: str, key_fields: int) -> BackingMap:
-        return SqliteBackingMap(self.path, self.table or state)
+    def __post_init__(self) -> None:
+        if self.table is not None and not TABLE.fullmatch(self.table):
+            raise ValueError(f"SqliteStore table {self.table!r}: a letter or '_', then letters, digits, '_', '.', '-'")
+
+    def backing_map(self, topology: str, state: str, key_fields: int) -> BackingMap:
+        return SqliteBackingMap(self.path, self.table or f"{topology}__{state}")
 
 
 class SqliteBackingMap:
     """multi_get/multi_put over one table; begin_commit/commit around each txid's writes."""
 
     def __init__(self, path: str, table: str) -> None:
-        if not table.replace("_", "").isalnum():
-            raise ValueError(f"table name {table!r}: letters, digits and '_' only")
-        self.table = table
-        self.db = sqlite3.connect(path, isolation_level=None, timeout=30)  # transactions are begun here, explicitly
-        self.db.execute(f"CREATE TABLE IF NOT EXISTS {table} (key TEXT PRIMARY KEY, kind TEXT NOT NULL, "
+        if path not in _connections:
+            db = sqlite3.connect(path, isolation_level=None, timeout=30)  # transactions begun here, explicitly
+            db.execute("PRAGMA journal_mode=WAL")
+            _connections[path] = db
+        self.db, self.table = _connections[path], '"' + table.replace('"', '""') + '"'
+        self.db.execute(f"CREATE TABLE IF NOT EXISTS {self.table} (key TEXT PRIMARY KEY, kind TEXT NOT NULL, "
                         f"value TEXT, txid INTEGER, prev TEXT)")
 
     def multi_get(self, keys: Sequence[tuple]) -> list[Any]:

@@ -123,9 +123,10 @@ class Committer:
     in txid order, ``commit(tx, rows)`` gets the rows the job returned for its sink (a file, a table, a queue the
     user owns). The sink, not txdag, keeps the last txid (and attempt) it applied, written with the rows in one
     step where it can; ``last_applied()`` reads it back. txdag skips the call when the sink already holds this
-    attempt of the txid, or a later txid (a commit retried after the sink applied it), and fails the commit, naming
-    the txids, when the sink is behind by more than one. The same txid with another attempt (an opaque batch
-    re-emitted after a commit failed for good) is committed again: the sink replaces what it holds for the txid.
+    attempt of the txid, or a later attempt of it (a commit retried after the sink applied it), and halts the
+    commit before anything is written, naming the txids, when the sink holds a later txid or is behind by more than
+    one. A later attempt of the txid (its commit failed for good and its run was replayed) is committed again, with
+    the same rows (a txid's batch is frozen once its commit began): the sink replaces what it holds for the txid.
 
     A committer is rebuilt in the commit task from its class in the job file and its constructor's parameters
     (JSON values: a path, a table name, a connection id), never pickled."""

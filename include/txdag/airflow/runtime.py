@@ -77,7 +77,7 @@ class TopologyRuntime:
 
     @cached_property
     def states(self) -> dict[str, MapStateBase]:
-        return {s.name: s.build(self.client) for s in self.topology.states}
+        return {s.name: s.build(self.client, self.topology.topology_id) for s in self.topology.states}
 
     def job_spec(self, emission: Emission) -> JobSpec:
         t = self.topology

@@ -215,11 +215,26 @@ class RefusingKeys:
 
 def apply_sink(ctx: CommitContext, name: str, spec: OutputSpec, values: dict[str, Any]) -> int:
     """Storm's committer bolt: the txid's rows, in batch order, to the sink's Committer, unless the sink already
-    holds this attempt of the txid or a later txid (a retried commit); the number of rows handed over. What the
-    committer raises is raised as it is (its class tells a retry from a failure: txdag.txid.healing), with a note
-    naming the topology, the txid and the sink."""
+    holds this attempt of the txid, or a later attempt of it (a retried commit); the number of rows handed over.
+    What the committer raises is raised as it is (its class tells a retry from a failure: txdag.txid.healing), with
+    a note naming the topology, the txid and the sink."""
     from pyspark.sql.types import Row as SparkRow
 
+    committer, last, where = sink_position(ctx, name, spec)
+    tx = ctx.tx
+    if last is not None and last.txid == tx.txid and last.attempt >= tx.attempt:
+        log.info("%s: the sink holds %s already: not committed to it again", where, last)
+        return 0
+    fields = spec.options["fields"]
+    rows = [SparkRow(**dict(zip(fields, values[seq]))) for seq in sorted(values, key=int)]
+    _call(lambda: committer.commit(tx, rows), where, "commit")
+    log.info("%s: %s rows committed to the sink", where, len(rows))
+    return len(rows)
+
+
+def sink_position(ctx: CommitContext, name: str, spec: OutputSpec) -> tuple[Any, TransactionAttempt | None, str]:
+    """The sink's committer, what it holds last, and how messages name it; raises when the sink is ahead of this
+    commit or more than one txid behind it."""
     from txdag.contracts import Committer
 
     committer = ctx.rebuild(name, spec, Committer)
@@ -228,23 +243,16 @@ def apply_sink(ctx: CommitContext, name: str, spec: OutputSpec, values: dict[str
     if last is not None and not isinstance(last, TransactionAttempt):
         raise ConfigError(f"{where}: last_applied() returned {last!r}; return the TransactionAttempt the sink holds "
                           f"last (txdag.TransactionAttempt(txid, attempt)), or None when it holds none")
-    tx = ctx.tx
-    if last is not None and last.txid > tx.txid:
+    txid = ctx.tx.txid
+    if last is not None and last.txid > txid:
         raise StoreWentBackwards(f"{where}: the sink holds txid {last.txid}, ahead of this commit: the topology was "
                                  f"started over while the sink kept what it holds, or another topology writes it; "
                                  f"empty the sink, or give the topology a sink of its own")
-    if last is not None and last.txid == tx.txid and last.attempt >= tx.attempt:
-        log.info("%s: the sink holds %s already: not committed to it again", where, last)
-        return 0
-    if last is not None and last.txid < tx.txid - 1:
+    if last is not None and last.txid < txid - 1:
         raise StoreWentBackwards(f"{where}: the sink holds txid {last.txid} last, so txids {last.txid + 1} to "
-                                 f"{tx.txid - 1}, committed, are missing from it (restored from an older copy?); "
-                                 f"bring the sink back to txid {tx.txid - 1}, or start it over empty")
-    fields = spec.options["fields"]
-    rows = [SparkRow(**dict(zip(fields, values[seq]))) for seq in sorted(values, key=int)]
-    _call(lambda: committer.commit(tx, rows), where, "commit")
-    log.info("%s: %s rows committed to the sink", where, len(rows))
-    return len(rows)
+                                 f"{txid - 1}, committed, are missing from it (restored from an older copy?); "
+                                 f"bring the sink back to txid {txid - 1}, or start it over empty")
+    return committer, last, where
 
 
 def _call(method: Callable[[], Any], where: str, name: str) -> Any:
@@ -302,4 +310,4 @@ def decode_number(raw: bytes) -> int | float:
         return float(text)
 
 
-__all__ = ["CommitContext", "Fired", "KVTarget", "apply_sums", "window_evaluator"]
+__all__ = ["CommitContext", "Fired", "KVTarget", "apply_sums", "sink_position", "window_evaluator"]

@@ -21,6 +21,7 @@ from txdag.commit.apply import (
     apply_sums,
     apply_window,
     decode_number,
+    sink_position,
 )
 from txdag.commit.keyvalue import commit_key_values
 from txdag.commit.outputs import SUM, OutputSpec
@@ -82,6 +83,14 @@ KINDS: dict[str, OutputKind] = {kind.name: kind for kind in (
 )}
 
 
+def check_sinks(ctx: CommitContext, outputs: Outputs) -> None:
+    """Every sink's own record against this commit, before anything is written: a sink ahead of the commit, or more
+    than one txid behind it, raises StoreWentBackwards while the states still hold the txid before."""
+    for name, (spec, _) in outputs.items():
+        if spec.kind == SINK:
+            sink_position(ctx, name, spec)
+
+
 def apply_outputs(ctx: CommitContext, outputs: Outputs) -> tuple[int, int]:
     """Every kind's applier in the table's order, each with the outputs of its kind; (applied, skipped) in all."""
     applied = skipped = 0
@@ -91,4 +100,4 @@ def apply_outputs(ctx: CommitContext, outputs: Outputs) -> tuple[int, int]:
     return applied, skipped
 
 
-__all__ = ["COMBINE", "KINDS", "KV", "PERSIST", "SINK", "SUM", "WINDOW", "OutputKind", "apply_outputs"]
+__all__ = ["COMBINE", "KINDS", "KV", "PERSIST", "SINK", "SUM", "WINDOW", "OutputKind", "apply_outputs", "check_sinks"]

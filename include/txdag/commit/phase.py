@@ -2,9 +2,11 @@
 
 Order of writes, and why each crash point is safe:
 1. ZooKeeper: status COMMITTING (freezes the batch: any replay re-emits the same metadata).
-2. Redis: the outputs of each state, each idempotent for the txid, applied kind by kind as the table of kinds says
-   (txdag.commit.kinds): combiner partials, windows, state updaters, key-value states (prepared then committed),
-   then the numeric partials, read from the staging and added inside Redis, with the marker written last.
+2. The outputs of each state and sink, each idempotent for the txid, applied kind by kind as the table of kinds
+   says (txdag.commit.kinds), after every sink's own record was checked: combiner partials, windows, state
+   updaters, sinks (skipped where the sink's last_applied holds the txid), key-value states (prepared then
+   committed), then the numeric partials, added inside Redis (or through the map state, for a state in a store of
+   the user's: each key's txid makes a second pass a no-op), with the Redis marker written last.
    On a Redis Cluster, a replica of every master written has acknowledged the writes (WAIT) before step 3.
 3. ZooKeeper: COMMITTED and committed_txid = txid, in one transaction.
 4. Redis: the staging of every attempt of txid is deleted; ZooKeeper: txids older than the kept window.
@@ -23,7 +25,7 @@ import redis
 
 from txdag.attempt import TransactionAttempt
 from txdag.commit.apply import CommitContext, KVTarget
-from txdag.commit.kinds import apply_outputs
+from txdag.commit.kinds import apply_outputs, check_sinks
 from txdag.commit.staging import Staging
 from txdag.errors import ConfigError, ServiceUnavailable, StoreWentBackwards
 from txdag.faults import crash_if_requested
@@ -83,14 +85,16 @@ def commit_transaction(
         )
     applied = skipped = 0
     resumed = isinstance(decision, Go) and decision.resumed
+    ctx = CommitContext(topology, tx, client, states, load_job, key_values or {}, marker_key, extra)
     try:
         held = _marker_at(client, marker_key, tx.txid, topology, resumed)
+        if not held:
+            check_sinks(ctx, outputs)  # a sink that went backwards halts the commit before it writes anything
     except StoreWentBackwards:
         if not resumed:  # this try wrote nothing: its COMMITTING must not vouch for that marker at a retry
             coordinator.undo_begin_commit(tx)
         raise
     if not held:  # a marker at txid: every output is in already
-        ctx = CommitContext(topology, tx, client, states, load_job, key_values or {}, marker_key, extra)
         applied, skipped = apply_outputs(ctx, outputs)
     written = commit_keys(states, topology) + ([marker_key] if marker_key else [])
     replicate(client, written, f"the commit of {tx} of topology {topology!r}")

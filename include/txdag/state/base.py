@@ -37,10 +37,11 @@ class StateFactory:
     whose fields are JSON values (a path, a table, an Airflow connection id): the topology's definition carries it,
     its fingerprint names it, and the commit task (or LocalTopology) calls ``backing_map`` to get the state's
     BackingMap, whose multi_get/multi_put store what the map state gives them (plain values, TransactionalValue,
-    OpaqueValue). A backing map that also defines ``begin_commit(txid)`` and ``commit(txid)`` gets them around each
-    txid's writes to the state, so that a store with transactions applies the txid whole (docs/stores.md)."""
+    OpaqueValue). ``topology`` and ``state`` name the state, so that two topologies (or two states) never share a
+    table by default. A backing map that also defines ``begin_commit(txid)`` and ``commit(txid)`` gets them around
+    each txid's writes to the state, so that a store with transactions applies the txid whole (docs/stores.md)."""
 
-    def backing_map(self, state: str, key_fields: int) -> BackingMap:
+    def backing_map(self, topology: str, state: str, key_fields: int) -> BackingMap:
         raise NotImplementedError
 
     def __repr__(self) -> str:

@@ -21,6 +21,21 @@ class CachedMap:
         self._cache: OrderedDict[Key, Any] = OrderedDict()
         self.hits = 0
         self.misses = 0
+        self._open = False  # a txid begun and not committed: what the cache holds of it may have been rolled back
+
+    def begin_commit(self, txid: int) -> None:
+        """The wrapped map's transaction, when it has them (docs/stores.md); a txid that died inside one leaves
+        the cache holding writes the store rolled back, so it is emptied."""
+        if self._open:
+            self._cache.clear()
+        self._open = True
+        if hasattr(self.backing, "begin_commit"):
+            self.backing.begin_commit(txid)
+
+    def commit(self, txid: int) -> None:
+        if hasattr(self.backing, "commit"):
+            self.backing.commit(txid)
+        self._open = False
 
     def multi_get(self, keys: Sequence[Key]) -> list[Any]:
         check_keys(keys)

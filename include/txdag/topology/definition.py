@@ -109,14 +109,25 @@ class State:
             raise ConfigError(f"state {self.name!r} has {self.key_fields} key field(s), got a row with {fields!r}")
         return tuple(fields)
 
-    def build(self, client: redis.Redis) -> MapStateBase:
-        """The map state of this kind over its store's backing map (a Redis hash of ``client`` by default)."""
+    def build(self, client: redis.Redis, topology: str | None = None) -> MapStateBase:
+        """The map state of this kind over its store's backing map (a Redis hash of ``client`` by default);
+        ``topology`` is the topology's id, which a store needs (its default table names both)."""
         kind = MAP_STATES[StateKind(self.kind)]
         if self.store is None:
             return kind(RedisBackingMap(client, self.redis_key, key_codec=self.codec()))
-        backing = self.store.backing_map(self.name, self.key_fields)
+        if topology is None:
+            raise ConfigError(f"state {self.name!r} is kept in {self.store!r}: build it with its topology's id")
+        where = f"topology {topology!r}: state {self.name!r}"
+        try:
+            backing = self.store.backing_map(topology, self.name, self.key_fields)
+        except Exception as exc:
+            exc.add_note(f"{where}: raised by {self.store!r}.backing_map() (docs/stores.md)")
+            raise
+        if isinstance(backing, RedisBackingMap):
+            raise ConfigError(f"{where}: {self.store!r}.backing_map returned a RedisBackingMap; a state in Redis "
+                              f"needs no store: drop store= (and give it a namespace)")
         if not isinstance(backing, BackingMap):
-            raise ConfigError(f"state {self.name!r}: {self.store!r}.backing_map returned {backing!r}, which has no "
+            raise ConfigError(f"{where}: {self.store!r}.backing_map returned {backing!r}, which has no "
                               f"multi_get/multi_put (txdag.state.BackingMap)")
         return kind(backing, key_codec=self.codec())
 
@@ -145,9 +156,9 @@ class StoreRef(StateFactory):
 
     ref: Mapping[str, Any]
 
-    def backing_map(self, state: str, key_fields: int) -> BackingMap:
-        raise ConfigError(f"state {state!r} is kept in {self!r}, which this process knows by name only: the commit "
-                          f"task builds its backing map from the topology's definition")
+    def backing_map(self, topology: str, state: str, key_fields: int) -> BackingMap:
+        raise ConfigError(f"topology {topology!r}: state {state!r} is kept in {self!r}, which this process knows by "
+                          f"name only: the commit task builds its backing map from the topology's definition")
 
     def __repr__(self) -> str:
         return str(self.ref.get("name"))

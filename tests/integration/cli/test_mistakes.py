@@ -61,7 +61,7 @@ streams = render(TransactionalTopology(
 class Elsewhere(StateFactory):  # a store of the user's (docs/stores.md)
     table: str
 
-    def backing_map(self, state, key_fields):
+    def backing_map(self, topology, state, key_fields):
         return MemoryBackingMap()
 
 

@@ -118,9 +118,12 @@ def test_a_sink_behind_by_more_than_one_txid_halts_the_commit_naming_the_txids(p
                                                  r"txids 2 to 2, committed, are missing from it"):
         commit(three.tx)
     assert sorted(p.name for p in folder.glob("txid-*")) == ["txid-1-1.jsonl"]
+    words = {k.decode() for k in redis_client.hkeys(f"{prefix}:words")}
+    assert words and not words & {"flink", "beam"}, "the halted commit wrote txid 3 into the state"
+    assert not coordinator.store.read_txid(3)[0].commit_begun, "its COMMITTING must not vouch for a retry"
 
 
-def test_a_sink_ahead_of_the_commit_halts_it_as_after_a_reset_that_left_the_sink(pipeline):
+def test_a_sink_ahead_of_the_commit_halts_it_as_after_a_reset_that_left_the_sink(pipeline, redis_client, prefix):
     coordinator, run, commit, folder = pipeline
     one = coordinator.coordinate("r1")
     run(one)
@@ -130,6 +133,7 @@ def test_a_sink_ahead_of_the_commit_halts_it_as_after_a_reset_that_left_the_sink
                                                  r"this commit: the topology was started over"):
         commit(one.tx)
     assert sorted(p.name for p in folder.iterdir()) == ["txid-7-1.jsonl"]
+    assert redis_client.hlen(f"{prefix}:words") == 0, "the halted commit wrote the state before it read the sink"
 
 
 def test_what_a_committer_raises_keeps_its_class_with_a_note_naming_the_sink(pipeline):

@@ -33,7 +33,7 @@ sqlite_store = example_module("sqlite_store")
 def counts_in(path: Path, table: str) -> dict[str, int]:
     """What a reader of the table sees: each word's committed count (a plain, transactional or opaque row)."""
     with sqlite3.connect(path) as db:
-        return {json.loads(key)[0]: int(value) for key, value in db.execute(f"SELECT key, value FROM {table}")}
+        return {json.loads(key)[0]: int(value) for key, value in db.execute(f'SELECT key, value FROM "{table}"')}
 
 
 def word_count(records):
@@ -55,28 +55,30 @@ def states(path: Path) -> list[State]:
 
 
 def test_three_kinds_in_a_users_store_stay_exact_through_a_commit_that_dies_inside_a_transaction(
-        redis_client, coordinator, tmp_path, monkeypatch):
+        redis_client, coordinator, prefix, tmp_path, monkeypatch):
     db = tmp_path / "counts.db"
-    topology = LocalTopology(coordinator, redis_client, {s.name: s.build(redis_client) for s in states(db)},
-                             word_count)
+    topology = LocalTopology(coordinator, redis_client,
+                             {s.name: s.build(redis_client, prefix) for s in states(db)}, word_count)
+    tables = {name: f"{prefix}__{name}" for name in "ton"}  # the store's default: the topology's and the state's
     one = topology.coordinate("r1")
     topology.process(one)
     assert topology.commit(one.tx).status == "committed"
-    after_one = {table: counts_in(db, table) for table in "ton"}
+    after_one = {name: counts_in(db, table) for name, table in tables.items()}
 
     put, died_in = sqlite_store.SqliteBackingMap.multi_put, []
 
-    def dies_after_its_first_write(self, keys, values):
+    def dies_inside_o(self, keys, values):  # after state 't' committed txid 2: 'o' holds the file's write lock
         put(self, keys, values)
-        died_in.append(self.table)
-        raise ConnectionError(f"the store went away half way through state {self.table!r}")
+        if self.table == f'"{tables["o"]}"':
+            died_in.append(self.table)
+            raise ConnectionError(f"the store went away half way through state {self.table}")
 
-    monkeypatch.setattr(sqlite_store.SqliteBackingMap, "multi_put", dies_after_its_first_write)
+    monkeypatch.setattr(sqlite_store.SqliteBackingMap, "multi_put", dies_inside_o)
     two = topology.coordinate("r2")
     topology.process(two)
     with pytest.raises(ConnectionError, match="half way"):
         topology.commit(two.tx)
-    assert {table: counts_in(db, table) for table in "ton"} == after_one, f"a reader saw part of txid 2 in {died_in}"
+    assert died_in and counts_in(db, tables["o"]) == after_one["o"], "a reader saw part of txid 2 in state 'o'"
     monkeypatch.undo()
 
     replay = topology.coordinate("r2")  # its run again: txid 2 re-emitted (transactional: the same tweets)
@@ -87,10 +89,11 @@ def test_three_kinds_in_a_users_store_stay_exact_through_a_commit_that_dies_insi
         topology.process(emission)
         assert topology.commit(emission.tx).status == "committed"
     truth = dict(Counter(w for s in SENTENCES for w in s.split()))
-    assert {table: counts_in(db, table) for table in ("t", "o", "n")} == {"t": truth, "o": truth, "n": truth}
+    assert {name: counts_in(db, table) for name, table in tables.items()} == {"t": truth, "o": truth, "n": truth}
     with sqlite3.connect(db) as read:
-        kinds = {table: {k for (k,) in read.execute(f"SELECT DISTINCT kind FROM {table}")} for table in "ton"}
-        last = read.execute("SELECT max(txid) FROM t").fetchone()[0]
+        kinds = {name: {k for (k,) in read.execute(f'SELECT DISTINCT kind FROM "{table}"')}
+                 for name, table in tables.items()}
+        last = read.execute(f'SELECT max(txid) FROM "{tables["t"]}"').fetchone()[0]
     assert kinds == {"t": {"transactional"}, "o": {"opaque"}, "n": {"plain"}}
     assert last == coordinator.status().topology.committed_txid == 3
 
@@ -108,7 +111,7 @@ def test_a_spark_job_stages_for_a_users_store_and_the_commit_applies_it(redis_cl
     db = tmp_path / "counts.db"
     declared = states(db)
     source = TweetsSource(max_transaction_size=3, prefix=f"{prefix}:")
-    live = {s.name: s.build(redis_client) for s in declared}
+    live = {s.name: s.build(redis_client, prefix) for s in declared}
     while isinstance(emission := coordinator.coordinate(f"run{coordinator.status().topology.last_txid}"), Emission):
         spec = JobSpec.from_json(JobSpec(prefix, emission.tx, emission.metadata, source, tuple(declared)).to_json())
         assert all(isinstance(s.store, StoreRef) for s in spec.states)  # the job knows the store by name only
@@ -117,4 +120,4 @@ def test_a_spark_job_stages_for_a_users_store_and_the_commit_applies_it(redis_cl
         outcome = commit_transaction(coordinator, Staging(redis_client, prefix), redis_client, emission.tx, live)
         assert outcome.status == "committed"
     truth = dict(Counter(w for s in SENTENCES for w in s.split()))
-    assert {table: counts_in(db, table) for table in ("t", "o", "n")} == {"t": truth, "o": truth, "n": truth}
+    assert {name: counts_in(db, f"{prefix}__{name}") for name in "ton"} == {"t": truth, "o": truth, "n": truth}

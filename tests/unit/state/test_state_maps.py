@@ -191,3 +191,18 @@ def test_a_backing_map_with_transactions_gets_one_around_each_txids_writes():
     apply_combined(state, 1, {'["a"]': 1, '["b"]': 2, '["c"]': 3}, lambda old, new: old + new, chunk_size=2)
     assert backing.calls == [("begin", 1), ("put", 2), ("put", 1), ("commit", 1)]
     assert [v.curr for v in backing.multi_get([("a",), ("b",), ("c",)])] == [1, 2, 3]
+
+
+def test_a_cached_map_passes_the_stores_transactions_on_and_forgets_a_txid_that_died_inside_one():
+    backing = Transactions()
+    cached = CachedMap(backing)
+    state = TransactionalMap(cached)
+    state.begin_commit(1)
+    state.multi_put([("a",)], [1])
+    state.commit(1)
+    state.begin_commit(2)
+    state.multi_put([("a",)], [2])  # the try dies here: the store rolls txid 2 back
+    backing.multi_put([("a",)], [TransactionalValue(1, 1)])  # (what the rollback leaves)
+    state.begin_commit(2)
+    assert state.multi_get([("a",)]) == [1], "the cache still held the rolled-back write"
+    assert [c for c in backing.calls if c[0] != "put"] == [("begin", 1), ("commit", 1), ("begin", 2), ("begin", 2)]

@@ -143,21 +143,24 @@ class TableStore(StateFactory):
 
     table: str
 
-    def backing_map(self, state: str, key_fields: int) -> MemoryBackingMap:
+    def backing_map(self, topology: str, state: str, key_fields: int) -> MemoryBackingMap:
         return MemoryBackingMap()
 
 
 def test_a_state_names_a_store_of_the_users_and_the_job_spec_knows_it_by_name(tmp_path) -> None:
     state = State("w", key_fields=2, separator=":", store=TableStore("counts"))
-    built = state.build(None)
+    with pytest.raises(ConfigError, match="is kept in TableStore: build it with its topology's id"):
+        state.build(None)
+    built = state.build(None, "t")
     assert isinstance(built, TransactionalMap) and isinstance(built.backing, MemoryBackingMap)
     assert built.key_codec.encode(("@a", "#b")) == "@a:#b", "the staged fields are the definition's"
     spec = JobSpec("t", TransactionAttempt(1, 1), {}, TweetsSource(), (state,))
     read = JobSpec.from_json(spec.to_json()).states[0]
     assert isinstance(read.store, StoreRef) and read.store_ref == state.store_ref == {
         "module": "job", "name": "TableStore", "params": {"table": "counts"}}
-    with pytest.raises(ConfigError, match="knows by name only"):
-        read.build(None)
+    with pytest.raises(ConfigError, match="topology 't': state 'w' is kept in TableStore, which this process knows by "
+                                          "name only"):
+        read.build(None, "t")
     assert "store" not in State("w").to_dict(), "a Redis state's job spec: as before"
     assert State("w").in_redis and not state.in_redis
 
@@ -181,3 +184,31 @@ def test_a_store_is_part_of_the_definition_an_owner_holds(tmp_path) -> None:
     assert changes(one, other) == ["state 'users' store: {'module': 'job', 'name': 'TableStore', 'params': "
                                    "{'table': 'a'}} -> {'module': 'job', 'name': 'TableStore', 'params': "
                                    "{'table': 'b'}}"]
+
+
+class RedisAgain(TableStore):
+    def backing_map(self, topology: str, state: str, key_fields: int):
+        from txdag.state import RedisBackingMap
+
+        return RedisBackingMap(None, self.table)
+
+
+class Broken(TableStore):
+    def backing_map(self, topology: str, state: str, key_fields: int):
+        raise OSError("no such database")
+
+
+def test_a_store_that_gives_no_backing_map_of_its_own_is_named() -> None:
+    with pytest.raises(ConfigError, match="topology 't': state 'w': RedisAgain.backing_map returned a RedisBackingMap; "
+                                          "a state in Redis needs no store"):
+        State("w", store=RedisAgain("x")).build(None, "t")
+    with pytest.raises(ConfigError, match=r"Odd.backing_map returned 'x', which has no multi_get/multi_put"):
+        State("w", store=Odd("x")).build(None, "t")
+    with pytest.raises(OSError, match="no such database") as raised:
+        State("w", store=Broken("x")).build(None, "t")
+    assert raised.value.__notes__ == ["topology 't': state 'w': raised by Broken.backing_map() (docs/stores.md)"]
+
+
+class Odd(TableStore):
+    def backing_map(self, topology: str, state: str, key_fields: int):
+        return "x"
