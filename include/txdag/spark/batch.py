@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StringType, StructField, StructType
 
 from txdag.commit.rejections import record_rejections
 from txdag.errors import ConfigError
+from txdag.spark.stage import raise_executor_error
 from txdag.spouts.base import BATCH_COLUMNS, REJECTED, Batch, Rejection, SpoutContext, reads_with_spark
 from txdag.topology.definition import JobSpec
 
@@ -29,11 +31,13 @@ BATCH_TYPE = StructType([StructField(name, StringType()) for name in BATCH_COLUM
 
 @dataclass(frozen=True)
 class BatchRead:
-    """The batch's DataFrame, how many source entries it covers (None: not counted) and the rejections recorded."""
+    """The batch's DataFrame, how many source entries it covers (None: not counted) and the rejections recorded;
+    ``cached``: the spout's read, kept by Spark until the job is done with it (``unpersist`` it then)."""
 
     frame: DataFrame
     size: int | None
     rejected: int
+    cached: DataFrame | None = None
 
 
 def client_for(clients: Mapping[str, redis.Redis], conn_id: str, spec: JobSpec) -> redis.Redis:
@@ -53,22 +57,27 @@ def read_batch(spec: JobSpec, clients: Mapping[str, redis.Redis], spark: SparkSe
         if reads_with_spark(spout):
             frame = spout.read(spark, spec.tx, spec.metadata)
             check_columns(spec, frame, type(spout).__name__)
-            frame, rejected = split_rejections(spec, clients, frame)
-            return BatchRead(frame, spout.batch_size(spec.metadata), rejected)
+            if REJECTED not in frame.columns:
+                return BatchRead(frame, spout.batch_size(spec.metadata), 0)
+            read = frame.cache()  # read once: for its rejections, then by the job
+            tuples, rejected = split_rejections(spec, clients, read)
+            return BatchRead(tuples, spout.batch_size(spec.metadata), rejected, read)
         batch = spout.emit_batch(spec.tx, spec.metadata)
     finally:
         spout.close()
     rejected = record_rejections(client_for(clients, spec.redis_conn_id, spec), spec.topology, spec.tx,
                                  batch.rejections)
-    return BatchRead(batch_frame(spark, batch), len(batch), rejected)
+    return BatchRead(batch_frame(spark, batch), len(batch) + len(batch.rejections), rejected)
 
 
 def split_rejections(spec: JobSpec, clients: Mapping[str, redis.Redis], frame: DataFrame) -> tuple[DataFrame, int]:
     """A read's rows with a ``rejected`` reason are recorded as the txid's rejections (only they reach the driver);
     the others are the batch."""
-    if REJECTED not in frame.columns:
-        return frame, 0
-    bad = frame.where(f"{REJECTED} IS NOT NULL").select("id", REJECTED, "partition").collect()
+    try:
+        bad = frame.where(f"{REJECTED} IS NOT NULL").select("id", REJECTED, "partition").collect()
+    except PySparkException as exc:  # a spout's read failed on an executor: its own error, with its ways out
+        frame.unpersist()
+        raise_executor_error(exc)
     rejections = [Rejection(row["id"], row[REJECTED], row["partition"]) for row in bad]
     client = client_for(clients, spec.redis_conn_id, spec)
     recorded = record_rejections(client, spec.topology, spec.tx, rejections) if rejections else 0

@@ -37,11 +37,11 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class JobResult:
-    """What one job did: tuples read, entries rejected, partials staged per state."""
+    """What one job did: source entries read, those rejected, partials staged per state."""
 
     topology: str
     tx: TransactionAttempt
-    batch_size: int | None  # None: a spout's own Spark read, not counted (counting is a Spark job of its own)
+    batch_size: int | None  # source entries covered, tuples and rejections (None: a spout's read could not tell)
     rejected: int
     partials: dict[str, int] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)  # seconds per step, in order (Timer)
@@ -136,6 +136,8 @@ def run_job(
     finally:
         if cached:
             frame.unpersist()
+        if read.cached is not None:
+            read.cached.unpersist()
     timer.done("stage")
     Staging(state_client, spec.topology).seal(spec.tx, staged)
     timer.done("seal")

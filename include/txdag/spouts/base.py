@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -44,6 +44,8 @@ if TYPE_CHECKING:
 Metadata = dict[str, Any]
 BATCH_COLUMNS = ("id", "value", "partition")  # what a batch's DataFrame holds, all strings
 REJECTED = "rejected"  # a read's optional column: why a row is not a tuple (null for tuples)
+READ_COLUMNS = (*BATCH_COLUMNS, REJECTED)  # a Spark read's columns, with its rejections (all strings)
+READ_SCHEMA = ", ".join(f"{name} string" for name in READ_COLUMNS)
 
 
 class SpoutKind(str, enum.Enum):
@@ -67,6 +69,19 @@ class Rejection:
     id: str
     reason: str
     partition: str | None = None
+
+
+def read_rows(records: Iterable[Record], rejections: Iterable[Rejection]) -> Any:
+    """A batch's records and rejections as one Arrow record batch of READ_COLUMNS: what a spout's ``read`` yields
+    from ``mapInArrow`` when its executors read the source as ``emit_batch`` does."""
+    import pyarrow as pa
+
+    records, rejections = list(records), list(rejections)
+    columns = ([r.id for r in records] + [r.id for r in rejections],
+               [r.value for r in records] + [None] * len(rejections),
+               [r.partition for r in records] + [r.partition for r in rejections],
+               [None] * len(records) + [r.reason for r in rejections])
+    return pa.RecordBatch.from_arrays([pa.array(c, pa.string()) for c in columns], names=list(READ_COLUMNS))
 
 
 @dataclass(frozen=True)

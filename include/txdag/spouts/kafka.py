@@ -32,11 +32,20 @@ from txdag.errors import (
     start_over,
 )
 from txdag.hints import how_to_start
-from txdag.spouts.base import Batch, Metadata, Record, Rejection, Source, SpoutContext, SpoutKind, TransactionalSpout
+from txdag.spouts.base import (
+    READ_SCHEMA,
+    Batch,
+    Metadata,
+    Record,
+    Rejection,
+    Source,
+    SpoutContext,
+    SpoutKind,
+    TransactionalSpout,
+)
 
 FORMAT_VERSION = 1
 NOT_TEXT = "value is not valid UTF-8"
-READ_SCHEMA = "id string, value string, partition string, rejected string"
 # the consumer settings Spark's Kafka source sets itself, and refuses as kafka.* options
 CONSUMER_ONLY = frozenset({"group.id", "auto.offset.reset", "enable.auto.commit", "key.deserializer",
                            "value.deserializer", "interceptor.classes"})

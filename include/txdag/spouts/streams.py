@@ -11,7 +11,7 @@ redis-py 8 retries a refused connection ten times (~5 s) by default. The keys ar
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,8 +29,17 @@ from txdag.errors import (
     start_over,
 )
 from txdag.keyspace import glob_escape
-from txdag.redisio import access_denied, describe, is_refusal, redis_errors
-from txdag.spouts.base import Batch, Metadata, Record, Rejection, SpoutKind, TransactionalSpout
+from txdag.redisio import access_denied, describe, from_portable, is_refusal, portable, redis_errors
+from txdag.spouts.base import (
+    READ_SCHEMA,
+    Batch,
+    Metadata,
+    Record,
+    Rejection,
+    SpoutKind,
+    TransactionalSpout,
+    read_rows,
+)
 from txdag.spouts.tweets import CONNECTION_ERRORS, FORMAT_VERSION, require_bytes_client
 
 XRANGE_CHUNK = 10_000  # entries per XRANGE reply when reading a very large partition batch
@@ -311,20 +320,7 @@ class _StreamSpout(TransactionalSpout):
 
     def emit_batch(self, tx: TransactionAttempt, metadata: Metadata) -> Batch:
         """Re-read ``(after, last]`` of every partition: one XRANGE per partition, one pipeline per server."""
-        try:
-            parts = {name: part for name, part in check_metadata(metadata).items() if part["count"]}
-        except FormatVersionError as exc:
-            raise FormatVersionError(
-                f"topology {self.topology!r} {tx}: {exc}; correct that txid's znode in ZooKeeper "
-                f"(`txdag status {self.topology}` lists them), or {start_over(self.topology)}"
-            ) from None
-        unknown = sorted(set(parts) - set(self.partitions))
-        if unknown:
-            raise ConfigError(
-                f"topology {self.topology!r} {tx}: the metadata names partition(s) {unknown} that this spout "
-                f"does not have; "
-                f"it has {sorted(self.partitions)} (were partitions removed while txids were pending?)"
-            )
+        parts = self._batch_parts(tx, metadata)
         records: list[Record] = []
         rejections: list[Rejection] = []
         for group in self._groups(sorted(parts)):
@@ -341,6 +337,33 @@ class _StreamSpout(TransactionalSpout):
                     else:
                         rejections.append(item)
         return Batch(tx, records, rejections)
+
+    def read(self, spark: Any, tx: TransactionAttempt, metadata: Metadata) -> Any:
+        """The batch read on the executors: one Spark task per partition with entries, each running this spout's
+        ``emit_batch`` over its own partition through a connection of its own (the same checks, errors and hints);
+        the executors must reach the partitions' Redis servers. The driver holds only the metadata."""
+        tasks = [(name, self.partitions[name].stream, portable(self.partitions[name].client), meta)
+                 for name, meta in sorted(self._batch_parts(tx, metadata).items())]
+        reader = PartitionOnExecutor(type(self), self.field, self.topology, tx, tasks)
+        return spark.range(0, len(tasks), 1, max(1, len(tasks))).mapInArrow(reader, READ_SCHEMA)
+
+    def _batch_parts(self, tx: TransactionAttempt, metadata: Metadata) -> dict[str, PartitionMeta]:
+        """The metadata's partitions with entries, checked: its format, and that this spout has them."""
+        try:
+            parts = {name: part for name, part in check_metadata(metadata).items() if part["count"]}
+        except FormatVersionError as exc:
+            raise FormatVersionError(
+                f"topology {self.topology!r} {tx}: {exc}; correct that txid's znode in ZooKeeper "
+                f"(`txdag status {self.topology}` lists them), or {start_over(self.topology)}"
+            ) from None
+        unknown = sorted(set(parts) - set(self.partitions))
+        if unknown:
+            raise ConfigError(
+                f"topology {self.topology!r} {tx}: the metadata names partition(s) {unknown} that this spout "
+                f"does not have; "
+                f"it has {sorted(self.partitions)} (were partitions removed while txids were pending?)"
+            )
+        return parts
 
     def _read_group(
         self, group: list[StreamPartition], parts: dict[str, PartitionMeta]
@@ -376,6 +399,29 @@ class _StreamSpout(TransactionalSpout):
             f"were trimmed or deleted (XTRIM/XDEL/MAXLEN) before the batch was read; "
             f"{self._trim_hint.format(topology=self.topology, txid=tx.txid)}"
         )
+
+
+class PartitionOnExecutor:
+    """The ``mapInArrow`` function of a stream spout's ``read``: each input row is a task number, the partition of
+    ``tasks`` at that index (name, stream, client as txdag.redisio.portable gives it, its metadata), read by a spout
+    of ``kind`` over that partition alone."""
+
+    def __init__(self, kind: type[_StreamSpout], field: str, topology: str, tx: TransactionAttempt,
+                 tasks: list[tuple[str, str, dict[str, object], PartitionMeta]]) -> None:
+        self.kind, self.field, self.topology, self.tx, self.tasks = kind, field, topology, tx, tasks
+
+    def __call__(self, numbers: Iterator[Any]) -> Iterator[Any]:
+        for task in numbers:
+            for number in task.column(0).to_pylist():
+                name, stream, client_spec, meta = self.tasks[number]
+                client = from_portable(client_spec)
+                try:
+                    spout = self.kind([StreamPartition(name, client, stream)], field=self.field,
+                                      topology=self.topology)
+                    batch = spout.emit_batch(self.tx, {"v": FORMAT_VERSION, "partitions": {name: meta}})
+                finally:
+                    client.close()
+                yield read_rows(batch.records, batch.rejections)
 
 
 class PartitionedTransactionalStreamSpout(_StreamSpout):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -28,13 +29,23 @@ from txdag.errors import (
 )
 from txdag.keyspace import glob_escape
 from txdag.luascripts import declare, run
-from txdag.redisio import NON_LOCAL_KEY, describe, is_cluster, is_refusal, redis_errors
-from txdag.spouts.base import Batch, Metadata, Record, Rejection, SpoutKind, TransactionalSpout
+from txdag.redisio import NON_LOCAL_KEY, describe, from_portable, is_cluster, is_refusal, portable, redis_errors
+from txdag.spouts.base import (
+    READ_SCHEMA,
+    Batch,
+    Metadata,
+    Record,
+    Rejection,
+    SpoutKind,
+    TransactionalSpout,
+    read_rows,
+)
 from txdag.spouts.tweet_batches import FORMAT_VERSION as FORMAT_VERSION
 from txdag.spouts.tweet_batches import accepted_missing as accepted_missing
 from txdag.spouts.tweet_batches import check_metadata, missing_in, missing_reason, next_from, plan_batch, with_missing
 
 MGET_CHUNK = 10_000  # keys per MGET: bounds one reply's size; all chunks still go in one round trip
+READ_TASK = 50_000  # ids per Spark task of ``read``: its MGETs in one round trip (bench/batch_read.py chose it)
 CONNECTION_ERRORS = (redis.ConnectionError, redis.TimeoutError)
 
 
@@ -164,32 +175,24 @@ class TweetsTransactionalSpout(TransactionalSpout):
 
     def emit_batch(self, tx: TransactionAttempt, metadata: Metadata) -> Batch:
         """Read exactly keys ``from .. from+quantity-1``; a missing key halts, a bad value is one rejection."""
+        ids = self._batch_ids(tx, metadata)
+        records, rejections = read_tweets(self.client, ids, ids.start, ids.end)
+        return Batch(tx, records, rejections)
+
+    def read(self, spark: Any, tx: TransactionAttempt, metadata: Metadata) -> Any:
+        """The batch read on the executors: one Spark task per READ_TASK ids, each one round trip (``read_tweets``, as
+        ``emit_batch`` reads them), its rejections as rows with a ``rejected`` reason; the executors must reach
+        the source's Redis. The driver holds only the metadata."""
+        ids = self._batch_ids(tx, metadata)
+        tasks = max(1, -(-ids.quantity // READ_TASK))
+        reader = ReadOnExecutor(portable(self.client), ids, READ_TASK)
+        return spark.range(0, tasks, 1, tasks).mapInArrow(reader, READ_SCHEMA)
+
+    def _batch_ids(self, tx: TransactionAttempt, metadata: Metadata) -> BatchIds:
         with self._metadata_errors(str(tx)):
             start, quantity = check_metadata(metadata)
             accepted = missing_in(metadata, start, quantity)
-        ids = [i for i in range(start, start + quantity) if i not in accepted]
-        keys = [self.key(i) for i in ids]
-        with redis_errors(self.client, f"reading the batch of {tx}", topology=self.topology, keys=keys):
-            values = self._mget(keys)
-            types = self._types([key for key, value in zip(keys, values) if value is None])
-        self._check_present(tx, start, quantity, types)
-        records: list[Record] = []
-        rejections = [Rejection(str(i), missing_reason(at)) for i, at in sorted(accepted.items())]
-        for tweet_id, key, raw in zip(ids, keys, values):
-            if raw is None:
-                rejections.append(
-                    Rejection(str(tweet_id), f"key {key!r} holds a Redis {types[key]}, not a string")
-                )
-                continue
-            try:
-                records.append(Record(str(tweet_id), raw.decode("utf-8")))
-            except UnicodeDecodeError as exc:
-                rejections.append(
-                    Rejection(
-                        str(tweet_id), f"key {key!r} is not valid UTF-8 ({exc.reason} at byte {exc.start})"
-                    )
-                )
-        return Batch(tx, records, rejections)
+        return BatchIds(self.prefix, self.topology, tx, start, quantity, accepted)
 
     def missing_ids(self, metadata: Metadata) -> list[int]:
         """The ids of the batch whose key is missing in Redis now, except those accepted as missing already."""
@@ -197,8 +200,8 @@ class TweetsTransactionalSpout(TransactionalSpout):
         accepted = missing_in(metadata, start, quantity)
         keys = {self.key(i): i for i in range(start, start + quantity) if i not in accepted}
         with redis_errors(self.client, "looking for missing tweets", topology=self.topology, keys=list(keys)):
-            values = self._mget(list(keys))
-            types = self._types([key for key, value in zip(keys, values) if value is None])
+            values = mget(self.client, list(keys))
+            types = types_of(self.client, [key for key, value in zip(keys, values) if value is None])
         return sorted(keys[key] for key, kind in types.items() if kind == "none")
 
     def accept_missing(self, metadata: Metadata, ids: list[int], at: str) -> Metadata:
@@ -216,40 +219,101 @@ class TweetsTransactionalSpout(TransactionalSpout):
                 f"(`txdag status {self.topology}` lists them), or {start_over(self.topology)}"
             ) from None
 
-    def _mget(self, keys: list[str]) -> list[bytes | None]:
-        """All keys in one round trip: MGETs of MGET_CHUNK keys each, pipelined."""
-        pipe = self.client.pipeline(transaction=False)
-        for i in range(0, len(keys), MGET_CHUNK):
-            pipe.mget(keys[i : i + MGET_CHUNK])
-        return [value for chunk in pipe.execute() for value in chunk]
 
-    def _types(self, keys: list[str]) -> dict[str, str]:
-        """TYPE of the keys MGET returned nil for (nil means missing *or* not a string)."""
-        if not keys:
-            return {}
-        pipe = self.client.pipeline(transaction=False)
-        for key in keys:
-            pipe.type(key)
-        return {key: kind.decode() for key, kind in zip(keys, pipe.execute())}
+@dataclass(frozen=True)
+class BatchIds:
+    """The tweet ids a txid's metadata covers, ``start .. end - 1``, and those accepted as missing."""
 
-    def _check_present(
-        self, tx: TransactionAttempt, start: int, quantity: int, types: dict[str, str]
-    ) -> None:
-        gone = [key for key, kind in types.items() if kind in ("none", "string")]
-        if not gone:
-            return
-        changed = [key for key in gone if types[key] == "string"]
-        what = "changed while it was being read" if changed else "is missing"
-        name, txid = self.topology, tx.txid
-        raise BatchReadError(
-            f"topology {name!r} {tx}: the source no longer holds the batch described by the metadata "
-            f"(tweets {start}..{start + quantity - 1} at Redis {describe(self.client)}): key {gone[0]!r} {what}"
-            f" ({len(gone)} such key(s) in the range: {', '.join(gone[:5])}); a transactional spout must replay "
-            f"exactly the same batch. Ways out: restore key {gone[0]!r} (and the others) from a backup, then "
-            f"`txdag replay {name} --from {txid}`; or, if the tweets are lost for good, accept them as missing "
-            f"(they become rejected entries of txid {txid}) with `txdag accept-missing {name} {txid} --confirm "
-            f"--replay`; or start over with `txdag reset {name} --confirm`"
-        )
+    prefix: str
+    topology: str
+    tx: TransactionAttempt
+    start: int
+    quantity: int
+    accepted: dict[int, str]
+
+    @property
+    def end(self) -> int:
+        return self.start + self.quantity
+
+
+def read_tweets(client: redis.Redis, ids: BatchIds, low: int, high: int) -> tuple[list[Record], list[Rejection]]:
+    """Tweets ``low .. high - 1`` of a batch, all in one round trip: a value that is not a UTF-8 string is a
+    rejection, an id accepted as missing too; a key missing (or changed while read) raises BatchReadError."""
+    accepted = {i: at for i, at in ids.accepted.items() if low <= i < high}
+    numbers = [i for i in range(low, high) if i not in accepted]
+    keys = [tweet_key(ids.prefix, i) for i in numbers]
+    with redis_errors(client, f"reading the batch of {ids.tx}", topology=ids.topology, keys=keys):
+        values = mget(client, keys)
+        types = types_of(client, [key for key, value in zip(keys, values) if value is None])
+    check_present(client, ids, types)
+    records: list[Record] = []
+    rejections = [Rejection(str(i), missing_reason(at)) for i, at in sorted(accepted.items())]
+    for tweet_id, key, raw in zip(numbers, keys, values):
+        if raw is None:
+            rejections.append(Rejection(str(tweet_id), f"key {key!r} holds a Redis {types[key]}, not a string"))
+            continue
+        try:
+            records.append(Record(str(tweet_id), raw.decode("utf-8")))
+        except UnicodeDecodeError as exc:
+            rejections.append(
+                Rejection(str(tweet_id), f"key {key!r} is not valid UTF-8 ({exc.reason} at byte {exc.start})")
+            )
+    return records, rejections
+
+
+class ReadOnExecutor:
+    """The ``mapInArrow`` function of ``read``: each input row is a task number, read as the ids ``start +
+    number * MGET_CHUNK`` onwards with ``read_tweets`` through a client of its own (txdag.redisio.portable)."""
+
+    def __init__(self, client_spec: dict[str, object], ids: BatchIds, per_task: int) -> None:
+        self.client_spec, self.ids, self.per_task = client_spec, ids, per_task
+
+    def __call__(self, tasks: Iterator[Any]) -> Iterator[Any]:
+        client = from_portable(self.client_spec)
+        try:
+            for task in tasks:
+                for number in task.column(0).to_pylist():
+                    low = self.ids.start + number * self.per_task
+                    yield read_rows(*read_tweets(client, self.ids, low, min(low + self.per_task, self.ids.end)))
+        finally:
+            client.close()
+
+
+def mget(client: redis.Redis, keys: list[str]) -> list[bytes | None]:
+    """All keys in one round trip: MGETs of MGET_CHUNK keys each, pipelined."""
+    pipe = client.pipeline(transaction=False)
+    for i in range(0, len(keys), MGET_CHUNK):
+        pipe.mget(keys[i : i + MGET_CHUNK])
+    return [value for chunk in pipe.execute() for value in chunk]
+
+
+def types_of(client: redis.Redis, keys: list[str]) -> dict[str, str]:
+    """TYPE of the keys MGET returned nil for (nil means missing *or* not a string)."""
+    if not keys:
+        return {}
+    pipe = client.pipeline(transaction=False)
+    for key in keys:
+        pipe.type(key)
+    return {key: kind.decode() for key, kind in zip(keys, pipe.execute())}
+
+
+def check_present(client: redis.Redis, ids: BatchIds, types: dict[str, str]) -> None:
+    """Raise BatchReadError, with the ways out, when a key of the batch is missing or changed while read."""
+    gone = [key for key, kind in types.items() if kind in ("none", "string")]
+    if not gone:
+        return
+    changed = [key for key in gone if types[key] == "string"]
+    what = "changed while it was being read" if changed else "is missing"
+    name, txid = ids.topology, ids.tx.txid
+    raise BatchReadError(
+        f"topology {name!r} {ids.tx}: the source no longer holds the batch described by the metadata "
+        f"(tweets {ids.start}..{ids.end - 1} at Redis {describe(client)}): key {gone[0]!r} {what}"
+        f" ({len(gone)} such key(s) in the range: {', '.join(gone[:5])}); a transactional spout must replay "
+        f"exactly the same batch. Ways out: restore key {gone[0]!r} (and the others) from a backup, then "
+        f"`txdag replay {name} --from {txid}`; or, if the tweets are lost for good, accept them as missing "
+        f"(they become rejected entries of txid {txid}) with `txdag accept-missing {name} {txid} --confirm "
+        f"--replay`; or start over with `txdag reset {name} --confirm`"
+    )
 
 
 # KEYS[1]: the NEXT_WRITE key.  ARGV[1]: the tweet key prefix; ARGV[2..]: the tweets, in order.

@@ -114,7 +114,7 @@ def test_word_count_over_two_stream_partitions(spark, jobs, redis_client, prefix
 def test_a_non_utf8_tweet_is_a_listed_rejection_and_its_neighbours_count(spark, jobs, redis_client, tweets_spec):
     spec = tweets_spec(["@a #x", b"@bad #\xff\xfe", "@a #y"])
     result = run_job(spec, jobs["tweets_analytics"].process, clients(redis_client), spark)
-    assert (result.batch_size, result.rejected) == (2, 1)
+    assert (result.batch_size, result.rejected) == (3, 1)  # entries covered: the rejected one too
     rejected = list_rejections(redis_client, spec.topology)
     assert list(rejected) == ["2"] and "not valid UTF-8" in rejected["2"]["reason"]
     assert (rejected["2"]["txid"], rejected["2"]["attempt"]) == (1, 1)
