@@ -88,9 +88,7 @@ def wrong_type(state: Any) -> Iterator[None]:
 def open_state(args: argparse.Namespace) -> tuple[Any, Any, RedisBackingMap]:
     definition = topology(args, args.topology)
     state = state_of(definition, args.state)
-    if state.store is not None:
-        raise CliError(f"state {state.name!r} of topology {definition.topology_id!r} is kept in {state.store!r}, not "
-                       f"in Redis: read it in that store", exits.CONFIG)
+    state.require_redis(f"txdag state {args.state_command}", definition.topology_id)
     client = redis_for(conn_id(args, "redis", definition), timeout=10)
     return definition, state, RedisBackingMap(client, state.redis_key, key_codec=state.codec())
 

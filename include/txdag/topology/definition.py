@@ -96,6 +96,14 @@ class State:
         """Kept in a Redis hash (``redis_key``), not in a store of the user's."""
         return self.store is None
 
+    def require_redis(self, what: str, topology: str | None = None) -> None:
+        """Raise ConfigError when the state is in a store of the user's: ``what`` (a reader of Redis states) cannot
+        read it."""
+        if not self.in_redis:
+            whose = f" of topology {topology!r}" if topology is not None else ""
+            raise ConfigError(f"state {self.name!r}{whose} is kept in {self.store!r}, not in Redis: {what} reads "
+                              f"Redis states only; read it in that store (its backing map's multi_get)")
+
     def codec(self) -> KeyCodec:
         if self.separator is not None and self.key_fields >= 1:
             return JoinedKeyCodec(self.separator, self.key_fields)

@@ -63,9 +63,7 @@ def state_query(df: DataFrame, state: State, query: QueryFunction, *, key_fields
         raise ConfigError(f"{query!r} is not a QueryFunction: subclass txdag.trident.QueryFunction (or use MapGet)")
     if not isinstance(state, State):
         raise ConfigError(f"state_query needs a txdag.topology.definition.State, got {state!r}")
-    if state.store is not None:
-        raise ConfigError(f"state {state.name!r} is kept in {state.store!r}, not in Redis: state_query reads Redis "
-                          f"states only; read the store from the job with its own client")
+    state.require_redis("state_query")
     keys = field_names(df, key_fields, None, query, "key fields")
     if len(keys) != state.key_fields:
         raise ConfigError(f"state {state.name!r} has key_fields={state.key_fields}, but state_query got key fields "

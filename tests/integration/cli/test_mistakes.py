@@ -360,7 +360,7 @@ MISTAKES = [  # the environment, what the user types ({t}: the topology), the ex
     ("", "state get {t} clash k", CONFIG, ["is not a hash (WRONGTYPE)"]),
     # a state in a store of the user's (docs/stores.md): read there
     ("", "state get {t}_elsewhere kept k", CONFIG, ["state 'kept' of topology '{t}_elsewhere' is kept in Elsewhere, "
-                                                    "not in Redis: read it in that store"]),
+                                                    "not in Redis: txdag state get reads Redis states only"]),
     ("", "state top {t}_elsewhere kept", CONFIG, ["is kept in Elsewhere, not in Redis"]),
 ]
 

@@ -165,6 +165,16 @@ def test_a_state_names_a_store_of_the_users_and_the_job_spec_knows_it_by_name(tm
     assert State("w").in_redis and not state.in_redis
 
 
+def test_a_reader_of_redis_states_refuses_a_state_in_a_store_and_says_where_it_is() -> None:
+    State("w").require_redis("state_query")
+    with pytest.raises(ConfigError, match="state 'w' is kept in TableStore, not in Redis: state_query reads Redis "
+                                          "states only; read it in that store"):
+        State("w", store=TableStore("counts")).require_redis("state_query")
+    with pytest.raises(ConfigError, match="state 'w' of topology 't' is kept in TableStore, not in Redis: txdag "
+                                          "state top reads"):
+        State("w", store=TableStore("counts")).require_redis("txdag state top", "t")
+
+
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"store": "sqlite:///x.db"}, "store must be a txdag.state.StateFactory"),
     ({"store": TableStore("x"), "namespace": "h"}, "namespace names a Redis hash"),
