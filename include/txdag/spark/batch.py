@@ -1,10 +1,10 @@
 """A TransactionAttempt's batch as a DataFrame: the spout's own Spark read, or its records read by the driver.
 
 A spout with a ``read`` (txdag.spouts.base) reads exactly the batch's metadata on the executors; its batch is what
-that DataFrame holds. Any other spout is read through ``emit_batch`` on the driver (the built-in Redis spouts:
-chunked MGET/XRANGE, one round trip per chunk, the missing-key checks and the rejections), exactly as the
-in-process runner does, so a Spark job and ``txdag.protocol.local`` see the same tuples; those batches are bounded
-by ``max_transaction_size``/``max_per_partition``, so the driver holds one at a time.
+that DataFrame holds (the built-in spouts: the Redis ones with the same reading code as their ``emit_batch``, so a
+Spark job and ``txdag.protocol.local`` see the same tuples; Kafka through Spark's Kafka source). Any other spout is
+read through ``emit_batch`` on the driver, as the in-process runner reads every spout; its batch passes through the
+driver, one at a time.
 """
 
 from __future__ import annotations
@@ -60,7 +60,11 @@ def read_batch(spec: JobSpec, clients: Mapping[str, redis.Redis], spark: SparkSe
             if REJECTED not in frame.columns:
                 return BatchRead(frame, spout.batch_size(spec.metadata), 0)
             read = frame.cache()  # read once: for its rejections, then by the job
-            tuples, rejected = split_rejections(spec, clients, read)
+            try:
+                tuples, rejected = split_rejections(spec, clients, read)
+            except BaseException:
+                read.unpersist()
+                raise
             return BatchRead(tuples, spout.batch_size(spec.metadata), rejected, read)
         batch = spout.emit_batch(spec.tx, spec.metadata)
     finally:
@@ -76,7 +80,6 @@ def split_rejections(spec: JobSpec, clients: Mapping[str, redis.Redis], frame: D
     try:
         bad = frame.where(f"{REJECTED} IS NOT NULL").select("id", REJECTED, "partition").collect()
     except PySparkException as exc:  # a spout's read failed on an executor: its own error, with its ways out
-        frame.unpersist()
         raise_executor_error(exc)
     rejections = [Rejection(row["id"], row[REJECTED], row["partition"]) for row in bad]
     client = client_for(clients, spec.redis_conn_id, spec)

@@ -114,9 +114,9 @@ def run_job(
     timer.done("read")
     frame = read.frame
     staged: dict[str, OutputSpec] = {}
-    job = JobContext(spec, portable(state_client), kv_configs or {})
     cached = False
     try:
+        job = JobContext(spec, portable(state_client), kv_configs or {})
         with running(job):
             returned = process(frame)
         outputs = check_outputs(spec, returned, job.client_spec)

@@ -169,8 +169,14 @@ class TransactionalSpout(ABC):
 
 
 def reads_with_spark(spout: TransactionalSpout) -> bool:
-    """True when the spout has its own Spark read (executor side), False when it is read through emit_batch."""
-    return getattr(type(spout), "read", TransactionalSpout.read) is not TransactionalSpout.read
+    """True when the spout has its own Spark read (executor side), False when it is read through emit_batch: a spout
+    without ``read``, or whose class overrides ``emit_batch`` below the class that gives it ``read`` (a subclass of a
+    built-in spout that reads its batch its own way is read its way, on the driver)."""
+    mro = type(spout).__mro__
+    if getattr(mro[0], "read", TransactionalSpout.read) is TransactionalSpout.read:
+        return False
+    depth = {name: next(i for i, c in enumerate(mro) if name in vars(c)) for name in ("read", "emit_batch")}
+    return depth["read"] <= depth["emit_batch"]
 
 
 class Source(ABC):

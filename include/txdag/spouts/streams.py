@@ -339,12 +339,14 @@ class _StreamSpout(TransactionalSpout):
         return Batch(tx, records, rejections)
 
     def read(self, spark: Any, tx: TransactionAttempt, metadata: Metadata) -> Any:
-        """The batch read on the executors: one Spark task per partition with entries, each running this spout's
-        ``emit_batch`` over its own partition through a connection of its own (the same checks, errors and hints);
-        the executors must reach the partitions' Redis servers. The driver holds only the metadata."""
-        tasks = [(name, self.partitions[name].stream, portable(self.partitions[name].client), meta)
-                 for name, meta in sorted(self._batch_parts(tx, metadata).items())]
-        reader = PartitionOnExecutor(type(self), self.field, self.topology, tx, tasks)
+        """The batch read on the executors: one Spark task per partition with entries, each running the built-in
+        spout's ``emit_batch`` over its own partition through a connection of its own (the same checks, errors and
+        hints); the executors must reach the partitions' Redis servers. The driver holds only the metadata."""
+        parts = self._batch_parts(tx, metadata)
+        tasks = [(p.name, p.stream, portable(p.client), parts[p.name]) for group in self._groups(sorted(parts))
+                 for p in group]  # emit_batch's order: the rows' order numbers windows, sinks and updaters
+        builtin = next(c for c in type(self).__mro__ if c.__module__ == __name__)  # importable on the executors
+        reader = PartitionOnExecutor(builtin, self.field, self.topology, tx, tasks)
         return spark.range(0, len(tasks), 1, max(1, len(tasks))).mapInArrow(reader, READ_SCHEMA)
 
     def _batch_parts(self, tx: TransactionAttempt, metadata: Metadata) -> dict[str, PartitionMeta]:

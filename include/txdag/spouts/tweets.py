@@ -245,7 +245,7 @@ def read_tweets(client: redis.Redis, ids: BatchIds, low: int, high: int) -> tupl
     with redis_errors(client, f"reading the batch of {ids.tx}", topology=ids.topology, keys=keys):
         values = mget(client, keys)
         types = types_of(client, [key for key, value in zip(keys, values) if value is None])
-    check_present(client, ids, types)
+    check_present(client, ids, types, low, high)
     records: list[Record] = []
     rejections = [Rejection(str(i), missing_reason(at)) for i, at in sorted(accepted.items())]
     for tweet_id, key, raw in zip(numbers, keys, values):
@@ -262,8 +262,8 @@ def read_tweets(client: redis.Redis, ids: BatchIds, low: int, high: int) -> tupl
 
 
 class ReadOnExecutor:
-    """The ``mapInArrow`` function of ``read``: each input row is a task number, read as the ids ``start +
-    number * MGET_CHUNK`` onwards with ``read_tweets`` through a client of its own (txdag.redisio.portable)."""
+    """The ``mapInArrow`` function of ``read``: each input row is a task number, read as the ``per_task`` ids from
+    ``start + number * per_task`` with ``read_tweets`` through a client of its own (txdag.redisio.portable)."""
 
     def __init__(self, client_spec: dict[str, object], ids: BatchIds, per_task: int) -> None:
         self.client_spec, self.ids, self.per_task = client_spec, ids, per_task
@@ -297,7 +297,7 @@ def types_of(client: redis.Redis, keys: list[str]) -> dict[str, str]:
     return {key: kind.decode() for key, kind in zip(keys, pipe.execute())}
 
 
-def check_present(client: redis.Redis, ids: BatchIds, types: dict[str, str]) -> None:
+def check_present(client: redis.Redis, ids: BatchIds, types: dict[str, str], low: int, high: int) -> None:
     """Raise BatchReadError, with the ways out, when a key of the batch is missing or changed while read."""
     gone = [key for key, kind in types.items() if kind in ("none", "string")]
     if not gone:
@@ -308,8 +308,8 @@ def check_present(client: redis.Redis, ids: BatchIds, types: dict[str, str]) -> 
     raise BatchReadError(
         f"topology {name!r} {ids.tx}: the source no longer holds the batch described by the metadata "
         f"(tweets {ids.start}..{ids.end - 1} at Redis {describe(client)}): key {gone[0]!r} {what}"
-        f" ({len(gone)} such key(s) in the range: {', '.join(gone[:5])}); a transactional spout must replay "
-        f"exactly the same batch. Ways out: restore key {gone[0]!r} (and the others) from a backup, then "
+        f" ({len(gone)} such key(s) among tweets {low}..{high - 1}: {', '.join(gone[:5])}); a transactional spout "
+        f"must replay exactly the same batch. Ways out: restore key {gone[0]!r} (and the others) from a backup, then "
         f"`txdag replay {name} --from {txid}`; or, if the tweets are lost for good, accept them as missing "
         f"(they become rejected entries of txid {txid}) with `txdag accept-missing {name} {txid} --confirm "
         f"--replay`; or start over with `txdag reset {name} --confirm`"

@@ -12,6 +12,8 @@ from txdag import TransactionAttempt
 from txdag.errors import ConfigError
 from txdag.spouts import Source, SpoutContext, SpoutKind, TransactionalSpout
 from txdag.spouts.base import reads_with_spark, source_params
+from txdag.spouts.streams import OpaquePartitionedStreamSpout
+from txdag.spouts.tweets import TweetsTransactionalSpout
 from txdag.topology.definition import JobSpec, State, StreamsSource, TweetsSource, source_from_dict
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -54,6 +56,30 @@ def test_a_spout_inherits_the_optional_parts_of_storms_lifecycle() -> None:
     assert not reads_with_spark(spout), "no read of its own: the job reads it through emit_batch"
     with pytest.raises(ConfigError, match="Counting has no emit_batch: it is read by Spark only"):
         spout.emit_batch(TransactionAttempt(1, 1), {"n": 1})
+
+
+class SameTweets(TweetsTransactionalSpout):
+    """A subclass of a built-in spout that reads its batch as the built-in does."""
+
+
+class OwnTweets(TweetsTransactionalSpout):
+    """A subclass of a built-in spout that reads its batch its own way."""
+
+    def emit_batch(self, tx, metadata):
+        raise NotImplementedError
+
+
+class OwnTweetsWithRead(OwnTweets):
+    def read(self, spark, tx, metadata):
+        raise NotImplementedError
+
+
+@pytest.mark.parametrize(("spout", "on_executors"), [
+    (TweetsTransactionalSpout, True), (OpaquePartitionedStreamSpout, True), (SameTweets, True), (OwnTweets, False),
+    (OwnTweetsWithRead, True),
+])
+def test_a_subclass_that_reads_its_batch_its_own_way_is_read_through_its_emit_batch(spout, on_executors) -> None:
+    assert reads_with_spark(spout.__new__(spout)) is on_executors
 
 
 def test_a_users_source_travels_by_class_reference_and_the_built_ins_by_type() -> None:
