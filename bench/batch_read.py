@@ -51,6 +51,17 @@ class DriverReadSource(TweetsSource):
                                max_transaction_size=self.max_transaction_size, topology=ctx.topology)
 
 
+def batch_sizes(text: str) -> list[int]:
+    """An argparse type: positive whole numbers, comma-separated (a mistake is a usage error before Spark starts)."""
+    try:
+        sizes = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: tweets per txid as whole numbers, e.g. 20000,100000") from None
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: every size must be at least 1")
+    return sizes
+
+
 def load_process() -> Any:
     spec = importlib.util.spec_from_file_location("txdag_bench_tweets_analytics", ROOT / "spark_jobs" /
                                                   "tweets_analytics.py")
@@ -62,7 +73,8 @@ def load_process() -> Any:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="20000,100000,500000", help="tweets per txid, comma-separated")
+    parser.add_argument("--sizes", type=batch_sizes, default="20000,100000,500000",
+                        help="tweets per txid, comma-separated")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each way at each size (the median is shown)")
     parser.add_argument("--redis-url", default=os.environ.get("TXDAG_TEST_REDIS_URL", "redis://127.0.0.1:6391/0"))
     parser.add_argument("--ways", default="driver,executors", help="which reads to run (a 500k batch through the "
@@ -82,7 +94,7 @@ def main() -> int:
     clients = {REDIS_CONN_ID: client}
     process = load_process()
     print(f"{'tweets/txid':>12} {'way':>9} {'read s':>8} {'plan s':>8} {'stage s':>8} {'total s':>8}  driver÷executors")
-    for size in (int(s) for s in args.sizes.split(",")):
+    for size in args.sizes:
         prefix = f"bench{uuid.uuid4().hex[:8]}:"
         ids = append_tweets(client, sample_tweets(size, seed=size), prefix=prefix)
         metadata = {"v": 1, "from": ids[0], "quantity": len(ids)}

@@ -28,7 +28,7 @@ from txdag.defaults import ZK_ROOT
 Kind = Literal["checkout", "container", "installed"]
 KINDS: tuple[Kind, ...] = ("checkout", "container", "installed")
 ENV = "TXDAG_DEPLOYMENT"
-SERVICES = ("redis", "redis_cluster", "zookeeper", "kafka", "spark_connect", "airflow")
+SERVICES = ("redis", "redis_cluster", "zookeeper", "kafka", "spark_connect", "airflow", "postgres")
 DEV_AIRFLOW_PORT = "8791"  # scripts/airflow.sh's default TXDAG_AIRFLOW_PORT
 
 
@@ -54,6 +54,7 @@ _START: dict[Kind, dict[str, str]] = {
         "kafka": "start it with `bash scripts/services.sh start`",
         "spark_connect": "start it with `bash scripts/spark-connect.sh start`",
         "airflow": "start Airflow (bash scripts/airflow.sh start)",
+        "postgres": "start it with `bash scripts/postgres.sh start`",
     },
     "container": {
         "redis": "start it on the Docker host with `docker compose up -d redis`",
@@ -62,6 +63,7 @@ _START: dict[Kind, dict[str, str]] = {
         "kafka": "start it on the Docker host with `docker compose up -d kafka`",
         "spark_connect": "start it on the Docker host with `docker compose up -d spark-connect`",
         "airflow": "start Airflow (on the Docker host: docker compose up -d; `docker compose ps` shows what is down)",
+        "postgres": "start it on the Docker host with `docker compose up -d postgres`",
     },
     "installed": {
         "redis": "start that Redis server",
@@ -71,6 +73,7 @@ _START: dict[Kind, dict[str, str]] = {
         "spark_connect": "start a Spark Connect server at that address (sbin/start-connect-server.sh of a Spark "
                          "distribution)",
         "airflow": "start Airflow's components (airflow api-server, scheduler, dag-processor, triggerer)",
+        "postgres": "start that PostgreSQL server",
     },
 }
 
@@ -95,6 +98,7 @@ HOW_TO_ADD = {
     "zookeeper": f"zookeeper://HOST:PORT (extra {{\"root\": \"{ZK_ROOT}\"}})",
     "spark": "spark://local[*], or your master (spark://host:7077, yarn, k8s://...)",
     "kafka": "'{\"conn_type\": \"kafka\", \"extra\": {\"bootstrap.servers\": \"HOST:9092\"}}'",
+    "postgres": "postgres://ROLE:PASSWORD@HOST:5432/DATABASE (a database and role of the states' own)",
 }
 
 

@@ -135,8 +135,11 @@ def _first_host_port(hosts: str, default_port: int) -> tuple[str, int]:
 
 @pytest.fixture(scope="session")
 def airflow_extra_env() -> dict[str, str]:
-    """More environment for the Airflow components (connections, variables, options); override to extend."""
-    return {}
+    """More environment for the Airflow components (connections, variables, options); override to extend. The
+    ``txdag_postgres`` connection: a database of the PostgreSQL states' own (tests/support/postgres.py)."""
+    from support.postgres import CONN_ID, postgres_url
+
+    return {f"AIRFLOW_CONN_{CONN_ID.upper()}": postgres_url()}
 
 
 @pytest.fixture(scope="session")

@@ -22,3 +22,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return SLOWEST.index(name) if name in SLOWEST else len(SLOWEST)
 
     items.sort(key=rank)  # stable: the rest keep their order
+
+
+@pytest.fixture(scope="session")
+def postgres_conn() -> str:
+    """The Airflow connection id of a PostgreSQL database of the state stores' own (tests/support/postgres.py)."""
+    from support.postgres import postgres_url, use_connection
+
+    return use_connection(postgres_url())

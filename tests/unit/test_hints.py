@@ -79,7 +79,8 @@ def test_an_unknown_value_of_the_variable_falls_back_to_the_detection(where, mon
 def test_each_kind_names_its_own_fix_for_each_service(service) -> None:
     checkout, container, installed = (hints.how_to_start(service, kind) for kind in KINDS)
     script = {"spark_connect": "scripts/spark-connect.sh", "airflow": "scripts/airflow.sh",
-              "redis_cluster": "scripts/cluster.sh"}.get(service, "scripts/services.sh")
+              "redis_cluster": "scripts/cluster.sh", "postgres": "scripts/postgres.sh"}.get(service,
+                                                                                   "scripts/services.sh")
     assert script in checkout
     assert "docker compose" in container and "scripts/" not in container
     assert "scripts/" not in installed and "docker" not in installed
@@ -89,15 +90,15 @@ def test_each_kind_names_its_own_fix_for_each_service(service) -> None:
 def test_the_service_names_of_the_container_fixes_are_those_of_docker_compose() -> None:
     compose = (ROOT / "docker-compose.yaml").read_text()
     for service, names in {"redis": ["redis"], "zookeeper": ["zk1", "zk2", "zk3"],
-                           "spark_connect": ["spark-connect"]}.items():
+                           "spark_connect": ["spark-connect"], "postgres": ["postgres"]}.items():
         hint = hints.how_to_start(service, "container")
         for name in names:
             assert f" {name}" in hint and f"\n  {name}:\n" in compose, (service, name)
 
 
 def test_an_unknown_service_is_a_programming_error() -> None:
-    with pytest.raises(ValueError, match="unknown service 'postgres'"):
-        hints.how_to_start("postgres", "checkout")
+    with pytest.raises(ValueError, match="unknown service 'mysql'"):
+        hints.how_to_start("mysql", "checkout")
 
 
 def test_how_to_get_the_connections_differs_per_kind() -> None:

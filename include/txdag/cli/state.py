@@ -13,8 +13,8 @@ from typing import Any
 import redis
 
 from txdag.cli import exits
-from txdag.cli.common import CliError, conn_id, emit, redis_for, table, topology
-from txdag.state import RedisBackingMap
+from txdag.cli.common import CliError, conn_id, connection, emit, redis_for, table, topology
+from txdag.state import OpaqueValue, RedisBackingMap, TransactionalValue
 from txdag.state.committed import CommittedRead, CommittedValue, read_committed, scan_committed
 from txdag.state.snapshottable_map import GLOBAL_KEY
 
@@ -85,9 +85,15 @@ def wrong_type(state: Any) -> Iterator[None]:
                        exits.CONFIG) from None
 
 
-def open_state(args: argparse.Namespace) -> tuple[Any, Any, RedisBackingMap]:
+def open_state(args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    """The topology's definition, the state, and its backing map: a Redis hash, or a table of a store that txdag
+    reads itself (a PostgresStore: ``reader``)."""
     definition = topology(args, args.topology)
     state = state_of(definition, args.state)
+    reader = getattr(state.store, "reader", None)
+    if reader is not None:  # its errors are txdag's: a refused table (exit 5), a database that does not answer (3)
+        conn = connection(state.store.conn_id)
+        return definition, state, reader(definition.topology_id, state.name, state.key_fields, conn)
     state.require_redis(f"txdag state {args.state_command}", definition.topology_id)
     client = redis_for(conn_id(args, "redis", definition), timeout=10)
     return definition, state, RedisBackingMap(client, state.redis_key, key_codec=state.codec())
@@ -100,16 +106,59 @@ def cmd_get(args: argparse.Namespace) -> int:
         raise CliError(f"state {state.name!r} of topology {definition.topology_id!r}: {key_format(state)}"
                        + ("" if args.keys else "; give one or more"), exits.USAGE)
     field_names = list(args.keys) or [GLOBAL_KEY[0]]
-    committed = read(definition, backing, state, field_names)
+    if not isinstance(backing, RedisBackingMap):
+        committed, _ = read_store(definition, state, backing, field_names)
+    else:
+        committed = read(definition, backing, state, field_names)
     emit(args, report(definition, state, committed, field_names), state_text)
     return 0
+
+
+def read_store(definition: Any, state: Any, backing: Any, field_names: list[str] | None, n: int = 0
+               ) -> tuple[CommittedRead, int]:
+    """A store's table read in one snapshot with the txid it holds; keys spelled as for a Redis state."""
+    codec = state.codec()
+    keys = None
+    if field_names is not None:
+        keys = [GLOBAL_KEY] if state.key_fields == 0 else [decode_key(state, codec, f) for f in field_names]
+    txid, found, total = backing.read_committed(keys, largest=n)
+    values = {field: CommittedValue(*unwrapped) for key, stored in found
+              if (unwrapped := unwrap_stored(stored)) is not None
+              for field in [GLOBAL_KEY[0] if state.key_fields == 0 else codec.encode(key)]}
+    return CommittedRead(txid, values), total
+
+
+def decode_key(state: Any, codec: Any, field_name: str) -> tuple:
+    try:
+        key = codec.decode(field_name)
+        if len(key) != state.key_fields:
+            raise ValueError(f"{len(key)} fields")
+        return key
+    except ValueError:
+        raise CliError(f"{field_name!r} is not a key of state {state.name!r}: {key_format(state)}",
+                       exits.USAGE) from None
+
+
+def unwrap_stored(stored: Any) -> tuple[Any, int | None, Any] | None:
+    if stored is None:
+        return None
+    if isinstance(stored, TransactionalValue):
+        return stored.value, stored.txid, None
+    if isinstance(stored, OpaqueValue):
+        return stored.curr, stored.txid, stored.prev
+    return stored, None, None
 
 
 def cmd_top(args: argparse.Namespace) -> int:
     """The ``-n`` keys with the largest numeric values, read a page of HSCAN at a time (a large hash is never read
     in one reply, nor held whole), each page as of the committed txid when it was read (scan_committed: a scan that
-    outlasts a commit says which txids its pages are as of)."""
+    outlasts a commit says which txids its pages are as of). A store's table: its ``-n`` largest, one query."""
     definition, state, backing = open_state(args)
+    if not isinstance(backing, RedisBackingMap):
+        committed, total = read_store(definition, state, backing, None, args.n)
+        emit(args, {**report(definition, state, committed, list(committed.values)), "total_keys": total},
+             state_text)
+        return 0
     best: list[tuple[float, str, CommittedValue]] = []
     txids: set[int | None] = set()
     total = newer = 0
@@ -139,14 +188,16 @@ def report(definition: Any, state: Any, committed: CommittedRead, field_names: l
     """The JSON of a read: the rows, and the txid they are as of (``newer``: keys of the next txid, whose commit is
     half applied, shown as of it; ``isolated`` is false for a non-transactional state, read as it is)."""
     rows = [unwrap(f, state.kind, committed.values.get(f)) for f in field_names]
-    return {"topology": definition.topology_id, "state": state.name, "kind": state.kind,
+    data = {"topology": definition.topology_id, "state": state.name, "kind": state.kind,
             "namespace": state.redis_key, "committed_txid": committed.txid, "newer": committed.newer,
             "isolated": committed.isolated, "values": rows}
+    return data if state.in_redis else {**data, "namespace": None, "store": repr(state.store)}
 
 
 def state_text(d: dict[str, Any]) -> str:
     total = f", {d['total_keys']} keys" if "total_keys" in d else ""
-    head = f"state {d['state']} of topology {d['topology']} ({d['kind']}, Redis hash {d['namespace']}{total})"
+    where = f"in {d['store']}" if d.get("store") else f"Redis hash {d['namespace']}"
+    head = f"state {d['state']} of topology {d['topology']} ({d['kind']}, {where}{total})"
     if d["isolated"] and d["committed_txid"] is None:
         head += ", nothing committed yet"
         if d["newer"]:

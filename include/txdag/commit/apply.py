@@ -5,7 +5,7 @@ Each runs in the commit task, in txid order, and is idempotent for its txid: the
 key that already holds the txid, the window store returns what a txid fired the first time, the new values
 stream takes a txid's entries once. User classes (aggregators, updaters) are rebuilt from the references the
 processing step staged (txdag.topology.refs), from the job file or txdag. Numeric partials are added inside Redis by
-txdag.state.redis_commit, with the marker last.
+txdag.state.redis_commit; the commit phase writes the marker after every applier (txdag.commit.phase).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from txdag.state.keys import KeyClashError
 from txdag.state.kv import KVNamespace, ProviderConfig
 from txdag.state.map_state import MapStateBase
 from txdag.state.redis_backing import RedisBackingMap
-from txdag.state.redis_commit import STAGED_PAGE, StagedPartials, apply_staged_state, commit_keys, write_marker
+from txdag.state.redis_commit import STAGED_PAGE, StagedPartials, apply_staged_state
 from txdag.state.snapshottable_map import GLOBAL_KEY
 from txdag.topology.refs import resolve_ref
 from txdag.windows.rules import spec_from_dict
@@ -53,8 +53,7 @@ class KVTarget:
 
 @dataclass(frozen=True)
 class CommitContext:
-    """What an applier works with: the txid attempt being committed, where its states are, and what the commit
-    writes with the numeric partials (``extra`` keys, then the marker)."""
+    """What an applier works with: the txid attempt being committed, and where its states are."""
 
     topology: str
     tx: TransactionAttempt
@@ -62,8 +61,6 @@ class CommitContext:
     states: Mapping[str, MapStateBase]
     load_job: Callable[[], ModuleType] | None = None
     key_values: Mapping[str, KVTarget] = field(default_factory=dict)
-    marker_key: str | None = None
-    extra: Mapping[str, str] | None = None
 
     def rebuild(self, name: str, spec: OutputSpec, base: Any) -> Any:
         if self.load_job is None and (spec.ref or {}).get("module") == "job":
@@ -274,7 +271,7 @@ def _put_global(ctx: CommitContext, name: str, value: Any) -> None:
 
 def apply_sums(ctx: CommitContext, outputs: Mapping[str, tuple[OutputSpec, str]]) -> tuple[int, int]:
     """Every state's numeric partials (their staging keys) added inside Redis, state by state, one script call per
-    page of fields, then ``extra`` and the marker, last (also with no partials at all); returns (applied, skipped).
+    page of fields (the commit phase writes ``extra`` and the marker after every kind); returns (applied, skipped).
     The ``applying`` fault point is after the first state: on a Redis Cluster, one slot written and not the rest."""
     applied = skipped = 0
     for i, (name, (_, key)) in enumerate(outputs.items()):
@@ -287,8 +284,6 @@ def apply_sums(ctx: CommitContext, outputs: Mapping[str, tuple[OutputSpec, str]]
         applied, skipped = applied + a, skipped + s
         if i == 0:
             crash_if_requested("applying", ctx.topology, ctx.tx)
-    write_marker(ctx.client, ctx.tx.txid, ctx.marker_key, ctx.extra, topology=ctx.topology,
-                 written=commit_keys(ctx.states, ctx.topology))
     return applied, skipped
 
 

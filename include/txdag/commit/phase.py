@@ -6,7 +6,9 @@ Order of writes, and why each crash point is safe:
    says (txdag.commit.kinds), after every sink's own record was checked: combiner partials, windows, state
    updaters, sinks (skipped where the sink's last_applied holds the txid), key-value states (prepared then
    committed), then the numeric partials, added inside Redis (or through the map state, for a state in a store of
-   the user's: each key's txid makes a second pass a no-op), with the Redis marker written last.
+   the user's: each key's txid makes a second pass a no-op). The states of one PostgreSQL database are written in
+   one transaction of the txid, committed after every kind, with the txid the database holds; the Redis marker
+   is written last.
    On a Redis Cluster, a replica of every master written has acknowledged the writes (WAIT) before step 3.
 3. ZooKeeper: COMMITTED and committed_txid = txid, in one transaction.
 4. Redis: the staging of every attempt of txid is deleted; ZooKeeper: txids older than the kept window.
@@ -30,9 +32,10 @@ from txdag.commit.staging import Staging
 from txdag.errors import ConfigError, ServiceUnavailable, StoreWentBackwards
 from txdag.faults import crash_if_requested
 from txdag.redisio import replicate
+from txdag.state.base import begin_shared, committing
 from txdag.state.map_state import MapStateBase
 from txdag.state.marker import read_marker, where
-from txdag.state.redis_commit import commit_keys
+from txdag.state.redis_commit import commit_keys, write_marker
 from txdag.txid.coordinator import AlreadyCommitted, Coordinator, Go, Wait
 from txdag.txid.decisions import check_marker
 from txdag.zk.store import TransactionStore
@@ -85,17 +88,22 @@ def commit_transaction(
         )
     applied = skipped = 0
     resumed = isinstance(decision, Go) and decision.resumed
-    ctx = CommitContext(topology, tx, client, states, load_job, key_values or {}, marker_key, extra)
+    ctx = CommitContext(topology, tx, client, states, load_job, key_values or {})
+    shared: list = []
     try:
         held = _marker_at(client, marker_key, tx.txid, topology, resumed)
         if not held:
             check_sinks(ctx, outputs)  # a sink that went backwards halts the commit before it writes anything
+            # the states of a database (PostgreSQL) in one transaction, begun here: it checks the txid it holds
+            shared = begin_shared((state.backing for state in states.values()), tx.txid, resumed=resumed)
     except StoreWentBackwards:
         if not resumed:  # this try wrote nothing: its COMMITTING must not vouch for that marker at a retry
             coordinator.undo_begin_commit(tx)
         raise
     if not held:  # a marker at txid: every output is in already
-        applied, skipped = apply_outputs(ctx, outputs)
+        with committing(shared, tx.txid):
+            applied, skipped = apply_outputs(ctx, outputs)
+        write_marker(client, tx.txid, marker_key, extra, topology=topology, written=commit_keys(states, topology))
     written = commit_keys(states, topology) + ([marker_key] if marker_key else [])
     replicate(client, written, f"the commit of {tx} of topology {topology!r}")
     crash_if_requested("commit", topology, tx)  # the states hold txid, ZooKeeper does not know yet

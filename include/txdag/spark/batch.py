@@ -20,7 +20,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from txdag.commit.rejections import record_rejections
 from txdag.errors import ConfigError
-from txdag.spark.stage import raise_executor_error
+from txdag.spark.executor_errors import raise_executor_error
 from txdag.spouts.base import BATCH_COLUMNS, REJECTED, Batch, Rejection, SpoutContext, reads_with_spark
 from txdag.topology.definition import JobSpec
 

@@ -121,7 +121,8 @@ def run_job(
             returned = process(frame)
         outputs = check_outputs(spec, returned, job.client_spec)
         timer.done("plan")
-        if any(not isinstance(out, DataFrame) for _, out in outputs):  # several Spark jobs read the batch
+        several = any(not isinstance(out, DataFrame) for _, out in outputs)  # several Spark jobs read the batch
+        if several and read.cached is None:  # (a read with rejections is cached already: frame is a view of it)
             frame.cache()
             cached = True
         # the numeric partials of every state in one Spark job, then the other outputs one by one; the fault point

@@ -11,7 +11,6 @@ message back into its exception, so the job fails with what to do, not with a Sp
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -26,13 +25,13 @@ from txdag.attempt import TransactionAttempt
 from txdag.commit.rejections import clash_rejection, record_rejections
 from txdag.commit.staging import fenced_hset
 from txdag.redisio import from_portable, redis_errors
+from txdag.spark.executor_errors import raise_executor_error
 from txdag.spouts.base import Rejection
 from txdag.state.keys import JoinedKeyCodec, KeyClashError
 
 CHUNK = 5000
 # key, rows written: a type, not a DDL string (which Spark Connect parses on the server, one round trip)
 COUNT_SCHEMA = StructType([StructField("key", StringType()), StructField("n", LongType())])
-_TXDAG_ERROR = re.compile(r"txdag\.errors\.(\w+): (.*)")
 
 
 def write_fields(frame: DataFrame, client_spec: dict[str, Any], key: str, tx: TransactionAttempt, topology: str,
@@ -112,13 +111,3 @@ def write_rows(frame: DataFrame, client_spec: dict[str, Any], tx: TransactionAtt
         totals[key] = totals.get(key, 0) + int(n)
     return totals
 
-
-def raise_executor_error(exc: PySparkException) -> None:
-    """Re-raise a txdag error that an executor raised as itself; anything else as it came."""
-    found = _TXDAG_ERROR.findall(str(exc))
-    if found:
-        name, message = found[-1]
-        kind = getattr(errors, name, None)
-        if isinstance(kind, type) and issubclass(kind, errors.TxdagError) and name != "TxidOrderError":
-            raise kind(message) from None
-    raise exc

@@ -25,7 +25,7 @@ from txdag.commit.outputs import OutputSpec
 from txdag.contracts import Collector
 from txdag.errors import ConfigError, TxdagError
 from txdag.spark.context import current_job
-from txdag.spark.stage import raise_executor_error
+from txdag.spark.executor_errors import raise_executor_error
 from txdag.state.kv import make_client, read_as_of, seal_stage, stage_writes
 from txdag.state.kv.step import StatefulStep, StepState
 from txdag.topology.refs import ref_of

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 Key = tuple[Any, ...]
@@ -44,8 +45,56 @@ class StateFactory:
     def backing_map(self, topology: str, state: str, key_fields: int) -> BackingMap:
         raise NotImplementedError
 
+    def conn_ids(self) -> dict[str, str]:
+        """The Airflow connections the store uses, with their type: the coordinate task checks that they exist
+        before it allocates a txid (as for the topology's Redis and ZooKeeper)."""
+        return {}
+
     def __repr__(self) -> str:
         return type(self).__name__
+
+
+def begin_shared(backings: Iterable[Any], txid: int, *, resumed: bool = True) -> list[Any]:
+    """One transaction per txid for the states of one database: each distinct ``shared_transaction`` of the
+    backing maps (an object with ``begin(txid, whole=True, resumed=...)``, ``commit(txid)`` and ``rollback()``;
+    txdag.state.postgres) begun before any of the txid's writes, once however many states it holds. ``resumed``:
+    this commit of the txid had begun before (a store that holds the txid already is then not a store that went
+    backwards). When one fails to begin, those begun are rolled back."""
+    shared = list({id(t): t for t in (getattr(b, "shared_transaction", None) for b in backings) if t}.values())
+    for i, transaction in enumerate(shared):
+        try:
+            transaction.begin(txid, whole=True, resumed=resumed)
+        except BaseException:
+            for begun in shared[:i]:
+                begun.rollback()
+            raise
+    return shared
+
+
+@contextlib.contextmanager
+def committing(shared: list[Any], txid: int) -> Iterator[None]:
+    """The txid's writes inside the shared transactions ``begin_shared`` began: committed after all of them, rolled
+    back when they fail (and every one not committed yet, when a commit fails)."""
+    try:
+        yield
+    except BaseException:
+        for transaction in shared:
+            transaction.rollback()
+        raise
+    for i, transaction in enumerate(shared):
+        try:
+            transaction.commit(txid)
+        except BaseException:
+            for rest in shared[i:]:
+                rest.rollback()
+            raise
+
+
+@contextlib.contextmanager
+def shared_transactions(backings: Iterable[Any], txid: int, *, resumed: bool = True) -> Iterator[None]:
+    """begin_shared, then the block inside committing: the txid's writes of a database's states as one."""
+    with committing(begin_shared(backings, txid, resumed=resumed), txid):
+        yield
 
 
 def check_keys(keys: Sequence[Key]) -> None:

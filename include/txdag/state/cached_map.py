@@ -33,9 +33,16 @@ class CachedMap:
             self.backing.begin_commit(txid)
 
     def commit(self, txid: int) -> None:
+        if getattr(self.shared_transaction, "held", False):  # the store held the txid and dropped these writes
+            self._cache.clear()
         if hasattr(self.backing, "commit"):
             self.backing.commit(txid)
         self._open = False
+
+    @property
+    def shared_transaction(self) -> Any:
+        """The wrapped map's transaction shared with other states (txdag.state.base.begin_shared), if any."""
+        return getattr(self.backing, "shared_transaction", None)
 
     def multi_get(self, keys: Sequence[Key]) -> list[Any]:
         check_keys(keys)

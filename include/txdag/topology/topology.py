@@ -174,6 +174,8 @@ class TransactionalTopology:
         used = {self.redis_conn_id: "redis", self.zookeeper_conn_id: "zookeeper", spark[0]: spark[1]}
         used.update({c: "redis" for c in self.source.conn_ids()})
         used.update({c: "kafka" for c in self.source.kafka_conn_ids()})
+        for state in self.states:
+            used.update(state.store.conn_ids() if state.store is not None else {})
         return used
 
     def state(self, name: str) -> State:

@@ -1,7 +1,8 @@
 """A state store of the user's own (issue 33 item 1): examples/sqlite_store.py, a StateFactory and backing map
 written from the docs alone, under all three map-state kinds, through LocalTopology and through the Spark job and
-the commit. A commit that dies inside one state's SQLite transaction leaves none of that txid in it (a reader sees
-the txid before), and its replay makes every state exact: nothing skipped, nothing counted twice.
+the commit (where txdag's PostgresStore goes the same way). A commit that dies inside one state's SQLite transaction
+leaves none of that txid in it (a reader sees the txid before), and its replay makes every state exact: nothing
+skipped, nothing counted twice.
 """
 
 from __future__ import annotations
@@ -98,8 +99,9 @@ def test_three_kinds_in_a_users_store_stay_exact_through_a_commit_that_dies_insi
     assert last == coordinator.status().topology.committed_txid == 3
 
 
+@pytest.mark.parametrize("where", ["sqlite", "postgres"])
 def test_a_spark_job_stages_for_a_users_store_and_the_commit_applies_it(redis_client, coordinator, prefix,
-                                                                          tmp_path, spark):
+                                                                          tmp_path, spark, where, request):
     from pyspark.sql import functions as F
 
     from txdag.spark.runner import run_job
@@ -109,7 +111,9 @@ def test_a_spark_job_stages_for_a_users_store_and_the_commit_applies_it(redis_cl
         return {"t": words, "o": words, "n": words}
 
     db = tmp_path / "counts.db"
-    declared = states(db)
+    declared, read = states(db), lambda name: counts_in(db, f"{prefix}__{name}")
+    if where == "postgres":  # txdag's own store (txdag.airflow.stores), in one SQL transaction per txid
+        declared, read = postgres_states(request, prefix)
     source = TweetsSource(max_transaction_size=3, prefix=f"{prefix}:")
     live = {s.name: s.build(redis_client, prefix) for s in declared}
     while isinstance(emission := coordinator.coordinate(f"run{coordinator.status().topology.last_txid}"), Emission):
@@ -120,4 +124,26 @@ def test_a_spark_job_stages_for_a_users_store_and_the_commit_applies_it(redis_cl
         outcome = commit_transaction(coordinator, Staging(redis_client, prefix), redis_client, emission.tx, live)
         assert outcome.status == "committed"
     truth = dict(Counter(w for s in SENTENCES for w in s.split()))
-    assert {name: counts_in(db, f"{prefix}__{name}") for name in "ton"} == {"t": truth, "o": truth, "n": truth}
+    assert {name: read(name) for name in "ton"} == {"t": truth, "o": truth, "n": truth}
+
+
+def postgres_states(request, prefix: str):
+    """The three states in a schema of the test's own (dropped afterwards), and how a reader counts them."""
+    import psycopg
+    from support.postgres import close_sessions, postgres_url
+
+    from txdag.airflow.stores import PostgresStore
+
+    store = PostgresStore(request.getfixturevalue("postgres_conn"), schema=prefix)
+    reader = psycopg.connect(postgres_url(), autocommit=True)
+
+    def drop() -> None:
+        close_sessions()
+        reader.execute(f'DROP SCHEMA IF EXISTS "{prefix}" CASCADE')
+        reader.close()
+
+    request.addfinalizer(drop)
+    declared = [State("t", store=store), State("o", kind="opaque", store=store),
+                State("n", kind="non_transactional", store=store)]
+    return declared, lambda name: {word: int(value) for word, value in reader.execute(
+        f"SELECT k1 #>> '{{}}', value FROM \"{prefix}\".\"{prefix}__{name}\"").fetchall()}

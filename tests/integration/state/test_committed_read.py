@@ -1,5 +1,5 @@
 """Readers never see part of a txid: txdag.state.committed reads a state as of the commit marker while the shipped
-commit (apply_staged_state page by page, then write_marker, as txdag.commit.apply runs it) applies 100k keys, and
+commit (apply_staged_state page by page, then write_marker, as txdag.commit.phase runs them) applies 100k keys, and
 when that commit is SIGKILLed half way. Every txid adds 1 to every key, so a snapshot as of txid N holds N in every
 key: any other value in a read is a mixed snapshot."""
 

@@ -222,3 +222,12 @@ def test_a_store_that_gives_no_backing_map_of_its_own_is_named() -> None:
 class Odd(TableStore):
     def backing_map(self, topology: str, state: str, key_fields: int):
         return "x"
+
+
+def test_a_postgres_store_is_a_connection_the_topology_uses(tmp_path) -> None:
+    from txdag.airflow.stores import PostgresStore
+
+    store = PostgresStore("pg_states")
+    used = topology(tmp_path, states=[State("users", store=store), State("tags", store=store)]).conn_ids()
+    assert used["pg_states"] == "postgres" and used["redis_default"] == "redis"
+    assert "pg_states" not in topology(tmp_path).conn_ids()

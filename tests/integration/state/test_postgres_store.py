@@ -1,0 +1,418 @@
+"""PostgreSQL as a state store (issue 33 item 2): txdag.airflow.stores.PostgresStore through the Postgres provider's
+connection, on the set-up's PostgreSQL. The three map-state kinds through LocalTopology's commit: a txid's states
+and the txid the database holds are one SQL transaction, so a commit that dies inside it leaves none of the txid
+(a reader sees the txid before), a commit that dies after it is not applied twice (a non-transactional state stays
+exact), and a reader polling during a large commit never sees part of a txid. Tables that are not txdag's, or
+newer, are refused by name; a PostgreSQL that does not answer is named.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections import Counter
+from pathlib import Path
+
+import psycopg
+import pytest
+from access import ZK_AUTH
+from support.postgres import close_sessions, postgres_url, use_connection
+
+from txdag.airflow.stores import PostgresStore
+from txdag.attempt import TransactionAttempt
+from txdag.commit import phase
+from txdag.errors import ConfigError, FormatVersionError, ServiceUnavailable, StoreWentBackwards
+from txdag.protocol.local import LocalTopology
+from txdag.spouts.tweets import TweetsTransactionalSpout, append_tweets
+from txdag.state import NonTransactionalMap, OpaqueMap, OpaqueValue, TransactionalMap, TransactionalValue
+from txdag.state.base import combine_sum, shared_transactions
+from txdag.topology.definition import State
+from txdag.txid.coordinator import Coordinator, Emission
+from txdag.zk.client import connect_zk
+from txdag.zk.store import TransactionStore
+
+SENTENCES = ["the cat sat", "on the mat", "the dog", "a cat and a dog", "the end", "cat dog cat", "mat", "one more"]
+TRUTH = dict(Counter(w for s in SENTENCES for w in s.split()))
+
+
+def word_count(records):
+    words = Counter((w,) for r in records for w in r.value.split())
+    return {"t": words, "o": words, "n": words}
+
+
+@pytest.fixture
+def reader(postgres_conn):
+    """A connection of its own, as a user's dashboard reads the tables (autocommit: each query sees what is
+    committed when it runs)."""
+    with psycopg.connect(postgres_url(), autocommit=True) as db:
+        yield db
+
+
+@pytest.fixture
+def schema(reader, prefix):
+    yield prefix
+    close_sessions()
+    reader.execute(f'DROP SCHEMA IF EXISTS "{prefix}" CASCADE')
+
+
+def counts(reader, schema: str, table: str) -> dict[str, int]:
+    rows = reader.execute(f"SELECT k1 #>> '{{}}', value FROM \"{schema}\".\"{table}\"").fetchall()
+    return {word: int(value) for word, value in rows}
+
+
+def held(reader, schema: str, topology: str) -> int | None:
+    row = reader.execute(f'SELECT txid FROM "{schema}".txdag_commits WHERE topology = %s', (topology,)).fetchone()
+    return None if row is None else row[0]
+
+
+@pytest.fixture
+def topology(redis_client, zk_hosts, zk_root, prefix, postgres_conn, schema):
+    append_tweets(redis_client, SENTENCES, prefix=f"{prefix}:")
+    return build(redis_client, zk_hosts, zk_root, prefix, postgres_conn)
+
+
+def build(redis_client, zk_hosts: str, zk_root: str, prefix: str, conn_id: str) -> LocalTopology:
+    """The word count of SENTENCES, 3 tweets per txid, into three states of one PostgreSQL schema (``prefix``)."""
+    spout = TweetsTransactionalSpout(redis_client, prefix=f"{prefix}:", max_transaction_size=3, topology=prefix)
+    coordinator = Coordinator(TransactionStore(connect_zk(zk_hosts, auth=ZK_AUTH), prefix, root=zk_root), spout)
+    store = PostgresStore(conn_id, schema=prefix)
+    states = [State("t", store=store), State("o", kind="opaque", store=store),
+              State("n", kind="non_transactional", store=store)]
+    return LocalTopology(coordinator, redis_client, {s.name: s.build(redis_client, prefix) for s in states},
+                         word_count)
+
+
+KILLED = """
+import sys
+import redis
+from test_postgres_store import build
+
+topology = build(redis.Redis.from_url(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
+for run in ("r1", "r2"):  # txid 2's commit is killed after its first state's writes (fault point 'applying')
+    emission = topology.coordinate(run)
+    topology.process(emission)
+    topology.commit(emission.tx)
+"""
+
+
+def run_all(topology) -> None:
+    coordinator = topology.coordinator
+    while isinstance(emission := topology.coordinate(f"run{coordinator.status().topology.last_txid}"), Emission):
+        topology.process(emission)
+        assert topology.commit(emission.tx).status == "committed"
+
+
+def test_a_commit_that_dies_inside_the_transaction_leaves_none_of_the_txid(topology, reader, schema, prefix,
+                                                                          monkeypatch):
+    tables = {name: f"{prefix}__{name}" for name in "ton"}
+    one = topology.coordinate("r1")
+    topology.process(one)
+    assert topology.commit(one.tx).status == "committed"
+    after_one = {name: counts(reader, schema, table) for name, table in tables.items()}
+    assert held(reader, schema, prefix) == 1 and after_one["t"] and after_one["t"] == after_one["n"]
+
+    backing = type(topology.states["o"].backing)
+    put, seen = backing.multi_put, []
+
+    def dies_inside_o(self, keys, values):  # 't' is written inside the txid's transaction, 'o' is being written
+        put(self, keys, values)
+        if self.name == tables["o"]:
+            seen.append({name: counts(reader, schema, table) for name, table in tables.items()})
+            raise ConnectionError("the store went away half way through the txid")
+
+    monkeypatch.setattr(backing, "multi_put", dies_inside_o)
+    two = topology.coordinate("r2")
+    topology.process(two)
+    with pytest.raises(ConnectionError, match="half way"):
+        topology.commit(two.tx)
+    monkeypatch.undo()
+    assert seen == [after_one], "a reader saw part of txid 2 while it was being written"
+    assert {name: counts(reader, schema, table) for name, table in tables.items()} == after_one
+    assert held(reader, schema, prefix) == 1
+
+    replay = topology.coordinate("r2")
+    assert replay.tx.txid == 2 and replay.tx.attempt == 2
+    topology.process(replay)
+    assert topology.commit(replay.tx).status == "committed"
+    run_all(topology)
+    assert {name: counts(reader, schema, table) for name, table in tables.items()} == {"t": TRUTH, "o": TRUTH,
+                                                                                       "n": TRUTH}
+    assert held(reader, schema, prefix) == topology.coordinator.status().topology.committed_txid == 3
+    kinds = {name: {k for (k,) in reader.execute(f'SELECT DISTINCT kind FROM "{schema}"."{table}"')}
+             for name, table in tables.items()}
+    assert kinds == {"t": {"transactional"}, "o": {"opaque"}, "n": {"plain"}}
+
+
+def test_a_commit_killed_inside_the_transaction_leaves_none_of_the_txid(redis_client, redis_url, zk_hosts, zk_root,
+                                                                        prefix, postgres_conn, schema, reader,
+                                                                        tmp_path):
+    append_tweets(redis_client, SENTENCES, prefix=f"{prefix}:")
+    (tmp_path / "killed.py").write_text(KILLED)
+    tests = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "TXDAG_FAULTS": f"applying:{prefix}:2", "TXDAG_FAULTS_ALLOWED": "1",
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), str(tests)])}
+    done = subprocess.run([sys.executable, str(tmp_path / "killed.py"), redis_url, zk_hosts, zk_root, prefix,
+                           postgres_conn], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == -signal.SIGKILL, done.stderr[-3000:]
+    first = dict(Counter(w for s in SENTENCES[:3] for w in s.split()))
+    tables = {name: f"{prefix}__{name}" for name in "ton"}
+    assert {name: counts(reader, schema, table) for name, table in tables.items()} == {"t": first, "o": first,
+                                                                                       "n": first}
+    assert held(reader, schema, prefix) == 1
+    topology = build(redis_client, zk_hosts, zk_root, prefix, postgres_conn)  # the commit task's retry
+    assert topology.commit(TransactionAttempt(2, 1)).status == "committed"
+    run_all(topology)
+    assert {name: counts(reader, schema, table) for name, table in tables.items()} == {"t": TRUTH, "o": TRUTH,
+                                                                                       "n": TRUTH}
+
+
+def test_a_commit_that_dies_after_the_database_committed_is_not_applied_twice(topology, reader, schema, prefix,
+                                                                             monkeypatch):
+    write_marker, died = phase.write_marker, []
+
+    def dies_before_the_marker(*args, **kwargs):  # the database holds txid 1; Redis and ZooKeeper do not know
+        if not died:
+            died.append(held(reader, schema, prefix))
+            raise ConnectionError("Redis went away before the marker")
+        return write_marker(*args, **kwargs)
+
+    monkeypatch.setattr(phase, "write_marker", dies_before_the_marker)
+    one = topology.coordinate("r1")
+    topology.process(one)
+    with pytest.raises(ConnectionError, match="before the marker"):
+        topology.commit(one.tx)
+    assert died == [1]
+    first = counts(reader, schema, f"{prefix}__n")
+    assert topology.commit(one.tx).status == "committed"  # the retry: the database's writes are dropped
+    assert counts(reader, schema, f"{prefix}__n") == first, "the non-transactional state counted txid 1 twice"
+    run_all(topology)
+    assert counts(reader, schema, f"{prefix}__n") == counts(reader, schema, f"{prefix}__t") == TRUTH
+
+
+def test_a_reader_polling_during_a_large_commit_never_sees_part_of_a_txid(postgres_conn, schema, reader, prefix):
+    keys = [(f"k{i}",) for i in range(60_000)]
+    backing = PostgresStore(postgres_conn, schema=schema).backing_map(prefix, "big", 1)
+    state, table = TransactionalMap(backing), f'"{schema}"."{prefix}__big"'
+    stop, seen, mixed = threading.Event(), [], []
+
+    def poll() -> None:
+        with psycopg.connect(postgres_url(), autocommit=True) as db:
+            while not stop.is_set():
+                values = db.execute(f"SELECT min(value::int), max(value::int), count(*) FROM {table}").fetchone()
+                txid = db.execute(f'SELECT txid FROM "{schema}".txdag_commits WHERE topology = %s',
+                                  (prefix,)).fetchone()
+                seen.append(values)
+                if values[2] and (values[0] != values[1] or values[2] != len(keys)):
+                    mixed.append(values)
+                if txid and txid[0] is not None and values[2] and values[0] > txid[0]:
+                    mixed.append(("ahead of its txid", values, txid))
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    try:
+        for txid in (1, 2, 3):
+            with shared_transactions([backing], txid):
+                state.begin_commit(txid)
+                state.multi_update(keys, [combine_sum(1)] * len(keys))
+                state.commit(txid)
+    finally:
+        stop.set()
+        poller.join()
+    assert not mixed, f"a reader saw part of a txid: {mixed[:3]}"
+    assert len(seen) > 3 and {v[:2] for v in seen if v[2]} <= {(1, 1), (2, 2), (3, 3)}
+    assert reader.execute(f"SELECT min(value::int), max(value::int), count(*) FROM {table}").fetchone() == (
+        3, 3, len(keys))
+
+
+def test_a_table_that_is_not_txdags_or_is_newer_is_refused_by_name(postgres_conn, schema, reader, prefix):
+    reader.execute(f'CREATE SCHEMA "{schema}"')
+    reader.execute(f'CREATE TABLE "{schema}"."{prefix}__theirs" (k1 jsonb PRIMARY KEY, value jsonb)')
+    store = PostgresStore(postgres_conn, schema=schema)
+    with pytest.raises(ConfigError, match=rf"table {schema}\.{prefix}__theirs exists and is not txdag's"):
+        _fresh(store, prefix, "theirs", 1)
+    _fresh(store, prefix, "newer", 1)  # txdag's, of this format
+    reader.execute(f"""COMMENT ON TABLE "{schema}"."{prefix}__newer" IS 'txdag state (format 9)'""")
+    with pytest.raises(FormatVersionError, match=rf"{prefix}__newer is of format 9, written by a newer txdag"):
+        _fresh(store, prefix, "newer", 1)
+    _fresh(store, prefix, "pairs", 2)
+    with pytest.raises(ConfigError, match=r"has 2 key column\(s\), and the state has 1 key field"):
+        _fresh(store, prefix, "pairs", 1)
+    _fresh(store, "a-b", "c", 1)  # the table a_b__c, whose comment names topology a-b
+    with pytest.raises(ConfigError, match=r"a_b__c holds 'a-b/c', not 'a_b/c' \(their names meet"):
+        _fresh(store, "a_b", "c", 1)
+
+
+def _fresh(store: PostgresStore, topology: str, state: str, key_fields: int):
+    """The backing map as a new process builds it (its session has checked nothing yet)."""
+    close_sessions()
+    return store.backing_map(topology, state, key_fields)
+
+
+
+def test_a_postgres_that_does_not_answer_is_named_with_how_to_start_it(prefix):
+    conn_id = use_connection("postgres://nobody:secret@127.0.0.1:1/nothing", f"{prefix}_down")
+    with pytest.raises(ServiceUnavailable) as failed:
+        PostgresStore(conn_id).backing_map(prefix, "words", 1)
+    message = str(failed.value)
+    assert f"PostgreSQL connection '{conn_id}'" in message and "`bash scripts/postgres.sh start`" in message
+    assert "secret" not in message
+
+
+CLI_DAG_FILE = """
+from txdag import TransactionalTopology
+from txdag.airflow import render
+from txdag.airflow.stores import PostgresStore
+from txdag.attempt import TransactionAttempt
+from txdag.topology.definition import State, TweetsSource
+
+store = PostgresStore("txdag_postgres", schema="{topo}")
+topology = TransactionalTopology(
+    "{topo}",
+    source=TweetsSource(prefix="{topo}:", max_transaction_size=40),
+    job="spark_jobs/job.py",
+    states=[State("users", store=store), State("hashtags", kind="opaque", store=store),
+            State("users_hashtags", key_fields=2, separator=":", store=store)],
+)
+dag = render(topology, dag_file=__file__)
+"""
+
+
+@pytest.mark.usefixtures("airflow_home")
+def test_txdag_state_get_and_top_read_a_postgres_state_as_of_the_txid_it_holds(
+        monkeypatch, redis_url, redis_client, zk_hosts, zk_root, prefix, tmp_path, capsys, postgres_conn, schema,
+        reader):
+    import json
+
+    from support.cli_project import dag_folder, set_connections
+
+    from txdag.analytics.tweets import tweet_partials
+    from txdag.cli.main import main
+    from txdag.spouts import SpoutContext
+    from txdag.spouts.samples import sample_tweets
+    from txdag.topology.topology import load_definitions
+
+    set_connections(monkeypatch, redis_url, zk_hosts, zk_root, 0)
+    dag_folder(monkeypatch, tmp_path, prefix, CLI_DAG_FILE)
+    capsys.readouterr()
+    assert main(["state", "get", prefix, "users", "@ann"]) == 0  # before anything: no table is created to read
+    assert "nothing committed yet" in capsys.readouterr().out.splitlines()[0]
+    assert reader.execute("SELECT to_regclass(%s)", (f'"{schema}"."{prefix}__users"',)).fetchone() == (None,)
+    tweets = sample_tweets(120, seed=3)
+    append_tweets(redis_client, tweets, prefix=f"{prefix}:")
+    definition = load_definitions(tmp_path / "dags")[0][prefix]
+    spout = definition.source.build(SpoutContext(prefix, {"redis_default": redis_client}))
+    coordinator = Coordinator(TransactionStore(connect_zk(zk_hosts, auth=ZK_AUTH), prefix, root=zk_root), spout)
+    topology = LocalTopology(coordinator, redis_client,
+                             {s.name: s.build(redis_client, prefix) for s in definition.states},
+                             lambda records: tweet_partials(r.value for r in records))
+    run_all(topology)
+    close_sessions()  # the commands read on connections of their own (the connection's fields, not the hook)
+    truth = tweet_partials(tweets)
+    user, count = max(truth["users"].items(), key=lambda item: (item[1], item[0]))
+
+    def run(*argv):
+        capsys.readouterr()
+        code = main(list(argv))
+        return code, capsys.readouterr().out
+
+    code, out = run("state", "get", prefix, "users", user[0], "@nobody", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["committed_txid"] == 3 and data["isolated"] and data["store"].startswith("PostgresStore")
+    assert data["values"] == [{"key": user[0], "value": count, "txid": 3, "kind": "transactional"},
+                              {"key": "@nobody", "value": None, "txid": None, "kind": None, "found": False}]
+    pair, pair_count = next(iter(truth["users_hashtags"].items()))
+    code, out = run("state", "get", prefix, "users_hashtags", ":".join(pair))
+    assert code == 0 and f"in PostgresStore('txdag_postgres', schema='{prefix}')" in out.splitlines()[0]
+    assert "as of committed txid 3" in out.splitlines()[0] and str(pair_count) in out
+    code, out = run("state", "top", prefix, "hashtags", "-n", "2", "--json")
+    best = sorted(truth["hashtags"].values(), reverse=True)[:2]
+    data = json.loads(out)
+    assert code == 0 and data["total_keys"] == len(truth["hashtags"])
+    assert [row["value"] for row in data["values"]] == best  # ties: any of the tied keys, each with its own count
+    assert all(truth["hashtags"][(row["key"],)] == row["value"] for row in data["values"])
+    assert all("prev" in row for row in data["values"])
+    capsys.readouterr()
+    code = main(["state", "get", prefix, "users_hashtags", "no-separator"])
+    assert code == 2 and "'no-separator' is not a key of state 'users_hashtags': its keys are 2 fields joined by " \
+                         "':'" in capsys.readouterr().err
+    reader.execute(f'COMMENT ON TABLE "{schema}"."{prefix}__users" IS NULL')
+    close_sessions()  # a new command: it checks the table again
+    capsys.readouterr()
+    code = main(["state", "get", prefix, "users", user[0]])
+    assert code == 5 and f"table {schema}.{prefix}__users exists and is not txdag's" in capsys.readouterr().err
+
+
+def test_a_database_that_holds_the_txid_of_a_commit_that_had_not_begun_halts_it(postgres_conn, schema, prefix):
+    backing = PostgresStore(postgres_conn, schema=schema).backing_map(prefix, "words", 1)
+    state = TransactionalMap(backing)
+    with shared_transactions([backing], 1, resumed=False):
+        state.begin_commit(1)
+        state.multi_update([("a",)], [combine_sum(1)])
+        state.commit(1)
+    with pytest.raises(StoreWentBackwards, match=r"holds txid 1 .* already, and this commit of txid 1 had not begun"):
+        with shared_transactions([backing], 1, resumed=False):  # a topology started over, its tables kept
+            pass
+    with shared_transactions([backing], 1, resumed=True):  # a retry of the commit that wrote it: writes dropped
+        state.begin_commit(1)
+        state.multi_update([("a",)], [combine_sum(1)])
+        state.commit(1)
+    assert backing.multi_get([("a",)]) == [TransactionalValue(1, 1)]
+
+
+def test_states_used_alone_share_the_transaction_until_the_last_commits(postgres_conn, schema, reader, prefix):
+    store = PostgresStore(postgres_conn, schema=schema)
+    words, plain = store.backing_map(prefix, "words", 1), store.backing_map(prefix, "plain", 1)
+    one, two = TransactionalMap(words), NonTransactionalMap(plain)
+    for state in (one, two):
+        state.begin_commit(1)
+    one.multi_update([("a",)], [combine_sum(2)])
+    one.commit(1)  # two has not committed: nothing is visible yet
+    assert counts(reader, schema, f"{prefix}__words") == {} and held(reader, schema, prefix) is None
+    two.multi_update([("a",)], [combine_sum(3)])
+    two.commit(1)
+    assert counts(reader, schema, f"{prefix}__words") == {"a": 2} and counts(reader, schema, f"{prefix}__plain") == {
+        "a": 3} and held(reader, schema, prefix) == 1
+    with pytest.raises(ValueError, match=r"a write to table .*__plain outside a txid"):
+        plain.multi_put([("a",)], [9])
+    assert reader.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state = "
+                          "'idle in transaction'").fetchone() == (0,)
+
+
+def test_keys_of_every_json_type_are_found_again(postgres_conn, schema, prefix):
+    backing = PostgresStore(postgres_conn, schema=schema).backing_map(prefix, "numbers", 2)
+    state = OpaqueMap(backing)
+    keys = [(10**16, "a"), (1.5, "a"), ("1.5", "a"), (1, "a"), ("1", "a"), (1e-7, "a"), (None, "a"), (True, "b")]
+    for txid in (1, 2):
+        with shared_transactions([backing], txid):
+            state.begin_commit(txid)
+            state.multi_update(keys, [combine_sum(txid)] * len(keys))
+            state.commit(txid)
+    assert backing.multi_get(keys + [(1.0, "a")]) == [OpaqueValue(2, 3, 1)] * (len(keys) + 1)  # 1.0 is the key 1
+    assert len(backing.read_committed(None, largest=100)[1]) == len(keys)
+
+
+def test_a_connection_lost_inside_the_transaction_is_retried_and_stays_exact(topology, reader, schema, prefix,
+                                                                          monkeypatch):
+    backing = type(topology.states["o"].backing)
+    put, killed = backing.multi_put, []
+
+    def killed_inside_o(self, keys, values):  # the server ends this connection while the txid is half written
+        if self.name == f"{prefix}__o" and not killed:
+            pid = self.session.db.info.backend_pid
+            killed.append(reader.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone()[0])
+        put(self, keys, values)
+
+    monkeypatch.setattr(backing, "multi_put", killed_inside_o)
+    one = topology.coordinate("r1")
+    topology.process(one)
+    with pytest.raises(ServiceUnavailable, match=rf"topology '{prefix}' txid 1: PostgreSQL connection .* did not "
+                                                 r"answer writing table"):
+        topology.commit(one.tx)
+    assert killed == [True] and held(reader, schema, prefix) is None
+    assert counts(reader, schema, f"{prefix}__t") == {}, "a reader saw part of txid 1"
+    assert topology.commit(one.tx).status == "committed"  # the commit task's retry, on a new connection
+    run_all(topology)
+    assert counts(reader, schema, f"{prefix}__n") == counts(reader, schema, f"{prefix}__o") == TRUTH
