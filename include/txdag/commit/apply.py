@@ -280,20 +280,28 @@ def apply_sums(ctx: CommitContext, outputs: Mapping[str, tuple[OutputSpec, str]]
             partials = StagedPartials(state.backing.namespace, state.kind, key)
             a, s, _ = apply_staged_state(ctx.client, ctx.tx.txid, partials, topology=ctx.topology)
         else:  # a store of the user's (txdag.state.StateFactory): the partials through the map state's txid rules
-            a, s = _apply_sums_to_store(ctx, name, key), 0
+            a, s = _apply_sums_to_store(ctx, name, key)
         applied, skipped = applied + a, skipped + s
         if i == 0:
             crash_if_requested("applying", ctx.topology, ctx.tx)
     return applied, skipped
 
 
-def _apply_sums_to_store(ctx: CommitContext, name: str, stage_key: str) -> int:
-    """A state in a store of the user's: its staged partials read from the staging hash, then added by the map
-    state's multi_update inside one begin_commit/commit (the store's own transaction, where it has one)."""
+def _apply_sums_to_store(ctx: CommitContext, name: str, stage_key: str) -> tuple[int, int]:
+    """A state in a store of the user's: its staged partials read from the staging hash, then added inside one
+    begin_commit/commit (the store's own transaction, where it has one): by the backing map's ``add_sums`` where it
+    has one (PostgreSQL: in SQL, set-based), else by the map state's multi_update. Returns (applied, skipped)."""
     with redis_errors(ctx.client, f"reading the staged partials of state {name!r} of txid {ctx.tx.txid}",
                       topology=ctx.topology, keys=[stage_key]):
         partials = {f.decode(): decode_number(v) for f, v in ctx.client.hscan_iter(stage_key, count=STAGED_PAGE)}
-    return len(apply_combined(ctx.states[name], ctx.tx.txid, partials, add))
+    state = ctx.states[name]
+    add_sums = getattr(state.backing, "add_sums", None)
+    if add_sums is None:
+        return len(apply_combined(state, ctx.tx.txid, partials, add)), 0
+    state.begin_commit(ctx.tx.txid)
+    written = add_sums(ctx.tx.txid, state.kind.value, [(state.key_codec.decode(f), v) for f, v in partials.items()])
+    state.commit(ctx.tx.txid)
+    return written, len(partials) - written
 
 
 def decode_number(raw: bytes) -> int | float:

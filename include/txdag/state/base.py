@@ -59,13 +59,13 @@ def begin_shared(backings: Iterable[Any], txid: int, *, resumed: bool = True) ->
     backing maps (an object with ``begin(txid, whole=True, resumed=...)``, ``commit(txid)`` and ``rollback()``;
     txdag.state.postgres) begun before any of the txid's writes, once however many states it holds. ``resumed``:
     this commit of the txid had begun before (a store that holds the txid already is then not a store that went
-    backwards). When one fails to begin, those begun are rolled back."""
+    backwards). When one fails to begin, it and those begun are rolled back."""
     shared = list({id(t): t for t in (getattr(b, "shared_transaction", None) for b in backings) if t}.values())
     for i, transaction in enumerate(shared):
         try:
             transaction.begin(txid, whole=True, resumed=resumed)
         except BaseException:
-            for begun in shared[:i]:
+            for begun in shared[:i + 1]:
                 begun.rollback()
             raise
     return shared

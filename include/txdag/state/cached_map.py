@@ -22,22 +22,27 @@ class CachedMap:
         self.hits = 0
         self.misses = 0
         self._open = False  # a txid begun and not committed: what the cache holds of it may have been rolled back
+        self._ended: int | None = None  # the store's count of transactions ended unfinished, at the last commit
 
     def begin_commit(self, txid: int) -> None:
         """The wrapped map's transaction, when it has them (docs/stores.md); a txid that died inside one leaves
-        the cache holding writes the store rolled back, so it is emptied."""
-        if self._open:
+        the cache holding writes the store rolled back, so it is emptied; so does a transaction that ended
+        unfinished after this cache's last commit (a shared one, which commits after this state's commit)."""
+        if self._open or self._ended != self._ended_now():
             self._cache.clear()
-        self._open = True
         if hasattr(self.backing, "begin_commit"):
             self.backing.begin_commit(txid)
+        self._open = True
 
     def commit(self, txid: int) -> None:
         if getattr(self.shared_transaction, "held", False):  # the store held the txid and dropped these writes
             self._cache.clear()
         if hasattr(self.backing, "commit"):
             self.backing.commit(txid)
-        self._open = False
+        self._open, self._ended = False, self._ended_now()
+
+    def _ended_now(self) -> int | None:
+        return getattr(self.shared_transaction, "ended", None)
 
     @property
     def shared_transaction(self) -> Any:

@@ -16,14 +16,18 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib
+import itertools
 import json
 import logging
+import math
+import os
 import re
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from txdag import hints
-from txdag.errors import ConfigError, FormatVersionError, ServiceUnavailable, StoreWentBackwards
+from txdag.errors import ConfigError, FormatVersionError, ServiceUnavailable, StoreWentBackwards, TxidOrderError
 from txdag.state.base import Key
 from txdag.state.values import OpaqueValue, TransactionalValue
 
@@ -43,6 +47,9 @@ def _driver_errors() -> tuple[type[BaseException], ...]:
 
 
 LOST = _driver_errors()
+LOST_STATES = {"25P03", "57P01", "57P02", "57P03"}  # the server ended the session (idle in transaction, shut down)
+PROCESS = uuid.uuid4().hex  # with the pid: this process, in the advisory locks of one_session_per_database
+LOCK_TIMEOUT = "55P03"  # lock_not_available: another session holds the topology's row past lock_timeout
 
 FORMAT = 1  # the tables' layout; a table of a higher format was written by a newer txdag
 STATE_COMMENT = "txdag state (format {}): {}"  # the format, then topology/state: whose table it is
@@ -75,73 +82,119 @@ def table_name(topology: str, state: str) -> str:
 class PostgresSession:
     """One connection of one topology to one database and schema: the transaction of the txid being committed,
     shared by every state of the topology kept there. The commit phase begins it for all of them at once
-    (``begin(txid, whole=True)``) and commits it after their writes; a map state used alone begins and commits it
-    itself (the last of the states that joined commits it). ``commit`` sets the topology's row of txdag_commits."""
+    (``begin(txid, whole=True)``), which checks and sets the topology's row of txdag_commits, and commits it after
+    their writes. A map state used alone begins and commits a plain transaction itself (states that begin the same
+    txid join it, the last to commit commits it); it leaves txdag_commits alone, so states used alone may commit a
+    txid one after the other, in any order, as Trident's do."""
 
-    def __init__(self, connect: Connect, topology: str, schema: str, where: str) -> None:
+    def __init__(self, connect: Connect, topology: str, schema: str, where: str, *, alone: bool = False) -> None:
         self.topology, self.schema, self.where = topology, schema, where
         self._connect = connect
         self._db: Any = None
+        self.alone = alone  # a writer: one per topology and database in this process (one_session_per_database)
         self.txid: int | None = None  # the txid whose transaction is open
         self.held = False  # the database holds that txid already: its writes are dropped
         self.whole = False  # begun by the commit phase for the whole txid: the states' own commits leave it open
-        self.members = 0  # states that joined a transaction they began themselves (used alone)
-        self.broken = False  # the connection died inside the commit phase's transaction: only rollback() clears it
+        self.members: set[int] = set()  # states used alone (their backing maps' ids) begun and not committed
+        self.promised = 0  # states used alone that committed, their writes waiting for the last member's commit
+        self.broken = False  # the txid's transaction failed: nothing more of it is written; rollback() clears it
+        self.ended = 0  # transactions of a txid rolled back or lost so far (CachedMap forgets what it cached then)
+        self.lock_key: str | None = None  # its advisory lock while connected (one_session_per_database)
         self.checked: set[str] = set()
 
     @property
     def db(self) -> Any:
         if self.broken:
-            raise ServiceUnavailable(f"topology {self.topology!r}: {self.where} lost the transaction of this txid; "
-                                     f"the commit is retried")
+            raise ServiceUnavailable(f"{self.said()} lost the transaction of this txid (an error ended it); the "
+                                     f"commit is retried")
         if self._db is None or self._db.closed:
+            if self.txid is not None:  # the connection went under an open transaction: so did the transaction
+                self.broken = True
+                self.close()
+                raise ServiceUnavailable(f"{self.said()} lost its connection inside the transaction of this txid; "
+                                         f"the commit is retried")
             with self.errors("connecting"):
                 db = self._connect()
-                db.autocommit = True
-                db.execute(SESSION_SETTINGS)
-                db.autocommit = False
+                try:
+                    db.autocommit = True
+                    db.execute(SESSION_SETTINGS)
+                    if self.alone:
+                        one_session_per_database(self, db)
+                    db.autocommit = False
+                except BaseException:
+                    db.close()
+                    raise
                 self._db = db
-            self.txid = None
         return self._db
+
+    def said(self) -> str:
+        """Topology, txid (while one is open) and database: how every message of this session begins."""
+        return f"topology {self.topology!r}" + (f" txid {self.txid}" if self.txid is not None else "") + \
+            f": {self.where}"
 
     @contextlib.contextmanager
     def errors(self, doing: str) -> Iterator[None]:
-        """A lost or refused connection as ServiceUnavailable (retried with the topology's backoff; the txid's
-        transaction is gone with it), naming the database and what was being done; any other error of the database
-        keeps its class, with a note naming topology, txid and what was being done."""
-        txid = self.txid
-        said = f"topology {self.topology!r}" + (f" txid {txid}" if txid is not None else "") + f": {self.where}"
+        """A lost or refused connection, or a lock waited for too long, as ServiceUnavailable (retried with the
+        topology's backoff), naming the database and what was being done; any other error keeps its class, with a
+        note naming topology, txid and what was being done. Any error inside a txid's transaction ends it at once
+        (rolled back): no state writes more of the txid until it is begun again."""
+        said, in_txid = self.said(), self.txid is not None
         try:
             yield
-        except LOST as exc:
-            self.broken = self.whole  # inside the commit phase: nothing more of this txid may be written
-            self.close()
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise ServiceUnavailable(
-                f"{said} did not answer {doing} ({first}); the txid's writes there are rolled back and the commit is "
-                f"retried: {hints.how_to_start('postgres')}, or fix the connection") from exc
-        except (ConfigError, FormatVersionError, StoreWentBackwards, ServiceUnavailable):
-            raise
-        except Exception as exc:
-            exc.add_note(f"{said}: raised {doing}; the txid's writes there are rolled back")
+        except BaseException as exc:
+            self.broken = self.broken or in_txid
+            state = getattr(exc, "sqlstate", None) or getattr(exc, "pgcode", None)
+            lost = isinstance(exc, LOST) and state != LOCK_TIMEOUT or state in LOST_STATES
+            self.close() if lost else self._end()
+            rolled = "; the txid's writes there are rolled back and the commit is retried" if in_txid else ""
+            if state == LOCK_TIMEOUT:
+                whose = (f"the topology's row of {self.schema}.{COMMITS_TABLE} (a commit of this topology still "
+                         f"running, or a worker cut off inside one: PostgreSQL ends it after "
+                         f"idle_in_transaction_session_timeout)" if doing.startswith("beginning") else
+                         "a lock this statement needs (see pg_locks)")
+                raise ServiceUnavailable(f"{said} waited longer than its lock_timeout {doing}: another session "
+                                         f"holds {whose}{rolled}") from exc
+            if lost:
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise ServiceUnavailable(f"{said} did not answer {doing} ({first}){rolled}: "
+                                         f"{hints.how_to_start('postgres')}, or fix the connection") from exc
+            if isinstance(exc, Exception) and not isinstance(
+                    exc, (ConfigError, FormatVersionError, StoreWentBackwards, ServiceUnavailable)):
+                exc.add_note(f"{said}: raised {doing}" + ("; the txid's writes there are rolled back" if in_txid
+                                                          else ""))
             raise
 
     def table(self, name: str) -> str:
         return f"{quote(self.schema)}.{quote(name)}"
 
-    def begin(self, txid: int, *, whole: bool = False, resumed: bool = True) -> None:
-        """Open the transaction of ``txid`` (an earlier try's, left open when it died, is rolled back first), lock
-        the topology's row of txdag_commits and check it: the txid before, or this txid where this commit had begun
-        before (``resumed``: held, its writes are dropped); anything else is a database that went backwards or ahead,
-        and halts the commit."""
-        if not whole and self.txid == txid and self._db is not None and not self._db.closed:
-            self.members += 0 if self.whole else 1  # joins the open transaction
-            return
-        if self.broken and not whole:  # the commit phase's transaction died under a state that went on
-            raise ServiceUnavailable(f"topology {self.topology!r} txid {txid}: {self.where} lost the transaction of "
-                                     f"this txid; the commit is retried")
+    def begin(self, txid: int, *, whole: bool = False, resumed: bool = True, member: object = None) -> None:
+        """Open the transaction of ``txid`` (an earlier try's, left open when it died, is rolled back first). The
+        commit phase's (``whole``) locks the topology's row of txdag_commits and checks it: the txid before, or this
+        txid where this commit had begun before (``resumed``: held, its writes are dropped); anything else is a
+        database that went backwards or ahead, and halts the commit. A state used alone (``member``: its backing
+        map) joins an open transaction of its txid, once however often it begins it, or opens a plain one."""
+        if not whole:
+            if self.broken and self.whole:  # the commit phase's transaction died under a state that went on
+                raise ServiceUnavailable(f"{self.said()} lost the transaction of this txid; the commit is retried")
+            if self.txid == txid and not self.broken and self._db is not None and not self._db.closed:
+                if not self.whole:
+                    self.members.add(id(member))  # joins the open transaction
+                return
+            if self.promised and txid != self.txid:
+                lost = (f"lost the transaction of txid {self.txid} after {self.promised} state(s) committed their "
+                        f"writes in it: begin txid {self.txid} again, every state of it")
+                if self.broken:
+                    raise ServiceUnavailable(f"{self.said()} {lost}, before txid {txid}")
+                raise ValueError(f"{self.said()}: begin({txid}) while txid {self.txid} waits for "
+                                 f"{len(self.members)} more state(s) to commit it ({self.promised} committed already): "
+                                 f"commit them first")
         self.rollback()
-        with self.errors(f"beginning txid {txid}"), self.db.cursor() as cur:
+        _ = self.db  # connected now: a database that does not answer fails the begin, not a write
+        self.txid, self.whole = txid, whole  # an error from here on names the txid and ends its transaction
+        if not whole:  # used alone: a transaction of the state's own writes, txdag_commits untouched
+            self.members = {id(member)}
+            return
+        with self.errors("beginning the txid"), self.db.cursor() as cur:
             cur.execute(f"INSERT INTO {self.table(COMMITS_TABLE)} (topology, txid) VALUES (%s, NULL) "
                         f"ON CONFLICT (topology) DO NOTHING", (self.topology,))
             cur.execute(f"SELECT txid FROM {self.table(COMMITS_TABLE)} WHERE topology = %s FOR UPDATE",
@@ -161,39 +214,53 @@ class PostgresSession:
         if problem:
             self.rollback()
             raise StoreWentBackwards(f"topology {self.topology!r} txid {txid}: {self.where} {problem}")
-        self.txid, self.held, self.whole, self.members = txid, held_txid == txid, whole, 0 if whole else 1
+        self.held = held_txid == txid
         if self.held:
             log.info("topology=%s txid=%s: %s holds this txid already; its writes are dropped",
                      self.topology, txid, self.where)
 
-    def commit(self, txid: int) -> None:
-        """Commit the txid's transaction with the topology's row at ``txid``: at once for the commit phase, at the
-        last member's commit for states used alone."""
+    def commit(self, txid: int, member: object = None) -> None:
+        """Commit the txid's transaction: at once, with the topology's row at ``txid``, for the commit phase; at
+        the last member's commit for states used alone."""
         if self.txid != txid:
             raise ValueError(f"{self.where}: commit({txid}) without begin({txid}); the open txid is {self.txid}")
+        _ = self.db  # a transaction that an error ended commits nothing: ServiceUnavailable
         if not self.whole:
-            self.members -= 1
-            if self.members > 0:
+            self.members.discard(id(member))
+            if self.members:
+                self.promised += 1
                 return
         with self.errors(f"committing txid {txid}"):
-            with self.db.cursor() as cur:
-                cur.execute(f"UPDATE {self.table(COMMITS_TABLE)} SET txid = %s, committed_at = now() "
-                            f"WHERE topology = %s", (txid, self.topology))
+            if self.whole:
+                with self.db.cursor() as cur:
+                    cur.execute(f"UPDATE {self.table(COMMITS_TABLE)} SET txid = %s, committed_at = now() "
+                                f"WHERE topology = %s", (txid, self.topology))
             self.db.commit()
-        self.txid, self.held, self.whole, self.members = None, False, False, 0
+        self.txid, self.held, self.whole, self.members, self.promised = None, False, False, set(), 0
 
     def rollback(self) -> None:
+        """End the open transaction, if any, and every flag of it."""
+        self._end()
+        self.txid, self.held, self.whole, self.members, self.promised, self.broken = (None, False, False, set(), 0,
+                                                                                      False)
+
+    def _end(self) -> None:
+        if self.txid is not None:
+            self.ended += 1
         if self._db is not None and not self._db.closed:
             try:
                 self._db.rollback()
             except LOST:  # the server went: so did the transaction
                 self.close()
-        self.txid, self.held, self.whole, self.members, self.broken = None, False, False, 0, False
 
     def close(self) -> None:
+        """Close the connection; a txid open on it stays named (and ``broken``, when an error closed it) until
+        rollback(), so that its other states hear that it is gone."""
+        if self.txid is not None:
+            self.ended += 1
         if self._db is not None:
             self._db.close()
-        self._db, self.txid = None, None
+        self._db = None
 
     def writable(self, table: str) -> None:
         if self.txid is None:
@@ -286,11 +353,11 @@ class PostgresBackingMap:
         return self.session
 
     def begin_commit(self, txid: int) -> None:
-        self.session.begin(txid)
+        self.session.begin(txid, member=self)
 
     def commit(self, txid: int) -> None:
         if not self.session.whole:  # used alone: the session commits when the last state that joined commits
-            self.session.commit(txid)
+            self.session.commit(txid, member=self)
 
     def multi_get(self, keys: Sequence[Key]) -> list[Any]:
         """One statement per chunk of keys; a row is matched to its key by its position among the keys asked
@@ -316,7 +383,13 @@ class PostgresBackingMap:
         self.session.writable(self.name)
         if self.session.held:  # the database holds this txid: a replay writes nothing
             return
-        rows = [(*self._key(k), *_columns(v)) for k, v in zip(keys, values, strict=True)]
+        rows = []
+        for key, value in zip(keys, values, strict=True):
+            fields = self._key(key)
+            try:
+                rows.append((*fields, *_columns(value)))
+            except ConfigError as exc:
+                raise ConfigError(f"{self.session.said()}: table {self.name}, key {key!r}: {exc}") from None
         columns = ", ".join([*self.keys, "kind", "value", "txid", "prev"])
         arrays = ", ".join(["%s::jsonb[]"] * self.width + ["%s::text[]", "%s::jsonb[]", "%s::bigint[]",
                                                              "%s::jsonb[]"])
@@ -330,6 +403,65 @@ class PostgresBackingMap:
                             f"txid = EXCLUDED.txid, prev = EXCLUDED.prev "
                             f"WHERE t.txid IS NULL OR EXCLUDED.txid IS NULL OR t.txid <= EXCLUDED.txid",
                             [*map(list, zip(*chunk))])
+
+    def add_sums(self, txid: int, kind: str, partials: Sequence[tuple[Key, int | float]]) -> int:
+        """The commit's numeric partials of ``txid`` (a Count's, a Sum's) added to the state in SQL, with the map
+        state's txid rules of ``kind`` (a transactional key that holds ``txid`` is skipped, an opaque one is recomputed
+        from ``prev``, a key that holds a later txid raises TxidOrderError): the partials into a temporary table in
+        one statement, then one ``INSERT ... SELECT ... ON CONFLICT DO UPDATE`` for the state (partials of keys that
+        jsonb holds equal, ``1`` and ``1.0``, are added together). A stored value that is not a number (or null)
+        is refused by key. Returns the keys written (the rest held the txid already)."""
+        self.session.writable(self.name)
+        if self.session.held or not partials:  # the database holds this txid: a replay writes nothing
+            return 0
+        wrong = next((key for key, _ in partials if len(key) != self.width), None)
+        if wrong is not None:
+            self._key(wrong)  # raises, naming it
+        try:  # one JSON document, encoded and parsed in C: no per-key work in Python
+            rows = json.dumps([[*key, delta] for key, delta in partials], allow_nan=False)
+        except ValueError:
+            bad = next((k, d) for k, d in partials if not _finite(k, d))
+            raise ConfigError(f"{self.session.said()}: table {self.name}: the key {bad[0]!r} or its partial "
+                              f"{bad[1]!r} has no JSON form that PostgreSQL's jsonb takes (infinity or NaN); filter "
+                              f"such values out in the job, then clear the txid's tasks") from None
+        temp, keys_sql = f"pg_temp.txdag_sums_{self.width}", ", ".join(self.keys)
+        stored = kind.replace("non_transactional", "plain")
+        base = {"transactional": "t.value", "opaque": "CASE WHEN t.txid = EXCLUDED.txid THEN t.prev ELSE t.value "
+                "END", "plain": "t.value"}[stored]
+        numbers = f"jsonb_typeof(coalesce({base}, 'null')) IN ('number', 'null')"
+        with self.session.errors(f"adding the partials of table {self.name}"), self.session.db.cursor() as cur:
+            cur.execute(f"CREATE TEMP TABLE IF NOT EXISTS {temp} ({', '.join(f'{k} jsonb' for k in self.keys)}, "
+                        f"delta numeric NOT NULL) ON COMMIT DELETE ROWS")
+            cur.execute(f"TRUNCATE {temp}")
+            cur.execute(f"INSERT INTO {temp} SELECT {', '.join(f'r->{i}' for i in range(self.width))}, "
+                        f"(r->>{self.width})::numeric FROM jsonb_array_elements(%s::jsonb) r", (rows,))
+            added = f"to_jsonb(coalesce(({base} #>> '{{}}')::numeric, 0) + (EXCLUDED.value #>> '{{}}')::numeric)"
+            cur.execute(f"INSERT INTO {self.table} AS t ({keys_sql}, kind, value, txid, prev) "
+                        f"SELECT {keys_sql}, %s, to_jsonb(sum(delta)), %s, %s::jsonb FROM {temp} GROUP BY "
+                        f"{keys_sql} ON CONFLICT ({keys_sql}) DO UPDATE SET value = {added}, txid = EXCLUDED.txid, "
+                        f"prev = {base if stored == 'opaque' else 'NULL'} WHERE t.kind = EXCLUDED.kind AND {numbers} "
+                        f"AND "
+                        + ("t.txid < EXCLUDED.txid" if stored == "transactional" else
+                           "(t.txid IS NULL OR t.txid <= EXCLUDED.txid)"),
+                        (stored, None if stored == "plain" else txid, "null" if stored == "opaque" else None))
+            written = cur.rowcount
+            if written < len(partials):  # keys left as they were: held at txid, or not this state's to add to
+                cur.execute(f"SELECT {', '.join(f't.{k}::text' for k in self.keys)}, t.kind, t.txid, t.value::text "
+                            f"FROM {temp} q JOIN {self.table} t USING ({keys_sql}) WHERE t.kind <> %s OR t.txid > %s "
+                            f"OR NOT {numbers.replace('EXCLUDED.txid', str(int(txid)))} LIMIT 1", (stored, txid))
+                clash = cur.fetchone()
+                if clash is not None:
+                    key, (found, held_txid, value) = tuple(json.loads(f) for f in clash[:self.width]), clash[-3:]
+                    if found != stored:
+                        raise ConfigError(f"{self.session.said()}: table {self.name} holds a {found} value at "
+                                          f"key {key!r}, and the state is {kind}: give each state its own table")
+                    if held_txid is not None and held_txid > txid:
+                        raise TxidOrderError(txid, held_txid,
+                                             where=f"key {key!r} of table {self.session.schema}.{self.name}")
+                    raise ConfigError(f"{self.session.said()}: table {self.name} holds {value} at key {key!r}, not a "
+                                      f"number: a Count or Sum adds numbers only; the state's value was written by "
+                                      f"something else (a StateUpdater, a hand edit)")
+            return written
 
     def read_committed(self, keys: Sequence[Key] | None = None, largest: int = 0) -> tuple[int | None, list, int]:
         """One snapshot of the table and of the txid it holds (a reader never sees part of a txid): the stored
@@ -360,7 +492,8 @@ class PostgresBackingMap:
 
     def _key(self, key: Key) -> tuple[str, ...]:
         if len(key) != self.width:
-            raise ConfigError(f"{self.session.where}: key {key!r} of table {self.name}: {self.width} field(s) expected")
+            raise ConfigError(f"{self.session.said()}: key {key!r} of table {self.name}: {self.width} field(s) "
+                              f"expected")
         return tuple(_json(field, f"key {key!r}") for field in key)
 
     def __repr__(self) -> str:
@@ -376,15 +509,19 @@ def _json(value: Any, what: str) -> str:
         return json.dumps(value, allow_nan=False)
     except ValueError:
         raise ConfigError(f"{what}: {value!r} has no JSON form that PostgreSQL's jsonb takes (infinity or NaN); "
-                          f"filter such values out in the job") from None
+                          f"filter such values out in the job, then clear the txid's tasks") from None
+
+
+def _finite(key: Key, delta: Any) -> bool:
+    return all(not isinstance(v, float) or math.isfinite(v) for v in (*key, delta))
 
 
 def _columns(value: Any) -> tuple[str, str | None, int | None, str | None]:
     if isinstance(value, TransactionalValue):
-        return "transactional", _json(value.value, "a value"), value.txid, None
+        return "transactional", _json(value.value, "the value"), value.txid, None
     if isinstance(value, OpaqueValue):
-        return "opaque", _json(value.curr, "a value"), value.txid, _json(value.prev, "a value")
-    return "plain", _json(value, "a value"), None, None
+        return "opaque", _json(value.curr, "the value"), value.txid, _json(value.prev, "its previous value")
+    return "plain", _json(value, "the value"), None, None
 
 
 def _stored(kind: str, value: str | None, txid: int, prev: str | None) -> Any:
@@ -397,14 +534,36 @@ def _stored(kind: str, value: str | None, txid: int, prev: str | None) -> Any:
 
 
 _sessions: dict[tuple[str, str, str], PostgresSession] = {}
+_serials = itertools.count(1)
 
 
 def session_of(key: str, connect: Connect, topology: str, schema: str, where: str) -> PostgresSession:
     """The session of ``topology`` in the database ``key`` names (one per process), shared by its states there."""
     check_schema(schema, where)
     if (key, topology, schema) not in _sessions:
-        _sessions[key, topology, schema] = PostgresSession(connect, topology, schema, where)
+        _sessions[key, topology, schema] = PostgresSession(connect, topology, schema, where, alone=True)
     return _sessions[key, topology, schema]
+
+
+def one_session_per_database(session: PostgresSession, db: Any) -> None:
+    """Two connection ids of one topology that reach one database and schema would be two sessions, each waiting
+    for the other's lock of the topology's row of txdag_commits at every commit. Each session of this process holds
+    an advisory lock of its own while connected; a session that connects and cannot take the lock of another
+    session of its topology and schema reaches that one's database (by whatever address or socket), and is refused.
+    """
+    session.lock_key = f"txdag session {PROCESS}:{os.getpid()}:{next(_serials)}"
+    lock = "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))"
+    db.execute(lock, (session.lock_key,))
+    for other in list(_sessions.values()):
+        if other is session or other.lock_key is None or (other.topology, other.schema) != (session.topology,
+                                                                                            session.schema):
+            continue
+        if db.execute(lock, (other.lock_key,)).fetchone()[0]:
+            db.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (other.lock_key,))
+            continue
+        raise ConfigError(f"topology {session.topology!r}: {session.where} reaches the database that {other.where} "
+                          f"reaches already; the states of a topology in one database commit in one transaction, on "
+                          f"one connection: give them one connection id (or two schemas)")
 
 
 def check_schema(schema: str, where: str) -> None:

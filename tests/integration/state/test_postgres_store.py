@@ -115,15 +115,16 @@ def test_a_commit_that_dies_inside_the_transaction_leaves_none_of_the_txid(topol
     assert held(reader, schema, prefix) == 1 and after_one["t"] and after_one["t"] == after_one["n"]
 
     backing = type(topology.states["o"].backing)
-    put, seen = backing.multi_put, []
+    add, seen = backing.add_sums, []
 
-    def dies_inside_o(self, keys, values):  # 't' is written inside the txid's transaction, 'o' is being written
-        put(self, keys, values)
+    def dies_inside_o(self, txid, kind, partials):  # 't' is written inside the txid's transaction, 'o' is being written
+        written = add(self, txid, kind, partials)
         if self.name == tables["o"]:
             seen.append({name: counts(reader, schema, table) for name, table in tables.items()})
             raise ConnectionError("the store went away half way through the txid")
+        return written
 
-    monkeypatch.setattr(backing, "multi_put", dies_inside_o)
+    monkeypatch.setattr(backing, "add_sums", dies_inside_o)
     two = topology.coordinate("r2")
     topology.process(two)
     with pytest.raises(ConnectionError, match="half way"):
@@ -193,38 +194,40 @@ def test_a_commit_that_dies_after_the_database_committed_is_not_applied_twice(to
 
 
 def test_a_reader_polling_during_a_large_commit_never_sees_part_of_a_txid(postgres_conn, schema, reader, prefix):
-    keys = [(f"k{i}",) for i in range(60_000)]
-    backing = PostgresStore(postgres_conn, schema=schema).backing_map(prefix, "big", 1)
-    state, table = TransactionalMap(backing), f'"{schema}"."{prefix}__big"'
+    keys = [(f"k{i}",) for i in range(30_000)]
+    store = PostgresStore(postgres_conn, schema=schema)
+    backings = [store.backing_map(prefix, name, 1) for name in ("big", "other")]
+    states = [TransactionalMap(backing) for backing in backings]
+    tables = [f'"{schema}"."{prefix}__{name}"' for name in ("big", "other")]
     stop, seen, mixed = threading.Event(), [], []
+    # one statement: two states and the txid the database holds, as a dashboard's query reads them
+    query = ", ".join(f"(SELECT array[min(value::int), max(value::int), count(*)::int] FROM {t})" for t in tables)
+    query = f'SELECT {query}, (SELECT txid FROM "{schema}".txdag_commits WHERE topology = %s)'
 
     def poll() -> None:
         with psycopg.connect(postgres_url(), autocommit=True) as db:
             while not stop.is_set():
-                values = db.execute(f"SELECT min(value::int), max(value::int), count(*) FROM {table}").fetchone()
-                txid = db.execute(f'SELECT txid FROM "{schema}".txdag_commits WHERE topology = %s',
-                                  (prefix,)).fetchone()
-                seen.append(values)
-                if values[2] and (values[0] != values[1] or values[2] != len(keys)):
-                    mixed.append(values)
-                if txid and txid[0] is not None and values[2] and values[0] > txid[0]:
-                    mixed.append(("ahead of its txid", values, txid))
+                big, other, txid = db.execute(query, (prefix,)).fetchone()
+                seen.append((tuple(big), tuple(other), txid))
+                if seen[-1] != ((None, None, 0), (None, None, 0), None) and not (
+                        big == other == [txid, txid, len(keys)]):
+                    mixed.append(seen[-1])
 
     poller = threading.Thread(target=poll)
     poller.start()
     try:
         for txid in (1, 2, 3):
-            with shared_transactions([backing], txid):
-                state.begin_commit(txid)
-                state.multi_update(keys, [combine_sum(1)] * len(keys))
-                state.commit(txid)
+            with shared_transactions(backings, txid):
+                for state in states:
+                    state.begin_commit(txid)
+                    state.multi_update(keys, [combine_sum(1)] * len(keys))
+                    state.commit(txid)
     finally:
         stop.set()
         poller.join()
     assert not mixed, f"a reader saw part of a txid: {mixed[:3]}"
-    assert len(seen) > 3 and {v[:2] for v in seen if v[2]} <= {(1, 1), (2, 2), (3, 3)}
-    assert reader.execute(f"SELECT min(value::int), max(value::int), count(*) FROM {table}").fetchone() == (
-        3, 3, len(keys))
+    assert len(seen) > 3 and {txid for *_, txid in seen} <= {None, 1, 2, 3}
+    assert reader.execute(query, (prefix,)).fetchone() == ([3, 3, len(keys)], [3, 3, len(keys)], 3)
 
 
 def test_a_table_that_is_not_txdags_or_is_newer_is_refused_by_name(postgres_conn, schema, reader, prefix):
@@ -370,15 +373,73 @@ def test_states_used_alone_share_the_transaction_until_the_last_commits(postgres
         state.begin_commit(1)
     one.multi_update([("a",)], [combine_sum(2)])
     one.commit(1)  # two has not committed: nothing is visible yet
-    assert counts(reader, schema, f"{prefix}__words") == {} and held(reader, schema, prefix) is None
+    assert counts(reader, schema, f"{prefix}__words") == {}
     two.multi_update([("a",)], [combine_sum(3)])
     two.commit(1)
     assert counts(reader, schema, f"{prefix}__words") == {"a": 2} and counts(reader, schema, f"{prefix}__plain") == {
-        "a": 3} and held(reader, schema, prefix) == 1
+        "a": 3}
+    for txid in (2, 3):  # one after the other, in either order (Trident's states commit each on its own)
+        for state in ((one, two) if txid == 2 else (two, one)):
+            state.begin_commit(txid)
+            state.multi_update([("a",)], [combine_sum(1)])
+            state.commit(txid)
+    assert counts(reader, schema, f"{prefix}__words") == {"a": 4} and counts(reader, schema, f"{prefix}__plain") == {
+        "a": 5}
+    assert held(reader, schema, prefix) is None, "states used alone set the commit phase's row of txdag_commits"
     with pytest.raises(ValueError, match=r"a write to table .*__plain outside a txid"):
         plain.multi_put([("a",)], [9])
-    assert reader.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state = "
-                          "'idle in transaction'").fetchone() == (0,)
+    assert idle(reader, words.session) == "idle", "a connection left inside a transaction"
+
+
+def idle(reader, session) -> str:
+    return reader.execute("SELECT state FROM pg_stat_activity WHERE pid = %s",
+                          (session._db.info.backend_pid,)).fetchone()[0]
+
+
+def test_a_state_used_alone_that_fails_ends_the_transaction_of_every_state_that_joined_it(postgres_conn, schema,
+                                                                                          reader, prefix):
+    from txdag.state.cached_map import CachedMap
+
+    store = PostgresStore(postgres_conn, schema=schema)
+    words, plain = store.backing_map(prefix, "words", 1), store.backing_map(prefix, "plain", 1)
+    one, two = TransactionalMap(CachedMap(words)), TransactionalMap(plain)
+    for state in (one, two):
+        state.begin_commit(1)
+    one.multi_update([("a",)], [combine_sum(2)])
+    one.commit(1)  # waits for two
+    with pytest.raises(psycopg.Error, match="unsupported Unicode escape"):  # PostgreSQL's jsonb refuses a NUL
+        two.multi_update([("a\x00",)], [combine_sum(3)])
+    assert idle(reader, words.session) == "idle", "the failed transaction was left open"
+    with pytest.raises(ServiceUnavailable, match=rf"topology '{prefix}' txid 1: .* lost the transaction"):
+        two.commit(1)
+    assert counts(reader, schema, f"{prefix}__words") == {}, "one's write outlived the transaction it was in"
+    with pytest.raises(ServiceUnavailable, match=r"lost the transaction of txid 1 after 1 state\(s\) committed their "
+                                                 r"writes in it: begin txid 1 again, every state of it, before txid 2"):
+        one.begin_commit(2)  # one's write of txid 1 is gone: moving on would lose it without a word
+    one.begin_commit(1)  # the retry: one's cache forgets the write that was rolled back
+    one.multi_update([("a",)], [combine_sum(2)])
+    one.commit(1)
+    assert counts(reader, schema, f"{prefix}__words") == {"a": 2}
+
+
+def test_a_state_used_alone_that_begins_its_txid_again_is_still_one_state(postgres_conn, schema, reader, prefix):
+    store = PostgresStore(postgres_conn, schema=schema)
+    words, plain = store.backing_map(prefix, "words", 1), store.backing_map(prefix, "plain", 1)
+    one, two = TransactionalMap(words), TransactionalMap(plain)
+    one.begin_commit(1)
+    with pytest.raises(ConfigError, match=r"txid 1: .* table .*__words, key \('a',\): the value: nan has no JSON"):
+        one.multi_put([("a",)], [float("nan")])  # refused before any SQL: the transaction goes on
+    one.begin_commit(1)  # the state begins its txid again
+    one.multi_update([("a",)], [combine_sum(1)])
+    one.commit(1)
+    assert counts(reader, schema, f"{prefix}__words") == {"a": 1} and idle(reader, words.session) == "idle"
+    for state in (one, two):
+        state.begin_commit(2)
+    one.commit(2)
+    with pytest.raises(ValueError, match=r"begin\(3\) while txid 2 waits for 1 more state\(s\) to commit it"):
+        one.begin_commit(3)
+    two.commit(2)
+    one.begin_commit(3)
 
 
 def test_keys_of_every_json_type_are_found_again(postgres_conn, schema, prefix):
@@ -397,22 +458,168 @@ def test_keys_of_every_json_type_are_found_again(postgres_conn, schema, prefix):
 def test_a_connection_lost_inside_the_transaction_is_retried_and_stays_exact(topology, reader, schema, prefix,
                                                                           monkeypatch):
     backing = type(topology.states["o"].backing)
-    put, killed = backing.multi_put, []
+    add, killed = backing.add_sums, []
 
-    def killed_inside_o(self, keys, values):  # the server ends this connection while the txid is half written
+    def killed_inside_o(self, txid, kind, partials):  # the server ends this connection while the txid is half written
         if self.name == f"{prefix}__o" and not killed:
             pid = self.session.db.info.backend_pid
             killed.append(reader.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone()[0])
-        put(self, keys, values)
+        return add(self, txid, kind, partials)
 
-    monkeypatch.setattr(backing, "multi_put", killed_inside_o)
+    monkeypatch.setattr(backing, "add_sums", killed_inside_o)
     one = topology.coordinate("r1")
     topology.process(one)
     with pytest.raises(ServiceUnavailable, match=rf"topology '{prefix}' txid 1: PostgreSQL connection .* did not "
-                                                 r"answer writing table"):
+                                                 r"answer adding the partials of table"):
         topology.commit(one.tx)
     assert killed == [True] and held(reader, schema, prefix) is None
     assert counts(reader, schema, f"{prefix}__t") == {}, "a reader saw part of txid 1"
     assert topology.commit(one.tx).status == "committed"  # the commit task's retry, on a new connection
     run_all(topology)
     assert counts(reader, schema, f"{prefix}__n") == counts(reader, schema, f"{prefix}__o") == TRUTH
+
+
+def test_two_connection_ids_to_one_database_are_refused_by_name(postgres_conn, schema, prefix, monkeypatch):
+    other = f"{prefix}_again"
+    assert "@127.0.0.1:" in postgres_url(), "the test spells the same address another way"
+    monkeypatch.setenv(f"AIRFLOW_CONN_{other.upper()}", postgres_url().replace("@127.0.0.1:", "@localhost:"))
+    PostgresStore(postgres_conn, schema=schema).backing_map(prefix, "words", 1)
+    with pytest.raises(ConfigError, match=rf"connection '{other}' \(schema {schema}\) reaches the database that "
+                                          rf"PostgreSQL connection '{postgres_conn}' \(schema {schema}\) reaches"):
+        PostgresStore(other, schema=schema).backing_map(prefix, "tags", 1)
+    with pytest.raises(ConfigError, match="reaches the database"):  # refused again, not let through the second time
+        PostgresStore(other, schema=schema).backing_map(prefix, "tags", 1)
+    PostgresStore(other, schema=schema).backing_map(f"{prefix}_b", "tags", 1)  # another topology: its own row
+    close_sessions()  # a new process: its session reconnects, and is the only one
+    PostgresStore(postgres_conn, schema=schema).backing_map(prefix, "words", 1).session.close()
+    PostgresStore(postgres_conn, schema=schema).backing_map(prefix, "tags", 1)  # reconnected: still its own
+
+
+def test_a_cache_forgets_what_the_shared_transaction_rolled_back(postgres_conn, schema, prefix):
+    from txdag.state.cached_map import CachedMap
+
+    backing = PostgresStore(postgres_conn, schema=schema).backing_map(prefix, "words", 1)
+    state = TransactionalMap(CachedMap(backing))
+    with shared_transactions([state.backing], 1):
+        state.begin_commit(1)
+        state.multi_update([("a",)], [combine_sum(1)])
+        state.commit(1)
+    with pytest.raises(RuntimeError, match="another state"), shared_transactions([state.backing], 2):
+        state.begin_commit(2)
+        state.multi_update([("a",)], [combine_sum(1)])
+        state.commit(2)  # this state is done; the txid's transaction is not
+        raise RuntimeError("another state of txid 2 failed")
+    with shared_transactions([state.backing], 2):  # the retry: 'a' is read from the database again
+        state.begin_commit(2)
+        state.multi_update([("a",)], [combine_sum(1)])
+        state.commit(2)
+    assert backing.multi_get([("a",)]) == [TransactionalValue(2, 2)]
+
+
+def test_a_lock_held_past_lock_timeout_is_named_and_retried(postgres_conn, schema, prefix, monkeypatch):
+    from txdag.state import postgres
+
+    monkeypatch.setattr(postgres, "SESSION_SETTINGS", postgres.SESSION_SETTINGS.replace("'60s'", "'1s'"))
+    backing = PostgresStore(postgres_conn, schema=schema).backing_map(prefix, "words", 1)
+    with shared_transactions([backing], 1):
+        pass
+    with psycopg.connect(postgres_url()) as holder:  # a commit of this topology that is still running elsewhere
+        holder.execute(f'SELECT txid FROM "{schema}".txdag_commits WHERE topology = %s FOR UPDATE', (prefix,))
+        with pytest.raises(ServiceUnavailable, match=rf"topology '{prefix}' txid 2: PostgreSQL connection .* "
+                                                     r"waited longer than its lock_timeout beginning the txid: another "
+                                                     rf"session holds the topology's row of {schema}\.txdag_commits "
+                                                     r".* the commit is retried$"):
+            with shared_transactions([backing], 2):
+                pass
+    with shared_transactions([backing], 2):  # the lock is released: the retry goes on
+        TransactionalMap(backing).begin_commit(2)
+        backing.multi_put([("a",)], [TransactionalValue(2, 5)])
+        backing.commit(2)
+    assert backing.multi_get([("a",)]) == [TransactionalValue(2, 5)]
+
+
+def test_a_value_without_a_json_form_names_topology_txid_table_and_key(postgres_conn, schema, prefix):
+    backing = PostgresStore(postgres_conn, schema=schema).backing_map(prefix, "ratios", 1)
+    with pytest.raises(ConfigError, match=rf"topology '{prefix}' txid 1: PostgreSQL connection .*: table "
+                                          rf"{prefix}__ratios, key \('a',\): the value: inf has no JSON form"):
+        with shared_transactions([backing], 1):
+            OpaqueMap(backing).begin_commit(1)
+            backing.multi_put([("a",)], [OpaqueValue(1, float("inf"), None)])
+    assert backing.multi_get([("a",)]) == [None]
+
+
+@pytest.mark.parametrize("kind", ["transactional", "opaque", "non_transactional"])
+def test_sums_added_in_sql_are_what_the_map_state_makes_of_them(postgres_conn, schema, prefix, kind):
+    import random
+
+    from txdag.errors import TxidOrderError
+    from txdag.state.values import committed_value
+
+    store = PostgresStore(postgres_conn, schema=schema)
+    in_sql, in_python = store.backing_map(prefix, "in_sql", 2), store.backing_map(prefix, "in_python", 2)
+    state = {"transactional": TransactionalMap, "opaque": OpaqueMap,
+             "non_transactional": NonTransactionalMap}[kind](in_python)
+    rng = random.Random(kind)
+
+    def add(txid: int, partials: dict) -> int:
+        written = in_sql.add_sums(txid, kind, list(partials.items()))
+        state.begin_commit(txid)
+        state.multi_update(list(partials), [combine_sum(delta) for delta in partials.values()])
+        state.commit(txid)
+        return written
+
+    def stored(backing) -> dict:
+        return {key: (value, type(committed_value(value))) for key, value in backing.read_committed(None, 10**6)[1]}
+
+    for txid in (1, 2, 3):  # ints and floats (quarters: exact in binary and in numeric), keys of two JSON types
+        partials = {(f"u{rng.randrange(30)}", rng.randrange(3)): rng.choice([rng.randrange(1, 9),
+                                                                            rng.randrange(1, 90) / 4])
+                    for _ in range(40)}
+        with shared_transactions([in_sql, in_python], txid):
+            assert add(txid, partials) == len(partials)
+    assert len(stored(in_sql)) > 30 and stored(in_sql) == stored(in_python)
+    in_sql.begin_commit(3)  # txid 3 again, states used alone (no txdag_commits): the kind's own replay rule
+    assert add(3, partials) == (0 if kind == "transactional" else len(partials))
+    in_sql.commit(3)
+    assert stored(in_sql) == stored(in_python)
+    with shared_transactions([in_sql], 3):  # a commit retried after the database committed txid 3: held
+        assert in_sql.add_sums(3, kind, list(partials.items())) == 0
+    assert stored(in_sql) == stored(in_python)
+    if kind != "non_transactional":
+        in_sql.begin_commit(2)
+        with pytest.raises(TxidOrderError, match=r"txid 2 is behind the stored txid 3 at key \('u"):
+            in_sql.add_sums(2, kind, list(partials.items()))
+        in_sql.session.rollback()
+    if kind != "non_transactional":  # keys jsonb holds equal are one key: their partials are added together
+        in_sql.begin_commit(4)
+        assert in_sql.add_sums(4, kind, [((7, "x"), 1), ((7.0, "x"), 2)]) == 1
+        in_sql.commit(4)
+        assert committed_value(in_sql.multi_get([(7, "x")])[0]) == 3
+        in_sql.begin_commit(5)
+        in_sql.multi_put([(7, "x")], [(TransactionalValue if kind == "transactional" else
+                                        lambda txid, value: OpaqueValue(txid, value, None))(5, "three")])
+        in_sql.commit(5)
+        in_sql.begin_commit(6)
+        with pytest.raises(ConfigError, match=r"holds \"three\" at key \(7, 'x'\), not a number"):
+            in_sql.add_sums(6, kind, [((7, "x"), 1)])
+        in_sql.session.rollback()
+    with pytest.raises(ConfigError, match=r"the key \(nan, 'x'\) or its partial 1 has no JSON form"):
+        in_sql.begin_commit(6)
+        in_sql.add_sums(6, kind, [((float("nan"), "x"), 1)])
+    in_sql.session.rollback()
+    other = "opaque" if kind == "transactional" else "transactional"
+    in_sql.begin_commit(7)
+    with pytest.raises(ConfigError, match=rf"table {prefix}__in_sql holds a {kind.replace('non_', 'plain')[:5]}"):
+        in_sql.add_sums(7, other, list(partials.items()))
+    in_sql.session.rollback()
+
+
+def test_the_store_commit_benchmark_runs_and_checks_what_each_path_wrote(redis_url, postgres_conn):
+    """bench/store_commit.py at a small size: every path's count and values checked by the script itself."""
+    root = Path(__file__).resolve().parents[3]
+    done = subprocess.run([sys.executable, str(root / "bench/store_commit.py"), "--sizes", "300", "--repeat", "1",
+                           "--redis-url", redis_url, "--postgres-url", postgres_url()],
+                          capture_output=True, text=True, timeout=300, cwd=root)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [line.split() for line in done.stdout.splitlines() if line.split()[:1] == ["300"]]
+    assert [row[1] for row in rows] == ["transactional", "opaque"] and all(len(row) == 9 for row in rows)

@@ -19,8 +19,10 @@ def test_a_state_table_is_named_after_its_topology_and_state_in_lower_case() -> 
 
 
 def test_a_value_without_a_json_form_is_refused_by_name() -> None:
-    with pytest.raises(ConfigError, match=r"inf has no JSON form that PostgreSQL's jsonb takes"):
+    with pytest.raises(ConfigError, match=r"^the value: inf has no JSON form that PostgreSQL's jsonb takes"):
         _columns(TransactionalValue(3, float("inf")))
+    with pytest.raises(ConfigError, match=r"^its previous value: nan has no JSON form"):
+        _columns(OpaqueValue(3, 1, float("nan")))
 
 
 @pytest.mark.parametrize("stored", [TransactionalValue(4, 10), OpaqueValue(5, 12.5, None), OpaqueValue(6, 3, 1),
@@ -77,7 +79,7 @@ def test_a_shared_transaction_that_fails_leaves_none_of_the_others_open(fails) -
             [Backing(one), Backing(two), Backing(three)], 4):
         log.append("writes")
     ended = [entry for entry in log if entry[0] in ("commit", "rollback")]
-    if fails == "begin":  # nothing was written: what began is rolled back
-        assert "writes" not in log and ended == [("rollback", "one")]
+    if fails == "begin":  # nothing was written: what began, and the one that failed half way, are rolled back
+        assert "writes" not in log and ended == [("rollback", "one"), ("rollback", "two")]
     else:  # one committed; two and three are rolled back, none left open
         assert ended == [("commit", "one", 4), ("commit", "two", 4), ("rollback", "two"), ("rollback", "three")]
