@@ -44,6 +44,6 @@ def close_sessions() -> None:
     checked again, and nothing holds a lock on a schema a test drops)."""
     from txdag.state import postgres
 
-    for session in postgres._sessions.values():
+    for session in [*postgres._sessions.values(), *postgres._alone_sessions]:
         session.close()
     postgres._sessions.clear()

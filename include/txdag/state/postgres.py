@@ -19,10 +19,10 @@ import importlib
 import itertools
 import json
 import logging
-import math
 import os
 import re
 import uuid
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -56,6 +56,7 @@ STATE_COMMENT = "txdag state (format {}): {}"  # the format, then topology/state
 COMMITS_COMMENT = "txdag commits (format {})"
 COMMITS_TABLE = "txdag_commits"
 CHUNK = 5_000  # keys per statement
+SUMS_CHUNK = 200_000  # partials per JSON document (jsonb holds at most 256 MB)
 IDENTIFIER = re.compile(r"[A-Za-z0-9_]{1,63}")
 _FORMAT_OF = re.compile(r"txdag (state|commits) \(format (\d+)\)(?:: (.*))?", re.DOTALL)
 # A worker cut off while it holds the topology's row must not block every retry for hours (TCP keepalive): a lock
@@ -83,9 +84,8 @@ class PostgresSession:
     """One connection of one topology to one database and schema: the transaction of the txid being committed,
     shared by every state of the topology kept there. The commit phase begins it for all of them at once
     (``begin(txid, whole=True)``), which checks and sets the topology's row of txdag_commits, and commits it after
-    their writes. A map state used alone begins and commits a plain transaction itself (states that begin the same
-    txid join it, the last to commit commits it); it leaves txdag_commits alone, so states used alone may commit a
-    txid one after the other, in any order, as Trident's do."""
+    their writes. A map state used alone has a session of its own (PostgresBackingMap), whose plain transactions
+    (``begin(txid)``) leave txdag_commits alone, so states used alone commit each on its own, as Trident's do."""
 
     def __init__(self, connect: Connect, topology: str, schema: str, where: str, *, alone: bool = False) -> None:
         self.topology, self.schema, self.where = topology, schema, where
@@ -95,8 +95,6 @@ class PostgresSession:
         self.txid: int | None = None  # the txid whose transaction is open
         self.held = False  # the database holds that txid already: its writes are dropped
         self.whole = False  # begun by the commit phase for the whole txid: the states' own commits leave it open
-        self.members: set[int] = set()  # states used alone (their backing maps' ids) begun and not committed
-        self.promised = 0  # states used alone that committed, their writes waiting for the last member's commit
         self.broken = False  # the txid's transaction failed: nothing more of it is written; rollback() clears it
         self.ended = 0  # transactions of a txid rolled back or lost so far (CachedMap forgets what it cached then)
         self.lock_key: str | None = None  # its advisory lock while connected (one_session_per_database)
@@ -144,7 +142,7 @@ class PostgresSession:
         except BaseException as exc:
             self.broken = self.broken or in_txid
             state = getattr(exc, "sqlstate", None) or getattr(exc, "pgcode", None)
-            lost = isinstance(exc, LOST) and state != LOCK_TIMEOUT or state in LOST_STATES
+            lost = (isinstance(exc, LOST) and state is None) or str(state).startswith("08") or state in LOST_STATES
             self.close() if lost else self._end()
             rolled = "; the txid's writes there are rolled back and the commit is retried" if in_txid else ""
             if state == LOCK_TIMEOUT:
@@ -167,32 +165,16 @@ class PostgresSession:
     def table(self, name: str) -> str:
         return f"{quote(self.schema)}.{quote(name)}"
 
-    def begin(self, txid: int, *, whole: bool = False, resumed: bool = True, member: object = None) -> None:
+    def begin(self, txid: int, *, whole: bool = False, resumed: bool = True) -> None:
         """Open the transaction of ``txid`` (an earlier try's, left open when it died, is rolled back first). The
         commit phase's (``whole``) locks the topology's row of txdag_commits and checks it: the txid before, or this
         txid where this commit had begun before (``resumed``: held, its writes are dropped); anything else is a
-        database that went backwards or ahead, and halts the commit. A state used alone (``member``: its backing
-        map) joins an open transaction of its txid, once however often it begins it, or opens a plain one."""
-        if not whole:
-            if self.broken and self.whole:  # the commit phase's transaction died under a state that went on
-                raise ServiceUnavailable(f"{self.said()} lost the transaction of this txid; the commit is retried")
-            if self.txid == txid and not self.broken and self._db is not None and not self._db.closed:
-                if not self.whole:
-                    self.members.add(id(member))  # joins the open transaction
-                return
-            if self.promised and txid != self.txid:
-                lost = (f"lost the transaction of txid {self.txid} after {self.promised} state(s) committed their "
-                        f"writes in it: begin txid {self.txid} again, every state of it")
-                if self.broken:
-                    raise ServiceUnavailable(f"{self.said()} {lost}, before txid {txid}")
-                raise ValueError(f"{self.said()}: begin({txid}) while txid {self.txid} waits for "
-                                 f"{len(self.members)} more state(s) to commit it ({self.promised} committed already): "
-                                 f"commit them first")
+        database that went backwards or ahead, and halts the commit. Otherwise (a state used alone, on a session of
+        its own) a plain transaction."""
         self.rollback()
         _ = self.db  # connected now: a database that does not answer fails the begin, not a write
         self.txid, self.whole = txid, whole  # an error from here on names the txid and ends its transaction
         if not whole:  # used alone: a transaction of the state's own writes, txdag_commits untouched
-            self.members = {id(member)}
             return
         with self.errors("beginning the txid"), self.db.cursor() as cur:
             cur.execute(f"INSERT INTO {self.table(COMMITS_TABLE)} (topology, txid) VALUES (%s, NULL) "
@@ -219,30 +201,23 @@ class PostgresSession:
             log.info("topology=%s txid=%s: %s holds this txid already; its writes are dropped",
                      self.topology, txid, self.where)
 
-    def commit(self, txid: int, member: object = None) -> None:
-        """Commit the txid's transaction: at once, with the topology's row at ``txid``, for the commit phase; at
-        the last member's commit for states used alone."""
+    def commit(self, txid: int) -> None:
+        """Commit the txid's transaction (the commit phase's with the topology's row at ``txid``)."""
         if self.txid != txid:
             raise ValueError(f"{self.where}: commit({txid}) without begin({txid}); the open txid is {self.txid}")
         _ = self.db  # a transaction that an error ended commits nothing: ServiceUnavailable
-        if not self.whole:
-            self.members.discard(id(member))
-            if self.members:
-                self.promised += 1
-                return
         with self.errors(f"committing txid {txid}"):
             if self.whole:
                 with self.db.cursor() as cur:
                     cur.execute(f"UPDATE {self.table(COMMITS_TABLE)} SET txid = %s, committed_at = now() "
                                 f"WHERE topology = %s", (txid, self.topology))
             self.db.commit()
-        self.txid, self.held, self.whole, self.members, self.promised = None, False, False, set(), 0
+        self.txid, self.held, self.whole = None, False, False
 
     def rollback(self) -> None:
         """End the open transaction, if any, and every flag of it."""
         self._end()
-        self.txid, self.held, self.whole, self.members, self.promised, self.broken = (None, False, False, set(), 0,
-                                                                                      False)
+        self.txid, self.held, self.whole, self.broken = None, False, False, False
 
     def _end(self) -> None:
         if self.txid is not None:
@@ -346,18 +321,42 @@ class PostgresBackingMap:
                                      f"{keys}, kind text NOT NULL, value jsonb, txid bigint, prev jsonb, "
                                      f"PRIMARY KEY ({', '.join(self.keys)})", create=create) and self.exists
         self.table = session.table(table)
+        self.alone: PostgresSession | None = None  # this state used alone: its own transactions, connection
 
     @property
     def shared_transaction(self) -> PostgresSession:
         """The transaction of a txid that the commit opens for every state of the topology in this database."""
         return self.session
 
+    @property
+    def tx(self) -> PostgresSession:
+        """Where this state reads and writes: the commit phase's transaction while it is open, else the state's own
+        transaction while it is used alone, else the shared session (a read outside any txid)."""
+        if self.session.whole or self.alone is None or self.alone.txid is None:
+            return self.session
+        return self.alone
+
     def begin_commit(self, txid: int) -> None:
-        self.session.begin(txid, member=self)
+        """Inside the commit phase: its transaction, begun already. Used alone: a transaction of this state's own,
+        on a connection of its own, committed by ``commit``; an earlier one left open is rolled back."""
+        shared = self.session
+        if shared.whole:
+            _ = shared.db  # the commit phase's transaction died under a state that went on: ServiceUnavailable
+            if shared.txid != txid:
+                raise ValueError(f"{shared.said()}: begin_commit({txid}) inside the commit of txid {shared.txid}")
+            return
+        if self.alone is None:
+            self.alone = PostgresSession(shared._connect, shared.topology, shared.schema, shared.where)
+            self.alone.checked = shared.checked  # the tables were checked when the state was built
+            _alone_sessions.add(self.alone)
+        self.alone.begin(txid)
 
     def commit(self, txid: int) -> None:
-        if not self.session.whole:  # used alone: the session commits when the last state that joined commits
-            self.session.commit(txid, member=self)
+        if self.session.whole:  # the commit phase commits its transaction after every state
+            return
+        if self.alone is None:
+            raise ValueError(f"{self.session.where}: commit({txid}) of table {self.name} without begin_commit({txid})")
+        self.alone.commit(txid)
 
     def multi_get(self, keys: Sequence[Key]) -> list[Any]:
         """One statement per chunk of keys; a row is matched to its key by its position among the keys asked
@@ -366,7 +365,8 @@ class PostgresBackingMap:
         encoded = [self._key(key) for key in keys]
         arrays = ", ".join(["%s::jsonb[]"] * self.width)
         using = ", ".join(self.keys)
-        with self.session.errors(f"reading table {self.name}"), self.session.db.cursor() as cur:
+        tx = self.tx
+        with tx.errors(f"reading table {self.name}"), tx.db.cursor() as cur:
             for first in range(0, len(encoded), CHUNK):
                 chunk = encoded[first:first + CHUNK]
                 cur.execute(f"SELECT q.i, t.kind, t.value::text, t.txid, t.prev::text FROM unnest({arrays}) WITH "
@@ -374,14 +374,15 @@ class PostgresBackingMap:
                             [*map(list, zip(*chunk))])
                 for i, *stored in cur.fetchall():
                     found[first + i - 1] = _stored(*stored)
-        self.session.done_reading()
+        tx.done_reading()
         return found
 
     def multi_put(self, keys: Sequence[Key], values: Sequence[Any]) -> None:
         """One ``INSERT ... ON CONFLICT DO UPDATE`` per chunk; a key given twice keeps its last value; a row that holds
         a later txid than the one written is left as it is (the map state refuses that case before)."""
-        self.session.writable(self.name)
-        if self.session.held:  # the database holds this txid: a replay writes nothing
+        tx = self.tx
+        tx.writable(self.name)
+        if tx.held:  # the database holds this txid: a replay writes nothing
             return
         rows = []
         for key, value in zip(keys, values, strict=True):
@@ -389,12 +390,12 @@ class PostgresBackingMap:
             try:
                 rows.append((*fields, *_columns(value)))
             except ConfigError as exc:
-                raise ConfigError(f"{self.session.said()}: table {self.name}, key {key!r}: {exc}") from None
+                raise ConfigError(f"{tx.said()}: table {self.name}, key {key!r}: {exc}") from None
         columns = ", ".join([*self.keys, "kind", "value", "txid", "prev"])
         arrays = ", ".join(["%s::jsonb[]"] * self.width + ["%s::text[]", "%s::jsonb[]", "%s::bigint[]",
                                                              "%s::jsonb[]"])
         keys_sql = ", ".join(self.keys)
-        with self.session.errors(f"writing table {self.name}"), self.session.db.cursor() as cur:
+        with tx.errors(f"writing table {self.name}"), tx.db.cursor() as cur:
             for first in range(0, len(rows), CHUNK):
                 chunk = rows[first:first + CHUNK]
                 cur.execute(f"INSERT INTO {self.table} AS t ({columns}) SELECT DISTINCT ON ({keys_sql}) {columns} "
@@ -411,30 +412,33 @@ class PostgresBackingMap:
         one statement, then one ``INSERT ... SELECT ... ON CONFLICT DO UPDATE`` for the state (partials of keys that
         jsonb holds equal, ``1`` and ``1.0``, are added together). A stored value that is not a number (or null)
         is refused by key. Returns the keys written (the rest held the txid already)."""
-        self.session.writable(self.name)
-        if self.session.held or not partials:  # the database holds this txid: a replay writes nothing
+        tx = self.tx
+        tx.writable(self.name)
+        if tx.held or not partials:  # the database holds this txid: a replay writes nothing
             return 0
         wrong = next((key for key, _ in partials if len(key) != self.width), None)
         if wrong is not None:
             self._key(wrong)  # raises, naming it
-        try:  # one JSON document, encoded and parsed in C: no per-key work in Python
-            rows = json.dumps([[*key, delta] for key, delta in partials], allow_nan=False)
-        except ValueError:
-            bad = next((k, d) for k, d in partials if not _finite(k, d))
-            raise ConfigError(f"{self.session.said()}: table {self.name}: the key {bad[0]!r} or its partial "
-                              f"{bad[1]!r} has no JSON form that PostgreSQL's jsonb takes (infinity or NaN); filter "
-                              f"such values out in the job, then clear the txid's tasks") from None
+        try:  # JSON documents, encoded and parsed in C: no per-key work in Python
+            documents = [json.dumps([[*key, delta] for key, delta in partials[first:first + SUMS_CHUNK]],
+                                    allow_nan=False) for first in range(0, len(partials), SUMS_CHUNK)]
+        except (ValueError, TypeError):
+            bad = next(((k, d) for k, d in partials if not _encodes([*k, d])), ("?", "?"))
+            raise ConfigError(f"{tx.said()}: table {self.name}: the key {bad[0]!r} or its partial {bad[1]!r} has no "
+                              f"JSON form that PostgreSQL's jsonb takes (infinity, NaN, or a type JSON has not); "
+                              f"filter such values out in the job, then clear the txid's tasks") from None
         temp, keys_sql = f"pg_temp.txdag_sums_{self.width}", ", ".join(self.keys)
         stored = kind.replace("non_transactional", "plain")
         base = {"transactional": "t.value", "opaque": "CASE WHEN t.txid = EXCLUDED.txid THEN t.prev ELSE t.value "
                 "END", "plain": "t.value"}[stored]
         numbers = f"jsonb_typeof(coalesce({base}, 'null')) IN ('number', 'null')"
-        with self.session.errors(f"adding the partials of table {self.name}"), self.session.db.cursor() as cur:
+        with tx.errors(f"adding the partials of table {self.name}"), tx.db.cursor() as cur:
             cur.execute(f"CREATE TEMP TABLE IF NOT EXISTS {temp} ({', '.join(f'{k} jsonb' for k in self.keys)}, "
                         f"delta numeric NOT NULL) ON COMMIT DELETE ROWS")
             cur.execute(f"TRUNCATE {temp}")
-            cur.execute(f"INSERT INTO {temp} SELECT {', '.join(f'r->{i}' for i in range(self.width))}, "
-                        f"(r->>{self.width})::numeric FROM jsonb_array_elements(%s::jsonb) r", (rows,))
+            for document in documents:
+                cur.execute(f"INSERT INTO {temp} SELECT {', '.join(f'r->{i}' for i in range(self.width))}, "
+                            f"(r->>{self.width})::numeric FROM jsonb_array_elements(%s::jsonb) r", (document,))
             added = f"to_jsonb(coalesce(({base} #>> '{{}}')::numeric, 0) + (EXCLUDED.value #>> '{{}}')::numeric)"
             cur.execute(f"INSERT INTO {self.table} AS t ({keys_sql}, kind, value, txid, prev) "
                         f"SELECT {keys_sql}, %s, to_jsonb(sum(delta)), %s, %s::jsonb FROM {temp} GROUP BY "
@@ -453,12 +457,12 @@ class PostgresBackingMap:
                 if clash is not None:
                     key, (found, held_txid, value) = tuple(json.loads(f) for f in clash[:self.width]), clash[-3:]
                     if found != stored:
-                        raise ConfigError(f"{self.session.said()}: table {self.name} holds a {found} value at "
+                        raise ConfigError(f"{tx.said()}: table {self.name} holds a {found} value at "
                                           f"key {key!r}, and the state is {kind}: give each state its own table")
                     if held_txid is not None and held_txid > txid:
                         raise TxidOrderError(txid, held_txid,
                                              where=f"key {key!r} of table {self.session.schema}.{self.name}")
-                    raise ConfigError(f"{self.session.said()}: table {self.name} holds {value} at key {key!r}, not a "
+                    raise ConfigError(f"{tx.said()}: table {self.name} holds {value} at key {key!r}, not a "
                                       f"number: a Count or Sum adds numbers only; the state's value was written by "
                                       f"something else (a StateUpdater, a hand edit)")
             return written
@@ -467,6 +471,9 @@ class PostgresBackingMap:
         """One snapshot of the table and of the txid it holds (a reader never sees part of a txid): the stored
         objects of ``keys``, or of the ``largest`` keys by numeric value with the number of keys in the table;
         returns (txid, [(key, stored)], keys in the table or 0). A table not created yet: nothing committed."""
+        if self.session.txid is not None:
+            raise ValueError(f"{self.session.where}: read_committed of table {self.name} inside the transaction of "
+                             f"txid {self.session.txid}: it reads on a session of its own (txdag state get)")
         if not self.exists:
             return None, ([] if keys is None else [(key, None) for key in keys]), 0
         db, total = self.session.db, 0
@@ -492,7 +499,7 @@ class PostgresBackingMap:
 
     def _key(self, key: Key) -> tuple[str, ...]:
         if len(key) != self.width:
-            raise ConfigError(f"{self.session.said()}: key {key!r} of table {self.name}: {self.width} field(s) "
+            raise ConfigError(f"{self.tx.said()}: key {key!r} of table {self.name}: {self.width} field(s) "
                               f"expected")
         return tuple(_json(field, f"key {key!r}") for field in key)
 
@@ -507,13 +514,18 @@ def quote_literal(text: str) -> str:
 def _json(value: Any, what: str) -> str:
     try:
         return json.dumps(value, allow_nan=False)
-    except ValueError:
-        raise ConfigError(f"{what}: {value!r} has no JSON form that PostgreSQL's jsonb takes (infinity or NaN); "
+    except (ValueError, TypeError):
+        raise ConfigError(f"{what}: {value!r} has no JSON form that PostgreSQL's jsonb takes (infinity, NaN, or a "
+                          f"type JSON has not); "
                           f"filter such values out in the job, then clear the txid's tasks") from None
 
 
-def _finite(key: Key, delta: Any) -> bool:
-    return all(not isinstance(v, float) or math.isfinite(v) for v in (*key, delta))
+def _encodes(value: Any) -> bool:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (ValueError, TypeError):
+        return False
+    return True
 
 
 def _columns(value: Any) -> tuple[str, str | None, int | None, str | None]:
@@ -534,6 +546,7 @@ def _stored(kind: str, value: str | None, txid: int, prev: str | None) -> Any:
 
 
 _sessions: dict[tuple[str, str, str], PostgresSession] = {}
+_alone_sessions: weakref.WeakSet[PostgresSession] = weakref.WeakSet()  # states used alone (closed with the process)
 _serials = itertools.count(1)
 
 

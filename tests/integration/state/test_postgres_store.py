@@ -365,30 +365,36 @@ def test_a_database_that_holds_the_txid_of_a_commit_that_had_not_begun_halts_it(
     assert backing.multi_get([("a",)]) == [TransactionalValue(1, 1)]
 
 
-def test_states_used_alone_share_the_transaction_until_the_last_commits(postgres_conn, schema, reader, prefix):
+def test_states_used_alone_commit_each_on_its_own(postgres_conn, schema, reader, prefix):
     store = PostgresStore(postgres_conn, schema=schema)
     words, plain = store.backing_map(prefix, "words", 1), store.backing_map(prefix, "plain", 1)
     one, two = TransactionalMap(words), NonTransactionalMap(plain)
     for state in (one, two):
         state.begin_commit(1)
     one.multi_update([("a",)], [combine_sum(2)])
-    one.commit(1)  # two has not committed: nothing is visible yet
-    assert counts(reader, schema, f"{prefix}__words") == {}
+    assert counts(reader, schema, f"{prefix}__words") == {}, "a write seen before its state committed"
+    one.commit(1)  # committed, whatever two does
+    assert counts(reader, schema, f"{prefix}__words") == {"a": 2}
     two.multi_update([("a",)], [combine_sum(3)])
     two.commit(1)
-    assert counts(reader, schema, f"{prefix}__words") == {"a": 2} and counts(reader, schema, f"{prefix}__plain") == {
-        "a": 3}
+    assert counts(reader, schema, f"{prefix}__plain") == {"a": 3}
     for txid in (2, 3):  # one after the other, in either order (Trident's states commit each on its own)
         for state in ((one, two) if txid == 2 else (two, one)):
             state.begin_commit(txid)
             state.multi_update([("a",)], [combine_sum(1)])
             state.commit(txid)
-    assert counts(reader, schema, f"{prefix}__words") == {"a": 4} and counts(reader, schema, f"{prefix}__plain") == {
-        "a": 5}
+    one.begin_commit(4)  # one's txid 4 stays open while two commits txid 5: neither touches the other
+    one.multi_update([("a",)], [combine_sum(1)])
+    two.begin_commit(5)
+    two.multi_update([("a",)], [combine_sum(1)])
+    two.commit(5)
+    one.commit(4)
+    assert counts(reader, schema, f"{prefix}__words") == {"a": 5} and counts(reader, schema, f"{prefix}__plain") == {
+        "a": 6}
     assert held(reader, schema, prefix) is None, "states used alone set the commit phase's row of txdag_commits"
     with pytest.raises(ValueError, match=r"a write to table .*__plain outside a txid"):
         plain.multi_put([("a",)], [9])
-    assert idle(reader, words.session) == "idle", "a connection left inside a transaction"
+    assert idle(reader, words.alone) == "idle", "a connection left inside a transaction"
 
 
 def idle(reader, session) -> str:
@@ -396,8 +402,7 @@ def idle(reader, session) -> str:
                           (session._db.info.backend_pid,)).fetchone()[0]
 
 
-def test_a_state_used_alone_that_fails_ends_the_transaction_of_every_state_that_joined_it(postgres_conn, schema,
-                                                                                          reader, prefix):
+def test_a_state_used_alone_that_fails_loses_its_own_transaction_only(postgres_conn, schema, reader, prefix):
     from txdag.state.cached_map import CachedMap
 
     store = PostgresStore(postgres_conn, schema=schema)
@@ -406,40 +411,27 @@ def test_a_state_used_alone_that_fails_ends_the_transaction_of_every_state_that_
     for state in (one, two):
         state.begin_commit(1)
     one.multi_update([("a",)], [combine_sum(2)])
-    one.commit(1)  # waits for two
+    two.multi_update([("a",)], [combine_sum(5)])
     with pytest.raises(psycopg.Error, match="unsupported Unicode escape"):  # PostgreSQL's jsonb refuses a NUL
         two.multi_update([("a\x00",)], [combine_sum(3)])
-    assert idle(reader, words.session) == "idle", "the failed transaction was left open"
+    assert idle(reader, plain.alone) == "idle", "the failed transaction was left open"
+    with pytest.raises(ServiceUnavailable, match=rf"topology '{prefix}' txid 1: .* lost the transaction"):
+        two.multi_update([("b",)], [combine_sum(1)])
     with pytest.raises(ServiceUnavailable, match=rf"topology '{prefix}' txid 1: .* lost the transaction"):
         two.commit(1)
-    assert counts(reader, schema, f"{prefix}__words") == {}, "one's write outlived the transaction it was in"
-    with pytest.raises(ServiceUnavailable, match=r"lost the transaction of txid 1 after 1 state\(s\) committed their "
-                                                 r"writes in it: begin txid 1 again, every state of it, before txid 2"):
-        one.begin_commit(2)  # one's write of txid 1 is gone: moving on would lose it without a word
-    one.begin_commit(1)  # the retry: one's cache forgets the write that was rolled back
-    one.multi_update([("a",)], [combine_sum(2)])
     one.commit(1)
-    assert counts(reader, schema, f"{prefix}__words") == {"a": 2}
-
-
-def test_a_state_used_alone_that_begins_its_txid_again_is_still_one_state(postgres_conn, schema, reader, prefix):
-    store = PostgresStore(postgres_conn, schema=schema)
-    words, plain = store.backing_map(prefix, "words", 1), store.backing_map(prefix, "plain", 1)
-    one, two = TransactionalMap(words), TransactionalMap(plain)
-    one.begin_commit(1)
-    with pytest.raises(ConfigError, match=r"txid 1: .* table .*__words, key \('a',\): the value: nan has no JSON"):
-        one.multi_put([("a",)], [float("nan")])  # refused before any SQL: the transaction goes on
-    one.begin_commit(1)  # the state begins its txid again
+    assert counts(reader, schema, f"{prefix}__words") == {"a": 2} and counts(reader, schema, f"{prefix}__plain") == {}
+    two.begin_commit(1)  # the retry: a new transaction
+    two.multi_update([("a",)], [combine_sum(5)])
+    two.commit(1)
+    assert counts(reader, schema, f"{prefix}__plain") == {"a": 5}
+    one.begin_commit(2)
+    with pytest.raises(ConfigError, match=r"txid 2: .* table .*__words, key \('a',\): the value: nan has no JSON"):
+        one.multi_put([("a",)], [float("nan")])  # refused before any SQL
+    one.begin_commit(2)  # the state begins its txid again: the cache and the transaction start over
     one.multi_update([("a",)], [combine_sum(1)])
-    one.commit(1)
-    assert counts(reader, schema, f"{prefix}__words") == {"a": 1} and idle(reader, words.session) == "idle"
-    for state in (one, two):
-        state.begin_commit(2)
     one.commit(2)
-    with pytest.raises(ValueError, match=r"begin\(3\) while txid 2 waits for 1 more state\(s\) to commit it"):
-        one.begin_commit(3)
-    two.commit(2)
-    one.begin_commit(3)
+    assert counts(reader, schema, f"{prefix}__words") == {"a": 3} and idle(reader, words.alone) == "idle"
 
 
 def test_keys_of_every_json_type_are_found_again(postgres_conn, schema, prefix):
@@ -589,7 +581,7 @@ def test_sums_added_in_sql_are_what_the_map_state_makes_of_them(postgres_conn, s
         in_sql.begin_commit(2)
         with pytest.raises(TxidOrderError, match=r"txid 2 is behind the stored txid 3 at key \('u"):
             in_sql.add_sums(2, kind, list(partials.items()))
-        in_sql.session.rollback()
+        in_sql.alone.rollback()
     if kind != "non_transactional":  # keys jsonb holds equal are one key: their partials are added together
         in_sql.begin_commit(4)
         assert in_sql.add_sums(4, kind, [((7, "x"), 1), ((7.0, "x"), 2)]) == 1
@@ -602,16 +594,16 @@ def test_sums_added_in_sql_are_what_the_map_state_makes_of_them(postgres_conn, s
         in_sql.begin_commit(6)
         with pytest.raises(ConfigError, match=r"holds \"three\" at key \(7, 'x'\), not a number"):
             in_sql.add_sums(6, kind, [((7, "x"), 1)])
-        in_sql.session.rollback()
+        in_sql.alone.rollback()
     with pytest.raises(ConfigError, match=r"the key \(nan, 'x'\) or its partial 1 has no JSON form"):
         in_sql.begin_commit(6)
         in_sql.add_sums(6, kind, [((float("nan"), "x"), 1)])
-    in_sql.session.rollback()
+    in_sql.alone.rollback()
     other = "opaque" if kind == "transactional" else "transactional"
     in_sql.begin_commit(7)
     with pytest.raises(ConfigError, match=rf"table {prefix}__in_sql holds a {kind.replace('non_', 'plain')[:5]}"):
         in_sql.add_sums(7, other, list(partials.items()))
-    in_sql.session.rollback()
+    in_sql.alone.rollback()
 
 
 def test_the_store_commit_benchmark_runs_and_checks_what_each_path_wrote(redis_url, postgres_conn):
