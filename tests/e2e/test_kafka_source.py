@@ -118,6 +118,22 @@ def test_a_kafka_topic_is_counted_exactly_once_through_airflow(airflow: AirflowI
     assert counts(state, f"{topology}:words") == counted
 
 
+def check_offsets(records: dict, topic: str, partitions: int) -> None:
+    """The committed txids' batches cover every partition from offset 0 to its end, each starting where the one
+    before it on that partition ended: no offset skipped, none read twice (a lost range would be a rejection)."""
+    ranges: dict[str, list[tuple[int, int, int]]] = {str(p): [] for p in range(partitions)}
+    for txid in sorted(records):
+        for name, part in records[txid].metadata["partitions"].items():
+            assert not part.get("lost"), f"txid {txid} recorded offsets of partition {name} as lost: {part}"
+            if part["to"] > part["from"]:
+                ranges[name].append((part["from"], part["to"], txid))
+    seen = {t: (r.attempt, r.metadata["partitions"]) for t, r in sorted(records.items())}
+    for name, spans in ranges.items():
+        end = watermarks(KAFKA_BOOTSTRAP, topic, int(name))[1]
+        starts = [0] + [to for _, to, _ in spans]
+        assert [f for f, _, _ in spans] + [end] == starts, f"partition {name} (end {end}): {spans}; txids {seen}"
+
+
 def restart_broker() -> float:
     """scripts/kafka.sh stop, then start, of the tests' broker (its data kept); returns how long it was away."""
     env = {**os.environ, "TXDAG_KAFKA_PORT": KAFKA_BOOTSTRAP.rsplit(":", 1)[1]}
@@ -169,9 +185,10 @@ def test_a_kafka_topic_stays_exact_through_faults_while_a_producer_writes(airflo
     records = check_commits(store, last)
     assert records[1].attempt >= 2, "the killed driver's txid committed on its first attempt"
     assert "2" in records[last].metadata["partitions"], "the partition added mid-run was never read"
+    check_offsets(records, topic, 3)
     state = redis.Redis.from_url(airflow.redis_url)
     counted = counts(state, f"{topology}:words")
-    assert counted == topic_counts(topic, 3)
+    assert counted == topic_counts(topic, 3), {t: (r.attempt, r.metadata) for t, r in records.items()}
     print(f"\nproducer: {written * 3} records while txids ran; broker away {away:.1f} s; txids 1..{last} committed, "
           f"attempts {[records[t].attempt for t in sorted(records)]}")
 
@@ -191,7 +208,7 @@ def test_a_kafka_topic_stays_exact_through_faults_while_a_producer_writes(airflo
     trigger_until_drained(airflow, topology, at_once=2)  # what it wrote meanwhile, in new txids
     after = store.read_topology()[0].committed_txid
     assert after > last
-    check_commits(store, after)
+    check_offsets(check_commits(store, after), topic, 3)
     assert counts(state, f"{topology}:words") == topic_counts(topic, 3)
     print(f"replay: {written * 3} records written meanwhile, then txids {last + 1}..{after}")
 

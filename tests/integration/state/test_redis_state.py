@@ -1,83 +1,21 @@
-"""Map states over every backing map we ship (one contract suite), and the Redis layout and its errors."""
+"""The Redis layout of the map states and its errors (the contract every backing map keeps: test_map_contract.py)."""
 
 import json
-import random
 
 import pytest
 import redis
+from test_map_contract import add_all
 
 from txdag.errors import ConfigError, FormatVersionError, ServiceUnavailable, TxidOrderError
 from txdag.state import (
-    CachedMap,
     JoinedKeyCodec,
-    MemoryBackingMap,
     NonTransactionalMap,
     OpaqueMap,
-    OpaqueValue,
     RedisBackingMap,
     TransactionalMap,
     TransactionalValue,
     combine_sum,
 )
-
-
-@pytest.fixture(params=["memory", "redis", "cached-redis"])
-def backing(request, redis_client, prefix):
-    if request.param == "memory":
-        return MemoryBackingMap()
-    redis_map = RedisBackingMap(redis_client, f"{prefix}:words", chunk_size=7)
-    return redis_map if request.param == "redis" else CachedMap(redis_map, cache_size=5)
-
-
-def add_all(state, txid, counts):
-    state.begin_commit(txid)
-    keys = [(word,) for word in counts]
-    result = state.multi_update(keys, [combine_sum(n) for n in counts.values()])
-    state.commit(txid)
-    return result
-
-
-@pytest.mark.parametrize("kind", [TransactionalMap, OpaqueMap])
-def test_contract_replays_never_double_count(backing, kind):
-    state = kind(backing)
-    rng = random.Random(7)
-    truth: dict[str, int] = {}
-    for txid in range(1, 30):
-        batch = {f"w{rng.randrange(20)}": rng.randrange(1, 5) for _ in range(rng.randrange(1, 12))}
-        if kind is OpaqueMap and rng.random() < 0.5:  # a first attempt whose partials are later replaced
-            add_all(state, txid, {word: 100 for word in batch})
-        add_all(state, txid, batch)
-        if kind is TransactionalMap and rng.random() < 0.5:  # a replay of the very same batch
-            add_all(state, txid, batch)
-        for word, n in batch.items():
-            truth[word] = truth.get(word, 0) + n
-    state.begin_commit(30)
-    keys = [(w,) for w in sorted(truth)]
-    assert dict(zip(sorted(truth), state.multi_get(keys))) == truth
-    state.commit(30)
-
-
-def test_contract_transactional_map_golden_scenario(backing):
-    state = TransactionalMap(backing)
-    assert add_all(state, 1, {"a": 1}) == [1]
-    assert add_all(state, 1, {"a": 1}) == [1]
-    assert add_all(state, 2, {"a": 3, "b": 1}) == [4, 1]
-    assert backing.multi_get([("a",), ("b",), ("c",)]) == [TransactionalValue(2, 4), TransactionalValue(2, 1), None]
-
-
-def test_contract_opaque_map_golden_scenario(backing):
-    state = OpaqueMap(backing)
-    add_all(state, 1, {"a": 5})
-    add_all(state, 2, {"a": 1})
-    add_all(state, 2, {"a": 2})
-    assert backing.multi_get([("a",)]) == [OpaqueValue(2, 7, 5)]
-
-
-def test_contract_non_transactional_map(backing):
-    state = NonTransactionalMap(backing)
-    add_all(state, 1, {"a": 5})
-    state.multi_put([("b",)], [{"nested": [1, "x"]}])
-    assert backing.multi_get([("a",), ("b",)]) == [5, {"nested": [1, "x"]}]
 
 
 def test_redis_layout_is_readable_with_plain_redis_commands(redis_client, prefix):

@@ -1,4 +1,5 @@
-"""Map-state txid rules over the in-memory backing map: Storm's StateTest and seed 004's examples."""
+"""Map-state txid rules over the in-memory backing map (Storm's StateTest and seed 004's examples run over every
+backing map: tests/integration/state/test_map_contract.py)."""
 
 import pytest
 
@@ -6,7 +7,6 @@ from txdag.errors import TxidOrderError
 from txdag.state import (
     CachedMap,
     MemoryBackingMap,
-    NonTransactionalMap,
     OpaqueMap,
     OpaqueValue,
     SnapshottableMap,
@@ -22,80 +22,6 @@ def get(state, key):
 
 def add(state, key, amount):
     return state.multi_update([(key,)], [combine_sum(amount)])[0]
-
-
-def test_storm_opaque_map_scenario():
-    state = OpaqueMap(MemoryBackingMap())
-    state.begin_commit(1)
-    assert get(state, "a") is None
-    assert add(state, "a", 1) == 1  # intra-batch reads see this batch's earlier updates
-    assert get(state, "a") == 1
-    assert add(state, "a", 2) == 3
-    assert get(state, "a") == 3
-    state.commit(1)
-    state.begin_commit(1)  # a replay of txid 1 with a different batch starts from the value before 1
-    assert get(state, "a") is None
-    assert add(state, "a", 2) == 2
-    state.commit(1)
-    state.begin_commit(2)
-    assert get(state, "a") == 2
-    assert add(state, "a", 3) == 5
-    assert add(state, "a", 1) == 6
-    state.commit(2)
-    assert state.backing.data[("a",)] == OpaqueValue(2, 6, 2)
-
-
-def test_storm_transactional_map_scenario():
-    state = TransactionalMap(MemoryBackingMap())
-    state.begin_commit(1)
-    assert get(state, "a") is None
-    assert add(state, "a", 1) == 1
-    assert add(state, "a", 2) == 3
-    state.commit(1)
-    state.begin_commit(1)  # a replay of txid 1: the same batch is already in the value
-    assert get(state, "a") == 3
-    assert add(state, "a", 1) == 3
-    assert add(state, "a", 2) == 3
-    state.commit(1)
-    state.begin_commit(2)
-    assert get(state, "a") == 3
-    assert add(state, "a", 3) == 6
-    assert add(state, "a", 1) == 7
-    state.commit(2)
-    assert state.backing.data[("a",)] == TransactionalValue(2, 7)
-
-
-def test_seed_004_transactional_example():
-    backing = MemoryBackingMap()
-    backing.data = {("man",): TransactionalValue(1, 3), ("dog",): TransactionalValue(3, 4),
-                    ("apple",): TransactionalValue(2, 10)}
-    state = TransactionalMap(backing)
-    state.begin_commit(3)
-    state.multi_update([("man",), ("dog",)], [combine_sum(2), combine_sum(1)])  # batch: man, man, dog
-    state.commit(3)
-    assert backing.data == {("man",): TransactionalValue(3, 5), ("dog",): TransactionalValue(3, 4),
-                            ("apple",): TransactionalValue(2, 10)}
-
-
-def test_non_transactional_map_counts_a_replay_twice():
-    state = NonTransactionalMap(MemoryBackingMap())
-    for _ in range(2):
-        state.begin_commit(1)
-        add(state, "a", 5)
-        state.commit(1)
-    assert get(state, "a") == 10
-
-
-@pytest.mark.parametrize("kind", [TransactionalMap, OpaqueMap])
-def test_a_stored_txid_ahead_of_the_batch_is_an_error_naming_both(kind):
-    state = kind(MemoryBackingMap())
-    state.begin_commit(5)
-    add(state, "a", 1)
-    state.commit(5)
-    fresh = kind(state.backing)  # e.g. a second committer that is behind
-    fresh.begin_commit(4)
-    with pytest.raises(TxidOrderError, match="txid 4 is behind the stored txid 5"):
-        add(fresh, "a", 1)
 
 
 def test_begin_commit_refuses_to_go_back_and_commit_needs_the_open_batch():
