@@ -32,6 +32,8 @@ FAULTS = ",".join([
     "process:e2e_clears:5:1",
     "process:kafka_reemit:1:1",  # an opaque txid's first try dies; its retry reads another batch (test_kafka_source)
     "process:streams_back:1:1",  # an opaque txid's first try dies; a partition comes back before its retry
+    "process:analytics_pg:1:1",  # PostgreSQL states (test_user_store): the Spark job dies mid-batch
+    "commit:analytics_pg:2:1",  # after the database committed the txid, before ZooKeeper's record
     WARM_FAULT,
 ])
 

@@ -48,6 +48,9 @@ def _driver_errors() -> tuple[type[BaseException], ...]:
 
 LOST = _driver_errors()
 LOST_STATES = {"25P03", "57P01", "57P02", "57P03"}  # the server ended the session (idle in transaction, shut down)
+# what a server that answered says when it refuses a connection (libpq gives no SQLSTATE for it): not transient
+REFUSALS = re.compile(r"FATAL: +(password authentication failed|(database|role) \".*\" does not exist|no pg_hba\.conf "
+                      r"entry|permission denied for database|.*authentication failed).*")
 PROCESS = uuid.uuid4().hex  # with the pid: this process, in the advisory locks of one_session_per_database
 LOCK_TIMEOUT = "55P03"  # lock_not_available: another session holds the topology's row past lock_timeout
 
@@ -98,7 +101,7 @@ class PostgresSession:
         self.broken = False  # the txid's transaction failed: nothing more of it is written; rollback() clears it
         self.ended = 0  # transactions of a txid rolled back or lost so far (CachedMap forgets what it cached then)
         self.lock_key: str | None = None  # its advisory lock while connected (one_session_per_database)
-        self.checked: set[str] = set()
+        self.checked: dict[str, str] = {}  # table -> the comment it was checked for (two states may meet in one)
 
     @property
     def db(self) -> Any:
@@ -152,6 +155,11 @@ class PostgresSession:
                          "a lock this statement needs (see pg_locks)")
                 raise ServiceUnavailable(f"{said} waited longer than its lock_timeout {doing}: another session "
                                          f"holds {whose}{rolled}") from exc
+            refusal = REFUSALS.search(str(exc)) if lost else None
+            if refusal:
+                raise ConfigError(f"{said}: PostgreSQL refused the connection ({refusal.group(0)}): fix the "
+                                  f"Airflow connection's login, password or database (its schema field), or create "
+                                  f"the role and the database (docs/stores.md)") from exc
             if lost:
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                 raise ServiceUnavailable(f"{said} did not answer {doing} ({first}){rolled}: "
@@ -250,7 +258,7 @@ class PostgresSession:
         """Create the table ``name`` (``create``) with ``comment`` (its format, and whose it is), or check the one
         there: txdag's, the same owner, of this format or older (migrated), with ``key_fields`` key columns. One
         creator at a time per schema. Returns whether the table is there."""
-        if name in self.checked:
+        if self.checked.get(name) == comment:
             return True
         if self.txid is not None:
             raise ValueError(f"{self.where}: table {name} is first used inside the transaction of txid {self.txid}: "
@@ -279,7 +287,7 @@ class PostgresSession:
             db.commit()
         if found is None:
             return False
-        self.checked.add(name)
+        self.checked[name] = comment
         return True
 
     def _check(self, name: str, comment: str | None, expected: str, cur: Any, oid: int, key_fields: int | None
@@ -295,7 +303,8 @@ class PostgresSession:
                                      f"(format {FORMAT}): upgrade txdag where this task runs")
         if match.group(3) != wanted.group(3):
             raise ConfigError(f"{where} holds {match.group(3)!r}, not {wanted.group(3)!r} (their names meet in one "
-                              f"table name): give one of the two topologies' stores another schema")
+                              f"table name): rename one of the two states, or give one of them a store of another "
+                              f"schema")
         if key_fields is not None:
             cur.execute("SELECT count(*) FROM pg_attribute WHERE attrelid = %s AND attname ~ '^k[0-9]+$' "
                         "AND NOT attisdropped", (oid,))
@@ -582,3 +591,6 @@ def one_session_per_database(session: PostgresSession, db: Any) -> None:
 def check_schema(schema: str, where: str) -> None:
     if not IDENTIFIER.fullmatch(schema):
         raise ConfigError(f"{where}: schema {schema!r}: letters, digits or '_', at most 63 characters")
+    if schema.startswith("pg_"):  # else the first commit fails: "unacceptable schema name"
+        raise ConfigError(f"{where}: schema {schema!r}: PostgreSQL keeps names that begin with 'pg_' for its own "
+                          f"schemas; name another")

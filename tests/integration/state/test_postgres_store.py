@@ -246,6 +246,10 @@ def test_a_table_that_is_not_txdags_or_is_newer_is_refused_by_name(postgres_conn
     _fresh(store, "a-b", "c", 1)  # the table a_b__c, whose comment names topology a-b
     with pytest.raises(ConfigError, match=r"a_b__c holds 'a-b/c', not 'a_b/c' \(their names meet"):
         _fresh(store, "a_b", "c", 1)
+    store.backing_map(prefix, "Words", 1)  # two states of one topology in one process: the second is refused too
+    with pytest.raises(ConfigError, match=rf"holds '{prefix}/Words', not '{prefix}/words' \(their names meet in one "
+                                          r"table name\): rename one of the two states"):
+        store.backing_map(prefix, "words", 1)
 
 
 def _fresh(store: PostgresStore, topology: str, state: str, key_fields: int):
@@ -262,6 +266,19 @@ def test_a_postgres_that_does_not_answer_is_named_with_how_to_start_it(prefix):
     message = str(failed.value)
     assert f"PostgreSQL connection '{conn_id}'" in message and "`bash scripts/postgres.sh start`" in message
     assert "secret" not in message
+
+
+def test_a_postgres_that_refuses_the_connection_is_a_configuration_error_naming_why(prefix):
+    """A wrong password or a missing database is not retried as if the server were down."""
+    url = postgres_url()
+    password = psycopg.conninfo.conninfo_to_dict(url.replace("postgres://", "postgresql://", 1))["password"]
+    for bad, said in ((url.replace(f":{password}@", ":wrong@"), "password authentication failed for user"),
+                      (url.rsplit("/", 1)[0] + "/no_such_db", 'database "no_such_db" does not exist')):
+        conn_id = use_connection(bad, f"{prefix}_refused")
+        with pytest.raises(ConfigError, match=rf"PostgreSQL connection '{conn_id}' .*: PostgreSQL refused the "
+                                              rf"connection \(FATAL: +{said}.*\): fix the Airflow"):
+            PostgresStore(conn_id).backing_map(prefix, "words", 1)
+        close_sessions()
 
 
 CLI_DAG_FILE = """

@@ -231,3 +231,14 @@ def test_a_postgres_store_is_a_connection_the_topology_uses(tmp_path) -> None:
     used = topology(tmp_path, states=[State("users", store=store), State("tags", store=store)]).conn_ids()
     assert used["pg_states"] == "postgres" and used["redis_default"] == "redis"
     assert "pg_states" not in topology(tmp_path).conn_ids()
+
+
+@pytest.mark.parametrize(("schema", "why"), [("pg_analytics", "begin with 'pg_'"), ("my-states", "letters, digits"),
+                                             ("s" * 64, "at most 63")])
+def test_a_postgres_schema_that_postgresql_would_refuse_is_refused_in_the_dag_file(schema, why) -> None:
+    from txdag.airflow.stores import PostgresStore
+
+    said = f"connection 'txdag_postgres' \\(schema {schema}\\): schema '{schema}': .*{why}"
+    with pytest.raises(ConfigError, match=said):
+        PostgresStore(schema=schema)
+    assert PostgresStore(schema="PG_analytics").schema == "PG_analytics"  # PostgreSQL's rule is case-sensitive
