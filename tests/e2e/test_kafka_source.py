@@ -125,6 +125,7 @@ def check_offsets(records: dict, topic: str, partitions: int) -> None:
     for txid in sorted(records):
         for name, part in records[txid].metadata["partitions"].items():
             assert not part.get("lost"), f"txid {txid} recorded offsets of partition {name} as lost: {part}"
+            assert part["to"] >= part["from"], f"txid {txid} read partition {name} backwards: {part}"
             if part["to"] > part["from"]:
                 ranges[name].append((part["from"], part["to"], txid))
     seen = {t: (r.attempt, r.metadata["partitions"]) for t, r in sorted(records.items())}

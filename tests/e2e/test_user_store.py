@@ -129,9 +129,11 @@ def analytics_tables() -> tuple[dict[str, Counter], int | None]:
 def test_the_tweets_analytics_in_postgresql_stays_exact_through_killed_tasks_and_a_replay(
         airflow: AirflowInstance, store_of) -> None:
     """Spark Connect mode (the task process is the Spark driver): txid 1's job is SIGKILLed mid-batch
-    (process:analytics_pg:1:1), txid 2's commit task after the database committed and before ZooKeeper's record
-    (commit:analytics_pg:2:1: its retry finds the txid held and writes nothing, so even the non-transactional state
-    stays exact). Then every txid is replayed with `txdag replay --from 1`: nothing changes."""
+    (process:analytics_pg:1:1), txid 2's commit task after the database committed and the Redis marker was written,
+    before ZooKeeper's record (commit:analytics_pg:2:1: its retry finds the txid applied and writes nothing, so even
+    the non-transactional state stays exact; a crash between the database's commit and the marker is
+    test_postgres_store's). Then `txdag replay --from 1` clears every run, which ZooKeeper answers as committed:
+    nothing changes."""
     tweets = sample_tweets(TXIDS * BATCH, seed=33)
     append_tweets(redis.Redis.from_url(airflow.redis_url), tweets, prefix=f"{ANALYTICS}:")
     with psycopg.connect(postgres_url(), autocommit=True) as admin:  # an earlier session's tables would be ahead
@@ -143,7 +145,7 @@ def test_the_tweets_analytics_in_postgresql_stays_exact_through_killed_tasks_and
     trigger_until_drained(airflow, ANALYTICS, at_once=2)
     records = check_commits(store_of(ANALYTICS), TXIDS)
     assert {f"process-{ANALYTICS}-1-1", f"commit-{ANALYTICS}-2-1"} <= airflow.fired_faults()
-    assert records[1].attempt == 2, "the killed job's txid committed on its first attempt"
+    assert records[1].attempt >= 2, "the killed job's txid committed on its first attempt"
     truth = {state: Counter(counts) for state, counts in tweet_partials(tweets).items()}
     assert analytics_tables() == (truth, TXIDS)
 

@@ -34,8 +34,8 @@ from txdag.state.values import OpaqueValue, TransactionalValue
 log = logging.getLogger("txdag.state.postgres")
 
 def _driver_errors() -> tuple[type[BaseException], ...]:
-    """A lost or refused connection, in the drivers the Postgres provider's hook may hand out (psycopg 3 where it is
-    installed, else psycopg2)."""
+    """A lost connection, or one the server refused, in the drivers the Postgres provider's hook may hand out (psycopg
+    3 where it is installed, else psycopg2)."""
     found: list[type[BaseException]] = []
     for name in ("psycopg", "psycopg2"):
         try:
@@ -48,9 +48,11 @@ def _driver_errors() -> tuple[type[BaseException], ...]:
 
 LOST = _driver_errors()
 LOST_STATES = {"25P03", "57P01", "57P02", "57P03"}  # the server ended the session (idle in transaction, shut down)
-# what a server that answered says when it refuses a connection (libpq gives no SQLSTATE for it): not transient
-REFUSALS = re.compile(r"FATAL: +(password authentication failed|(database|role) \".*\" does not exist|no pg_hba\.conf "
-                      r"entry|permission denied for database|.*authentication failed).*")
+# what a server that answered says when it refuses a connection's settings (libpq gives no SQLSTATE for it); not
+# "starting up", "too many clients", nor an authentication backend (LDAP, RADIUS, PAM) that failed: those may pass
+REFUSALS = re.compile(r"FATAL: +(password authentication failed|(database|role) \".*\" does not exist"
+                      r"|role \".*\" is not permitted to log in|no pg_hba\.conf entry|pg_hba\.conf rejects connection"
+                      r"|permission denied for database).*")
 PROCESS = uuid.uuid4().hex  # with the pid: this process, in the advisory locks of one_session_per_database
 LOCK_TIMEOUT = "55P03"  # lock_not_available: another session holds the topology's row past lock_timeout
 
@@ -135,8 +137,9 @@ class PostgresSession:
 
     @contextlib.contextmanager
     def errors(self, doing: str) -> Iterator[None]:
-        """A lost or refused connection, or a lock waited for too long, as ServiceUnavailable (retried with the
-        topology's backoff), naming the database and what was being done; any other error keeps its class, with a
+        """A lost connection, or a lock waited for too long, as ServiceUnavailable (retried with the topology's
+        backoff), naming the database and what was being done; a connection the server refused (a wrong password, no
+        such database or role) as ConfigError, quoting the server; any other error keeps its class, with a
         note naming topology, txid and what was being done. Any error inside a txid's transaction ends it at once
         (rolled back): no state writes more of the txid until it is begun again."""
         said, in_txid = self.said(), self.txid is not None
@@ -155,7 +158,7 @@ class PostgresSession:
                          "a lock this statement needs (see pg_locks)")
                 raise ServiceUnavailable(f"{said} waited longer than its lock_timeout {doing}: another session "
                                          f"holds {whose}{rolled}") from exc
-            refusal = REFUSALS.search(str(exc)) if lost else None
+            refusal = REFUSALS.search(str(exc)) if lost and doing == "connecting" else None
             if refusal:
                 raise ConfigError(f"{said}: PostgreSQL refused the connection ({refusal.group(0)}): fix the "
                                   f"Airflow connection's login, password or database (its schema field), or create "

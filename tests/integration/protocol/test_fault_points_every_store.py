@@ -107,8 +107,10 @@ def test_a_kill_at_each_fault_point_then_a_cleared_run_equals_the_truth(store, p
                           text=True, timeout=120)
     assert done.returncode == -signal.SIGKILL, f"not killed at {point}: rc {done.returncode}\n{done.stderr[-3000:]}"
 
-    topology = build(*args)  # clearing txid 2's run: its coordinate, process and commit again
+    built = []
     try:
+        topology = build(*args)  # clearing txid 2's run: its coordinate, process and commit again
+        built.append(topology)
         emission = topology.coordinate("run__1")
         assert isinstance(emission, Emission) and emission.tx.txid == 2, emission
         topology.process(emission, "run__1")
@@ -117,6 +119,8 @@ def test_a_kill_at_each_fault_point_then_a_cleared_run_equals_the_truth(store, p
         assert topology.coordinator.status().topology.committed_txid == 3
         assert counted(topology) == {"t": TRUTH, "o": TRUTH}
     finally:  # ZooKeeper takes 60 connections from one address: a test leaves none open
-        topology.coordinator.store.client.stop()
-        topology.coordinator.store.client.close()
-        topology.client.close()
+        for made in built:
+            made.coordinator.store.client.stop()
+            made.coordinator.store.client.close()
+            made.client.close()
+            made.coordinator.spout.client.close()

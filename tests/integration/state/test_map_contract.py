@@ -8,6 +8,7 @@ import random
 import psycopg
 import pytest
 from support.examples import example_module
+from support.maps import add_all, stored
 from support.postgres import close_sessions, postgres_url
 
 from txdag.airflow.stores import PostgresStore
@@ -54,14 +55,6 @@ def backing(request, redis_client, prefix, tmp_path):
         yield example_module("sqlite_store").SqliteStore(str(tmp_path / "states.db")).backing_map(prefix, "words", 1)
 
 
-def add_all(state, txid, counts):
-    state.begin_commit(txid)
-    keys = [(word,) for word in counts]
-    result = state.multi_update(keys, [combine_sum(n) for n in counts.values()])
-    state.commit(txid)
-    return result
-
-
 def get(state, key):
     return state.multi_get([(key,)])[0]
 
@@ -88,6 +81,8 @@ def test_replays_never_double_count(backing, kind):
     keys = [(w,) for w in sorted(truth)]
     assert dict(zip(sorted(truth), state.multi_get(keys))) == truth
     state.commit(30)
+    held = [v.value if kind is TransactionalMap else v.curr for v in stored(backing, keys)]
+    assert dict(zip(sorted(truth), held)) == truth
 
 
 def test_transactional_map_golden_scenario(backing):
@@ -95,7 +90,7 @@ def test_transactional_map_golden_scenario(backing):
     assert add_all(state, 1, {"a": 1}) == [1]
     assert add_all(state, 1, {"a": 1}) == [1]
     assert add_all(state, 2, {"a": 3, "b": 1}) == [4, 1]
-    assert backing.multi_get([("a",), ("b",), ("c",)]) == [TransactionalValue(2, 4), TransactionalValue(2, 1), None]
+    assert stored(backing, [("a",), ("b",), ("c",)]) == [TransactionalValue(2, 4), TransactionalValue(2, 1), None]
 
 
 def test_opaque_map_golden_scenario(backing):
@@ -103,7 +98,7 @@ def test_opaque_map_golden_scenario(backing):
     add_all(state, 1, {"a": 5})
     add_all(state, 2, {"a": 1})
     add_all(state, 2, {"a": 2})
-    assert backing.multi_get([("a",)]) == [OpaqueValue(2, 7, 5)]
+    assert stored(backing, [("a",)]) == [OpaqueValue(2, 7, 5)]
 
 
 def test_non_transactional_map_keeps_plain_values_and_counts_a_replay_twice(backing):
@@ -113,7 +108,7 @@ def test_non_transactional_map_keeps_plain_values_and_counts_a_replay_twice(back
     state.multi_put([("b",)], [{"nested": [1, "x"]}])
     state.commit(1)
     add_all(state, 1, {"a": 5})  # seed 004: a non-transactional state has no txid to skip a replay by
-    assert backing.multi_get([("a",), ("b",)]) == [10, {"nested": [1, "x"]}]
+    assert stored(backing, [("a",), ("b",)]) == [10, {"nested": [1, "x"]}]
 
 
 def test_storm_opaque_map_scenario(backing):
@@ -123,6 +118,7 @@ def test_storm_opaque_map_scenario(backing):
     assert add(state, "a", 1) == 1  # intra-batch reads see this batch's earlier updates
     assert get(state, "a") == 1
     assert add(state, "a", 2) == 3
+    assert get(state, "a") == 3
     state.commit(1)
     state.begin_commit(1)  # a replay of txid 1 with a different batch starts from the value before 1
     assert get(state, "a") is None
@@ -133,24 +129,27 @@ def test_storm_opaque_map_scenario(backing):
     assert add(state, "a", 3) == 5
     assert add(state, "a", 1) == 6
     state.commit(2)
-    assert backing.multi_get([("a",)]) == [OpaqueValue(2, 6, 2)]
+    assert stored(backing, [("a",)]) == [OpaqueValue(2, 6, 2)]
 
 
 def test_storm_transactional_map_scenario(backing):
     state = TransactionalMap(backing)
     state.begin_commit(1)
+    assert get(state, "a") is None
     assert add(state, "a", 1) == 1
     assert add(state, "a", 2) == 3
     state.commit(1)
     state.begin_commit(1)  # a replay of txid 1: the same batch is already in the value
     assert get(state, "a") == 3
     assert add(state, "a", 1) == 3
+    assert add(state, "a", 2) == 3
     state.commit(1)
     state.begin_commit(2)
+    assert get(state, "a") == 3
     assert add(state, "a", 3) == 6
     assert add(state, "a", 1) == 7
     state.commit(2)
-    assert backing.multi_get([("a",)]) == [TransactionalValue(2, 7)]
+    assert stored(backing, [("a",)]) == [TransactionalValue(2, 7)]
 
 
 def test_seed_004_transactional_example(backing):
@@ -164,7 +163,7 @@ def test_seed_004_transactional_example(backing):
     state.begin_commit(3)
     state.multi_update([("man",), ("dog",)], [combine_sum(2), combine_sum(1)])
     state.commit(3)
-    assert backing.multi_get([("man",), ("dog",), ("apple",)]) == [
+    assert stored(backing, [("man",), ("dog",), ("apple",)]) == [
         TransactionalValue(3, 5), TransactionalValue(3, 4), TransactionalValue(2, 10)]
 
 
@@ -174,11 +173,11 @@ def test_seed_004_opaque_example(backing):
     state = OpaqueMap(backing)
     for txid, amount in ((1, 1), (2, 3)):
         add_all(state, txid, {"w": amount})
-    assert backing.multi_get([("w",)]) == [OpaqueValue(2, 4, 1)]
+    assert stored(backing, [("w",)]) == [OpaqueValue(2, 4, 1)]
     add_all(state, 3, {"w": 2})
-    assert backing.multi_get([("w",)]) == [OpaqueValue(3, 6, 4)]
+    assert stored(backing, [("w",)]) == [OpaqueValue(3, 6, 4)]
     add_all(state, 3, {"w": 3})
-    assert backing.multi_get([("w",)]) == [OpaqueValue(3, 7, 4)]
+    assert stored(backing, [("w",)]) == [OpaqueValue(3, 7, 4)]
 
 
 @pytest.mark.parametrize("kind", [TransactionalMap, OpaqueMap])

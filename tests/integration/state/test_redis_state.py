@@ -4,7 +4,7 @@ import json
 
 import pytest
 import redis
-from test_map_contract import add_all
+from support.maps import add_all
 
 from txdag.errors import ConfigError, FormatVersionError, ServiceUnavailable, TxidOrderError
 from txdag.state import (
