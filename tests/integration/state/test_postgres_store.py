@@ -241,6 +241,11 @@ def test_a_table_that_is_not_txdags_or_is_newer_is_refused_by_name(postgres_conn
     with pytest.raises(FormatVersionError, match=rf"{prefix}__newer is of format 9, written by a newer txdag"):
         _fresh(store, prefix, "newer", 1)
     _fresh(store, prefix, "pairs", 2)
+    options = f"SELECT reloptions FROM pg_class WHERE oid = '\"{schema}\".\"{prefix}__pairs\"'::regclass"
+    assert reader.execute(options).fetchone()[0] == ["fillfactor=50"]  # room in each page for a txid's updates
+    reader.execute(f'ALTER TABLE "{schema}"."{prefix}__pairs" SET (fillfactor = 90)')  # the user's choice stays
+    _fresh(store, prefix, "pairs", 2)
+    assert reader.execute(options).fetchone()[0] == ["fillfactor=90"]
     with pytest.raises(ConfigError, match=r"has 2 key column\(s\), and the state has 1 key field"):
         _fresh(store, prefix, "pairs", 1)
     _fresh(store, "a-b", "c", 1)  # the table a_b__c, whose comment names topology a-b
@@ -557,12 +562,20 @@ def test_a_value_without_a_json_form_names_topology_txid_table_and_key(postgres_
     assert backing.multi_get([("a",)]) == [None]
 
 
+@pytest.mark.parametrize("path", ["straight", "summed by key"])
 @pytest.mark.parametrize("kind", ["transactional", "opaque", "non_transactional"])
-def test_sums_added_in_sql_are_what_the_map_state_makes_of_them(postgres_conn, schema, prefix, kind):
+def test_sums_added_in_sql_are_what_the_map_state_makes_of_them(postgres_conn, schema, prefix, kind, path,
+                                                                monkeypatch):
+    """Both ways add_sums takes: a document of str/int keys straight into the state, and float keys (``0.0`` is the
+    key ``0`` in jsonb and in Python) in several documents, summed by key in a temporary table first."""
     import random
 
     from txdag.errors import TxidOrderError
+    from txdag.state import postgres
     from txdag.state.values import committed_value
+
+    if path == "summed by key":
+        monkeypatch.setattr(postgres, "SUMS_CHUNK", 7)
 
     store = PostgresStore(postgres_conn, schema=schema)
     in_sql, in_python = store.backing_map(prefix, "in_sql", 2), store.backing_map(prefix, "in_python", 2)
@@ -581,9 +594,8 @@ def test_sums_added_in_sql_are_what_the_map_state_makes_of_them(postgres_conn, s
         return {key: (value, type(committed_value(value))) for key, value in backing.read_committed(None, 10**6)[1]}
 
     for txid in (1, 2, 3):  # ints and floats (quarters: exact in binary and in numeric), keys of two JSON types
-        partials = {(f"u{rng.randrange(30)}", rng.randrange(3)): rng.choice([rng.randrange(1, 9),
-                                                                            rng.randrange(1, 90) / 4])
-                    for _ in range(40)}
+        partials = {(f"u{rng.randrange(30)}", rng.randrange(3) / (2 if path == "summed by key" else 1)):
+                    rng.choice([rng.randrange(1, 9), rng.randrange(1, 90) / 4]) for _ in range(40)}
         with shared_transactions([in_sql, in_python], txid):
             assert add(txid, partials) == len(partials)
     assert len(stored(in_sql)) > 30 and stored(in_sql) == stored(in_python)
@@ -604,22 +616,30 @@ def test_sums_added_in_sql_are_what_the_map_state_makes_of_them(postgres_conn, s
         assert in_sql.add_sums(4, kind, [((7, "x"), 1), ((7.0, "x"), 2)]) == 1
         in_sql.commit(4)
         assert committed_value(in_sql.multi_get([(7, "x")])[0]) == 3
-        in_sql.begin_commit(5)
-        in_sql.multi_put([(7, "x")], [(TransactionalValue if kind == "transactional" else
-                                        lambda txid, value: OpaqueValue(txid, value, None))(5, "three")])
+        in_sql.begin_commit(5)  # a surrogate pair and its character: two strings in Python, one in JSON and jsonb
+        assert in_sql.add_sums(5, kind, [(("\ud83d\ude00", "x"), 1), (("\U0001f600", "x"), 2)]) == 1
         in_sql.commit(5)
+        assert committed_value(in_sql.multi_get([("\U0001f600", "x")])[0]) == 3
         in_sql.begin_commit(6)
+        in_sql.multi_put([(7, "x")], [(TransactionalValue if kind == "transactional" else
+                                        lambda txid, value: OpaqueValue(txid, value, None))(6, "three")])
+        in_sql.commit(6)
+        in_sql.begin_commit(7)
         with pytest.raises(ConfigError, match=r"holds \"three\" at key \(7, 'x'\), not a number"):
-            in_sql.add_sums(6, kind, [((7, "x"), 1)])
+            in_sql.add_sums(7, kind, [((7, "x"), 1)])
         in_sql.alone.rollback()
     with pytest.raises(ConfigError, match=r"the key \(nan, 'x'\) or its partial 1 has no JSON form"):
-        in_sql.begin_commit(6)
-        in_sql.add_sums(6, kind, [((float("nan"), "x"), 1)])
+        in_sql.begin_commit(7)
+        in_sql.add_sums(7, kind, [((float("nan"), "x"), 1)])
+    in_sql.alone.rollback()
+    with pytest.raises(ConfigError, match=r"the partial None of key \('u1', 0\) is not a number"):
+        in_sql.begin_commit(7)
+        in_sql.add_sums(7, kind, [(("u1", 0), None)])
     in_sql.alone.rollback()
     other = "opaque" if kind == "transactional" else "transactional"
-    in_sql.begin_commit(7)
+    in_sql.begin_commit(8)
     with pytest.raises(ConfigError, match=rf"table {prefix}__in_sql holds a {kind.replace('non_', 'plain')[:5]}"):
-        in_sql.add_sums(7, other, list(partials.items()))
+        in_sql.add_sums(8, other, list(partials.items()))
     in_sql.alone.rollback()
 
 
@@ -631,4 +651,4 @@ def test_the_store_commit_benchmark_runs_and_checks_what_each_path_wrote(redis_u
                           capture_output=True, text=True, timeout=300, cwd=root)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = [line.split() for line in done.stdout.splitlines() if line.split()[:1] == ["300"]]
-    assert [row[1] for row in rows] == ["transactional", "opaque"] and all(len(row) == 9 for row in rows)
+    assert [row[1] for row in rows] == ["transactional", "opaque"] and all(len(row) == 11 for row in rows)
