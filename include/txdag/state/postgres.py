@@ -1,14 +1,15 @@
 """A state kept in PostgreSQL: one table per state, and every state of a topology in one database written in one SQL
 transaction per txid, with the txid it holds (its commit marker) in the same transaction.
 
-A table has one ``jsonb`` column per key field (``k1`` ... ``kN``; a field keeps its JSON type, so ``5`` and
-``"5"`` are two keys), the value (``jsonb``), the txid the value includes and, for an opaque state, the value before
-it (``prev``), and the state's kind. Reads and writes are set-based: one ``SELECT ... JOIN unnest(...)`` per chunk of
-keys read, one ``INSERT ... SELECT FROM unnest(...) ON CONFLICT ... DO UPDATE`` per chunk written, never a round
-trip per key. ``txdag_commits`` holds the txid each topology's states hold; the transaction that writes a txid's
-values writes it too, so a crash leaves all of the txid or none of it, a reader never sees part of it, and a txid
-the table holds already is not written again (a non-transactional state stays exact through a replay). txdag
-creates its tables with a format version in their comment and refuses a table that is not its own or is newer.
+A table has one ``jsonb`` column per key field (``k1`` ... ``kN``, unique by their JSON text: a field keeps its JSON
+type, so ``5`` and ``"5"`` are two keys, as ``1`` and ``1.0`` are, as in a Redis state), the value (``jsonb``), the txid
+the value includes and, for an opaque state, the value before it (``prev``), and the state's kind. Reads and writes are
+set-based: one ``SELECT ... JOIN unnest(...)`` per chunk of keys read, one ``INSERT ... SELECT FROM unnest(...) ON
+CONFLICT ... DO UPDATE`` per chunk written, never a round trip per key. ``txdag_commits`` holds the txid each topology's
+states hold; the transaction that writes a txid's values writes it too, so a crash leaves all of the txid or none of it,
+a reader never sees part of it, and a txid the table holds already is not written again (a non-transactional state stays
+exact through a replay). txdag creates its tables with a format version in their comment, migrates an older one and
+refuses a table that is not its own or is newer.
 """
 
 from __future__ import annotations
@@ -56,13 +57,16 @@ REFUSALS = re.compile(r"FATAL: +(password authentication failed|(database|role) 
 PROCESS = uuid.uuid4().hex  # with the pid: this process, in the advisory locks of one_session_per_database
 LOCK_TIMEOUT = "55P03"  # lock_not_available: another session holds the topology's row past lock_timeout
 
-FORMAT = 1  # the tables' layout; a table of a higher format was written by a newer txdag
+# the tables' layouts; a table of a higher format was written by a newer txdag, one of a lower is migrated.
+# State format 2: the keys are unique by their JSON text (an index on kN::text; format 1 had a primary key on the
+# jsonb columns, whose comparisons made the commit's upsert half as fast again)
+STATE_FORMAT, COMMITS_FORMAT = 2, 1
 STATE_COMMENT = "txdag state (format {}): {}"  # the format, then topology/state: whose table it is
 COMMITS_COMMENT = "txdag commits (format {})"
 COMMITS_TABLE = "txdag_commits"
 CHUNK = 5_000  # keys per statement
 # room left in each page of a state's table: a txid rewrites most of its keys, and a row's new version that fits
-# in its page updates no index (a HOT update): 100,000 keys commit in 1.0 s instead of 1.7 s (bench/store_commit.py)
+# in its page updates no index (a HOT update): the upsert of 100,000 keys takes 0.8 s, not 1.15 s
 FILLFACTOR = 50
 SUMS_CHUNK = 200_000  # partials per JSON document (jsonb holds at most 256 MB)
 IDENTIFIER = re.compile(r"[A-Za-z0-9_]{1,63}")
@@ -262,11 +266,14 @@ class PostgresSession:
             self._db.rollback()
 
     def ensure(self, name: str, comment: str, key_fields: int | None, columns: str, *, create: bool = True,
-               storage: str = "") -> bool:
+               storage: str = "", then: Sequence[str] = (), migrations: dict[int, Sequence[str]] | None = None
+               ) -> bool:
         """Create the table ``name`` (``create``) with ``comment`` (its format, and whose it is), or check the one
         there: txdag's, the same owner, of this format or older (migrated), with ``key_fields`` key columns
-        (``storage``, the new table's parameters, is not checked: an ALTER TABLE of the user's stays). One creator at
-        a time per schema. Returns whether the table is there."""
+        (``storage``, the new table's parameters, is not checked: an ALTER TABLE of the user's stays). ``then``: the
+        statements that complete a new table (``{table}`` is its name); ``migrations``: per older format, the
+        statements that bring such a table to this one (``{pkey}``: its primary key constraint). One creator or
+        migrator at a time per schema. Returns whether the table is there."""
         if self.checked.get(name) == comment:
             return True
         if self.txid is not None:
@@ -284,12 +291,16 @@ class PostgresSession:
                     cur.execute(f"CREATE TABLE IF NOT EXISTS {self.table(name)} ({columns}) {storage}")
                     cur.execute(f"SELECT obj_description({quote_literal(self.table(name))}::regclass, 'pg_class')")
                     if cur.fetchone()[0] is None:  # created here, not by the creator that held the lock before
+                        for statement in then:
+                            cur.execute(statement.format(table=self.table(name)))
                         cur.execute(f"COMMENT ON TABLE {self.table(name)} IS {quote_literal(comment)}")
                     cur.execute(f"SELECT {quote_literal(self.table(name))}::regclass::oid, obj_description("
                                 f"{quote_literal(self.table(name))}::regclass, 'pg_class')")
                     found = cur.fetchone()
                 if found is not None:
                     self._check(name, found[1], comment, cur, found[0], key_fields)
+                if found is not None and create and found[1] != comment:  # txdag's, of an older format
+                    found = self._migrate(name, comment, key_fields, cur, migrations or {})
             except BaseException:
                 db.rollback()  # neither the lock nor the transaction stays open
                 raise
@@ -299,6 +310,34 @@ class PostgresSession:
         self.checked[name] = comment
         return True
 
+    def _migrate(self, name: str, comment: str, key_fields: int | None, cur: Any,
+                 migrations: dict[int, Sequence[str]]) -> Any:
+        """Bring txdag's table ``name`` of an older format to ``comment``'s, in the transaction that checked it, under
+        the schema's lock (one migrator) and the table's own, taken first (a reader's lock is waited for before the
+        index is built, not after); checked again there, as another txdag may have migrated it meanwhile."""
+        table = self.table(name)
+        cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"txdag:{self.schema}",))
+        cur.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
+        cur.execute(f"SELECT {quote_literal(table)}::regclass::oid, obj_description({quote_literal(table)}::regclass, "
+                    f"'pg_class')")
+        oid, found = cur.fetchone()
+        self._check(name, found, comment, cur, oid, key_fields)  # newer than this txdag: refused
+        if found == comment:
+            return oid, found
+        older = int(_FORMAT_OF.fullmatch(found).group(2))  # type: ignore[union-attr]  # _check matched it
+        if older not in migrations:
+            raise FormatVersionError(f"{self.where}: table {self.schema}.{name} is of format {older}, which this txdag "
+                                     f"does not migrate ({comment!r} expected): drop the table, or migrate it with "
+                                     f"the txdag release that wrote it")
+        cur.execute("SELECT conname FROM pg_constraint WHERE conrelid = %s AND contype = 'p'", (oid,))
+        pkey = cur.fetchone()
+        for statement in migrations[older]:
+            if "{pkey}" not in statement or pkey is not None:  # a primary key dropped by hand: nothing to drop
+                cur.execute(statement.format(table=table, pkey=quote(pkey[0]) if pkey else ""))
+        cur.execute(f"COMMENT ON TABLE {table} IS {quote_literal(comment)}")
+        log.info("%s: table %s.%s migrated from format %s: %s", self.where, self.schema, name, older, comment)
+        return oid, comment
+
     def _check(self, name: str, comment: str | None, expected: str, cur: Any, oid: int, key_fields: int | None
                ) -> None:
         where = f"{self.where}: table {self.schema}.{name}"
@@ -307,9 +346,9 @@ class PostgresSession:
         if match is None or match.group(1) != wanted.group(1):
             raise ConfigError(f"{where} exists and is not txdag's (its comment is {comment!r}, not {expected!r}); "
                               f"give the store another schema, or drop the table if it is an old copy")
-        if int(match.group(2)) > FORMAT:
+        if int(match.group(2)) > int(wanted.group(2)):
             raise FormatVersionError(f"{where} is of format {match.group(2)}, written by a newer txdag than this one "
-                                     f"(format {FORMAT}): upgrade txdag where this task runs")
+                                     f"(format {wanted.group(2)}): upgrade txdag where this task runs")
         if match.group(3) != wanted.group(3):
             raise ConfigError(f"{where} holds {match.group(3)!r}, not {wanted.group(3)!r} (their names meet in one "
                               f"table name): rename one of the two states, or give one of them a store of another "
@@ -332,13 +371,20 @@ class PostgresBackingMap:
         table = table_name(topology, state)
         self.session, self.name, self.width = session, table, max(key_fields, 1)  # a global state: one key field
         self.keys = [f"k{i + 1}" for i in range(self.width)]
-        keys = ", ".join(f"{k} jsonb NOT NULL" for k in self.keys)
-        self.exists = session.ensure(COMMITS_TABLE, COMMITS_COMMENT.format(FORMAT), None,
+        # a key is its JSON text, as a Redis state's field is: unique by kN::text (jsonb's own comparisons cost)
+        self.conflict = ", ".join(f"({k}::text)" for k in self.keys)
+        unique = f"CREATE UNIQUE INDEX ON {{table}} ({self.conflict})"
+        whole_rows = "ALTER TABLE {table} REPLICA IDENTITY FULL"  # no primary key: logical replication (CDC) still
+        # publishes the updates (a cost only where wal_level is logical)
+        self.exists = session.ensure(COMMITS_TABLE, COMMITS_COMMENT.format(COMMITS_FORMAT), None,
                                      "topology text PRIMARY KEY, txid bigint, committed_at timestamptz", create=create)
-        self.exists = session.ensure(table, STATE_COMMENT.format(FORMAT, f"{topology}/{state}"), self.width,
-                                     f"{keys}, kind text NOT NULL, value jsonb, txid bigint, prev jsonb, "
-                                     f"PRIMARY KEY ({', '.join(self.keys)})", create=create,
-                                     storage=f"WITH (fillfactor = {FILLFACTOR})") and self.exists
+        self.exists = session.ensure(table, STATE_COMMENT.format(STATE_FORMAT, f"{topology}/{state}"), self.width,
+                                     ", ".join([*(f"{k} jsonb NOT NULL" for k in self.keys), "kind text NOT NULL",
+                                                "value jsonb", "txid bigint", "prev jsonb"]),
+                                     create=create, storage=f"WITH (fillfactor = {FILLFACTOR})",
+                                     then=[unique, whole_rows], migrations={
+                                         1: [unique, "ALTER TABLE {table} DROP CONSTRAINT {pkey}", whole_rows]}
+                                     ) and self.exists
         self.table = session.table(table)
         self.alone: PostgresSession | None = None  # this state used alone: its own transactions, connection
 
@@ -378,8 +424,8 @@ class PostgresBackingMap:
         self.alone.commit(txid)
 
     def multi_get(self, keys: Sequence[Key]) -> list[Any]:
-        """One statement per chunk of keys; a row is matched to its key by its position among the keys asked
-        (jsonb's equality decides which row a key is: ``1`` and ``1.0`` are one key, as in Python)."""
+        """One statement per chunk of keys; a row is matched to its key by its position among the keys asked (a key
+        is its JSON text: ``1`` and ``1.0`` are two keys, as in a Redis state)."""
         found: list[Any] = [None] * len(keys)
         encoded = [self._key(key) for key in keys]
         arrays = ", ".join(["%s::jsonb[]"] * self.width)
@@ -389,7 +435,7 @@ class PostgresBackingMap:
             for first in range(0, len(encoded), CHUNK):
                 chunk = encoded[first:first + CHUNK]
                 cur.execute(f"SELECT q.i, t.kind, t.value::text, t.txid, t.prev::text FROM unnest({arrays}) WITH "
-                            f"ORDINALITY AS q({using}, i) JOIN {self.table} t USING ({using})",
+                            f"ORDINALITY AS q({using}, i) JOIN {self.table} t ON {self._same('q', 't')}",
                             [*map(list, zip(*chunk))])
                 for i, *stored in cur.fetchall():
                     found[first + i - 1] = _stored(*stored)
@@ -413,14 +459,14 @@ class PostgresBackingMap:
         columns = ", ".join([*self.keys, "kind", "value", "txid", "prev"])
         arrays = ", ".join(["%s::jsonb[]"] * self.width + ["%s::text[]", "%s::jsonb[]", "%s::bigint[]",
                                                              "%s::jsonb[]"])
-        keys_sql = ", ".join(self.keys)
+        texts = ", ".join(f"{k}::text" for k in self.keys)
         with tx.errors(f"writing table {self.name}"), tx.db.cursor() as cur:
             for first in range(0, len(rows), CHUNK):
                 chunk = rows[first:first + CHUNK]
-                cur.execute(f"INSERT INTO {self.table} AS t ({columns}) SELECT DISTINCT ON ({keys_sql}) {columns} "
-                            f"FROM unnest({arrays}) WITH ORDINALITY AS q({columns}, i) ORDER BY {keys_sql}, i DESC "
-                            f"ON CONFLICT ({keys_sql}) DO UPDATE SET kind = EXCLUDED.kind, value = EXCLUDED.value, "
-                            f"txid = EXCLUDED.txid, prev = EXCLUDED.prev "
+                cur.execute(f"INSERT INTO {self.table} AS t ({columns}) SELECT DISTINCT ON ({texts}) {columns} "
+                            f"FROM unnest({arrays}) WITH ORDINALITY AS q({columns}, i) ORDER BY {texts}, i DESC "
+                            f"ON CONFLICT ({self.conflict}) DO UPDATE SET kind = EXCLUDED.kind, "
+                            f"value = EXCLUDED.value, txid = EXCLUDED.txid, prev = EXCLUDED.prev "
                             f"WHERE t.txid IS NULL OR EXCLUDED.txid IS NULL OR t.txid <= EXCLUDED.txid",
                             [*map(list, zip(*chunk))])
 
@@ -429,9 +475,9 @@ class PostgresBackingMap:
         state's txid rules of ``kind`` (a transactional key that holds ``txid`` is skipped, an opaque one is recomputed
         from ``prev``, a key that holds a later txid raises TxidOrderError): one JSON document of partials per
         ``INSERT ... SELECT ... ON CONFLICT DO UPDATE`` of the state. Keys that are not all strings and integers (a
-        float: ``1`` and ``1.0`` are one key in jsonb, as in Python), a key given twice, or more partials than one
-        document holds go into a temporary table first and are summed by key. A stored value that is not a number
-        (or null) is refused by key. Returns the keys written (the rest held the txid already)."""
+        float or a bool: Python holds ``1``, ``1.0`` and ``True`` equal, their JSON texts are three keys) or a key given
+        twice go into a temporary table first and are summed by key. A stored value that is not a number (or null)
+        is refused by key. Returns the keys written (the rest held the txid already)."""
         tx = self.tx
         tx.writable(self.name)
         if tx.held or not partials:  # the database holds this txid: a replay writes nothing
@@ -457,7 +503,7 @@ class PostgresBackingMap:
                 "END", "plain": "t.value"}[stored]
         numbers = f"jsonb_typeof(coalesce({base}, 'null')) IN ('number', 'null')"
         added = f"to_jsonb(coalesce(({base} #>> '{{}}')::numeric, 0) + (EXCLUDED.value #>> '{{}}')::numeric)"
-        upsert = (f"ON CONFLICT ({keys_sql}) DO UPDATE SET value = {added}, txid = EXCLUDED.txid, "
+        upsert = (f"ON CONFLICT ({self.conflict}) DO UPDATE SET value = {added}, txid = EXCLUDED.txid, "
                   f"prev = {base if stored == 'opaque' else 'NULL'} WHERE t.kind = EXCLUDED.kind AND {numbers} AND "
                   + ("t.txid < EXCLUDED.txid" if stored == "transactional" else
                      "(t.txid IS NULL OR t.txid <= EXCLUDED.txid)"))
@@ -472,10 +518,10 @@ class PostgresBackingMap:
                 cur.execute(f"INSERT INTO {temp} SELECT {fields}, (r->>{self.width})::numeric "
                             f"FROM jsonb_array_elements(%s::jsonb) r", (document,))
 
-        # one document of keys of integers and strings (no lone surrogate: JSON joins a pair of them into one
-        # character) that Python holds distinct, jsonb holds distinct too: it goes straight into the state; other
-        # keys (a float may equal an integer in jsonb and not in Python) are summed by key in SQL first
-        distinct = len(documents) == 1 and len({key for key, _ in partials}) == len(partials) and all(
+        # keys of integers and strings (no surrogate: JSON joins a pair of them into one character) that Python holds
+        # distinct have distinct JSON texts: each document goes straight into the state (no key is in two); other
+        # keys are summed by their JSON text in SQL first
+        distinct = len({key for key, _ in partials}) == len(partials) and all(
             type(f) is int or (type(f) is str and (f.isascii() or not SURROGATE.search(f)))
             for key, _ in partials for f in key)
         with tx.errors(f"adding the partials of table {self.name}"), tx.db.cursor() as cur:
@@ -488,14 +534,17 @@ class PostgresBackingMap:
                     written += cur.rowcount
             else:
                 fill(cur)
-                cur.execute(f"INSERT INTO {self.table} AS t ({keys_sql}, kind, value, txid, prev) SELECT {keys_sql}, "
-                            f"%s, to_jsonb(sum(delta)), %s, %s::jsonb FROM {temp} GROUP BY {keys_sql} {upsert}", row)
+                texts = ", ".join(f"{k}::text" for k in self.keys)
+                cur.execute(f"INSERT INTO {self.table} AS t ({keys_sql}, kind, value, txid, prev) SELECT "
+                            f"{', '.join(f'{k}::text::jsonb' for k in self.keys)}, %s, to_jsonb(sum(delta)), %s, "
+                            f"%s::jsonb FROM {temp} GROUP BY {texts} {upsert}", row)
                 written = cur.rowcount
             if written < len(partials):  # keys left as they were: held at txid, or not this state's to add to
                 if distinct:
                     fill(cur)
                 cur.execute(f"SELECT {', '.join(f't.{k}::text' for k in self.keys)}, t.kind, t.txid, t.value::text "
-                            f"FROM {temp} q JOIN {self.table} t USING ({keys_sql}) WHERE t.kind <> %s OR t.txid > %s "
+                            f"FROM {temp} q JOIN {self.table} t ON {self._same('q', 't')} WHERE t.kind <> %s OR "
+                            f"t.txid > %s "
                             f"OR NOT {numbers.replace('EXCLUDED.txid', str(int(txid)))} LIMIT 1", (stored, txid))
                 clash = cur.fetchone()
                 if clash is not None:
@@ -540,6 +589,10 @@ class PostgresBackingMap:
                 found = list(zip(keys, self.multi_get(keys)))  # the same transaction: the same snapshot
             db.rollback()
         return (None if row is None else row[0]), found, total
+
+    def _same(self, a: str, b: str) -> str:
+        """Rows of ``a`` and ``b`` of one key: the same JSON text in each key column (the unique index's terms)."""
+        return " AND ".join(f"{a}.{k}::text = {b}.{k}::text" for k in self.keys)
 
     def _key(self, key: Key) -> tuple[str, ...]:
         if len(key) != self.width:

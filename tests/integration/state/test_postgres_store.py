@@ -29,6 +29,7 @@ from txdag.protocol.local import LocalTopology
 from txdag.spouts.tweets import TweetsTransactionalSpout, append_tweets
 from txdag.state import NonTransactionalMap, OpaqueMap, OpaqueValue, TransactionalMap, TransactionalValue
 from txdag.state.base import combine_sum, shared_transactions
+from txdag.state.postgres import PostgresBackingMap, PostgresSession
 from txdag.topology.definition import State
 from txdag.txid.coordinator import Coordinator, Emission
 from txdag.zk.client import connect_zk
@@ -243,6 +244,7 @@ def test_a_table_that_is_not_txdags_or_is_newer_is_refused_by_name(postgres_conn
     _fresh(store, prefix, "pairs", 2)
     options = f"SELECT reloptions FROM pg_class WHERE oid = '\"{schema}\".\"{prefix}__pairs\"'::regclass"
     assert reader.execute(options).fetchone()[0] == ["fillfactor=50"]  # room in each page for a txid's updates
+    assert reader.execute(options.replace("reloptions", "relreplident")).fetchone()[0] == "f"  # no primary key
     reader.execute(f'ALTER TABLE "{schema}"."{prefix}__pairs" SET (fillfactor = 90)')  # the user's choice stays
     _fresh(store, prefix, "pairs", 2)
     assert reader.execute(options).fetchone()[0] == ["fillfactor=90"]
@@ -255,6 +257,42 @@ def test_a_table_that_is_not_txdags_or_is_newer_is_refused_by_name(postgres_conn
     with pytest.raises(ConfigError, match=rf"holds '{prefix}/Words', not '{prefix}/words' \(their names meet in one "
                                           r"table name\): rename one of the two states"):
         store.backing_map(prefix, "words", 1)
+
+
+def test_a_table_of_format_1_is_migrated_and_keeps_its_values(postgres_conn, schema, reader, prefix):
+    """Format 1 (txdag before this one) had a primary key on the jsonb key columns; format 2 a unique index on their
+    JSON text. The first writer migrates the table (a reader reads it as it is) and the values go on from it."""
+    table = f'"{schema}"."{prefix}__old"'
+    reader.execute(f'CREATE SCHEMA "{schema}"')
+    reader.execute(f"CREATE TABLE {table} (k1 jsonb NOT NULL, k2 jsonb NOT NULL, kind text NOT NULL, value jsonb, "
+                   f"txid bigint, prev jsonb, PRIMARY KEY (k1, k2))")
+    reader.execute(f"COMMENT ON TABLE {table} IS 'txdag state (format 1): {prefix}/old'")
+    reader.execute(f"""INSERT INTO {table} VALUES ('"a"', '1', 'opaque', '5', 3, '2'), ('"b"', '1.5', 'opaque',
+                   '7', 3, NULL)""")
+    store = PostgresStore(postgres_conn, schema=schema)
+    as_read = PostgresBackingMap(PostgresSession(lambda: psycopg.connect(postgres_url()), prefix, schema, "a reader"),
+                                 prefix, "old", 2, create=False)  # as txdag state get reads it
+    assert as_read.multi_get([("a", 1)]) == [OpaqueValue(3, 5, 2)]
+    as_read.session.close()
+    assert reader.execute(f"SELECT obj_description('{table}'::regclass, 'pg_class')").fetchone()[0] == \
+        f"txdag state (format 1): {prefix}/old"  # a reader migrates nothing
+    backing = _fresh(store, prefix, "old", 2)
+    assert reader.execute(f"SELECT obj_description('{table}'::regclass, 'pg_class')").fetchone()[0] == \
+        f"txdag state (format 2): {prefix}/old"
+    assert reader.execute(f"SELECT count(*) FROM pg_constraint WHERE conrelid = '{table}'::regclass AND "
+                          f"contype = 'p'").fetchone()[0] == 0
+    assert reader.execute("SELECT indexdef FROM pg_indexes WHERE schemaname = %s AND tablename = %s",
+                          (schema, f"{prefix}__old")).fetchone()[0].endswith("((k1)::text), ((k2)::text))")
+    assert reader.execute(f"SELECT relreplident FROM pg_class WHERE oid = '{table}'::regclass").fetchone()[0] == "f"
+    with shared_transactions([backing], 4):
+        OpaqueMap(backing).begin_commit(4)
+        assert backing.add_sums(4, "opaque", [(("a", 1), 10), (("b", 1.5), 1), (("c", 1), 1)]) == 3
+    assert backing.multi_get([("a", 1), ("b", 1.5), ("c", 1)]) == [OpaqueValue(4, 15, 5), OpaqueValue(4, 8, 7),
+                                                                    OpaqueValue(4, 1, None)]
+    _fresh(store, prefix, "old", 2)  # once: format 2 now
+    reader.execute(f"COMMENT ON TABLE {table} IS 'txdag state (format 0): {prefix}/old'")  # no migration from it
+    with pytest.raises(FormatVersionError, match=rf"{prefix}__old is of format 0, which this txdag does not migrate"):
+        _fresh(store, prefix, "old", 2)
 
 
 def _fresh(store: PostgresStore, topology: str, state: str, key_fields: int):
@@ -465,7 +503,8 @@ def test_keys_of_every_json_type_are_found_again(postgres_conn, schema, prefix):
             state.begin_commit(txid)
             state.multi_update(keys, [combine_sum(txid)] * len(keys))
             state.commit(txid)
-    assert backing.multi_get(keys + [(1.0, "a")]) == [OpaqueValue(2, 3, 1)] * (len(keys) + 1)  # 1.0 is the key 1
+    # a key is its JSON text, as a Redis state's field: 1.0 is not the key 1, nor "1"
+    assert backing.multi_get(keys + [(1.0, "a")]) == [OpaqueValue(2, 3, 1)] * len(keys) + [None]
     assert len(backing.read_committed(None, largest=100)[1]) == len(keys)
 
 
@@ -566,16 +605,15 @@ def test_a_value_without_a_json_form_names_topology_txid_table_and_key(postgres_
 @pytest.mark.parametrize("kind", ["transactional", "opaque", "non_transactional"])
 def test_sums_added_in_sql_are_what_the_map_state_makes_of_them(postgres_conn, schema, prefix, kind, path,
                                                                 monkeypatch):
-    """Both ways add_sums takes: a document of str/int keys straight into the state, and float keys (``0.0`` is the
-    key ``0`` in jsonb and in Python) in several documents, summed by key in a temporary table first."""
+    """Both ways add_sums takes, each over several documents: str/int keys straight into the state, and float keys
+    (``0.0`` is the key ``0`` in Python, another in JSON) summed by their JSON text in a temporary table first."""
     import random
 
     from txdag.errors import TxidOrderError
     from txdag.state import postgres
     from txdag.state.values import committed_value
 
-    if path == "summed by key":
-        monkeypatch.setattr(postgres, "SUMS_CHUNK", 7)
+    monkeypatch.setattr(postgres, "SUMS_CHUNK", 7)
 
     store = PostgresStore(postgres_conn, schema=schema)
     in_sql, in_python = store.backing_map(prefix, "in_sql", 2), store.backing_map(prefix, "in_python", 2)
@@ -611,11 +649,11 @@ def test_sums_added_in_sql_are_what_the_map_state_makes_of_them(postgres_conn, s
         with pytest.raises(TxidOrderError, match=r"txid 2 is behind the stored txid 3 at key \('u"):
             in_sql.add_sums(2, kind, list(partials.items()))
         in_sql.alone.rollback()
-    if kind != "non_transactional":  # keys jsonb holds equal are one key: their partials are added together
+    if kind != "non_transactional":  # keys Python holds equal and JSON does not: two keys, as in Redis
         in_sql.begin_commit(4)
-        assert in_sql.add_sums(4, kind, [((7, "x"), 1), ((7.0, "x"), 2)]) == 1
+        assert in_sql.add_sums(4, kind, [((7, "x"), 1), ((7.0, "x"), 2)]) == 2
         in_sql.commit(4)
-        assert committed_value(in_sql.multi_get([(7, "x")])[0]) == 3
+        assert [committed_value(v) for v in in_sql.multi_get([(7, "x"), (7.0, "x")])] == [1, 2]
         in_sql.begin_commit(5)  # a surrogate pair and its character: two strings in Python, one in JSON and jsonb
         assert in_sql.add_sums(5, kind, [(("\ud83d\ude00", "x"), 1), (("\U0001f600", "x"), 2)]) == 1
         in_sql.commit(5)
