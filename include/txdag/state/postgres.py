@@ -485,10 +485,10 @@ class PostgresBackingMap:
         wrong = next((key for key, _ in partials if len(key) != self.width), None)
         if wrong is not None:
             self._key(wrong)  # raises, naming it
-        bad = next(((key, delta) for key, delta in partials if type(delta) not in (int, float)), None)
-        if bad is not None:
-            raise ConfigError(f"{tx.said()}: table {self.name}: the partial {bad[1]!r} of key {bad[0]!r} is not a "
-                              f"number: add_sums adds the numbers of a Count or a Sum")
+        not_number = next(((key, delta) for key, delta in partials if type(delta) not in (int, float)), None)
+        if not_number is not None:
+            raise ConfigError(f"{tx.said()}: table {self.name}: the partial {not_number[1]!r} of key "
+                              f"{not_number[0]!r} is not a number: add_sums adds the numbers of a Count or a Sum")
         try:  # JSON documents, encoded and parsed in C
             documents = [json.dumps([[*key, delta] for key, delta in partials[first:first + SUMS_CHUNK]],
                                     allow_nan=False) for first in range(0, len(partials), SUMS_CHUNK)]
