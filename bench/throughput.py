@@ -5,6 +5,7 @@
     .venv/bin/python bench/throughput.py --tweets 200000 --batch 10000 --only P1,P3 --out /tmp/b
     .venv/bin/python bench/throughput.py --only P1,P4 --cluster --flush   # P1 cold and P4 on the cluster too
     .venv/bin/python bench/throughput.py --only P1 --kafka    # P1 over a Kafka topic too, beside the Redis source
+    .venv/bin/python bench/throughput.py --only P1 --pg-states   # P1 with the states in PostgreSQL too
 
 P1  drain N generated tweets (seed 000's layout) through copies of the tweets_analytics topology on a real Airflow
     (scheduler, LocalExecutor, PostgreSQL) with warm Spark (Spark Connect), checked exactly against the ground
@@ -14,6 +15,9 @@ P1  drain N generated tweets (seed 000's layout) through copies of the tweets_an
     broker of scripts/kafka.sh), drained by a copy whose source is a transactional KafkaSource taking
     batch // partitions records of each partition per txid, and read by the same peer through Spark's own Kafka
     source (maxOffsetsPerTrigger = the batch), both checked; the ratios Kafka / Redis and Kafka / peer over Kafka.
+    --pg-states: the same tweets also drained by a copy whose three states are PostgreSQL tables (PostgresStore,
+    a database and role of their own on the stack's PostgreSQL, made fresh and dropped at the end), checked by key
+    tuple against the ground truth; the ratio PostgreSQL states / Redis states.
 P2  trigger -> committed latency of 1-tweet txids: median, min, max, split into scheduler wait and the three tasks.
 P3  commit keys/s for 100k distinct keys (bench/commit_throughput.py) beside redis-benchmark, same Redis.
 P4  tweets/s with max_active_transactions 1, 2 and 4 on one backlog size.
@@ -56,6 +60,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--kafka", action="store_true", help="also P1 over a Kafka topic (KafkaSource) and the peer "
                    "over it (Spark's Kafka source), beside the Redis source")
     p.add_argument("--kafka-partitions", type=int, default=4, help="partitions of --kafka's topic (default 4)")
+    p.add_argument("--pg-states", action="store_true", help="also P1 with the topology's states in PostgreSQL "
+                   "(PostgresStore), beside the states in Redis")
     p.add_argument("--cluster", action="store_true", help="after the single node's phases, P1 (cold, on "
                    "--cold-tweets; implies --cold) and P4 on the loopback cluster of scripts/cluster.sh (its "
                    "TXDAG_CLUSTER_*_PORT ports; its Airflow must not be running), beside the single node's figures")
@@ -86,8 +92,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = set(args.phases) - set(PHASES)
     if unknown:
         p.error(f"unknown phase(s) {sorted(unknown)} in --only; use {','.join(PHASES)}")
-    if args.kafka and "P1" not in args.phases:
-        p.error("--kafka adds to P1: --only must name it")
+    for flag in ("kafka", "pg_states"):
+        if getattr(args, flag) and "P1" not in args.phases:
+            p.error(f"--{flag.replace('_', '-')} adds to P1: --only must name it")
     if args.kafka and not 1 <= args.kafka_partitions <= args.batch:
         p.error(f"--kafka-partitions must be between 1 and the batch ({args.batch:,})")
     if args.cluster and not {"P1", "P4"} & set(args.phases):
@@ -126,6 +133,8 @@ def settings(args: argparse.Namespace, roles: dict) -> dict:
             "airflow": "scripts/airflow.sh: LocalExecutor, parallelism 8, PostgreSQL",
             "airflow_env": args.airflow_env, "phases": args.phases,
             **({"kafka": kafka_settings(roles["p1_kafka"])} if "p1_kafka" in roles else {}),
+            **({"pg_states": "PostgresStore (schema bench) in a database of their own on scripts/postgres.sh's "
+                "PostgreSQL, beside Airflow's metadata database"} if "p1_pg" in roles else {}),
             **({"cluster": "scripts/cluster.sh: P1 cold and P4, spark-submit"} if args.cluster else {})}
 
 

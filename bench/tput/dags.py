@@ -5,7 +5,9 @@ Each copy keeps the shipped job file, states and marker key, reads and writes a 
 Airflow connection), and has no schedule: only the benchmark's triggers start runs. All copies are in one DAG
 file, so the DAG processor parses one file, not one per copy. The copy over Kafka (P1 --kafka) reads the run's
 topic instead, through a transactional KafkaSource (connection kafka_default) taking ``batch // partitions`` records
-of each partition per txid, and keeps its states and marker under ``kafka:`` in P1's database.
+of each partition per txid, and keeps its states and marker under ``kafka:`` in P1's database. The copy with its
+states in PostgreSQL (P1 --pg-states) reads its tweets under ``pg:`` in P1's database and keeps its three states as
+tables of a database of their own (``PostgresStore``, connection bench_pg, schema bench), one column per key field.
 
 The copies for the loopback cluster of scripts/cluster.sh (``--cluster``) are copies of dags_cluster/'s instead:
 its connections (the sources on the single Redis, the states on the Redis Cluster, spark-submit to the standalone
@@ -21,9 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from tput.services import REPO
+from txdag.airflow.stores import PostgresStore
 from txdag.analytics.tweets import MARKER_KEY
 
 SHIPPED = "tweets_analytics"
+PG_CONN_ID = "bench_pg"  # the connection of the states' database (--pg-states)
 CLUSTER_SPARK_CONF = "TXDAG_CLUSTER_SPARK_CONF"  # what scripts/cluster.sh gives its Airflow: `txdag pyfiles`' conf
 
 
@@ -41,6 +45,13 @@ class Variant:
     key_prefix: str = ""  # its keys' prefix in a database it shares (not on the cluster)
     kafka_topic: str = ""  # a copy over Kafka: its topic, of ``partitions`` partitions
     partitions: int = 0
+    pg_schema: str = ""  # a copy with its states in PostgreSQL (PG_CONN_ID): their schema
+
+    @property
+    def pg_tables(self) -> dict[str, tuple[str, int]]:
+        """Each state's table and key fields, by state name (a copy with its states in PostgreSQL)."""
+        return {s.name: (f'"{self.pg_schema}"."{self.topology_id}__{s.name}"', s.key_fields)
+                for s in shipped().states}
 
     @property
     def conn_id(self) -> str:
@@ -72,9 +83,10 @@ def _shipped_in(folder: str) -> Any:
 
 
 def variants(batch: int, mat: int, poke: float | None, db_base: int,
-             kafka: tuple[str, int] | None = None) -> dict[str, Variant]:
+             kafka: tuple[str, int] | None = None, pg_states: bool = False) -> dict[str, Variant]:
     """Every copy the benchmark may use, by role: p1 warm/cold, p2 warm/cold, p4 with 1, 2 and 4 in flight, profile;
-    with ``kafka`` (topic, partitions) p1 over that topic too (txids of ``batch // partitions`` per partition)."""
+    with ``kafka`` (topic, partitions) p1 over that topic too (txids of ``batch // partitions`` per partition); with
+    ``pg_states`` p1 with its states in PostgreSQL too."""
     poke = shipped().commit_poke_interval if poke is None else poke
     warm = Variant("bench_p1_warm", db_base, batch, mat, "connect", poke)
     roles = {
@@ -90,6 +102,8 @@ def variants(batch: int, mat: int, poke: float | None, db_base: int,
         topic, partitions = kafka
         roles["p1_kafka"] = replace(warm, topology_id="bench_p1_kafka", batch=batch // partitions * partitions,
                                     key_prefix="kafka:", kafka_topic=topic, partitions=partitions)
+    if pg_states:
+        roles["p1_pg"] = replace(warm, topology_id="bench_p1_pg", key_prefix="pg:", pg_schema="bench")
     return roles
 
 
@@ -110,7 +124,11 @@ def render(chosen: list[Variant]) -> str:
     blocks = []
     for v in chosen:
         t = shipped(v.cluster)
-        states = [replace(s, namespace=v.prefix + s.redis_key) if v.prefix else s for s in t.states]
+        if v.pg_schema:  # a table has a column per key field: no separator
+            store = PostgresStore(PG_CONN_ID, schema=v.pg_schema)
+            states = [replace(s, namespace=None, separator=None, store=store) for s in t.states]
+        else:
+            states = [replace(s, namespace=v.prefix + s.redis_key) if v.prefix else s for s in t.states]
         listed = "".join(f"\n        {s!r}," for s in states) + "\n    "
         if v.cluster:  # dags_cluster/'s connections, and Spark settings of the environment cluster.sh gives Airflow
             source_conn, states_conn = t.source.redis_conn_id, t.redis_conn_id
@@ -150,6 +168,7 @@ def render(chosen: list[Variant]) -> str:
         head += "import json\nimport os\n\n"
     head += ("from txdag import TransactionalTopology\n"
              "from txdag.airflow import render\n"
+             + ("from txdag.airflow.stores import PostgresStore\n" if any(v.pg_schema for v in chosen) else "")
              + ("from txdag.spouts.kafka import KafkaSource\n" if any(v.kafka_topic for v in chosen) else "")
              + "from txdag.topology.definition import State, TweetsSource\n")
     if cluster:

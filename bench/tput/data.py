@@ -1,10 +1,12 @@
 """The backlog and its ground truth: generated tweets (txdag.spouts.samples) in seed 000's layout, the exact counts
-(txdag.analytics.tweets, the reference), and the check that a run's committed counts equal them exactly."""
+(txdag.analytics.tweets, the reference), and the check that a run's committed counts equal them exactly: in Redis
+hashes (fields as the topology joins them), or in PostgreSQL tables (key tuples)."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import redis
 
@@ -30,6 +32,10 @@ class Backlog:
         if n not in self._truth:
             self._truth[n] = expected_counts(self.tweets[:n])
         return self._truth[n]
+
+    def partials(self, n: int) -> dict[str, Counter]:
+        """Per state, key tuple -> count: the ground truth as tables with a column per key field hold it."""
+        return tweet_partials(self.tweets[:n])
 
 
 def expected_counts(tweets: Sequence[str]) -> Expected:
@@ -65,17 +71,36 @@ def committed_counts(client: redis.Redis, prefix: str = "") -> Expected:
 
 def check_exact(client: redis.Redis, expected: Expected, who: str, prefix: str = "") -> None:
     """Raises with the first differences unless every state's hash equals the ground truth exactly."""
-    got = committed_counts(client, prefix)
+    compare(committed_counts(client, prefix), expected, who, where(client), prefix)
+
+
+def table_counts(conninfo: str, tables: Mapping[str, tuple[str, int]]) -> dict[str, dict[tuple, int]]:
+    """The counts as PostgreSQL tables hold them (``tables``: state -> its table and key fields), by key tuple, read
+    in one snapshot."""
+    import psycopg
+
+    out = {}
+    with psycopg.connect(conninfo) as conn:
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        for state, (table, key_fields) in tables.items():
+            keys = "".join(f"k{i} #>> '{{}}', " for i in range(1, key_fields + 1))
+            rows = conn.execute(f"SELECT {keys}value FROM {table}").fetchall()
+            out[state] = {tuple(row[:-1]): int(row[-1]) for row in rows}
+    return out
+
+
+def compare(got: Mapping[str, Mapping[Any, int]], expected: Mapping[str, Mapping[Any, int]], who: str, place: str,
+            prefix: str = "") -> None:
+    """Raises CountMismatch with the first differences unless every state holds the ground truth exactly."""
     problems = []
     for state in STATES:
         want, have = expected[state], got[state]
-        wrong = sorted(k for k in want.keys() | have.keys() if want.get(k) != have.get(k))
+        wrong = sorted((k for k in want.keys() | have.keys() if want.get(k) != have.get(k)), key=repr)
         if wrong:
             sample = ", ".join(f"{k}: expected {want.get(k)}, got {have.get(k)}" for k in wrong[:5])
             problems.append(f"{prefix}{state}: {len(wrong)} of {len(want)} keys differ ({sample})")
     if problems:
-        raise CountMismatch(f"{who}: the committed counts in {where(client)} are NOT the ground truth: "
-                            + "; ".join(problems))
+        raise CountMismatch(f"{who}: the committed counts in {place} are NOT the ground truth: " + "; ".join(problems))
 
 
 class CountMismatch(RuntimeError):

@@ -1,5 +1,5 @@
 """The measurements, one method each: P1 (drain beside the baseline and the Spark peer; with --kafka, the same over
-a Kafka topic beside them), P2 (1-tweet latency),
+a Kafka topic beside them; with --pg-states, the states in PostgreSQL beside Redis), P2 (1-tweet latency),
 P3 (commit keys/s beside redis-benchmark), P4 (max_active_transactions 1, 2, 4), and a py-spy profile."""
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ class Bench:
         self.api: AirflowAPI | None = None
         self.p2_tweets = sample_tweets(args.latency_samples * 2 + 1, seed=2)  # warm-up + warm + cold samples
         self.p2_used: dict[str, int] = {}
+        self.pg_connection: dict | None = None  # --pg-states: the states' database, as an Airflow connection
+        self.pg_url = ""  # and as a libpq URL
 
     # --- helpers ---------------------------------------------------------------------------------------------
 
@@ -95,7 +97,12 @@ class Bench:
               f"{v.mat} in flight, {v.mode} mode)", flush=True)
         with self.states(v) as client:
             d = drain.drain(self.airflow(), client, v, tweets, self.args.timeout, CpuMeter(self.cpu_roots()))
-            data.check_exact(client, self.backlog.truth(tweets), f"{v.topology_id} ({tweets:,} tweets)", v.prefix)
+            who = f"{v.topology_id} ({tweets:,} tweets)"
+            if v.pg_schema:
+                data.compare(data.table_counts(self.pg_url, v.pg_tables), self.backlog.partials(tweets), who,
+                             f"PostgreSQL schema {v.pg_schema}")
+            else:
+                data.check_exact(client, self.backlog.truth(tweets), who, v.prefix)
         print(f"bench: {v.topology_id}: {d.rate:,.0f} tweets/s ({d.txids} txids in {d.seconds:.1f} s), counts exact; "
               f"cores {d.cpu['busy_share']:.0%} busy", flush=True)
         return {"tweets": tweets, "txids": d.txids, "batch": v.batch, "mat": v.mat, "mode": v.mode,
@@ -137,6 +144,8 @@ class Bench:
         p1["txdag_warm"] = self.sampled_drain("p1_warm", n, "memory")
         if self.args.kafka:
             p1["txdag_kafka"] = self.sampled_drain("p1_kafka", n, "memory_kafka")
+        if self.args.pg_states:
+            p1["txdag_pg"] = self.sampled_drain("p1_pg", n, "memory_pg")
         if self.args.cold:
             p1["txdag_cold"] = self.sampled_drain("p1_cold", self.args.cold_tweets, "memory_cold")
         with self.stack.admin(self.roles["p1_warm"].db) as client:
@@ -147,6 +156,8 @@ class Bench:
         p1["peer"] = self.peer(n)
         warm = p1["txdag_warm"]["rate"]
         p1["ratios"] = {"txdag/baseline": warm / p1["baseline"]["rate"], "txdag/peer": warm / p1["peer"]["rate"]}
+        if self.args.pg_states:
+            p1["ratios"]["txdag pg states/txdag redis states"] = p1["txdag_pg"]["rate"] / warm
         if self.args.kafka:
             p1["peer_kafka"] = self.peer(n, self.roles["p1_kafka"])
             kafka = p1["txdag_kafka"]["rate"]

@@ -18,6 +18,8 @@ from tput.profile import profile_drain
 from tput.services import BenchError, Ports, Stack
 from txdag.defaults import REDIS_CONN_ID, SPARK_CONNECT_CONN_ID, ZOOKEEPER_CONN_ID
 
+PG_STATES_DB = "txdag_bench_states"  # --pg-states: the states' database (and role), dropped at the end
+
 
 def airflow_needed(args: Namespace) -> bool:
     return bool({"P1", "P2", "P4"} & set(args.phases)) or args.profile
@@ -32,6 +34,8 @@ def backlogs(args: Namespace, roles: dict[str, dags.Variant]) -> dict[str, int]:
             sizes["p1_cold"] = args.cold_tweets
         if args.kafka:
             sizes["p1_kafka"] = args.tweets
+        if args.pg_states:
+            sizes["p1_pg"] = args.tweets
     if "P4" in args.phases:
         sizes.update({f"p4_{m}": args.p4_tweets for m in (1, 2, 4)})
     if args.profile:
@@ -69,12 +73,12 @@ def run(args: Namespace, out: Path, settings: Callable[[Namespace, dict], dict])
     stack = Stack(ports(args), out / "logs", extra)
     topic = (f"txdag-bench-{stack.unique}", args.kafka_partitions) if args.kafka else None  # a topic of the run's
     roles = dags.variants(args.batch, args.mat or dags.shipped().max_active_transactions, args.commit_poke_interval,
-                          args.redis_db, topic)
+                          args.redis_db, topic, args.pg_states)
     p3_db = args.redis_db + 8
     results: dict[str, Any] = {"started": args.started, "settings": settings(args, roles), "load_start": machine_load()}
     sizes = backlogs(args, roles)
     code = 0
-    backlog = None
+    backlog = bench = None
     try:
         stack.start_services(kafka=args.kafka)
         dbs = [*(v.db for v in roles.values()), p3_db]
@@ -83,7 +87,9 @@ def run(args: Namespace, out: Path, settings: Callable[[Namespace, dict], dict])
         backlog = data.Backlog(max(sizes.values(), default=0))
         bench = Bench(args, stack, roles, backlog, results)
         if airflow_needed(args):
-            start_airflow(stack, roles, chosen_roles(args, sizes), sizes, backlog)
+            if "p1_pg" in sizes:
+                bench.pg_connection, bench.pg_url = stack.postgres_states(PG_STATES_DB)
+            start_airflow(stack, roles, chosen_roles(args, sizes), sizes, backlog, bench.pg_connection)
             bench.warm_up()
         for phase in args.phases:
             print(f"bench: --- {phase} ---", flush=True)
@@ -107,6 +113,11 @@ def run(args: Namespace, out: Path, settings: Callable[[Namespace, dict], dict])
                 kafka.delete(stack.kafka_bootstrap, topic[0], [f"txdag-{roles['p1_kafka'].topology_id}"])
         except Exception as exc:  # noqa: BLE001
             print(f"bench: Kafka clean-up: {exc}")
+        try:
+            if bench is not None and bench.pg_url and not args.keep_data:
+                stack.drop_postgres_db(PG_STATES_DB)
+        except Exception as exc:  # noqa: BLE001
+            print(f"bench: PostgreSQL clean-up: {exc}")
         for problem in stack.stop():
             print(f"bench: could not stop {problem}")
         for checkpoint in ("peer-checkpoint", "peer-kafka-checkpoint"):
@@ -168,9 +179,9 @@ def run_cluster(args: Namespace, out: Path, stack: Stack, backlog: data.Backlog,
 
 
 def start_airflow(stack: Stack, roles: dict[str, dags.Variant], chosen: list[str], sizes: dict[str, int],
-                  backlog: data.Backlog) -> None:
+                  backlog: data.Backlog, pg_connection: dict | None = None) -> None:
     """Loads each role's backlog (the Kafka copy's into its topic), writes the DAG folder, creates the Redis user,
-    starts Spark Connect and Airflow."""
+    starts Spark Connect and Airflow (with ``pg_connection``, the states' database of --pg-states, as bench_pg)."""
     for role, n in sizes.items():
         v = roles[role]
         if v.kafka_topic:
@@ -179,7 +190,7 @@ def start_airflow(stack: Stack, roles: dict[str, dags.Variant], chosen: list[str
                   f"in {seconds:.1f} s", flush=True)
             continue
         with stack.admin(v.db) as client:
-            data.load(client, backlog.first(n))
+            data.load(client, backlog.first(n), v.prefix)
     shutil.rmtree(stack.airflow_home, ignore_errors=True)
     folder = stack.airflow_home / "dags"
     variants = [roles[r] for r in chosen]
@@ -192,6 +203,8 @@ def start_airflow(stack: Stack, roles: dict[str, dags.Variant], chosen: list[str
                         SPARK_CONNECT_CONN_ID: stack.spark_connect_connection()})
     if any(v.kafka_topic for v in variants):
         connections["kafka_default"] = stack.kafka_connection()
+    if pg_connection is not None:
+        connections[dags.PG_CONN_ID] = pg_connection
     print("bench: starting Spark Connect and Airflow (scripts/spark-connect.sh, scripts/airflow.sh)", flush=True)
     stack.start_spark_connect()
     stack.start_airflow(folder, connections)

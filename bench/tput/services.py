@@ -2,7 +2,8 @@
 stopped afterwards only where the benchmark started it (a server that already answered is reused and left up).
 
 Redis, ZooKeeper and (P1 --kafka) the Kafka broker: scripts/services.sh. PostgreSQL and the four Airflow
-components: scripts/airflow.sh, with an AIRFLOW_HOME and a metadata database of the benchmark's own. Spark Connect:
+components: scripts/airflow.sh, with an AIRFLOW_HOME and a metadata database of the benchmark's own; P1 --pg-states'
+database and role of the states (scripts/postgres.sh fresh-db), on the same PostgreSQL. Spark Connect:
 scripts/spark-connect.sh.
 
 Each service has a loopback host (``Hosts``: TXDAG_REDIS_HOST, TXDAG_ZK_HOST, TXDAG_PG_HOST, TXDAG_AIRFLOW_HOST,
@@ -20,7 +21,7 @@ import subprocess
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, unquote, urlsplit
 
 import redis
 
@@ -154,6 +155,25 @@ class Stack:
             if not listening(port, host):
                 self.started.append(service)
             self.script("services.sh", "start", service)
+
+    def postgres_states(self, db: str) -> tuple[dict, str]:
+        """A fresh database ``db`` and role of its own on the PostgreSQL (started if none answers): an Airflow
+        connection of type ``postgres`` to it, and its libpq URL."""
+        if not listening(self.ports.pg, self.hosts.pg):
+            self.started.append("postgres")
+        self.script("postgres.sh", "start")
+        self.script("postgres.sh", "fresh-db", db)
+        done = subprocess.run(["bash", str(SCRIPTS / "postgres.sh"), "url", db], capture_output=True, text=True,
+                              env={**os.environ, **self.ports.env(), **self.hosts.env()}, timeout=60, check=False)
+        if done.returncode != 0:
+            raise BenchError(f"bash scripts/postgres.sh url {db} exited {done.returncode}: {done.stderr[-1000:]}")
+        url = urlsplit(done.stdout.strip())
+        conn = {"conn_type": "postgres", "host": url.hostname, "port": url.port, "login": unquote(url.username or ""),
+                "password": unquote(url.password or ""), "schema": url.path.lstrip("/")}
+        return conn, url._replace(scheme="postgresql").geturl()
+
+    def drop_postgres_db(self, db: str) -> None:
+        self.script("postgres.sh", "drop-db", db)
 
     def start_spark_connect(self) -> None:
         if not listening(self.ports.spark_connect, self.hosts.spark_connect):

@@ -34,6 +34,11 @@ def postgres_url() -> str:
     return url.replace("postgresql+psycopg2://", "postgres://", 1)
 
 
+def superuser_psql(database: str, sql: str) -> str:
+    """``sql`` run by PostgreSQL's superuser in ``database`` (what the states' role may not do: other roles, owners)."""
+    return _script("psql", "-d", database, "-v", "ON_ERROR_STOP=1", "-c", sql)
+
+
 def use_connection(url: str, conn_id: str = CONN_ID) -> str:
     os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"] = url
     return conn_id

@@ -241,6 +241,67 @@ def test_the_kafka_figures_sit_beside_the_redis_ones_with_their_ratios(tmp_path,
     assert report.write_chart(results, tmp_path) is not None
 
 
+# --- --pg-states (issue 33): P1 with the states in PostgreSQL beside Redis -------------------------------------------
+
+
+def test_pg_states_adds_to_p1_only():
+    import throughput
+
+    assert throughput.parse_args(["--quick", "--only", "P1", "--pg-states", "--out", "/tmp/x"]).pg_states
+    assert not throughput.parse_args(["--only", "P1", "--out", "/tmp/x"]).pg_states
+    with pytest.raises(SystemExit):
+        throughput.parse_args(["--pg-states", "--only", "P2,P3", "--out", "/tmp/x"])
+
+
+def test_the_pg_copy_keeps_its_states_as_tables_of_the_bench_pg_connection(tmp_path):
+    from txdag.airflow.stores import PostgresStore
+
+    roles = dags.variants(batch=1000, mat=2, poke=None, db_base=4, pg_states=True)
+    v, warm = roles["p1_pg"], roles["p1_warm"]
+    assert "p1_pg" not in dags.variants(batch=1000, mat=2, poke=None, db_base=4)
+    assert (v.db, v.batch, v.prefix, v.pg_schema) == (warm.db, 1000, "pg:", "bench")
+    dags.write_folder(tmp_path, [warm, v])
+    found, errors = load_definitions(tmp_path)
+    assert errors == {}
+    t, shipped = found["bench_p1_pg"], dags.shipped()
+    assert t.source.prefix == "pg:" and t.job == shipped.job and t.commit_marker == "pg:" + shipped.marker_key
+    assert [(s.name, s.kind, s.key_fields) for s in t.states] == [(s.name, s.kind, s.key_fields)
+                                                                  for s in shipped.states]
+    assert all(s.store == PostgresStore(dags.PG_CONN_ID, schema="bench") and s.separator is None for s in t.states)
+    assert v.pg_tables["users_hashtags"] == ('"bench"."bench_p1_pg__users_hashtags"', 2)
+    assert found["bench_p1_warm"].states == shipped.states  # the copy beside it keeps its Redis hashes
+    assert len({(r.db, r.prefix) for r in roles.values()}) == len(roles)
+
+
+def test_counts_by_key_tuple_name_the_keys_that_differ():
+    truth = data.Backlog(0)
+    truth.tweets = ["@a #x", "@a @b #y"]
+    want = truth.partials(2)
+    assert want["users_hashtags"] == {("@a", "#x"): 1, ("@a", "#y"): 1, ("@b", "#y"): 1}
+    data.compare({s: dict(c) for s, c in want.items()}, want, "copy", "PostgreSQL schema bench")
+    got = {s: dict(c) for s, c in want.items()}
+    got["users"][("@a",)] = 3
+    del got["hashtags"][("#y",)]
+    with pytest.raises(data.CountMismatch, match=r"users: 1 of 2 keys differ \(\('@a',\): expected 2, got 3\).*"
+                                                  r"hashtags: 1 of 2 keys differ \(\('#y',\): expected 1, got None"):
+        data.compare(got, want, "copy", "PostgreSQL schema bench")
+
+
+def test_the_pg_figures_sit_beside_the_redis_ones_with_their_ratio(tmp_path, capsys):
+    results = _results()
+    p1 = results["p1"]
+    p1["txdag_pg"] = {**p1["txdag_warm"], "rate": 40.0}
+    p1["ratios"]["txdag pg states/txdag redis states"] = 0.8
+    text = report.print_table(results)
+    figures = [line.split("  ")[0] for line in text.splitlines()]
+    assert figures.index("P1 txdag, warm Spark (connect)") + 1 == figures.index(
+        "P1 txdag, states in PostgreSQL, warm Spark (connect)")
+    for figure in ("P1 ratio txdag pg states/txdag redis states", "P1 pg, per txid", "P1 pg: cores busy", "0.8x"):
+        assert figure in text
+    assert list(report.cpu_rows(results))[:2] == ["P1 warm", "P1 pg"]
+    assert report.write_chart(results, tmp_path) is not None
+
+
 # --- --cluster (issue 17): P1 cold and P4 on scripts/cluster.sh's loopback cluster ---------------------------------
 
 

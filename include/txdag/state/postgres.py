@@ -55,6 +55,7 @@ REFUSALS = re.compile(r"FATAL: +(password authentication failed|(database|role) 
                       r"|role \".*\" is not permitted to log in|no pg_hba\.conf entry|pg_hba\.conf rejects connection"
                       r"|permission denied for database).*")
 PROCESS = uuid.uuid4().hex  # with the pid: this process, in the advisory locks of one_session_per_database
+INSUFFICIENT_PRIVILEGE = "42501"  # a statement this role may not run (a migration by a role not the owner)
 LOCK_TIMEOUT = "55P03"  # lock_not_available: another session holds the topology's row past lock_timeout
 
 # the tables' layouts; a table of a higher format was written by a newer txdag, one of a lower is migrated.
@@ -331,10 +332,23 @@ class PostgresSession:
                                      f"the txdag release that wrote it")
         cur.execute("SELECT conname FROM pg_constraint WHERE conrelid = %s AND contype = 'p'", (oid,))
         pkey = cur.fetchone()
-        for statement in migrations[older]:
-            if "{pkey}" not in statement or pkey is not None:  # a primary key dropped by hand: nothing to drop
-                cur.execute(statement.format(table=table, pkey=quote(pkey[0]) if pkey else ""))
-        cur.execute(f"COMMENT ON TABLE {table} IS {quote_literal(comment)}")
+        statements = [statement.format(table=table, pkey=quote(pkey[0]) if pkey else "")
+                      for statement in migrations[older]
+                      if "{pkey}" not in statement or pkey is not None]  # a primary key dropped by hand: none to drop
+        statements.append(f"COMMENT ON TABLE {table} IS {quote_literal(comment)}")
+        cur.execute("SELECT pg_get_userbyid(relowner), current_user FROM pg_class WHERE oid = %s", (oid,))
+        owner, role = cur.fetchone()
+        for statement in statements:
+            try:
+                cur.execute(statement)
+            except Exception as exc:
+                if getattr(exc, "sqlstate", None) != INSUFFICIENT_PRIVILEGE:
+                    raise
+                raise ConfigError(
+                    f"{self.where}: table {self.schema}.{name} is of format {older} and this txdag migrates it to "
+                    f"{comment!r}, which only its owner can do: it belongs to {owner}, and this connection's role is "
+                    f"{role} (PostgreSQL: {str(exc).strip().splitlines()[0]}). Let one task run as {owner}, or have "
+                    f"{owner} run, in one transaction: {'; '.join(statements)}") from exc
         log.info("%s: table %s.%s migrated from format %s: %s", self.where, self.schema, name, older, comment)
         return oid, comment
 

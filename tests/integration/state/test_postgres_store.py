@@ -19,7 +19,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from access import ZK_AUTH
-from support.postgres import close_sessions, postgres_url, use_connection
+from support.postgres import DATABASE, close_sessions, postgres_url, superuser_psql, use_connection
 
 from txdag.airflow.stores import PostgresStore
 from txdag.attempt import TransactionAttempt
@@ -293,6 +293,34 @@ def test_a_table_of_format_1_is_migrated_and_keeps_its_values(postgres_conn, sch
     reader.execute(f"COMMENT ON TABLE {table} IS 'txdag state (format 0): {prefix}/old'")  # no migration from it
     with pytest.raises(FormatVersionError, match=rf"{prefix}__old is of format 0, which this txdag does not migrate"):
         _fresh(store, prefix, "old", 2)
+
+
+def test_a_format_1_table_of_another_owner_is_refused_with_its_owner_and_the_sql_to_run(postgres_conn, schema,
+                                                                                        reader, prefix):
+    """Only a table's owner may build its index and drop its primary key: a writer granted the rows but not the
+    table gets a ConfigError naming the owner and the statements, not PostgreSQL's bare refusal; the table stays."""
+    table = f'"{schema}"."{prefix}__theirs"'
+    reader.execute(f'CREATE SCHEMA "{schema}"')
+    reader.execute(f"CREATE TABLE {table} (k1 jsonb NOT NULL, kind text NOT NULL, value jsonb, txid bigint, "
+                   f"prev jsonb, PRIMARY KEY (k1))")
+    reader.execute(f"COMMENT ON TABLE {table} IS 'txdag state (format 1): {prefix}/theirs'")
+    me = reader.execute("SELECT current_user").fetchone()[0]
+    superuser_psql(DATABASE, "DO $$ BEGIN CREATE ROLE txdag_test_owner NOLOGIN; EXCEPTION WHEN duplicate_object THEN "
+                   f"NULL; END $$; ALTER TABLE {table} OWNER TO txdag_test_owner; "
+                   f"GRANT SELECT, INSERT, UPDATE, DELETE ON {table} TO {me}")
+    store = PostgresStore(postgres_conn, schema=schema)
+    with pytest.raises(ConfigError) as refused:
+        _fresh(store, prefix, "theirs", 1)
+    said = str(refused.value)
+    assert (f"table {schema}.{prefix}__theirs is of format 1 and this txdag migrates it to 'txdag state (format 2): "
+            f"{prefix}/theirs', which only its owner can do: it belongs to txdag_test_owner, and this connection's "
+            f"role is {me} (PostgreSQL: must be owner of table {prefix}__theirs). Let one task run as "
+            f"txdag_test_owner, or have txdag_test_owner run, in one transaction: CREATE UNIQUE INDEX") in said
+    assert f"COMMENT ON TABLE {table} IS 'txdag state (format 2): {prefix}/theirs'" in said
+    assert reader.execute(f"SELECT obj_description('{table}'::regclass, 'pg_class')").fetchone()[0] == \
+        f"txdag state (format 1): {prefix}/theirs"  # rolled back: still format 1, still its primary key
+    assert reader.execute(f"SELECT count(*) FROM pg_constraint WHERE conrelid = '{table}'::regclass AND "
+                          f"contype = 'p'").fetchone()[0] == 1
 
 
 def _fresh(store: PostgresStore, topology: str, state: str, key_fields: int):
