@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 from collections.abc import Callable, Iterator, Sequence
 from typing import cast
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
@@ -103,15 +104,56 @@ def redis_errors(
                               f"{doing}): add \"cluster\": true to the Redis connection's extra") from exc
         if isinstance(exc, redis.ResponseError) and not isinstance(exc, CLUSTER_DOWN):
             raise
+        tls = tls_refusal(client, exc)
+        if tls:
+            raise ConfigError(f"Redis at {describe(client)}: TLS failed while {doing} ({tls}): {TLS_FIX}") from exc
         raise ServiceUnavailable(
             f"Redis at {describe(client)} is unreachable while {doing} ({type(exc).__name__}: {exc}); "
-            f"{how_to_start_redis(is_cluster(client))}"
+            f"{how_to_start_redis(is_cluster(client))}{TLS_HANDSHAKE if uses_tls(client) else ''}"
         ) from exc
     except redis.exceptions.RedisClusterException as exc:  # also a client-side refusal (keys of several slots)
         if SLOTS_REFUSAL in str(exc):
             raise spans_slots(client, doing, topology, exc) from exc
         raise ServiceUnavailable(f"Redis at {describe(client)} cannot serve {doing} ({type(exc).__name__}: "
                                  f"{exc}); {how_to_start_redis(is_cluster(client))}") from exc
+
+
+TLS_HANDSHAKE = ("; over TLS, a server that asks for a client certificate and gets none ends the handshake too: "
+                 "then give the Redis connection's ssl_certfile and ssl_keyfile")
+TLS_FILES = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile")
+FILE_ERRORS = (errno.ENOENT, errno.EACCES, errno.EISDIR, errno.ENOTDIR)
+TLS_FIX = ("check the Redis connection's TLS extras (the Redis provider's ssl_ca_certs: the CA that signed the "
+           "server's certificate; ssl_certfile and ssl_keyfile: the client's; ssl_cert_reqs, ssl_check_hostname): "
+           "their files must be readable where the tasks and the Spark executors run")
+
+
+def tls_refusal(client: redis.Redis, exc: BaseException) -> str | None:
+    """What went wrong in a TLS connection of ``client`` that no retry mends: the server's certificate not trusted,
+    or a certificate or key file that cannot be read (redis-py keeps the cause as the error's context)."""
+    import ssl
+
+    if not uses_tls(client):
+        return None
+    chain: BaseException | None = exc
+    while chain is not None:
+        if isinstance(chain, ssl.SSLCertVerificationError):
+            return f"the server's certificate is not trusted: {chain.verify_message or chain}"
+        if isinstance(chain, OSError) and not isinstance(chain, ssl.SSLError) and chain.errno in FILE_ERRORS:
+            files = ", ".join(f"{k}={v}" for k, v in _kwargs(client).items() if k in TLS_FILES and v)
+            return f"cannot read its files ({files or 'none given'}): {chain.strerror}"
+        if isinstance(chain, ssl.SSLError) and "PEM" in str(chain):
+            return f"a certificate or key file is not PEM ({chain})"
+        chain = chain.__cause__ or chain.__context__
+    return None
+
+
+def uses_tls(client: redis.Redis) -> bool:
+    """Whether the client connects with TLS (``rediss://``, or ``ssl=True``)."""
+    pool = getattr(client, "connection_pool", None)
+    if pool is not None:
+        return issubclass(pool.connection_class, redis.SSLConnection)
+    kwargs = _kwargs(client)
+    return kwargs.get("connection_class") is redis.SSLConnection or bool(kwargs.get("ssl"))
 
 
 CLUSTER_OPTION = "cluster"  # txdag's URL query option: ?cluster=true is a Redis Cluster (redis-py has none)
@@ -233,9 +275,11 @@ def spans_slots(client: redis.Redis, doing: str, topology: str | None, exc: Base
                        f"'{{tweets}}:')")
 
 
-PORTABLE_KEYS = ("host", "port", "db", "username", "password", "socket_timeout", "socket_connect_timeout", "path")
+TLS_KEYS = ("ssl_cert_reqs", "ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_check_hostname")  # with ssl
+PORTABLE_KEYS = ("host", "port", "db", "username", "password", "socket_timeout", "socket_connect_timeout", "path",
+                 *TLS_KEYS)
 # a cluster client's: its nodes go as cluster_nodes instead of host/port/path, and a cluster has database 0 only
-CLUSTER_PORTABLE_KEYS = ("username", "password", "socket_timeout", "socket_connect_timeout")
+CLUSTER_PORTABLE_KEYS = ("username", "password", "socket_timeout", "socket_connect_timeout", *TLS_KEYS)
 
 
 def portable(client: redis.Redis) -> dict[str, object]:
@@ -245,12 +289,10 @@ def portable(client: redis.Redis) -> dict[str, object]:
         kwargs = manager.connection_kwargs
         spec: dict[str, object] = {k: kwargs[k] for k in CLUSTER_PORTABLE_KEYS if kwargs.get(k) is not None}
         spec["cluster_nodes"] = sorted(manager.startup_nodes)
-        if kwargs.get("connection_class") is redis.SSLConnection or kwargs.get("ssl"):
-            spec["ssl"] = True
-        return spec
-    kwargs = client.connection_pool.connection_kwargs
-    spec = {k: kwargs[k] for k in PORTABLE_KEYS if kwargs.get(k) is not None}
-    if issubclass(client.connection_pool.connection_class, redis.SSLConnection):
+    else:
+        kwargs = client.connection_pool.connection_kwargs
+        spec = {k: kwargs[k] for k in PORTABLE_KEYS if kwargs.get(k) is not None}
+    if uses_tls(client):
         spec["ssl"] = True
     return spec
 

@@ -105,6 +105,81 @@ class RedisServer(_Server):
             probe.close()
 
 
+class TlsRedisServer(_Server):
+    """redis-server serving TLS only, with certificates of a private CA made here, and a client certificate it
+    requires (``--tls-auth-clients yes``): what the Redis provider's ``ssl_*`` extras are for."""
+
+    name = "redis-server (TLS)"
+
+    def __init__(self, workdir: Path) -> None:
+        super().__init__(workdir)
+        self.ca, self.cert, self.key = make_certificates(self.workdir)
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        d = self.workdir
+        return subprocess.Popen(
+            ["redis-server", "--port", "0", "--tls-port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(d), "--tls-cert-file", str(d / "server.crt"), "--tls-key-file",
+             str(d / "server.key"), "--tls-ca-cert-file", str(self.ca), "--tls-auth-clients", "yes",
+             "--daemonize", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+
+    def _answers(self) -> bool:
+        probe = redis.Redis(host="127.0.0.1", port=self.port, ssl=True, ssl_ca_certs=str(self.ca),
+                            ssl_certfile=str(self.cert), ssl_keyfile=str(self.key), socket_connect_timeout=0.2,
+                            retry=None)  # type: ignore[arg-type]
+        try:
+            return bool(probe.ping())
+        except (redis.ConnectionError, redis.BusyLoadingError):
+            return False
+        finally:
+            probe.close()
+
+
+def make_certificates(folder: Path) -> tuple[Path, Path, Path]:
+    """A CA, a server certificate for 127.0.0.1 and a client certificate, all signed by the CA, as PEM files in
+    ``folder``; returns the CA's, the client certificate's and the client key's paths."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+
+    def issue(name: str, key, issuer, issuer_key, ca: bool, san=None):  # type: ignore[no-untyped-def]
+        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+        builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer or subject)
+                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
+                   .not_valid_before(now - datetime.timedelta(minutes=5))
+                   .not_valid_after(now + datetime.timedelta(days=1))
+                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        if san:
+            builder = builder.add_extension(x509.SubjectAlternativeName(san), critical=False)
+        return builder.sign(issuer_key or key, hashes.SHA256())
+
+    def write(stem: str, cert, key) -> tuple[Path, Path]:  # type: ignore[no-untyped-def]
+        crt, pem = folder / f"{stem}.crt", folder / f"{stem}.key"
+        crt.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        pem.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                          serialization.NoEncryption()))
+        pem.chmod(0o600)
+        return crt, pem
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = issue("txdag test CA", ca_key, None, None, True)
+    ca_path, _ = write("ca", ca, ca_key)
+    server_key = ec.generate_private_key(ec.SECP256R1())
+    write("server", issue("127.0.0.1", server_key, ca.subject, ca_key, False,
+                          [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), server_key)
+    client_key = ec.generate_private_key(ec.SECP256R1())
+    cert, key = write("client", issue("txdag test client", client_key, ca.subject, ca_key, False), client_key)
+    return ca_path, cert, key
+
+
 class ZooKeeperServer(_Server):
     """A standalone ZooKeeper (Debian's), loopback only, no JMX, no admin server; its data survives a restart.
 

@@ -9,7 +9,15 @@ from types import SimpleNamespace
 import pytest
 
 from txdag.errors import ConfigError
-from txdag.redisio import CLUSTER_PORTABLE_KEYS, NODE_FORM, PORTABLE_KEYS, client_from_url, node_address, portable
+from txdag.redisio import (
+    CLUSTER_PORTABLE_KEYS,
+    NODE_FORM,
+    PORTABLE_KEYS,
+    TLS_KEYS,
+    client_from_url,
+    node_address,
+    portable,
+)
 
 
 def test_a_node_is_host_and_port() -> None:
@@ -43,8 +51,8 @@ def test_a_malformed_node_of_a_url_names_the_whole_nodes_option_before_connectin
     assert "s3cret" not in str(refused.value)
 
 
-def test_a_cluster_client_is_portable_with_its_login_and_timeouts_only() -> None:
-    assert CLUSTER_PORTABLE_KEYS == ("username", "password", "socket_timeout", "socket_connect_timeout")
+def test_a_cluster_client_is_portable_with_its_login_timeouts_and_tls_only() -> None:
+    assert CLUSTER_PORTABLE_KEYS == ("username", "password", "socket_timeout", "socket_connect_timeout", *TLS_KEYS)
     assert set(CLUSTER_PORTABLE_KEYS) < set(PORTABLE_KEYS)
     kwargs = {"host": "h1", "port": 7000, "db": 0, "path": "/tmp/r.sock", "username": "txdag", "password": "pw",
               "socket_timeout": 5.0, "socket_connect_timeout": None, "retry_on_timeout": True}
@@ -52,3 +60,19 @@ def test_a_cluster_client_is_portable_with_its_login_and_timeouts_only() -> None
                                                            startup_nodes={"h2:7001": None, "h1:7000": None}))
     assert portable(client) == {"username": "txdag", "password": "pw", "socket_timeout": 5.0,  # type: ignore[arg-type]
                                 "cluster_nodes": ["h1:7000", "h2:7001"]}
+    tls = {"ssl": True, "ssl_ca_certs": "/etc/ca.pem", "ssl_certfile": "/etc/c.pem", "ssl_keyfile": "/etc/c.key",
+           "ssl_cert_reqs": "required", "ssl_check_hostname": False, "ssl_min_version": None}
+    client.nodes_manager.connection_kwargs = {**kwargs, **tls}
+    assert portable(client) == {"username": "txdag", "password": "pw", "socket_timeout": 5.0,  # type: ignore[arg-type]
+                                "cluster_nodes": ["h1:7000", "h2:7001"], "ssl": True, "ssl_ca_certs": "/etc/ca.pem",
+                                "ssl_certfile": "/etc/c.pem", "ssl_keyfile": "/etc/c.key", "ssl_cert_reqs": "required",
+                                "ssl_check_hostname": False}
+
+
+def test_a_tls_client_is_portable_with_its_certificates() -> None:
+    client = client_from_url("rediss://u:pw@h1:6380/2?ssl_ca_certs=/etc/ca.pem&ssl_cert_reqs=optional"
+                             "&ssl_check_hostname=false&ssl_certfile=/etc/c.pem&ssl_keyfile=/etc/c.key")
+    assert portable(client) == {"host": "h1", "port": 6380, "db": 2, "username": "u", "password": "pw",
+                                "ssl": True, "ssl_ca_certs": "/etc/ca.pem", "ssl_cert_reqs": "optional",
+                                "ssl_check_hostname": False, "ssl_certfile": "/etc/c.pem", "ssl_keyfile": "/etc/c.key"}
+    assert "ssl_ca_certs" not in portable(client_from_url("redis://h1:6380/0"))

@@ -8,7 +8,7 @@ hosts comma-separated), port, login/password for digest auth, extra ``{"root": "
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from airflow.sdk import BaseHook
 
@@ -109,17 +109,41 @@ def redis_url_of(conn: Any) -> str:
             node_address(node, conn.host, where=f"Redis connection {conn.conn_id!r}: ",
                          fix="fix the connection's Host (nodes comma-separated, host:port,host:port; a node "
                              "without :port takes the connection's Port, which must be 1-65535 too)")
-    scheme = "rediss" if str(extra.get("ssl", "")).lower() in ("1", "true") else "redis"
+    tls = str(extra.get("ssl", "")).lower() in ("1", "true")
+    scheme = "rediss" if tls else "redis"
     auth = ""
     if conn.password and str(conn.password).lower() not in ("none", "false"):
         _mask(conn.password)
         auth = f"{quote(conn.login or '', safe='')}:{quote(conn.password, safe='')}@"
     elif conn.login:
         auth = f"{quote(conn.login, safe='')}@"
-    url = f"{scheme}://{auth}{first}/{int(extra.get('db') or 0)}"
+    options = tls_options(conn) if tls else []
     if cluster:
-        url += f"?{CLUSTER_OPTION}=true" + (f"&{NODES_OPTION}={','.join(others)}" if others else "")
-    return url
+        options += [(CLUSTER_OPTION, "true")] + ([(NODES_OPTION, ",".join(others))] if others else [])
+    url = f"{scheme}://{auth}{first}/{int(extra.get('db') or 0)}"
+    return url + (f"?{urlencode(options, safe=',:/')}" if options else "")
+
+
+TLS_EXTRAS = ("ssl_cert_reqs", "ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_check_hostname")
+CERT_REQS = ("required", "optional", "none")  # the Redis provider's choices (and redis-py's)
+
+
+def tls_options(conn: Any) -> list[tuple[str, str]]:
+    """The Redis provider's TLS extras of a connection with ``"ssl": true``, as redis-py URL options (a private
+    CA, a client certificate; the paths must be readable where the tasks and Spark executors run)."""
+    extra = conn.extra_dejson
+    options = []
+    for name in TLS_EXTRAS:
+        value = extra.get(name)
+        if value is None or value == "":
+            continue
+        if name == "ssl_cert_reqs" and str(value).lower() not in CERT_REQS:
+            raise ConfigError(f"Redis connection {conn.conn_id!r}: ssl_cert_reqs is {value!r}; use one of "
+                              f"{', '.join(CERT_REQS)} (the Redis provider's choices)")
+        if name == "ssl_check_hostname":
+            value = "true" if str(value).lower() in ("1", "true", "yes") else "false"
+        options.append((name, str(value).lower() if name == "ssl_cert_reqs" else str(value)))
+    return options
 
 
 def _mask(password: str) -> None:

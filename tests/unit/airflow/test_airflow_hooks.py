@@ -31,6 +31,24 @@ def test_redis_url_quotes_credentials_and_keeps_db_and_ssl() -> None:
     assert redis_url_of(conn(None, None, password="None")) == "redis://127.0.0.1:6379/0"
 
 
+def test_the_redis_providers_tls_extras_go_into_the_url_with_ssl_only() -> None:
+    tls = {"ssl_ca_certs": "/etc/redis tls/ca.pem", "ssl_certfile": "/etc/c.pem", "ssl_keyfile": "/etc/c.key",
+           "ssl_cert_reqs": "Required", "ssl_check_hostname": True}
+    assert redis_url_of(conn("r", 6380, "u", "pw", ssl=True, db=1, **tls)) == (
+        "rediss://u:pw@r:6380/1?ssl_cert_reqs=required&ssl_ca_certs=/etc/redis+tls/ca.pem&ssl_certfile=/etc/c.pem"
+        "&ssl_keyfile=/etc/c.key&ssl_check_hostname=true")
+    # the provider's form saves its defaults whether or not ssl is on: without it they mean nothing, as there
+    assert redis_url_of(conn("r", 6380, ssl=False, ssl_cert_reqs="required", ssl_check_hostname=False)) == \
+        "redis://r:6380/0"
+    assert redis_url_of(conn("r", 6380, ssl="true", ssl_check_hostname="false", ssl_ca_certs="")) == \
+        "rediss://r:6380/0?ssl_check_hostname=false"
+    assert redis_url_of(conn("n1", 7001, cluster=True, ssl=True, ssl_cert_reqs="none")) == \
+        "rediss://n1:7001/0?ssl_cert_reqs=none&cluster=true"
+    with pytest.raises(ConfigError, match=r"^Redis connection 'redis_default': ssl_cert_reqs is 'require'; use one of "
+                                          r"required, optional, none \(the Redis provider's choices\)$"):
+        redis_url_of(conn("r", 6380, ssl=True, ssl_cert_reqs="require"))
+
+
 def test_a_redis_cluster_connection_lists_its_other_nodes_in_the_url() -> None:
     assert redis_url_of(conn("n1,n2:7002, n3", 7001, "u", "pw", cluster=True)) == (
         "redis://u:pw@n1:7001/0?cluster=true&nodes=n2:7002,n3:7001")
