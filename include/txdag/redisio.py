@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import cast
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
@@ -104,12 +104,13 @@ def redis_errors(
                               f"{doing}): add \"cluster\": true to the Redis connection's extra") from exc
         if isinstance(exc, redis.ResponseError) and not isinstance(exc, CLUSTER_DOWN):
             raise
-        tls = tls_refusal(client, exc)
-        if tls:
-            raise ConfigError(f"Redis at {describe(client)}: TLS failed while {doing} ({tls}): {TLS_FIX}") from exc
+        tls = _kwargs(client) if uses_tls(client) else None
+        refused = tls_refusal(exc, tls)
+        if refused:
+            raise ConfigError(f"Redis at {describe(client)}: TLS failed while {doing} ({refused}): {TLS_FIX}") from exc
         raise ServiceUnavailable(
             f"Redis at {describe(client)} is unreachable while {doing} ({type(exc).__name__}: {exc}); "
-            f"{how_to_start_redis(is_cluster(client))}{TLS_HANDSHAKE if uses_tls(client) else ''}"
+            f"{how_to_start_redis(is_cluster(client))}{handshake_hint(exc, tls)}"
         ) from exc
     except redis.exceptions.RedisClusterException as exc:  # also a client-side refusal (keys of several slots)
         if SLOTS_REFUSAL in str(exc):
@@ -118,33 +119,59 @@ def redis_errors(
                                  f"{exc}); {how_to_start_redis(is_cluster(client))}") from exc
 
 
-TLS_HANDSHAKE = ("; over TLS, a server that asks for a client certificate and gets none ends the handshake too: "
-                 "then give the Redis connection's ssl_certfile and ssl_keyfile")
+TLS_HANDSHAKE = "; the TLS handshake did not complete: check that this port serves TLS (a plain Redis answers none)"
+TLS_NO_CLIENT_CERT = (", and as no client certificate is given: a server that asks for one and gets none ends the "
+                      "handshake so; then give the Redis connection's ssl_certfile and ssl_keyfile")
 TLS_FILES = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile")
+TLS_REFUSALS = {  # OpenSSL's reasons for a handshake that no retry mends
+    "TLSV13_ALERT_CERTIFICATE_REQUIRED": "the server asks for a client certificate: give ssl_certfile and ssl_keyfile",
+    "TLSV1_ALERT_UNKNOWN_CA": "the server does not trust the client certificate's CA",
+    "SSLV3_ALERT_BAD_CERTIFICATE": "the server refused the client certificate",
+    "SSLV3_ALERT_CERTIFICATE_UNKNOWN": "the server refused the client certificate",
+    "WRONG_VERSION_NUMBER": "the server speaks no TLS on this port: remove \"ssl\" from the connection's extra, "
+                            "or give the server's TLS port",
+}
 FILE_ERRORS = (errno.ENOENT, errno.EACCES, errno.EISDIR, errno.ENOTDIR)
 TLS_FIX = ("check the Redis connection's TLS extras (the Redis provider's ssl_ca_certs: the CA that signed the "
            "server's certificate; ssl_certfile and ssl_keyfile: the client's; ssl_cert_reqs, ssl_check_hostname): "
            "their files must be readable where the tasks and the Spark executors run")
 
 
-def tls_refusal(client: redis.Redis, exc: BaseException) -> str | None:
-    """What went wrong in a TLS connection of ``client`` that no retry mends: the server's certificate not trusted,
-    or a certificate or key file that cannot be read (redis-py keeps the cause as the error's context)."""
+def tls_refusal(exc: BaseException, tls: Mapping[str, object] | None) -> str | None:
+    """What went wrong in a TLS connection (``tls``: its keyword arguments; None: not TLS) that no retry mends: the
+    server's certificate not trusted, the client's refused or missing, a server that speaks no TLS, or a certificate
+    or key file that cannot be read (redis-py keeps the cause as the error's context)."""
     import ssl
 
-    if not uses_tls(client):
+    if tls is None:
         return None
-    chain: BaseException | None = exc
-    while chain is not None:
-        if isinstance(chain, ssl.SSLCertVerificationError):
-            return f"the server's certificate is not trusted: {chain.verify_message or chain}"
-        if isinstance(chain, OSError) and not isinstance(chain, ssl.SSLError) and chain.errno in FILE_ERRORS:
-            files = ", ".join(f"{k}={v}" for k, v in _kwargs(client).items() if k in TLS_FILES and v)
-            return f"cannot read its files ({files or 'none given'}): {chain.strerror}"
-        if isinstance(chain, ssl.SSLError) and "PEM" in str(chain):
-            return f"a certificate or key file is not PEM ({chain})"
-        chain = chain.__cause__ or chain.__context__
+    for cause in _chain(exc):
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return f"the server's certificate is not trusted: {cause.verify_message or cause}"
+        if isinstance(cause, ssl.SSLError) and cause.reason in TLS_REFUSALS:
+            return f"{TLS_REFUSALS[cause.reason]} ({cause.reason})"
+        if isinstance(cause, ssl.SSLError) and "PEM" in str(cause):
+            return f"a certificate or key file is not PEM ({cause})"
+        if isinstance(cause, OSError) and not isinstance(cause, ssl.SSLError) and cause.errno in FILE_ERRORS:
+            files = ", ".join(f"{k}={v}" for k, v in tls.items() if k in TLS_FILES and v)
+            return f"cannot read one of its files ({files or 'none given'}): {cause.strerror}"
     return None
+
+
+def handshake_hint(exc: BaseException, tls: Mapping[str, object] | None) -> str:
+    """For a TLS handshake that did not complete, with nothing that says why: the likely causes."""
+    import ssl
+
+    if tls is None or not any(isinstance(c, ssl.SSLError) or "handshake" in str(c) for c in _chain(exc)):
+        return ""
+    return TLS_HANDSHAKE + ("" if tls.get("ssl_certfile") else TLS_NO_CLIENT_CERT)
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    seen: BaseException | None = exc
+    while seen is not None:
+        yield seen
+        seen = seen.__cause__ or seen.__context__
 
 
 def uses_tls(client: redis.Redis) -> bool:
@@ -176,9 +203,10 @@ def client_from_url(url: str, **kwargs: object) -> redis.Redis:
     listed = options.get(NODES_OPTION, "")
     nodes = [_node(n, listed) for n in listed.split(",") if n.strip()]
     address = ",".join([f"{parts.hostname}:{parts.port or 6379}", *(f"{n.host}:{n.port}" for n in nodes)])
+    tls = {k: v for k, v in query if k in TLS_KEYS} if parts.scheme == "rediss" else None
     return connect_cluster(lambda: RedisCluster.from_url(rest, startup_nodes=nodes, **kwargs), address,
                            unquote(parts.username or "") or None,
-                           "check the login and password of the Airflow Redis connection")
+                           "check the login and password of the Airflow Redis connection", tls)
 
 
 NODE_FORM = "host:port, port 1-65535"  # what a Redis Cluster startup node looks like, as error messages say it
@@ -208,10 +236,11 @@ def _node(text: str, nodes: str | None = None) -> ClusterNode:
     return ClusterNode(*node_address(text, nodes))
 
 
-def connect_cluster(connect: Callable[[], RedisCluster], address: str, user: str | None, login_fix: str
-                    ) -> redis.Redis:
+def connect_cluster(connect: Callable[[], RedisCluster], address: str, user: str | None, login_fix: str,
+                    tls: Mapping[str, object] | None = None) -> redis.Redis:
     """``connect()``'s cluster client; nodes that do not answer are ServiceUnavailable naming them and how to start
-    them, a refused login AccessDenied with ``login_fix`` (redis-py wraps both in RedisClusterException)."""
+    them, a refused login AccessDenied with ``login_fix`` (redis-py wraps both in RedisClusterException), a TLS
+    connection (``tls``: its options) that no retry mends a ConfigError."""
     try:
         return cast(redis.Redis, connect())  # the rest of txdag takes either client as a redis.Redis
     except (redis.exceptions.RedisClusterException, redis.RedisError) as exc:
@@ -219,9 +248,12 @@ def connect_cluster(connect: Callable[[], RedisCluster], address: str, user: str
         if refusal is None and NOT_A_CLUSTER in str(exc):
             raise ConfigError(f"Redis at {address} is a single server, not a Redis Cluster: remove \"cluster\": "
                               f"true from the connection's extra (or point it at a cluster's nodes)") from None
+        refused = tls_refusal(exc, tls)
+        if refusal is None and refused:
+            raise ConfigError(f"Redis Cluster at {address}: TLS failed ({refused}): {TLS_FIX}") from exc
         if refusal is None:
             raise ServiceUnavailable(f"Redis Cluster at {address} is unreachable ({type(exc).__name__}: {exc}); "
-                                     f"{how_to_start_redis(True)}") from None
+                                     f"{how_to_start_redis(True)}{handshake_hint(exc, tls)}") from None
         fix = ("the cluster client needs CLUSTER SLOTS and COMMAND besides the topology's keys: give the user the "
                "ACL SETUSER line `txdag acl redis TOPOLOGY` prints, on every node"
                if isinstance(refusal, redis.exceptions.NoPermissionError) else login_fix)
@@ -304,7 +336,8 @@ def from_portable(spec: dict[str, object]) -> redis.Redis:
         nodes = [_node(str(n)) for n in kwargs.pop("cluster_nodes")]  # type: ignore[attr-defined]
         return connect_cluster(lambda: RedisCluster(startup_nodes=nodes, **kwargs), ",".join(  # type: ignore[arg-type]
             f"{n.host}:{n.port}" for n in nodes), kwargs.get("username"),  # type: ignore[arg-type]
-            "check the login and password the job was given")
+            "check the login and password the job was given",
+            {k: v for k, v in kwargs.items() if k in TLS_KEYS} if kwargs.get("ssl") else None)
     if "path" in kwargs:
         kwargs.pop("host", None)
         kwargs.pop("port", None)

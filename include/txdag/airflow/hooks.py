@@ -94,7 +94,7 @@ def redis_url_of(conn: Any) -> str:
     URL and the others in its ``nodes`` option (txdag.redisio.client_from_url); a malformed node is a ConfigError
     naming the connection (txdag.redisio.node_address)."""
     extra = conn.extra_dejson
-    cluster = str(extra.get("cluster", "")).lower() in ("1", "true", "yes")
+    cluster = str(extra.get("cluster", "")).lower() in TRUE
     hosts = [h.strip() for h in (conn.host or "127.0.0.1").split(",") if h.strip()] or ["127.0.0.1"]
     if len(hosts) > 1 and not cluster:
         raise ConfigError(f"Redis connection {conn.conn_id!r} lists several hosts ({conn.host}) and is no cluster: "
@@ -109,7 +109,7 @@ def redis_url_of(conn: Any) -> str:
             node_address(node, conn.host, where=f"Redis connection {conn.conn_id!r}: ",
                          fix="fix the connection's Host (nodes comma-separated, host:port,host:port; a node "
                              "without :port takes the connection's Port, which must be 1-65535 too)")
-    tls = str(extra.get("ssl", "")).lower() in ("1", "true")
+    tls = str(extra.get("ssl", "")).lower() in TRUE
     scheme = "rediss" if tls else "redis"
     auth = ""
     if conn.password and str(conn.password).lower() not in ("none", "false"):
@@ -126,6 +126,8 @@ def redis_url_of(conn: Any) -> str:
 
 TLS_EXTRAS = ("ssl_cert_reqs", "ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_check_hostname")
 CERT_REQS = ("required", "optional", "none")  # the Redis provider's choices (and redis-py's)
+NULL_MEANS = {"ssl_cert_reqs": "none", "ssl_check_hostname": "false"}  # an extra set to null: redis-py's reading
+TRUE = ("1", "true", "yes", "on")
 
 
 def tls_options(conn: Any) -> list[tuple[str, str]]:
@@ -135,13 +137,15 @@ def tls_options(conn: Any) -> list[tuple[str, str]]:
     options = []
     for name in TLS_EXTRAS:
         value = extra.get(name)
+        if name in extra and value is None and name in NULL_MEANS:  # the provider's hook hands redis-py the None
+            value = NULL_MEANS[name]
         if value is None or value == "":
             continue
         if name == "ssl_cert_reqs" and str(value).lower() not in CERT_REQS:
             raise ConfigError(f"Redis connection {conn.conn_id!r}: ssl_cert_reqs is {value!r}; use one of "
                               f"{', '.join(CERT_REQS)} (the Redis provider's choices)")
         if name == "ssl_check_hostname":
-            value = "true" if str(value).lower() in ("1", "true", "yes") else "false"
+            value = "true" if str(value).lower() in TRUE else "false"
         options.append((name, str(value).lower() if name == "ssl_cert_reqs" else str(value)))
     return options
 

@@ -36,6 +36,10 @@ def provider_config(kv: KeyValue, redis_url: str | None) -> ProviderConfig:
     if redis_url is None:
         raise ConfigError(f"key-value state {kv.name!r} has no config and no Redis connection to live in")
     url = urlparse(redis_url)
+    if url.scheme == "rediss":
+        raise ConfigError(f"key-value state {kv.name!r} would live in the topology's Redis, whose connection uses "
+                          f"TLS, which a key-value state's provider config cannot carry yet: keep the topology's "
+                          f"key-value states on a Redis reached without TLS (docs/operations.md, TLS)")
     register_secret(unquote(url.password or ""))
     return ProviderConfig("redis", host=url.hostname or "127.0.0.1", port=url.port or 6379,
                           database=int(url.path.strip("/") or 0), timeout_ms=TIMEOUT_MS,

@@ -5,6 +5,7 @@ from the Spark executors, which read the batch and stage the partials on clients
 from __future__ import annotations
 
 import json
+from urllib.parse import urlsplit
 
 import pytest
 from spark_support import TWEET_STATES, expected_fields
@@ -67,10 +68,11 @@ def test_the_executors_read_and_stage_a_batch_over_tls_with_the_connections_cert
     ("", ConfigError, "TLS failed while pinging (the server's certificate is not trusted: self-signed certificate in "
                       "certificate chain): check the Redis connection's TLS extras"),
     ("?ssl_ca_certs={ca}&ssl_certfile=/nowhere/c.pem&ssl_keyfile=/nowhere/c.key", ConfigError,
-     "TLS failed while pinging (cannot read its files (ssl_ca_certs={ca}, ssl_certfile=/nowhere/c.pem, "
+     "TLS failed while pinging (cannot read one of its files (ssl_ca_certs={ca}, ssl_certfile=/nowhere/c.pem, "
      "ssl_keyfile=/nowhere/c.key): No such file or directory): check the Redis connection's TLS extras"),
-    ("?ssl_ca_certs={ca}", ServiceUnavailable, "over TLS, a server that asks for a client certificate and gets none "
-                                               "ends the handshake too: then give the Redis connection's ssl_certfile"),
+    ("?ssl_ca_certs={ca}", ServiceUnavailable, "the TLS handshake did not complete: check that this port serves TLS (a "
+                                               "plain Redis answers none), and as no client certificate is given: a "
+                                               "server that asks for one and gets none ends the handshake so"),
 ], ids=["no CA", "files missing", "no client certificate"])
 def test_a_tls_connection_without_the_right_extras_is_named_with_its_fix(tls_redis, query, error, said):
     """What the extras change: without the CA the server's certificate is not trusted (no retry mends it), a file
@@ -86,7 +88,23 @@ def test_a_tls_connection_without_the_right_extras_is_named_with_its_fix(tls_red
     finally:
         client.close()
     plain = client_from_url(f"redis://127.0.0.1:{tls_redis.port}/0", socket_connect_timeout=2, socket_timeout=2)
-    with pytest.raises(ServiceUnavailable) as down, redis_errors(plain, "pinging"):  # no TLS: the server answers
-        plain.ping()                                                                   # nothing a client can read
-    assert "TLS" not in str(down.value)
-    plain.close()
+    try:
+        with pytest.raises(ServiceUnavailable) as down, redis_errors(plain, "pinging"):  # no TLS: the server
+            plain.ping()                                                                   # answers nothing readable
+        assert "TLS" not in str(down.value)
+    finally:
+        plain.close()
+
+
+def test_tls_to_a_redis_that_speaks_none_says_to_check_the_port(redis_url):
+    """``"ssl": true`` on a connection to a plain Redis: the handshake gets no answer, and the message says so."""
+    address = urlsplit(redis_url)
+    client = client_from_url(f"rediss://{address.hostname}:{address.port}/0", socket_connect_timeout=1,
+                             socket_timeout=1)
+    try:
+        with pytest.raises(ServiceUnavailable) as down, redis_errors(client, "pinging"):
+            client.ping()
+        assert "the TLS handshake did not complete: check that this port serves TLS (a plain Redis answers none)" in \
+            str(down.value)
+    finally:
+        client.close()

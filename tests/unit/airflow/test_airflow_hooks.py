@@ -44,6 +44,9 @@ def test_the_redis_providers_tls_extras_go_into_the_url_with_ssl_only() -> None:
         "rediss://r:6380/0?ssl_check_hostname=false"
     assert redis_url_of(conn("n1", 7001, cluster=True, ssl=True, ssl_cert_reqs="none")) == \
         "rediss://n1:7001/0?ssl_cert_reqs=none&cluster=true"
+    # a null, as the provider hands it to redis-py: no verification, no hostname check; "yes" is true there too
+    assert redis_url_of(conn("r", 6380, ssl="yes", ssl_cert_reqs=None, ssl_check_hostname=None)) == \
+        "rediss://r:6380/0?ssl_cert_reqs=none&ssl_check_hostname=false"
     with pytest.raises(ConfigError, match=r"^Redis connection 'redis_default': ssl_cert_reqs is 'require'; use one of "
                                           r"required, optional, none \(the Redis provider's choices\)$"):
         redis_url_of(conn("r", 6380, ssl=True, ssl_cert_reqs="require"))

@@ -104,3 +104,15 @@ def test_the_password_never_shows():
     with pytest.raises(ConfigError) as other_error:
         parse_provider_config("redis", {"password": SECRET, "port": "x"})
     assert SECRET not in str(other_error.value)
+
+
+def test_a_state_without_config_takes_the_topologys_redis_and_refuses_one_over_tls():
+    from txdag.topology.definition import KeyValue
+    from txdag.topology.kvstates import provider_config
+
+    c = provider_config(KeyValue("seen"), "redis://u:pw@10.0.0.5:6380/4")
+    assert (c.host, c.port, c.database, c.username) == ("10.0.0.5", 6380, 4, "u")
+    with pytest.raises(ConfigError, match=r"^key-value state 'seen' would live in the topology's Redis, whose "
+                                          r"connection uses TLS, which a key-value state's provider config cannot "
+                                          r"carry yet"):
+        provider_config(KeyValue("seen"), "rediss://10.0.0.5:6380/0?ssl_ca_certs=/etc/ca.pem")
