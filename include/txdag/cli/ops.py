@@ -17,6 +17,7 @@ from txdag.cli.common import (
     Progress,
     clients,
     conn_id,
+    connection,
     dags_folder,
     emit,
     redis_for,
@@ -243,6 +244,7 @@ def cmd_reset(args: argparse.Namespace) -> int:
     from txdag.cli.acl import owned_patterns
 
     definition = topology(args, args.topology)
+    stores = store_states(definition)
     with clients() as using:
         store = using.store(args.topology, conn_id(args, "zookeeper", definition))
         redis = using.redis(conn_id(args, "redis", definition))
@@ -251,10 +253,19 @@ def cmd_reset(args: argparse.Namespace) -> int:
         attempts = {txid: rec.attempt for txid, (rec, _) in kept.items()}
         named = resetkeys.named_keys(redis, definition, record.last_txid if record else 0, attempts)
         keys = list(dict.fromkeys([*named, *sorted(resetkeys.scanned_keys(redis, owned_patterns(definition)))]))
+        tables = {factory: factory.forget(args.topology, names, connection(factory.conn_id), False)
+                  for factory, names in stores.items() if hasattr(factory, "forget")}  # refused before any delete
         plan = {"topology": args.topology, "zookeeper": store.path if record else None,
                 "committed_txid": record.committed_txid if record else None,
-                "redis_keys": resetkeys.count_existing(redis, keys), "confirmed": args.confirm}
+                "redis_keys": resetkeys.count_existing(redis, keys),
+                "tables": [t for found, _ in tables.values() for t in found],
+                "store_txids": {repr(f): held for f, (_, held) in tables.items() if held is not None},
+                "stores_kept": [f"{name} in {factory!r}" for factory, names in stores.items()
+                                if factory not in tables for name in names],
+                "confirmed": args.confirm}
         if args.confirm:
+            for factory in tables:  # first: a store that fails leaves the records that say where the topology was
+                factory.forget(args.topology, stores[factory], connection(factory.conn_id), True)
             if record is not None:
                 store.forget()
             resetkeys.delete(redis, keys)
@@ -272,6 +283,15 @@ def kept_txids(store: Any) -> list[int]:
         return []
 
 
+def store_states(definition: Any) -> dict[Any, list[str]]:
+    """The states kept in a store of their own (not in Redis), by store."""
+    found: dict[Any, list[str]] = {}
+    for state in definition.states:
+        if state.store is not None:
+            found.setdefault(state.store, []).append(state.name)
+    return found
+
+
 def reset_summary(d: dict[str, Any]) -> str:
     records = (f"its records at {d['zookeeper']} (committed up to txid {d['committed_txid']})" if d["zookeeper"]
                else "no records in ZooKeeper")
@@ -279,7 +299,11 @@ def reset_summary(d: dict[str, Any]) -> str:
             else "nothing deleted: add --confirm to do it")
     verb = "reset" if d["confirmed"] else "would reset"
     keys = f"{d['redis_keys']} Redis key(s) it wrote"
-    return f"{verb} topology {d['topology']}: {records} and {keys}; its source is kept; {done}"
+    tables = (f", {len(d['tables'])} table(s) of its states ({', '.join(d['tables'])})" if d["tables"] else "")
+    rows = "".join(f", its row of txdag_commits at txid {txid} in {where}" for where, txid in d["store_txids"].items())
+    kept = (f"; kept, as txdag cannot empty a store of yours: {', '.join(d['stores_kept'])} (empty them before the "
+            f"next run, docs/stores.md)" if d["stores_kept"] else "")
+    return f"{verb} topology {d['topology']}: {records}{tables}{rows} and {keys}; its source is kept{kept}; {done}"
 
 
 def cmd_pools_sync(args: argparse.Namespace) -> int:

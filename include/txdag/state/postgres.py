@@ -311,6 +311,46 @@ class PostgresSession:
         self.checked[name] = comment
         return True
 
+    def forget(self, states: Sequence[str], confirm: bool) -> tuple[list[str], int | None]:
+        """What ``txdag reset`` deletes of the topology here: the tables of ``states`` that exist and its row of
+        txdag_commits (the txid it holds). With ``confirm``, both go in one transaction, under the schema's lock
+        (no table is created or migrated meanwhile). A table of one of those names that is not that state's by its
+        comment is refused by name, before anything is deleted."""
+        db, names = self.db, [table_name(self.topology, state) for state in states]
+        tables, held = [], None
+        with self.errors("resetting the topology's tables"), db.cursor() as cur:
+            try:
+                if confirm:
+                    cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"txdag:{self.schema}",))
+                cur.execute("SELECT c.relname, obj_description(c.oid, 'pg_class') FROM pg_class c JOIN pg_namespace "
+                            "n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = ANY(%s)",
+                            (self.schema, [*names, COMMITS_TABLE]))
+                found = dict(cur.fetchall())
+                for state, name in zip(states, names):
+                    if name not in found:
+                        continue
+                    match = _FORMAT_OF.fullmatch(found[name] or "")
+                    if match is None or match.group(1) != "state" or match.group(3) != f"{self.topology}/{state}":
+                        raise ConfigError(f"{self.where}: table {self.schema}.{name} is not txdag's table of state "
+                                          f"{state!r} (its comment is {found[name]!r}): txdag reset deletes nothing; "
+                                          f"move or drop that table yourself, then run it again")
+                    tables.append(name)
+                if COMMITS_TABLE in found:
+                    cur.execute(f"SELECT txid FROM {self.table(COMMITS_TABLE)} WHERE topology = %s",
+                                (self.topology,))
+                    row = cur.fetchone()
+                    held = None if row is None else row[0]
+                if confirm:
+                    for name in tables:
+                        cur.execute(f"DROP TABLE {self.table(name)}")
+                    if held is not None:
+                        cur.execute(f"DELETE FROM {self.table(COMMITS_TABLE)} WHERE topology = %s", (self.topology,))
+                    db.commit()
+            finally:
+                db.rollback()  # a dry run, or a refusal: nothing changes
+        self.checked.clear()
+        return [f"{self.schema}.{name}" for name in tables], held
+
     def _migrate(self, name: str, comment: str, key_fields: int | None, cur: Any,
                  migrations: dict[int, Sequence[str]]) -> Any:
         """Bring txdag's table ``name`` of an older format to ``comment``'s, in the transaction that checked it, under
@@ -342,7 +382,7 @@ class PostgresSession:
             try:
                 cur.execute(statement)
             except Exception as exc:
-                if getattr(exc, "sqlstate", None) != INSUFFICIENT_PRIVILEGE:
+                if (getattr(exc, "sqlstate", None) or getattr(exc, "pgcode", None)) != INSUFFICIENT_PRIVILEGE:
                     raise
                 raise ConfigError(
                     f"{self.where}: table {self.schema}.{name} is of format {older} and this txdag migrates it to "

@@ -435,6 +435,37 @@ def test_txdag_state_get_and_top_read_a_postgres_state_as_of_the_txid_it_holds(
     code = main(["state", "get", prefix, "users", user[0]])
     assert code == 5 and f"table {schema}.{prefix}__users exists and is not txdag's" in capsys.readouterr().err
 
+    # txdag reset: the states' tables and the topology's row go with its records; a table that is not the state's
+    # is refused by name before anything is deleted
+    capsys.readouterr()
+    code = main(["reset", prefix, "--confirm"])
+    assert code == 5 and f"table {schema}.{prefix}__users is not txdag's table of state 'users' (its comment is " \
+                         f"None): txdag reset deletes nothing" in capsys.readouterr().err
+    assert coordinator.store.client.exists(coordinator.store.path)  # ZooKeeper's records are kept
+    reader.execute(f"COMMENT ON TABLE \"{schema}\".\"{prefix}__users\" IS 'txdag state (format 2): {prefix}/users'")
+    tables = [f"{schema}.{prefix}__{s}" for s in ("users", "hashtags", "users_hashtags")]
+    code, out = run("reset", prefix)
+    assert code == 1 and f", 3 table(s) of its states ({', '.join(tables)}), its row of txdag_commits at txid 3 " \
+                         f"in PostgresStore('txdag_postgres', schema='{prefix}') and " in out
+    assert reader.execute(f'SELECT count(*) FROM "{schema}".txdag_commits').fetchone() == (1,)  # a dry run
+    code, out = run("reset", prefix, "--confirm", "--json")
+    done = json.loads(out)
+    assert code == 0 and done["tables"] == tables and done["committed_txid"] == 3 and done["stores_kept"] == []
+    assert [reader.execute("SELECT to_regclass(%s)", (f'"{schema}"."{prefix}__{s}"',)).fetchone()[0]
+            for s in ("users", "hashtags", "users_hashtags")] == [None, None, None]
+    assert reader.execute(f'SELECT count(*) FROM "{schema}".txdag_commits').fetchone() == (0,)
+    coordinator.store.client.stop()
+    close_sessions()
+    coordinator = Coordinator(TransactionStore(connect_zk(zk_hosts, auth=ZK_AUTH), prefix, root=zk_root),
+                              definition.source.build(SpoutContext(prefix, {"redis_default": redis_client})))
+    again = LocalTopology(coordinator, redis_client, {s.name: s.build(redis_client, prefix) for s in definition.states},
+                          lambda records: tweet_partials(r.value for r in records))
+    run_all(again)  # starts over at txid 1 from the source's start, and does not halt on the tables
+    code, out = run("state", "get", prefix, "users", user[0], "--json")
+    data = json.loads(out)
+    assert code == 0 and data["committed_txid"] == 3 and data["values"][0]["value"] == count  # counted once
+    coordinator.store.client.stop()
+
 
 def test_a_database_that_holds_the_txid_of_a_commit_that_had_not_begun_halts_it(postgres_conn, schema, prefix):
     backing = PostgresStore(postgres_conn, schema=schema).backing_map(prefix, "words", 1)

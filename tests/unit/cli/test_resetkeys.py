@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import redis
 from support.keys import SAMPLE_TX, SAMPLE_WINDOW, every_kind_of_key, written_keys
 
 from txdag.cli import resetkeys
+from txdag.state import StateFactory
 from txdag.state.kv import KVNamespace, kv_namespace
 from txdag.windows import store as window_store
 
@@ -59,3 +61,30 @@ def test_the_last_txid_is_the_highest_any_record_says() -> None:
 
 def test_a_connection_that_may_not_scan_sweeps_nothing() -> None:
     assert resetkeys.scanned_keys(Indexes(every_kind_of_key("tw")), ["tw:*"]) == set()
+
+
+@dataclass(frozen=True)
+class Mine(StateFactory):
+    """A store of the user's, which txdag cannot empty."""
+
+    path: str = "/data/counts.db"
+
+    def backing_map(self, topology, state, key_fields):  # never called here
+        raise AssertionError
+
+
+def test_reset_names_the_tables_it_drops_and_the_stores_it_cannot_empty():
+    from txdag.cli.ops import reset_summary, store_states
+    from txdag.topology.definition import State
+
+    mine = Mine()
+    definition = type("Definition", (), {"states": [State("a"), State("b", store=mine), State("c", store=mine)]})
+    assert store_states(definition) == {mine: ["b", "c"]}
+    plan = {"topology": "t", "zookeeper": "/txdag/t", "committed_txid": 4, "redis_keys": 9,
+            "tables": ["s.t__x", "s.t__y"], "store_txids": {"PostgresStore('pg', schema='s')": 4},
+            "stores_kept": ["b in Mine(path='/data/counts.db')"], "confirmed": False}
+    assert reset_summary(plan) == (
+        "would reset topology t: its records at /txdag/t (committed up to txid 4), 2 table(s) of its states (s.t__x, "
+        "s.t__y), its row of txdag_commits at txid 4 in PostgresStore('pg', schema='s') and 9 Redis key(s) it wrote; "
+        "its source is kept; kept, as txdag cannot empty a store of yours: b in Mine(path='/data/counts.db') (empty "
+        "them before the next run, docs/stores.md); nothing deleted: add --confirm to do it")
