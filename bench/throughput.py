@@ -15,9 +15,9 @@ P1  drain N generated tweets (seed 000's layout) through copies of the tweets_an
     broker of scripts/kafka.sh), drained by a copy whose source is a transactional KafkaSource taking
     batch // partitions records of each partition per txid, and read by the same peer through Spark's own Kafka
     source (maxOffsetsPerTrigger = the batch), both checked; the ratios Kafka / Redis and Kafka / peer over Kafka.
-    --pg-states: the same tweets also drained by a copy whose three states are PostgreSQL tables (PostgresStore,
-    a database and role of their own on the stack's PostgreSQL, made fresh and dropped at the end), checked by key
-    tuple against the ground truth; the ratio PostgreSQL states / Redis states.
+    --pg-states: the same tweets also drained, after the Redis copy, by a copy whose three states are PostgreSQL
+    tables (PostgresStore, a database of their own on the stack's PostgreSQL, made fresh and dropped at the end;
+    its role is kept), checked by key tuple against the ground truth; the ratio PostgreSQL states / Redis states.
 P2  trigger -> committed latency of 1-tweet txids: median, min, max, split into scheduler wait and the three tasks.
 P3  commit keys/s for 100k distinct keys (bench/commit_throughput.py) beside redis-benchmark, same Redis.
 P4  tweets/s with max_active_transactions 1, 2 and 4 on one backlog size.

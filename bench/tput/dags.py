@@ -25,6 +25,7 @@ from typing import Any
 from tput.services import REPO
 from txdag.airflow.stores import PostgresStore
 from txdag.analytics.tweets import MARKER_KEY
+from txdag.state.postgres import table_name
 
 SHIPPED = "tweets_analytics"
 PG_CONN_ID = "bench_pg"  # the connection of the states' database (--pg-states)
@@ -50,7 +51,7 @@ class Variant:
     @property
     def pg_tables(self) -> dict[str, tuple[str, int]]:
         """Each state's table and key fields, by state name (a copy with its states in PostgreSQL)."""
-        return {s.name: (f'"{self.pg_schema}"."{self.topology_id}__{s.name}"', s.key_fields)
+        return {s.name: (f'"{self.pg_schema}"."{table_name(self.topology_id, s.name)}"', s.key_fields)
                 for s in shipped().states}
 
     @property

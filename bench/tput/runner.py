@@ -79,6 +79,7 @@ def run(args: Namespace, out: Path, settings: Callable[[Namespace, dict], dict])
     sizes = backlogs(args, roles)
     code = 0
     backlog = bench = None
+    pg_made = False
     try:
         stack.start_services(kafka=args.kafka)
         dbs = [*(v.db for v in roles.values()), p3_db]
@@ -88,6 +89,7 @@ def run(args: Namespace, out: Path, settings: Callable[[Namespace, dict], dict])
         bench = Bench(args, stack, roles, backlog, results)
         if airflow_needed(args):
             if "p1_pg" in sizes:
+                pg_made = True  # from here on, the database may exist: dropped at the end
                 bench.pg_connection, bench.pg_url = stack.postgres_states(PG_STATES_DB)
             start_airflow(stack, roles, chosen_roles(args, sizes), sizes, backlog, bench.pg_connection)
             bench.warm_up()
@@ -114,7 +116,7 @@ def run(args: Namespace, out: Path, settings: Callable[[Namespace, dict], dict])
         except Exception as exc:  # noqa: BLE001
             print(f"bench: Kafka clean-up: {exc}")
         try:
-            if bench is not None and bench.pg_url and not args.keep_data:
+            if pg_made and not args.keep_data:
                 stack.drop_postgres_db(PG_STATES_DB)
         except Exception as exc:  # noqa: BLE001
             print(f"bench: PostgreSQL clean-up: {exc}")
