@@ -1,7 +1,8 @@
 """A topology's states are Airflow assets (issue 35 item 2): a DAG scheduled on ``state_asset(topology, state)``
 runs once per committed txid, the txid, its attempt and the keys written in the triggering event's extra; a replay
 of a committed txid (its whole run cleared, or its commit task alone) adds no event: the downstream DAG runs again
-only for the next txid, and each state's asset holds one event per txid (Airflow's REST API).
+only for the next txid, and each state's asset holds one event per txid (Airflow's REST API). Each task's
+"Transaction" extra link leads to its txid's row on the Transactions page (issue 35 item 3).
 """
 
 from __future__ import annotations
@@ -107,6 +108,13 @@ def test_a_dag_scheduled_on_a_state_runs_once_per_committed_txid_and_never_for_a
         assert "downstream saw txids [1]" in log, log[-2000:]
         log = airflow.api.task_log(TOPOLOGY, runs[0], "commit")
         assert "txid=1 attempt=1: an event for the asset of each state (txdag://assets_tweets/users," in log, log
+        for txid, run in enumerate(runs, 1):  # each task's "Transaction" link: its txid's row on the page
+            row = f"{TOPOLOGY}-txid-{txid}"
+            for task in ("coordinate", "process", "commit"):
+                links = airflow.api.get(f"/dags/{TOPOLOGY}/dagRuns/{run}/taskInstances/{task}/links")["extra_links"]
+                assert links == {"Transaction": f"{airflow.base_url}/txdag/#{row}"}, (task, links)
+            page = airflow.api.session.get(f"{airflow.base_url}/txdag/", timeout=60)
+            assert page.status_code == 200 and f'<tr id="{row}" data-row-txid="{txid}">' in page.text
 
         airflow.api.clear_run(TOPOLOGY, runs[1])  # the UI's clear of a committed run: txid 2 is replayed
         assert airflow.api.wait_run(TOPOLOGY, runs[1], timeout=300) == "success"

@@ -125,6 +125,9 @@ def test_the_provider_info_is_valid_for_airflow_and_lists_the_connection_type_th
     assert info["asset-uris"] == [{"schemes": ["txdag"], "handler": "txdag.topology.assets.check_uri"}]
     plugin_entry_point = EXPECTED_ENTRY_POINTS[("airflow.plugins", "txdag")].replace(":", ".")
     assert info["plugins"] == [{"name": "txdag", "plugin-class": plugin_entry_point}]
+    from txdag.airflow.links import TxidLink  # the extra link is importable where Airflow looks for it
+
+    assert info["extra-links"] == [f"{TxidLink.__module__}.{TxidLink.__qualname__}"]
 
 
 def test_the_wheel_carries_the_package_and_nothing_of_the_checkout(wheel, metadata) -> None:

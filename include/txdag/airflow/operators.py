@@ -28,6 +28,7 @@ from airflow.sdk.exceptions import (
 from txdag.airflow.assets import announce
 from txdag.airflow.awaited import look_at, run_state
 from txdag.airflow.connections import require_connections
+from txdag.airflow.links import TxidLink, push_link
 from txdag.airflow.replays import replay_run
 from txdag.airflow.runtime import TopologyRuntime, emission_to_xcom, tx_from_xcom
 from txdag.airflow.triggers import TxidSettled
@@ -67,6 +68,7 @@ class CoordinateOperator(BaseOperator):
     """Allocates this run's txid (or re-emits it, attempt + 1) and pushes the batch metadata to XCom."""
 
     ui_color = "#e8f0fe"
+    operator_extra_links = (TxidLink(),)
 
     def __init__(self, *, topology: TransactionalTopology, dag_file: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -82,6 +84,7 @@ class CoordinateOperator(BaseOperator):
             if isinstance(outcome, Busy | Wait) and outcome.waiting_on is not None:
                 outcome = self._unless_stuck(rt, context, outcome)
             if isinstance(outcome, Emission):
+                push_link(context, t.topology_id, outcome.tx.txid)
                 size = rt.coordinator.spout.batch_size(outcome.metadata) if outcome.metadata else 0
                 self.log.info(
                     "topology=%s txid=%s attempt=%s: %s, batch of %s tuples, metadata %s%s", t.topology_id,
@@ -168,6 +171,7 @@ def process_txid(task: BaseOperator, context: Any, run_job: Callable[[TopologyRu
     ti, run_id, t = context["ti"], context["run_id"], task.topology  # type: ignore[attr-defined]
     emitted = ti.xcom_pull(task_ids="coordinate")
     tx = tx_from_xcom(emitted, "coordinate")
+    push_link(context, t.topology_id, tx.txid)
     _arm_faults()
     emission = Emission(tx, emitted["metadata"], emitted["replay"], already_committed=emitted["already_committed"])
 
@@ -225,6 +229,7 @@ class ProcessOperator(SparkSubmitOperator):
     """Cold mode: ``spark-submit`` of the topology's job for this run's TransactionAttempt (see process_txid)."""
 
     ui_color = "#fdf2e9"
+    operator_extra_links = (*SparkSubmitOperator.operator_extra_links, TxidLink())
 
     def __init__(self, *, topology: TransactionalTopology, dag_file: str | None = None, **kwargs: Any) -> None:
         conf = {**COLD_CONF, **topology.spark_conf}
@@ -268,6 +273,7 @@ class WarmProcessOperator(BaseOperator):
     which stays up across txids (no JVM start, no cold first job per txid)."""
 
     ui_color = "#fdebd0"
+    operator_extra_links = (TxidLink(),)
 
     def __init__(self, *, topology: TransactionalTopology, dag_file: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -331,6 +337,7 @@ class CommitOperator(BaseOperator):
     updates the states' assets (txdag.airflow.assets), unless the txid was committed already."""
 
     ui_color = "#e6f4ea"
+    operator_extra_links = (TxidLink(),)
 
     def __init__(self, *, topology: TransactionalTopology, dag_file: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -340,6 +347,7 @@ class CommitOperator(BaseOperator):
         t = self.topology
         processed = context["ti"].xcom_pull(task_ids="process")
         tx = tx_from_xcom(processed, "process")
+        push_link(context, t.topology_id, tx.txid)
         _arm_faults()
         with TopologyRuntime(t) as rt:
             outcome = steps.commit(rt, tx, Owner.of(t, self.dag_file))

@@ -177,11 +177,17 @@ def rejections_html(dag: str, rows: list[dict[str, Any]], total: int | None) -> 
             f'<a target="_blank" href="api/topologies/{quote(dag)}/rejections?limit=1000">as JSON</a></p>')
 
 
+def txid_anchor(topology: str, txid: int) -> str:
+    """The id of a txid's row among the kept txids: what a task's "Transaction" link points at (txdag.airflow.links;
+    a topology id is letters, digits, ``_``, ``-`` and ``.``)."""
+    return f"{quote(topology, safe='')}-txid-{txid}"
+
+
 def txids_html(dag: str, rows: list[dict[str, Any]]) -> str:
     if not rows:
         return ""
     body = "".join(
-        f'<tr data-row-txid="{r["txid"]}"><td>{r["txid"]}</td><td><span class="phase'
+        f'<tr id="{txid_anchor(dag, r["txid"])}" data-row-txid="{r["txid"]}"><td>{r["txid"]}</td><td><span class="phase'
         f'{" failed" if r["phase"] == "failed" else ""}">{escape(r["phase"])}</span></td><td>{r["attempt"]}</td>'
         f'<td>{r["batch_size"] if r["batch_size"] is not None else "-"}</td><td>{escape(r["batch"])}</td>'
         f'<td class="meta">{escape(json.dumps(r["metadata"], sort_keys=True))}</td><td>{run_link(dag, r["run_id"])}'

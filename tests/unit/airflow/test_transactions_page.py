@@ -59,10 +59,21 @@ def test_page_html_carries_the_figures_links_and_escapes_names() -> None:
     for fragment in ('data-figure="committed">0<', 'data-figure="last">2<', 'data-figure="lag">60<',
                      'data-figure="failed">2<', 'data-figure="in-flight">1<', 'data-failed-txid="1" data-cascade="2"',
                      'data-phase="coordinating"', 'href="../dags/tweets/runs/manual__%3C1%3E%2Bx"',
-                     "&lt;b&gt;boom&lt;/b&gt;", 'data-paused="true">Unpause<', 'data-row-txid="2"'):
+                     "&lt;b&gt;boom&lt;/b&gt;", 'data-paused="true">Unpause<',
+                     '<tr id="tweets-txid-2" data-row-txid="2">'):
         assert fragment in html, fragment
     assert "<b>boom" not in html
     assert 'data-action="pause"' not in render_page([view], None, {"tweets": False})  # a viewer gets no buttons
+
+
+def test_a_tasks_transaction_link_points_at_its_txids_row_under_the_api_base_url(monkeypatch) -> None:
+    from txdag.airflow.links import TxidLink, page_url
+
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", "https://airflow.example.com/")
+    assert page_url("tweets.v2", 7) == "https://airflow.example.com/txdag/#tweets.v2-txid-7"
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", "")
+    assert page_url("tweets", 7) == "/txdag/#tweets-txid-7"
+    assert (TxidLink().name, TxidLink().xcom_key) == ("Transaction", "_link_TxidLink")
 
 
 def test_a_stalled_head_of_the_line_leads_with_what_it_waits_on_and_the_retry_command() -> None:
