@@ -1,7 +1,7 @@
 """Provider metadata (entry point ``apache_airflow_provider`` in pyproject.toml): the ``zookeeper`` connection
 type, the ``txdag`` asset URI scheme (txdag.topology.assets: Airflow checks each such URI with its handler), the
-tasks' extra link (txdag.airflow.links), and the plugin (loaded through its own ``airflow.plugins`` entry point; listed here as Airflow's schema for providers has
-it)."""
+tasks' extra link (txdag.airflow.links), and the plugin (loaded through its own ``airflow.plugins`` entry point;
+listed here as Airflow's schema for providers has it)."""
 
 from __future__ import annotations
 
