@@ -93,10 +93,14 @@ class RedisServer(_Server):
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         )  # fmt: skip
 
+    def _tls(self) -> dict[str, object]:
+        """How a client reaches it (TlsRedisServer: with its certificates)."""
+        return {}
+
     def _answers(self) -> bool:
         # retry=None: no retries (redis-py takes None, though its hint says Retry)
-        probe = redis.Redis(host="127.0.0.1", port=self.port, socket_connect_timeout=0.2,
-                            retry=None)  # type: ignore[arg-type]
+        probe = redis.Redis(host="127.0.0.1", port=self.port, socket_connect_timeout=0.2, retry=None,  # type: ignore[arg-type]
+                            **self._tls())
         try:
             return bool(probe.ping())
         except (redis.ConnectionError, redis.BusyLoadingError):
@@ -105,7 +109,7 @@ class RedisServer(_Server):
             probe.close()
 
 
-class TlsRedisServer(_Server):
+class TlsRedisServer(RedisServer):
     """redis-server serving TLS only, with certificates of a private CA made here, and a client certificate it
     requires (``--tls-auth-clients yes``): what the Redis provider's ``ssl_*`` extras are for."""
 
@@ -125,16 +129,13 @@ class TlsRedisServer(_Server):
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         )  # fmt: skip
 
-    def _answers(self) -> bool:
-        probe = redis.Redis(host="127.0.0.1", port=self.port, ssl=True, ssl_ca_certs=str(self.ca),
-                            ssl_certfile=str(self.cert), ssl_keyfile=str(self.key), socket_connect_timeout=0.2,
-                            retry=None)  # type: ignore[arg-type]
-        try:
-            return bool(probe.ping())
-        except (redis.ConnectionError, redis.BusyLoadingError):
-            return False
-        finally:
-            probe.close()
+    @property
+    def url(self) -> str:
+        return (f"rediss://127.0.0.1:{self.port}/0?ssl_ca_certs={self.ca}&ssl_certfile={self.cert}"
+                f"&ssl_keyfile={self.key}")
+
+    def _tls(self) -> dict[str, object]:
+        return {"ssl": True, "ssl_ca_certs": str(self.ca), "ssl_certfile": str(self.cert), "ssl_keyfile": str(self.key)}
 
 
 def make_certificates(folder: Path) -> tuple[Path, Path, Path]:
