@@ -39,7 +39,8 @@ class PostgresStore(StateFactory):
         session = PostgresSession(lambda: connect_to(conn), topology, self.schema, self.where)  # its own: read only
         return PostgresBackingMap(session, topology, state, key_fields, create=False)
 
-    def forget(self, topology: str, states: list[str], conn: Any, confirm: bool) -> tuple[list[str], int | None]:
+    def forget(self, topology: str, states: list[str], conn: Any, confirm: bool
+               ) -> tuple[list[str], int | None, list[str]]:
         """What ``txdag reset`` deletes here (``conn``: the Airflow connection object, as for ``reader``): the
         states' tables and the topology's row of txdag_commits, dropped with ``confirm``; see PostgresSession.forget."""
         session = PostgresSession(lambda: connect_to(conn), topology, self.schema, self.where)

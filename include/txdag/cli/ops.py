@@ -253,22 +253,24 @@ def cmd_reset(args: argparse.Namespace) -> int:
         attempts = {txid: rec.attempt for txid, (rec, _) in kept.items()}
         named = resetkeys.named_keys(redis, definition, record.last_txid if record else 0, attempts)
         keys = list(dict.fromkeys([*named, *sorted(resetkeys.scanned_keys(redis, owned_patterns(definition)))]))
-        tables = {factory: factory.forget(args.topology, names, connection(factory.conn_id), False)
-                  for factory, names in stores.items() if hasattr(factory, "forget")}  # refused before any delete
-        plan = {"topology": args.topology, "zookeeper": store.path if record else None,
-                "committed_txid": record.committed_txid if record else None,
-                "redis_keys": resetkeys.count_existing(redis, keys),
-                "tables": [t for found, _ in tables.values() for t in found],
-                "store_txids": {repr(f): held for f, (_, held) in tables.items() if held is not None},
-                "stores_kept": [f"{name} in {factory!r}" for factory, names in stores.items()
-                                if factory not in tables for name in names],
-                "confirmed": args.confirm}
-        if args.confirm:
-            for factory in tables:  # first: a store that fails leaves the records that say where the topology was
-                factory.forget(args.topology, stores[factory], connection(factory.conn_id), True)
+        ours = [(factory, names) for factory, names in stores if hasattr(factory, "forget")]
+        found = [factory.forget(args.topology, names, connection(factory.conn_id), False)  # a refusal: before any
+                 for factory, names in ours]                                                # delete
+        redis_keys = resetkeys.count_existing(redis, keys)
+        if args.confirm:  # ZooKeeper first: a database that fails next leaves a txid 1 its row halts, not a lost row
             if record is not None:
                 store.forget()
+            found = [factory.forget(args.topology, names, connection(factory.conn_id), True)
+                     for factory, names in ours]
             resetkeys.delete(redis, keys)
+        plan = {"topology": args.topology, "zookeeper": store.path if record else None,
+                "committed_txid": record.committed_txid if record else None, "redis_keys": redis_keys,
+                "tables": [t for tables, _, _ in found for t in tables],
+                "store_txids": {repr(f): held for (f, _), (_, held, _) in zip(ours, found) if held is not None},
+                "tables_of_others": [t for _, _, others in found for t in others],
+                "stores_kept": [f"{name} in {factory!r}" for factory, names in stores
+                                if not hasattr(factory, "forget") for name in names],
+                "confirmed": args.confirm}
     emit(args, plan, reset_summary)
     return 0 if args.confirm else 1
 
@@ -283,12 +285,17 @@ def kept_txids(store: Any) -> list[int]:
         return []
 
 
-def store_states(definition: Any) -> dict[Any, list[str]]:
-    """The states kept in a store of their own (not in Redis), by store."""
-    found: dict[Any, list[str]] = {}
+def store_states(definition: Any) -> list[tuple[Any, list[str]]]:
+    """The states kept in a store of their own (not in Redis), by store (equal stores are one; a store of the
+    user's need not be hashable)."""
+    found: list[tuple[Any, list[str]]] = []
     for state in definition.states:
         if state.store is not None:
-            found.setdefault(state.store, []).append(state.name)
+            names = next((names for factory, names in found if factory == state.store), None)
+            if names is None:
+                found.append((state.store, [state.name]))
+            else:
+                names.append(state.name)
     return found
 
 
@@ -303,6 +310,9 @@ def reset_summary(d: dict[str, Any]) -> str:
     rows = "".join(f", its row of txdag_commits at txid {txid} in {where}" for where, txid in d["store_txids"].items())
     kept = (f"; kept, as txdag cannot empty a store of yours: {', '.join(d['stores_kept'])} (empty them before the "
             f"next run, docs/stores.md)" if d["stores_kept"] else "")
+    if d["tables_of_others"]:
+        kept += (f"; left alone, as another topology's or state's (their names meet in one table name): "
+                 f"{', '.join(d['tables_of_others'])}")
     return f"{verb} topology {d['topology']}: {records}{tables}{rows} and {keys}; its source is kept{kept}; {done}"
 
 

@@ -55,6 +55,7 @@ REFUSALS = re.compile(r"FATAL: +(password authentication failed|(database|role) 
                       r"|role \".*\" is not permitted to log in|no pg_hba\.conf entry|pg_hba\.conf rejects connection"
                       r"|permission denied for database).*")
 PROCESS = uuid.uuid4().hex  # with the pid: this process, in the advisory locks of one_session_per_database
+DEPENDENT_OBJECTS = "2BP01"  # a view (or another object) depends on the table
 INSUFFICIENT_PRIVILEGE = "42501"  # a statement this role may not run (a migration by a role not the owner)
 LOCK_TIMEOUT = "55P03"  # lock_not_available: another session holds the topology's row past lock_timeout
 
@@ -311,45 +312,62 @@ class PostgresSession:
         self.checked[name] = comment
         return True
 
-    def forget(self, states: Sequence[str], confirm: bool) -> tuple[list[str], int | None]:
+    def forget(self, states: Sequence[str], confirm: bool) -> tuple[list[str], int | None, list[str]]:
         """What ``txdag reset`` deletes of the topology here: the tables of ``states`` that exist and its row of
-        txdag_commits (the txid it holds). With ``confirm``, both go in one transaction, under the schema's lock
-        (no table is created or migrated meanwhile). A table of one of those names that is not that state's by its
-        comment is refused by name, before anything is deleted."""
+        txdag_commits (the txid it holds). With ``confirm``, both go in one transaction: the row locked first, as a
+        commit locks it (a commit running meanwhile is waited for, at most lock_timeout), then the schema's lock (no
+        table is created or migrated meanwhile). A table of one of those names that is not txdag's is refused by
+        name, before anything is deleted; one that is another topology's or state's (their names meet in one table
+        name) is left alone and named. Returns the tables, the txid of the row, and the tables left alone."""
         db, names = self.db, [table_name(self.topology, state) for state in states]
-        tables, held = [], None
+        tables: list[str] = []
+        others: list[str] = []
+        held = None
         with self.errors("resetting the topology's tables"), db.cursor() as cur:
             try:
+                cur.execute("SELECT to_regclass(%s)", (self.table(COMMITS_TABLE),))
+                if cur.fetchone()[0] is not None:
+                    cur.execute(f"SELECT txid FROM {self.table(COMMITS_TABLE)} WHERE topology = %s"
+                                + (" FOR UPDATE" if confirm else ""), (self.topology,))
+                    row = cur.fetchone()
+                    held = None if row is None else row[0]
                 if confirm:
                     cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"txdag:{self.schema}",))
                 cur.execute("SELECT c.relname, obj_description(c.oid, 'pg_class') FROM pg_class c JOIN pg_namespace "
                             "n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = ANY(%s)",
-                            (self.schema, [*names, COMMITS_TABLE]))
+                            (self.schema, names))
                 found = dict(cur.fetchall())
                 for state, name in zip(states, names):
                     if name not in found:
                         continue
                     match = _FORMAT_OF.fullmatch(found[name] or "")
-                    if match is None or match.group(1) != "state" or match.group(3) != f"{self.topology}/{state}":
-                        raise ConfigError(f"{self.where}: table {self.schema}.{name} is not txdag's table of state "
-                                          f"{state!r} (its comment is {found[name]!r}): txdag reset deletes nothing; "
-                                          f"move or drop that table yourself, then run it again")
-                    tables.append(name)
-                if COMMITS_TABLE in found:
-                    cur.execute(f"SELECT txid FROM {self.table(COMMITS_TABLE)} WHERE topology = %s",
-                                (self.topology,))
-                    row = cur.fetchone()
-                    held = None if row is None else row[0]
+                    if match is None or match.group(1) != "state":
+                        raise ConfigError(f"{self.where}: table {self.schema}.{name} is not txdag's (its comment is "
+                                          f"{found[name]!r}): txdag reset deletes nothing; move or drop that table "
+                                          f"yourself, then run it again")
+                    (tables if match.group(3) == f"{self.topology}/{state}" else others).append(name)
                 if confirm:
                     for name in tables:
-                        cur.execute(f"DROP TABLE {self.table(name)}")
+                        self._drop(cur, name)
                     if held is not None:
                         cur.execute(f"DELETE FROM {self.table(COMMITS_TABLE)} WHERE topology = %s", (self.topology,))
                     db.commit()
             finally:
                 db.rollback()  # a dry run, or a refusal: nothing changes
         self.checked.clear()
-        return [f"{self.schema}.{name}" for name in tables], held
+        return [f"{self.schema}.{n}" for n in tables], held, [f"{self.schema}.{n}" for n in others]
+
+    def _drop(self, cur: Any, name: str) -> None:
+        """DROP TABLE, with what stops it named: a role that does not own it, an object that depends on it."""
+        try:
+            cur.execute(f"DROP TABLE {self.table(name)}")
+        except Exception as exc:
+            code = getattr(exc, "sqlstate", None) or getattr(exc, "pgcode", None)
+            if code not in (INSUFFICIENT_PRIVILEGE, DEPENDENT_OBJECTS):
+                raise
+            raise ConfigError(f"{self.where}: txdag reset cannot drop table {self.schema}.{name} "
+                              f"({str(exc).strip().splitlines()[0]}): drop it as its owner, or drop what depends on "
+                              f"it first; nothing is deleted") from exc
 
     def _migrate(self, name: str, comment: str, key_fields: int | None, cur: Any,
                  migrations: dict[int, Sequence[str]]) -> Any:

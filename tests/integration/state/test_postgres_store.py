@@ -439,9 +439,15 @@ def test_txdag_state_get_and_top_read_a_postgres_state_as_of_the_txid_it_holds(
     # is refused by name before anything is deleted
     capsys.readouterr()
     code = main(["reset", prefix, "--confirm"])
-    assert code == 5 and f"table {schema}.{prefix}__users is not txdag's table of state 'users' (its comment is " \
-                         f"None): txdag reset deletes nothing" in capsys.readouterr().err
+    assert code == 5 and f"table {schema}.{prefix}__users is not txdag's (its comment is None): txdag reset " \
+                         f"deletes nothing" in capsys.readouterr().err
     assert coordinator.store.client.exists(coordinator.store.path)  # ZooKeeper's records are kept
+    # another topology's table whose name meets this one's state's ({prefix.upper()} lower-cases to {prefix})
+    reader.execute(f"COMMENT ON TABLE \"{schema}\".\"{prefix}__users\" IS 'txdag state (format 2): "
+                   f"{prefix.upper()}/users'")
+    code, out = run("reset", prefix)
+    assert code == 1 and f"left alone, as another topology's or state's (their names meet in one table name): " \
+                         f"{schema}.{prefix}__users" in out
     reader.execute(f"COMMENT ON TABLE \"{schema}\".\"{prefix}__users\" IS 'txdag state (format 2): {prefix}/users'")
     tables = [f"{schema}.{prefix}__{s}" for s in ("users", "hashtags", "users_hashtags")]
     code, out = run("reset", prefix)
@@ -451,6 +457,7 @@ def test_txdag_state_get_and_top_read_a_postgres_state_as_of_the_txid_it_holds(
     code, out = run("reset", prefix, "--confirm", "--json")
     done = json.loads(out)
     assert code == 0 and done["tables"] == tables and done["committed_txid"] == 3 and done["stores_kept"] == []
+    assert done["tables_of_others"] == []
     assert [reader.execute("SELECT to_regclass(%s)", (f'"{schema}"."{prefix}__{s}"',)).fetchone()[0]
             for s in ("users", "hashtags", "users_hashtags")] == [None, None, None]
     assert reader.execute(f'SELECT count(*) FROM "{schema}".txdag_commits').fetchone() == (0,)

@@ -63,9 +63,9 @@ def test_a_connection_that_may_not_scan_sweeps_nothing() -> None:
     assert resetkeys.scanned_keys(Indexes(every_kind_of_key("tw")), ["tw:*"]) == set()
 
 
-@dataclass(frozen=True)
+@dataclass
 class Mine(StateFactory):
-    """A store of the user's, which txdag cannot empty."""
+    """A store of the user's, which txdag cannot empty (a plain dataclass: not hashable)."""
 
     path: str = "/data/counts.db"
 
@@ -79,12 +79,13 @@ def test_reset_names_the_tables_it_drops_and_the_stores_it_cannot_empty():
 
     mine = Mine()
     definition = type("Definition", (), {"states": [State("a"), State("b", store=mine), State("c", store=mine)]})
-    assert store_states(definition) == {mine: ["b", "c"]}
+    assert store_states(definition) == [(mine, ["b", "c"])]
     plan = {"topology": "t", "zookeeper": "/txdag/t", "committed_txid": 4, "redis_keys": 9,
             "tables": ["s.t__x", "s.t__y"], "store_txids": {"PostgresStore('pg', schema='s')": 4},
-            "stores_kept": ["b in Mine(path='/data/counts.db')"], "confirmed": False}
+            "stores_kept": ["b in Mine(path='/data/counts.db')"], "tables_of_others": ["s.t__z"], "confirmed": False}
     assert reset_summary(plan) == (
         "would reset topology t: its records at /txdag/t (committed up to txid 4), 2 table(s) of its states (s.t__x, "
         "s.t__y), its row of txdag_commits at txid 4 in PostgresStore('pg', schema='s') and 9 Redis key(s) it wrote; "
         "its source is kept; kept, as txdag cannot empty a store of yours: b in Mine(path='/data/counts.db') (empty "
-        "them before the next run, docs/stores.md); nothing deleted: add --confirm to do it")
+        "them before the next run, docs/stores.md); left alone, as another topology's or state's (their names meet "
+        "in one table name): s.t__z; nothing deleted: add --confirm to do it")
