@@ -119,9 +119,10 @@ def redis_errors(
                                  f"{exc}); {how_to_start_redis(is_cluster(client))}") from exc
 
 
-TLS_HANDSHAKE = "; the TLS handshake did not complete: check that this port serves TLS (a plain Redis answers none)"
+TLS_HANDSHAKE = "; TLS ended: check that this port serves TLS (a plain Redis answers none)"
 TLS_NO_CLIENT_CERT = (", and as no client certificate is given: a server that asks for one and gets none ends the "
-                      "handshake so; then give the Redis connection's ssl_certfile and ssl_keyfile")
+                      "connection so (TLS 1.3: at the first request); then give the Redis connection's ssl_certfile "
+                      "and ssl_keyfile")
 TLS_FILES = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile")
 TLS_REFUSALS = {  # OpenSSL's reasons for a handshake that no retry mends
     "TLSV13_ALERT_CERTIFICATE_REQUIRED": "the server asks for a client certificate: give ssl_certfile and ssl_keyfile",
@@ -159,7 +160,8 @@ def tls_refusal(exc: BaseException, tls: Mapping[str, object] | None) -> str | N
 
 
 def handshake_hint(exc: BaseException, tls: Mapping[str, object] | None) -> str:
-    """For a TLS handshake that did not complete, with nothing that says why: the likely causes."""
+    """For a TLS connection that ended, with nothing that says why (a handshake cut off or timed out, or TLS 1.3's
+    end of a connection the server refused after its handshake): the likely causes."""
     import ssl
 
     if tls is None or not any(isinstance(c, ssl.SSLError) or "handshake" in str(c) for c in _chain(exc)):

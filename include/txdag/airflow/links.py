@@ -35,4 +35,7 @@ def page_url(topology: str, txid: int) -> str:
 
 
 def push_link(context: Any, topology: str, txid: int) -> None:
-    context["ti"].xcom_push(key=TxidLink().xcom_key, value=page_url(topology, txid))
+    """Sets the task's link; a context without a task instance (an operator run outside Airflow) has none to set."""
+    ti = context.get("ti")
+    if ti is not None:
+        ti.xcom_push(key=TxidLink().xcom_key, value=page_url(topology, txid))
