@@ -265,11 +265,9 @@ def connect_cluster(connect: Callable[[], RedisCluster], address: str, user: str
 
 def _refusal(exc: BaseException) -> BaseException | None:
     """The login or ACL refusal behind a failed cluster connection (redis-py wraps it in RedisClusterException)."""
-    chain: BaseException | None = exc
-    while chain is not None:
-        if isinstance(chain, redis.AuthenticationError | redis.exceptions.NoPermissionError):
-            return chain
-        chain = chain.__cause__ or chain.__context__
+    for cause in _chain(exc):
+        if isinstance(cause, redis.AuthenticationError | redis.exceptions.NoPermissionError):
+            return cause
     return exc if any(s in str(exc) for s in REFUSALS) else None
 
 

@@ -16,7 +16,7 @@ from txdag.defaults import REDIS_TIMEOUT, ZK_ROOT, ZK_TIMEOUT, ZOOKEEPER_CONN_ID
 from txdag.errors import ConfigError
 from txdag.masking import register_config_secrets, register_secret
 from txdag.protocol.clients import Clients, RedisSettings, ZooKeeperSettings
-from txdag.redisio import CLUSTER_OPTION, NODES_OPTION, node_address
+from txdag.redisio import CLUSTER_OPTION, NODES_OPTION, TLS_KEYS, node_address
 from txdag.zk.client import ZkClient, close_zk
 
 
@@ -124,7 +124,6 @@ def redis_url_of(conn: Any) -> str:
     return url + (f"?{urlencode(options, safe=',:/')}" if options else "")
 
 
-TLS_EXTRAS = ("ssl_cert_reqs", "ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_check_hostname")
 CERT_REQS = ("required", "optional", "none")  # the Redis provider's choices (and redis-py's)
 NULL_MEANS = {"ssl_cert_reqs": "none", "ssl_check_hostname": "false"}  # an extra set to null: redis-py's reading
 TRUE = ("1", "true", "yes", "on")
@@ -135,7 +134,7 @@ def tls_options(conn: Any) -> list[tuple[str, str]]:
     CA, a client certificate; the paths must be readable where the tasks and Spark executors run)."""
     extra = conn.extra_dejson
     options = []
-    for name in TLS_EXTRAS:
+    for name in TLS_KEYS:  # the Redis provider's TLS extras, as redis-py names them
         value = extra.get(name)
         if name in extra and value is None and name in NULL_MEANS:  # the provider's hook hands redis-py the None
             value = NULL_MEANS[name]
