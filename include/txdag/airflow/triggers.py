@@ -7,16 +7,19 @@ of rescheduling every ``commit_poke_interval``, resumes the task as soon as N - 
 worker nor the topology's pool slot meanwhile. The trigger decides nothing: on any event (settled, its own time
 limit, an error) the task runs its step again, which decides.
 
-It never fires sooner than ``earliest`` seconds after it starts (by default Airflow's ``[workers]
-min_heartbeat_interval`` plus 2 s). Airflow 3.3 fails a resumed task that is already running when the worker's
-report of its deferral (which comes up to ``min_heartbeat_interval`` after the task left) reaches the scheduler
-only then (apache/airflow#72716): a wait settled at once would lose its try to that race (seen in CI: a process
-step resumed 4 s after it deferred was killed as "finished with state success, but ... running").
+It never fires sooner than ``earliest`` seconds after the task deferred (by default Airflow's ``[workers]
+min_heartbeat_interval`` plus 2 s). Airflow 3.3 fails a resumed task that is already queued or running when the
+executor's report of the deferring try's exit reaches the scheduler only then (apache/airflow#72716): a wait settled
+at once would lose its try to that race (seen in CI: a process step resumed 4 s after it deferred was killed as
+"finished with state success, but ... running"). The time counts from the deferral (``deferred_at``, by the
+worker's clock: Airflow's hosts keep one time), not from the trigger's start, 1-2 s later, which made every wait of a
+txid behind another that much longer.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -41,24 +44,29 @@ def earliest_default() -> float:
 
 class TxidSettled(BaseTrigger):
     """Fires once txid ``waiting_on`` of ``topology_id`` is committed or failed (only committed with
-    ``committed_only``), or after ``limit`` seconds; not before ``earliest`` seconds (None: earliest_default())."""
+    ``committed_only``), or after ``limit`` seconds; not before ``earliest`` seconds (None: earliest_default())
+    after ``deferred_at`` (seconds since the epoch; None: now, as the task that defers builds it)."""
 
     def __init__(self, topology_id: str, zookeeper_conn_id: str, waiting_on: int, limit: float,
-                 committed_only: bool = False, earliest: float | None = None) -> None:
+                 committed_only: bool = False, earliest: float | None = None,
+                 deferred_at: float | None = None) -> None:
         super().__init__()
         self.topology_id, self.zookeeper_conn_id = topology_id, zookeeper_conn_id
         self.waiting_on, self.limit, self.committed_only = waiting_on, limit, committed_only
         self.earliest = earliest
+        self.deferred_at = time.time() if deferred_at is None else deferred_at
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (f"{type(self).__module__}.{type(self).__name__}",
                 {"topology_id": self.topology_id, "zookeeper_conn_id": self.zookeeper_conn_id,
                  "waiting_on": self.waiting_on, "limit": self.limit, "committed_only": self.committed_only,
-                 "earliest": self.earliest})
+                 "earliest": self.earliest, "deferred_at": self.deferred_at})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         loop = asyncio.get_running_loop()
-        not_before = loop.time() + (earliest_default() if self.earliest is None else self.earliest)
+        earliest = earliest_default() if self.earliest is None else self.earliest
+        since = min(max(0.0, time.time() - self.deferred_at), earliest)
+        not_before = loop.time() + earliest - since
         deadline = max(loop.time() + self.limit, not_before)
         why, client = "time limit", None
         try:
