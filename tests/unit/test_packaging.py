@@ -12,6 +12,7 @@ import configparser
 import email
 import importlib.metadata
 import shutil
+from types import SimpleNamespace
 import subprocess
 import sys
 import textwrap
@@ -120,14 +121,53 @@ def test_the_provider_info_is_valid_for_airflow_and_lists_the_connection_type_th
     info = get_provider_info()
     _create_provider_info_schema_validator().validate(info)  # what Airflow runs on discovery
     assert info["package-name"] == "txdag"
-    assert {"hook-class-name": "txdag.airflow.hooks.ZooKeeperHook", "connection-type": "zookeeper"} \
-        in info["connection-types"]
+    assert [(c["hook-class-name"], c["connection-type"]) for c in info["connection-types"]] == [
+        ("txdag.airflow.hooks.ZooKeeperHook", "zookeeper")]
     assert info["asset-uris"] == [{"schemes": ["txdag"], "handler": "txdag.topology.assets.check_uri"}]
     plugin_entry_point = EXPECTED_ENTRY_POINTS[("airflow.plugins", "txdag")].replace(":", ".")
     assert info["plugins"] == [{"name": "txdag", "plugin-class": plugin_entry_point}]
     from txdag.airflow.links import TxidLink  # the extra link is importable where Airflow looks for it
 
     assert info["extra-links"] == [f"{TxidLink.__module__}.{TxidLink.__qualname__}"]
+
+
+
+def test_the_provider_info_lists_the_hooks_operators_and_trigger_and_declares_the_zookeeper_form() -> None:
+    """What ``airflow providers hooks/triggers`` list, each module holding what it is listed for; the connection
+    form declared in the metadata (Airflow 3.2+ deprecates a hook's get_ui_field_behaviour), its fields the extra's
+    keys that txdag.airflow.hooks.zookeeper_settings reads."""
+    import importlib
+    import inspect
+    import warnings
+
+    from airflow.providers_manager import ProvidersManager
+    from airflow.sdk import BaseHook, BaseOperator
+    from airflow.triggers.base import BaseTrigger
+
+    from txdag.airflow.hooks import ZooKeeperHook, zookeeper_settings
+    from txdag.airflow.provider import get_provider_info
+
+    info = get_provider_info()
+    assert [i["integration-name"] for i in info["integrations"]] == ["txdag"]
+    for kind, base in (("hooks", BaseHook), ("operators", BaseOperator), ("triggers", BaseTrigger)):
+        (entry,) = info[kind]
+        assert entry["integration-name"] == "txdag"
+        for name in entry["python-modules"]:
+            module = importlib.import_module(name)
+            assert [c for _, c in inspect.getmembers(module, inspect.isclass)
+                    if issubclass(c, base) and c.__module__ == name], f"{name} has no {kind}"
+    (zookeeper,) = info["connection-types"]
+    assert zookeeper["hook-name"] == ZooKeeperHook.hook_name and "get_ui_field_behaviour" not in vars(ZooKeeperHook)
+    fields = {"root": "/apps/a", "timeout": 3}
+    settings = zookeeper_settings(SimpleNamespace(host="zk", port=2181, login=None, password=None,
+                                                  extra_dejson=fields))
+    assert (settings.root, settings.timeout) == ("/apps/a", 3.0) and set(zookeeper["conn-fields"]) == set(fields)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no deprecation on loading the form
+        manager = ProvidersManager()
+        assert manager.field_behaviours["zookeeper"]["hidden_fields"] == ["schema", "extra"]
+        assert {w.field_name for k, w in manager.connection_form_widgets.items()
+                if k.startswith("extra__zookeeper__")} == set(fields)
 
 
 def test_the_wheel_carries_the_package_and_nothing_of_the_checkout(wheel, metadata) -> None:

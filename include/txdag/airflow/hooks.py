@@ -12,6 +12,7 @@ from urllib.parse import quote, urlencode
 
 from airflow.sdk import BaseHook
 
+from txdag.airflow.provider import ZOOKEEPER_HOOK_NAME
 from txdag.defaults import REDIS_TIMEOUT, ZK_ROOT, ZK_TIMEOUT, ZOOKEEPER_CONN_ID
 from txdag.errors import ConfigError
 from txdag.masking import register_config_secrets, register_secret
@@ -26,22 +27,13 @@ class ZooKeeperHook(BaseHook):
     conn_name_attr = "zookeeper_conn_id"
     default_conn_name = ZOOKEEPER_CONN_ID
     conn_type = "zookeeper"
-    hook_name = "ZooKeeper"
+    hook_name = ZOOKEEPER_HOOK_NAME  # its form: ZOOKEEPER_CONNECTION in the provider's metadata
 
     def __init__(self, zookeeper_conn_id: str = default_conn_name, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.zookeeper_conn_id = zookeeper_conn_id
         self.client: ZkClient | None = None
         self._settings: ZooKeeperSettings | None = None
-
-    @classmethod
-    def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        return {
-            "hidden_fields": ["schema"],
-            "relabeling": {"host": "Hosts (host1,host2:2182,...)", "login": "Digest user (optional)"},
-            "placeholders": {"host": "127.0.0.1", "port": "2181",
-                             "extra": f'{{"root": "{ZK_ROOT}", "timeout": {ZK_TIMEOUT:g}}}'},
-        }
 
     def settings(self) -> ZooKeeperSettings:
         """The connection's settings, looked up once per hook."""
@@ -165,5 +157,5 @@ def zookeeper_settings(conn: Any) -> ZooKeeperSettings:
     )
     auth = (conn.login, conn.password) if conn.login else None
     extra = conn.extra_dejson
-    return ZooKeeperSettings(hosts, auth, root=extra.get("root", ZK_ROOT),
-                             timeout=float(extra.get("timeout", ZK_TIMEOUT)))
+    return ZooKeeperSettings(hosts, auth, root=extra.get("root") or ZK_ROOT,  # a form's empty field: null
+                             timeout=float(extra.get("timeout") or ZK_TIMEOUT))

@@ -23,6 +23,9 @@ def test_zookeeper_settings_add_the_port_to_hosts_without_one() -> None:
     assert "s3cret" not in repr(settings)
     assert zookeeper_settings(conn("127.0.0.1", 2191)) == ZooKeeperSettings("127.0.0.1:2191", root="/txdag",
                                                                             timeout=10.0)
+    # the connection form's fields (the provider's conn-fields) left empty are saved as null: the defaults
+    assert zookeeper_settings(conn("127.0.0.1", 2191, root=None, timeout=None)) == zookeeper_settings(
+        conn("127.0.0.1", 2191))
 
 
 def test_redis_url_quotes_credentials_and_keeps_db_and_ssl() -> None:
