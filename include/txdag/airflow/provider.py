@@ -1,5 +1,5 @@
 """Provider metadata (entry point ``apache_airflow_provider`` in pyproject.toml): the ``zookeeper`` connection
-type, the modules of txdag's hooks, operators and trigger (``airflow providers hooks``, ``... triggers``), the
+type and its form, the modules of txdag's hooks, operators and trigger (``airflow providers get txdag --full``), the
 ``txdag`` asset URI scheme (txdag.topology.assets: Airflow checks each such URI with its handler), the tasks' extra
 link (txdag.airflow.links), and the plugin (loaded through its own ``airflow.plugins`` entry point; listed here as
 Airflow's schema for providers has it)."""

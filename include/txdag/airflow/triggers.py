@@ -44,8 +44,8 @@ def earliest_default() -> float:
 
 class TxidSettled(BaseTrigger):
     """Fires once txid ``waiting_on`` of ``topology_id`` is committed or failed (only committed with
-    ``committed_only``), or after ``limit`` seconds; not before ``earliest`` seconds (None: earliest_default())
-    after ``deferred_at`` (seconds since the epoch; None: now, as the task that defers builds it)."""
+    ``committed_only``), or ``limit`` seconds after ``deferred_at`` (seconds since the epoch; None: now, as the task
+    that defers builds it); not before ``earliest`` seconds after it (None: earliest_default())."""
 
     def __init__(self, topology_id: str, zookeeper_conn_id: str, waiting_on: int, limit: float,
                  committed_only: bool = False, earliest: float | None = None,
@@ -65,9 +65,9 @@ class TxidSettled(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         loop = asyncio.get_running_loop()
         earliest = earliest_default() if self.earliest is None else self.earliest
-        since = min(max(0.0, time.time() - self.deferred_at), earliest)
-        not_before = loop.time() + earliest - since
-        deadline = max(loop.time() + self.limit, not_before)
+        waited = max(0.0, time.time() - self.deferred_at)  # both counted from the deferral
+        not_before = loop.time() + max(0.0, earliest - waited)
+        deadline = max(loop.time() + self.limit - waited, not_before)
         why, client = "time limit", None
         try:
             settings = zookeeper_settings(await BaseHook.aget_connection(self.zookeeper_conn_id))

@@ -125,26 +125,30 @@ def test_it_never_fires_before_the_deferral_has_been_reported(store, prefix) -> 
     assert kwargs["earliest"] is None and abs(kwargs["deferred_at"] - time.time()) < 5
 
 
-def test_the_least_wait_counts_from_the_deferral_not_from_the_triggers_start(store, prefix) -> None:
+def test_the_least_wait_and_the_time_limit_count_from_the_deferral_not_from_the_triggers_start(store, prefix) -> None:
     """The triggerer starts a trigger 1-2 s after the task deferred; that time counts: a trigger built (by the task
     that defers) ``earliest`` seconds ago fires at once on a settled txid, one built half of it ago waits the other
-    half. The triggerer builds it again from its serialized arguments, which keep the deferral's time."""
+    half, and a time limit passed since the deferral ends the wait at once. The triggerer builds it again from its
+    serialized arguments, which keep the deferral's time."""
     import time
 
     from txdag.airflow.triggers import TxidSettled
 
     commit(store, 1)
-    deferred = TxidSettled(prefix, CONN, 1, 120, earliest=3.0, deferred_at=time.time() - 3.0)
+    deferred = TxidSettled(prefix, CONN, 1, 120, earliest=6.0, deferred_at=time.time() - 6.0)
     started = time.monotonic()
     rebuilt = TxidSettled(**deferred.serialize()[1])
     assert first_event(rebuilt) == {"waiting_on": 1, "why": "settled"}
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 4.0  # counted from the trigger's start: 6 s
     started = time.monotonic()
     assert first_event(trigger(prefix, 1, limit=120, earliest=3.0, deferred_at=time.time() - 1.5))["why"] == "settled"
     assert 1.3 <= time.monotonic() - started < 2.9
     started = time.monotonic()  # a deferral time ahead of the triggerer's clock waits no longer than earliest
     assert first_event(trigger(prefix, 1, limit=120, earliest=1.0, deferred_at=time.time() + 60))["why"] == "settled"
     assert 1.0 <= time.monotonic() - started < 2.5
+    started = time.monotonic()  # txid 2 never settles: its limit, 8 s after a deferral 6 s ago, is 2 s away
+    assert first_event(trigger(prefix, 2, limit=8, earliest=1.0, deferred_at=time.time() - 6.0))["why"] == "time limit"
+    assert 1.8 <= time.monotonic() - started < 5.0  # counted from the trigger's start: 8 s
 
 
 def test_a_zookeeper_it_cannot_reach_wakes_the_task_at_its_time_limit(store, prefix, monkeypatch, capfd) -> None:

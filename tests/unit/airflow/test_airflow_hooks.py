@@ -26,6 +26,13 @@ def test_zookeeper_settings_add_the_port_to_hosts_without_one() -> None:
     # the connection form's fields (the provider's conn-fields) left empty are saved as null: the defaults
     assert zookeeper_settings(conn("127.0.0.1", 2191, root=None, timeout=None)) == zookeeper_settings(
         conn("127.0.0.1", 2191))
+    assert zookeeper_settings(conn("zk", 2181, timeout="2.5")).timeout == 2.5
+
+
+@pytest.mark.parametrize("timeout", [0, -1, "0", "soon", [3]])
+def test_a_zookeeper_timeout_that_is_not_a_positive_number_is_refused_by_name(timeout) -> None:
+    with pytest.raises(ConfigError, match=r"ZooKeeper connection 'redis_default': its timeout .* is not a positive"):
+        zookeeper_settings(conn("zk", 2181, timeout=timeout))
 
 
 def test_redis_url_quotes_credentials_and_keeps_db_and_ssl() -> None:

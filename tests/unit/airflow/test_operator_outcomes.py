@@ -4,10 +4,10 @@ without retries, or a result: the mapping, checked without Airflow running (txda
 from __future__ import annotations
 
 import logging
+import time
 from datetime import UTC, datetime
 from functools import partial
 from types import SimpleNamespace
-from unittest.mock import ANY
 
 import pytest
 
@@ -77,7 +77,7 @@ def test_a_run_waiting_for_a_place_among_max_active_transactions_defers_until_th
     assert isinstance(exc, TaskDeferred) and exc.method_name == "resume"
     assert exc.trigger.serialize() == ("txdag.airflow.triggers.TxidSettled", {
         "topology_id": "topo", "zookeeper_conn_id": "zk_topo", "waiting_on": 5, "limit": 7, "committed_only": False,
-        "earliest": None, "deferred_at": ANY})
+        "earliest": None, "deferred_at": pytest.approx(time.time(), abs=30)})
     assert "run=run1: waiting (2 txid(s) uncommitted (txids 5..6)); deferred: back once txid 5 is committed or " \
            "failed, at the latest in 7s" in caplog.text
 
@@ -163,7 +163,7 @@ def test_process_waiting_for_a_key_value_predecessor_defers_until_it_commits(ops
     assert deferred.value.method_name == "resume"
     assert deferred.value.trigger.serialize() == ("txdag.airflow.triggers.TxidSettled", {
         "topology_id": "topo", "zookeeper_conn_id": "zk_topo", "waiting_on": 3, "limit": 7, "committed_only": True,
-        "earliest": None, "deferred_at": ANY})
+        "earliest": None, "deferred_at": pytest.approx(time.time(), abs=30)})
     assert "read as of txid 3; deferred: back once txid 3 is committed, at the latest in 7s" in caplog.text
 
 
@@ -217,7 +217,7 @@ def test_a_commit_waiting_for_its_predecessor_defers_until_it_settles(ops, caplo
     assert deferred.value.method_name == "resume"
     assert deferred.value.trigger.serialize() == ("txdag.airflow.triggers.TxidSettled", {
         "topology_id": "topo", "zookeeper_conn_id": "zk_topo", "waiting_on": 3, "limit": 7, "committed_only": False,
-        "earliest": None, "deferred_at": ANY})
+        "earliest": None, "deferred_at": pytest.approx(time.time(), abs=30)})
     assert "txid 4 waits for txid 3 to commit; deferred: back once txid 3 is committed or failed, at the latest " \
            "in 7s" in caplog.text
 
