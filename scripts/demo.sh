@@ -91,11 +91,26 @@ if bash scripts/airflow.sh status >/dev/null 2>&1 && ! grep -qxF "export TXDAG_D
     say "Airflow runs with another DAG folder: restarting it with $dags_folder ($mode mode)"
     bash scripts/airflow.sh stop
 fi
+warming=""
 if [[ "$mode" == connect || "$mode" == kafka ]]; then
     bash scripts/spark-connect.sh start
+    # The first txid must not pay for a cold server: the topology's shared session is warmed while Airflow starts.
+    dag=tweets_analytics
+    [[ "$mode" == connect ]] || dag=tweets_kafka
+    warm_log="$ROOT/.run/demo-warm.log"
+    .venv/bin/txdag warm "$dag" --url "$(bash scripts/spark-connect.sh url)" >"$warm_log" 2>&1 &
+    warming=$!
+    trap 'kill "$warming" 2>/dev/null || true' EXIT # not left running if Airflow fails to start
 fi
 TXDAG_AIRFLOW_REDIS_DB="${TXDAG_DEMO_REDIS_DB:-1}" bash scripts/airflow.sh start
 say "Airflow ready at +$((SECONDS - started)) s"
+if [[ -n "$warming" ]]; then
+    if wait "$warming"; then
+        say "$(grep '^warmed' "$warm_log")"
+    else
+        say "warning: could not warm the Spark session ($warm_log); the first txid starts it: $(tail -n 1 "$warm_log")"
+    fi
+fi
 eval "$(bash scripts/airflow.sh env)"
 rc=0
 .venv/bin/python scripts/demo_airflow.py "${args[@]}" || rc=$?

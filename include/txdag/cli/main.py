@@ -30,6 +30,7 @@ from txdag.cli.common import (
     txid_arg,
 )
 from txdag.cli.pyfiles import add_cli as add_pyfiles_cli
+from txdag.cli.warm import add_cli as add_warm_cli
 from txdag.defaults import REDIS_CONN_ID, SPARK_CONN_ID, ZOOKEEPER_CONN_ID
 from txdag.errors import TxdagError
 
@@ -141,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=doctor.cmd_doctor)
     add_acl_cli(sub)
     add_pyfiles_cli(sub)
+    add_warm_cli(sub, common)
     topology.add_cli(sub, common)
     holes.add_cli(sub, common)
     return parser

@@ -19,7 +19,8 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
@@ -41,6 +42,7 @@ from txdag.topology.jobfile import load_job_module
 # good on a Connect session, so it is set around the job and put back after.
 CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
 PY_FILES_CONF = "spark.submit.pyFiles"  # spark-submit's --py-files as a conf: both modes read it
+SESSION_USER = "txdag"  # the user of a shared session whose connection names none
 SHARED_GENERATIONS = 8  # shared sessions a topology may start in a day before its txids fall back to their own
 log = logging.getLogger(__name__)
 
@@ -62,7 +64,10 @@ def shared_session_url(url: str, topology: str, day: datetime | None = None, gen
     digest = hashlib.sha256(f"txdag:{topology}:{stamp}:{generation}{salt}".encode()).digest()[:16]
     base = url.rstrip("/")
     params = ";" if "/;" in base else "/;"  # after the connection's own (user_id, token, use_ssl)
-    return f"{base}{params}session_id={uuid.UUID(bytes=digest, version=4)}"
+    # The server keys a session by user and id; without a user_id the client sends its OS user, so the tasks and a
+    # `txdag warm` run by someone else would name two sessions. One user unless the connection names its own.
+    user = "" if "user_id=" in base else f"user_id={SESSION_USER};"
+    return f"{base}{params}{user}session_id={uuid.UUID(bytes=digest, version=4)}"
 
 
 def session_closed(exc: BaseException) -> bool:
@@ -165,9 +170,7 @@ def run_connected(spec: JobSpec, job_path: str, clients: Mapping[str, redis.Redi
     gets the py-files of the topology's ``spark_conf`` first."""
     files = py_files(spark_conf or {})
     process = load_process(job_path)
-    previous = os.environ.get(CONNECT_MODE)
-    os.environ[CONNECT_MODE] = "1"
-    try:
+    with connect_mode():
         started = time.perf_counter()
         spark = shared_session(url, spec.topology, files)
         connected = time.perf_counter() - started
@@ -178,7 +181,17 @@ def run_connected(spec: JobSpec, job_path: str, clients: Mapping[str, redis.Redi
                            kafka_configs=kafka_configs).timed("connect", connected)
         finally:
             spark.stop()  # closes this client; the shared session stays open on the server
-    finally:  # later classic sessions, and spark-submit children, of this process stay classic
+
+
+@contextmanager
+def connect_mode() -> Iterator[None]:
+    """pyspark.sql.functions build Connect columns inside; later classic sessions, and spark-submit children, of
+    this process stay classic."""
+    previous = os.environ.get(CONNECT_MODE)
+    os.environ[CONNECT_MODE] = "1"
+    try:
+        yield
+    finally:
         if previous is None:
             os.environ.pop(CONNECT_MODE, None)
         else:

@@ -3,6 +3,8 @@ what the Python reference (and the spark-submit path of test_spark_jobs.py) stag
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import subprocess
 import sys
@@ -11,13 +13,17 @@ from collections import Counter
 import pytest
 from pyspark.errors import PySparkException
 from spark_support import JOBS_DIR, TWEET_STATES, WORD_STATES, expected_fields
+from support.cli_project import dag_folder
 from support.servers import free_port
 
 from txdag import TransactionAttempt
 from txdag.analytics.tweets import tweet_partials
+from txdag.cli import exits
+from txdag.cli.main import main
 from txdag.commit.staging import Staging
 from txdag.errors import ConfigError, ServiceUnavailable
 from txdag.spark.connect import connect_session, load_process, run_connected, shared_session, shared_session_url
+from txdag.spark.warm import ROWS
 from txdag.spouts import SpoutContext, append_tweets
 from txdag.spouts.samples import sample_sentences, sample_tweets
 from txdag.spouts.streams import StreamPartition, append_entries
@@ -69,6 +75,22 @@ def test_the_txids_of_a_topology_share_one_session_that_outlives_each_task(conne
     try:
         assert second.session_id == first_id == shared_session_url(connect_url, prefix).rsplit("=", 1)[1]
         assert second.table("left_by_txid_1").count() == 5
+    finally:
+        second.stop()
+
+
+def test_the_shared_session_is_one_whichever_os_user_opens_it(connect_url, prefix, monkeypatch):
+    """The server keys a session by user and id: a `txdag warm` run by an operator and the tasks run by Airflow's
+    user must meet in one session (the client would send each its own OS user)."""
+    monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")  # set by pyspark on a Connect session; undone after
+    monkeypatch.setenv("SPARK_USER", "an-operator")
+    first = shared_session(connect_url, prefix)
+    first.range(3).createOrReplaceTempView("left_by_the_operator")
+    first.stop()
+    monkeypatch.setenv("SPARK_USER", "airflow")
+    second = shared_session(connect_url, prefix)
+    try:
+        assert second.table("left_by_the_operator").count() == 3
     finally:
         second.stop()
 
@@ -138,3 +160,45 @@ def test_a_job_file_without_process_is_refused(tmp_path):
         load_process(str(job))
     with pytest.raises(ConfigError, match="not a local file"):
         load_process("s3://bucket/job.py")
+
+
+WARM_DAG_FILE = """
+from txdag import TransactionalTopology
+from txdag.airflow import render
+from txdag.topology.definition import State, TweetsSource
+
+topology = TransactionalTopology("{topo}", source=TweetsSource(prefix="{topo}:"), job="spark_jobs/job.py",
+                                 states=[State("users", namespace="{topo}:users")], spark_mode="connect")
+dag = render(topology, dag_file=__file__)
+"""
+
+
+def test_txdag_warm_readies_the_session_the_topologys_txids_then_share(connect_url, redis_client, tweets_spec,
+                                                                       prefix, tmp_path, monkeypatch, capsys, caplog):
+    """The README's `txdag warm`: the warm-up job runs in the topology's shared session of today (its Python workers
+    count what it sent them), and the first txid after it runs in that same session, staging what it must."""
+    dag_folder(monkeypatch, tmp_path, prefix, WARM_DAG_FILE)
+    assert main(["warm", prefix, "--url", connect_url, "--json"]) == 0
+    warmed = json.loads(capsys.readouterr().out)
+    expected_session = shared_session_url(connect_url, prefix).rsplit("=", 1)[1]
+    assert (warmed["topology"], warmed["session"]) == (prefix, expected_session)
+    assert warmed["rows"] == len({f"user{i % 8}" for i in range(ROWS)}), "every group reached a Python worker"
+    assert "SPARK_CONNECT_MODE_ENABLED" not in os.environ
+    tweets = sample_tweets(60, seed=51)
+    spec = tweets_spec(tweets)
+    assert spec.topology == prefix
+    with caplog.at_level(logging.INFO, logger="txdag.spark.connect"):
+        run_connected(spec, str(JOBS_DIR / "tweets_analytics.py"), clients(redis_client), connect_url)
+    assert f"runs in Spark Connect session {expected_session}" in caplog.text
+    assert Staging(redis_client, spec.topology).read(spec.tx) == expected_staging(tweets)
+
+
+def test_txdag_warm_names_a_server_that_is_down_and_a_topology_that_has_no_session(prefix, tmp_path, monkeypatch,
+                                                                                  capsys):
+    dag_folder(monkeypatch, tmp_path, prefix, WARM_DAG_FILE)
+    assert main(["warm", prefix, "--url", f"sc://127.0.0.1:{free_port()}"]) == exits.code_of(ServiceUnavailable(""))
+    assert "does not answer" in capsys.readouterr().err
+    (tmp_path / "dags" / f"{prefix}.py").write_text(WARM_DAG_FILE.replace(', spark_mode="connect"', "")
+                                                     .format(topo=prefix))
+    assert main(["warm", prefix, "--url", "sc://127.0.0.1:1"]) == exits.USAGE
+    assert "runs spark_mode='submit'" in capsys.readouterr().err

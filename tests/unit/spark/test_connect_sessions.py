@@ -35,7 +35,7 @@ def test_the_id_is_a_uuid4_as_the_server_requires():
 
 def test_the_session_follows_the_connections_parameters():
     plain = shared_session_url("sc://127.0.0.1:15092/", "t", DAY)
-    assert plain.startswith("sc://127.0.0.1:15092/;session_id=")
+    assert plain.startswith("sc://127.0.0.1:15092/;user_id=txdag;session_id="), "one user, whoever runs the client"
     with_token = shared_session_url("sc://h:1/;user_id=me;token=s3cret", "t", DAY)
     assert with_token.startswith("sc://h:1/;user_id=me;token=s3cret;session_id=")
     assert session_id(with_token) == session_id(shared_session_url("sc://h:1", "t", DAY))
