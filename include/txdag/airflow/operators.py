@@ -278,6 +278,7 @@ class WarmProcessOperator(BaseOperator):
     def __init__(self, *, topology: TransactionalTopology, dag_file: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.topology, self.dag_file = topology, dag_file
+        self._running: tuple[str, Any] | None = None  # the Connect URL and attempt of the job under way
 
     def execute(self, context: Any) -> dict[str, Any]:
         def run_warm(rt: TopologyRuntime, emission: Emission) -> None:
@@ -291,14 +292,35 @@ class WarmProcessOperator(BaseOperator):
             spec = rt.job_spec(emission)
             clients = {c: rt.clients.redis(c) for c in {spec.redis_conn_id, *spec.source.conn_ids()}}
             url = SparkConnectHook(self.topology.spark_connect_conn_id).get_connection_url()
+            self._running = (url, emission.tx)
             try:
                 result = run_connected(spec, self.topology.job_path, clients, url, rt.kv_configs,
                                        self.topology.spark_conf, kafka_configs=rt.clients.kafka_configs(spec.source))
             except Exception as exc:
                 raise warm_failure(self.topology.topology_id, emission.tx, exc) from exc
+            finally:
+                self._running = None
             self.log.info("%s", result.timed("import", imported).summary())
 
         return process_txid(self, context, run_warm)
+
+    def on_kill(self) -> None:
+        """Killed (SIGTERM, execution_timeout) while its job runs: the job's Spark operations are interrupted, so
+        that the shared server does not run them to their end for nobody (their writes would be fenced anyway)."""
+        if self._running is None:
+            return
+        url, tx = self._running
+        where = f"topology={self.topology.topology_id} txid={tx.txid} attempt={tx.attempt}"
+        try:
+            from txdag.spark.connect import interrupt_job, py_files
+
+            stopped = interrupt_job(url, self.topology.topology_id, tx, py_files(self.topology.spark_conf))
+        except Exception as exc:  # a kill must not fail on the way out; the server ends the job when it finishes
+            self.log.warning("%s: killed; could not interrupt its Spark job (%s: %s): it runs on to its end on the "
+                             "Spark Connect server, its writes fenced", where, type(exc).__name__, exc)
+            return
+        self.log.warning("%s: killed; interrupted its Spark job's %d running operation(s) %s", where, len(stopped),
+                         stopped)
 
     def resume(self, context: Any, event: dict[str, Any] | None = None) -> dict[str, Any]:
         """Back from waiting on its key-value predecessor (TxidSettled fired): run the process step again."""

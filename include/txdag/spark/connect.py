@@ -32,6 +32,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.connect.session import SparkSession as ConnectSession
 
 from txdag import hints
+from txdag.attempt import TransactionAttempt
 from txdag.errors import ConfigError, ServiceUnavailable
 from txdag.spark.runner import JobResult, Process, run_job
 from txdag.state.kv import ProviderConfig
@@ -176,11 +177,28 @@ def run_connected(spec: JobSpec, job_path: str, clients: Mapping[str, redis.Redi
         connected = time.perf_counter() - started
         log.info("topology %r %s runs in Spark Connect session %s", spec.topology, spec.tx,
                  cast(ConnectSession, spark).session_id)
+        cast(ConnectSession, spark).addTag(job_tag(spec.topology, spec.tx))
         try:
             return run_job(spec, process, clients, spark, kv_configs,
                            kafka_configs=kafka_configs).timed("connect", connected)
         finally:
             spark.stop()  # closes this client; the shared session stays open on the server
+
+
+def job_tag(topology: str, tx: TransactionAttempt) -> str:
+    """The tag of every Spark operation of ``tx``'s job in its topology's shared session."""
+    return f"txdag:{topology}:{tx.txid}:{tx.attempt}"
+
+
+def interrupt_job(url: str, topology: str, tx: TransactionAttempt, files: Sequence[Path] = ()) -> list[str]:
+    """Interrupt the Spark operations of ``tx``'s job (its task was killed): the server would run them to their end
+    for nobody, on the cores the topology's other txids share. Returns the ids of the operations interrupted. It
+    leaves the process's Spark Connect mode alone (connect_mode): a kill arrives while the job runs with it set."""
+    spark = shared_session(url, topology, files)
+    try:
+        return list(cast(ConnectSession, spark).interruptTag(job_tag(topology, tx)))
+    finally:
+        spark.stop()
 
 
 @contextmanager

@@ -8,6 +8,8 @@ import logging
 import os
 import subprocess
 import sys
+import threading
+import time
 from collections import Counter
 
 import pytest
@@ -17,17 +19,19 @@ from support.cli_project import dag_folder
 from support.servers import free_port
 
 from txdag import TransactionAttempt
+from txdag.airflow.operators import WarmProcessOperator
 from txdag.analytics.tweets import tweet_partials
 from txdag.cli import exits
 from txdag.cli.main import main
 from txdag.commit.staging import Staging
-from txdag.errors import ConfigError, ServiceUnavailable
+from txdag.errors import BatchReadError, ConfigError, ServiceUnavailable
 from txdag.spark.connect import connect_session, load_process, run_connected, shared_session, shared_session_url
 from txdag.spark.warm import ROWS
 from txdag.spouts import SpoutContext, append_tweets
 from txdag.spouts.samples import sample_sentences, sample_tweets
 from txdag.spouts.streams import StreamPartition, append_entries
-from txdag.topology.definition import JobSpec, StreamsSource, TweetsSource
+from txdag.topology.definition import JobSpec, State, StreamsSource, TweetsSource
+from txdag.topology.topology import TransactionalTopology
 
 pytestmark = pytest.mark.integration
 
@@ -202,3 +206,50 @@ def test_txdag_warm_names_a_server_that_is_down_and_a_topology_that_has_no_sessi
                                                      .format(topo=prefix))
     assert main(["warm", prefix, "--url", "sc://127.0.0.1:1"]) == exits.USAGE
     assert "runs spark_mode='submit'" in capsys.readouterr().err
+
+
+SLOW_JOB = """
+import time
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType
+
+
+def process(batch):
+    def slow(value):
+        time.sleep(120)
+        return 1
+    return {"users": batch.select(F.lit("u").alias("user"), F.udf(slow, LongType())(F.col("value")).alias("n"))}
+"""
+
+
+def test_a_killed_warm_process_task_interrupts_its_spark_job(connect_url, redis_client, tweets_spec, tmp_path,
+                                                             capsys):
+    """Airflow calls on_kill when it kills the task (SIGTERM, execution_timeout): the job's Spark operations on the
+    shared server are interrupted rather than run to their end for nobody. Here the job's rows sleep 120 s each on
+    the executors; the task's on_kill ends it within seconds, and nothing is sealed."""
+    job = tmp_path / "slow_job.py"
+    job.write_text(SLOW_JOB)
+    spec = tweets_spec(sample_tweets(2, seed=61), states=(State("users"),))
+    topology = TransactionalTopology(spec.topology, source=spec.source, job=str(job), states=[State("users")],
+                                     spark_mode="connect")
+    task = WarmProcessOperator(task_id="process", topology=topology)
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        task._running = (connect_url, spec.tx)  # as its execute sets it around run_connected
+        try:
+            run_connected(spec, str(job), clients(redis_client), connect_url)
+        except BaseException as exc:  # noqa: BLE001  (what the job ended with is the point)
+            failed.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    deadline = time.monotonic() + 60
+    while worker.is_alive() and time.monotonic() < deadline:  # a kill may land between two of its operations
+        task.on_kill()
+        worker.join(timeout=2)
+    assert not worker.is_alive(), "the job was not interrupted: its rows sleep 120 s"
+    assert failed and isinstance(failed[0], PySparkException), failed
+    assert "killed; interrupted its Spark job's 1 running operation(s)" in capsys.readouterr().out
+    with pytest.raises(BatchReadError, match="no sealed staging"):  # nothing of the killed attempt is sealed
+        Staging(redis_client, spec.topology).read(spec.tx)
