@@ -98,7 +98,9 @@ if [[ "$mode" == connect || "$mode" == kafka ]]; then
     dag=tweets_analytics
     [[ "$mode" == connect ]] || dag=tweets_kafka
     warm_log="$ROOT/.run/demo-warm.log"
-    .venv/bin/txdag warm "$dag" --url "$(bash scripts/spark-connect.sh url)" >"$warm_log" 2>&1 &
+    server=(--url "$(bash scripts/spark-connect.sh url)") # the connection airflow.sh defines, unless one is given
+    [[ -z "${AIRFLOW_CONN_SPARK_CONNECT_DEFAULT:-}" ]] || server=()
+    .venv/bin/txdag warm "$dag" "${server[@]}" >"$warm_log" 2>&1 &
     warming=$!
     trap 'kill "$warming" 2>/dev/null || true' EXIT # not left running if Airflow fails to start
 fi

@@ -278,43 +278,59 @@ class WarmProcessOperator(BaseOperator):
     def __init__(self, *, topology: TransactionalTopology, dag_file: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.topology, self.dag_file = topology, dag_file
-        self._running: tuple[str, Any] | None = None  # the Connect URL and attempt of the job under way
+        self._running: tuple[str, Any] | None = None  # the session URL and attempt of the job under way
 
     def execute(self, context: Any) -> dict[str, Any]:
         def run_warm(rt: TopologyRuntime, emission: Emission) -> None:
             started = time.perf_counter()
             from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 
-            from txdag.spark.connect import run_connected
+            import txdag.spark.connect  # noqa: F401  (timed: the Connect client's import)
 
             imported = time.perf_counter() - started
 
             spec = rt.job_spec(emission)
             clients = {c: rt.clients.redis(c) for c in {spec.redis_conn_id, *spec.source.conn_ids()}}
             url = SparkConnectHook(self.topology.spark_connect_conn_id).get_connection_url()
-            self._running = (url, emission.tx)
             try:
-                result = run_connected(spec, self.topology.job_path, clients, url, rt.kv_configs,
-                                       self.topology.spark_conf, kafka_configs=rt.clients.kafka_configs(spec.source))
+                result = self.run_job(spec, clients, url, rt.kv_configs, rt.clients.kafka_configs(spec.source))
             except Exception as exc:
                 raise warm_failure(self.topology.topology_id, emission.tx, exc) from exc
-            finally:
-                self._running = None
             self.log.info("%s", result.timed("import", imported).summary())
 
         return process_txid(self, context, run_warm)
 
+    def run_job(self, spec: Any, clients: dict[str, Any], url: str, kv_configs: Any = None,
+                kafka_configs: Any = None) -> Any:
+        """run_connected, with its session kept for on_kill until the job returns or raises an Exception; an
+        execution_timeout (a BaseException) keeps it, since Airflow calls on_kill after the timeout unwound."""
+        from txdag.spark.connect import run_connected
+
+        def started(session: str) -> None:
+            self._running = (session, spec.tx)
+
+        try:
+            result = run_connected(spec, self.topology.job_path, clients, url, kv_configs, self.topology.spark_conf,
+                                   kafka_configs=kafka_configs, on_session=started)
+        except Exception:
+            self._running = None
+            raise
+        self._running = None
+        return result
+
     def on_kill(self) -> None:
-        """Killed (SIGTERM, execution_timeout) while its job runs: the job's Spark operations are interrupted, so
-        that the shared server does not run them to their end for nobody (their writes would be fenced anyway)."""
+        """Killed (SIGTERM, execution_timeout) while its job runs: the job's running Spark operations are
+        interrupted, so that the shared server does not run them to their end for nobody (their writes would be
+        fenced anyway). A kill between two operations finds none running: the next one, started before Airflow's
+        SIGKILL (5 s later), runs until it ends or the server drops it (its detached timeout)."""
         if self._running is None:
             return
-        url, tx = self._running
+        session, tx = self._running
         where = f"topology={self.topology.topology_id} txid={tx.txid} attempt={tx.attempt}"
         try:
-            from txdag.spark.connect import interrupt_job, py_files
+            from txdag.spark.connect import interrupt_job, job_tag
 
-            stopped = interrupt_job(url, self.topology.topology_id, tx, py_files(self.topology.spark_conf))
+            stopped = interrupt_job(session, job_tag(self.topology.topology_id, tx))
         except Exception as exc:  # a kill must not fail on the way out; the server ends the job when it finishes
             self.log.warning("%s: killed; could not interrupt its Spark job (%s: %s): it runs on to its end on the "
                              "Spark Connect server, its writes fenced", where, type(exc).__name__, exc)

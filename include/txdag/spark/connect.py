@@ -19,7 +19,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -63,12 +63,19 @@ def shared_session_url(url: str, topology: str, day: datetime | None = None, gen
     stamp = (day or datetime.now(UTC)).strftime("%Y-%m-%d")
     salt = f":{shipped}" if shipped else ""
     digest = hashlib.sha256(f"txdag:{topology}:{stamp}:{generation}{salt}".encode()).digest()[:16]
+    return session_url(url, str(uuid.UUID(bytes=digest, version=4)))
+
+
+def session_url(url: str, session_id: str) -> str:
+    """``url`` naming the session ``session_id`` (a URL that names one already is kept as it is)."""
+    if ";session_id=" in url:
+        return url
     base = url.rstrip("/")
     params = ";" if "/;" in base else "/;"  # after the connection's own (user_id, token, use_ssl)
     # The server keys a session by user and id; without a user_id the client sends its OS user, so the tasks and a
     # `txdag warm` run by someone else would name two sessions. One user unless the connection names its own.
     user = "" if "user_id=" in base else f"user_id={SESSION_USER};"
-    return f"{base}{params}{user}session_id={uuid.UUID(bytes=digest, version=4)}"
+    return f"{base}{params}{user}session_id={session_id}"
 
 
 def session_closed(exc: BaseException) -> bool:
@@ -166,18 +173,22 @@ def ship(spark: SparkSession, files: Sequence[Path]) -> None:
 def run_connected(spec: JobSpec, job_path: str, clients: Mapping[str, redis.Redis], url: str,
                   kv_configs: Mapping[str, ProviderConfig] | None = None,
                   spark_conf: Mapping[str, str] | None = None, *,
-                  kafka_configs: Mapping[str, Mapping[str, Any]] | None = None) -> JobResult:
+                  kafka_configs: Mapping[str, Mapping[str, Any]] | None = None,
+                  on_session: Callable[[str], None] | None = None) -> JobResult:
     """Run the job for ``spec`` on the Spark Connect server at ``url``, in the topology's shared session, which
-    gets the py-files of the topology's ``spark_conf`` first."""
+    gets the py-files of the topology's ``spark_conf`` first; ``on_session`` gets the URL of that session before
+    the job's first operation (what interrupt_job needs)."""
     files = py_files(spark_conf or {})
     process = load_process(job_path)
     with connect_mode():
         started = time.perf_counter()
         spark = shared_session(url, spec.topology, files)
         connected = time.perf_counter() - started
-        log.info("topology %r %s runs in Spark Connect session %s", spec.topology, spec.tx,
-                 cast(ConnectSession, spark).session_id)
+        session_id = cast(ConnectSession, spark).session_id
+        log.info("topology %r %s runs in Spark Connect session %s", spec.topology, spec.tx, session_id)
         cast(ConnectSession, spark).addTag(job_tag(spec.topology, spec.tx))
+        if on_session is not None:
+            on_session(session_url(url, session_id))
         try:
             return run_job(spec, process, clients, spark, kv_configs,
                            kafka_configs=kafka_configs).timed("connect", connected)
@@ -190,13 +201,15 @@ def job_tag(topology: str, tx: TransactionAttempt) -> str:
     return f"txdag:{topology}:{tx.txid}:{tx.attempt}"
 
 
-def interrupt_job(url: str, topology: str, tx: TransactionAttempt, files: Sequence[Path] = ()) -> list[str]:
-    """Interrupt the Spark operations of ``tx``'s job (its task was killed): the server would run them to their end
-    for nobody, on the cores the topology's other txids share. Returns the ids of the operations interrupted. It
-    leaves the process's Spark Connect mode alone (connect_mode): a kill arrives while the job runs with it set."""
-    spark = shared_session(url, topology, files)
+def interrupt_job(url: str, tag: str) -> list[str]:
+    """Interrupt the Spark operations tagged ``tag`` (job_tag) in the session ``url`` names (run_connected's
+    ``on_session``): its task was killed, and the server would run them to their end for nobody, on the cores the
+    topology's other txids share. Returns the ids of the operations interrupted. A kill arrives in a signal handler
+    while the job runs: no probe, no job, no upload, and the process's Spark Connect mode is left alone."""
+    spark = ConnectSession.builder.remote(url).create()
+    spark.release_session_on_close = False  # the topology's txids go on in it
     try:
-        return list(cast(ConnectSession, spark).interruptTag(job_tag(topology, tx)))
+        return list(spark.interruptTag(tag))
     finally:
         spark.stop()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -13,6 +14,8 @@ import time
 from collections import Counter
 
 import pytest
+from airflow.sdk.exceptions import AirflowTaskTimeout
+from airflow.sdk.execution_time.timeout import timeout
 from pyspark.errors import PySparkException
 from spark_support import JOBS_DIR, TWEET_STATES, WORD_STATES, expected_fields
 from support.cli_project import dag_folder
@@ -25,7 +28,15 @@ from txdag.cli import exits
 from txdag.cli.main import main
 from txdag.commit.staging import Staging
 from txdag.errors import BatchReadError, ConfigError, ServiceUnavailable
-from txdag.spark.connect import connect_session, load_process, run_connected, shared_session, shared_session_url
+from txdag.spark.connect import (
+    connect_session,
+    interrupt_job,
+    job_tag,
+    load_process,
+    run_connected,
+    shared_session,
+    shared_session_url,
+)
 from txdag.spark.warm import ROWS
 from txdag.spouts import SpoutContext, append_tweets
 from txdag.spouts.samples import sample_sentences, sample_tweets
@@ -222,30 +233,33 @@ def process(batch):
 """
 
 
-def test_a_killed_warm_process_task_interrupts_its_spark_job(connect_url, redis_client, tweets_spec, tmp_path,
-                                                             capsys):
-    """Airflow calls on_kill when it kills the task (SIGTERM, execution_timeout): the job's Spark operations on the
-    shared server are interrupted rather than run to their end for nobody. Here the job's rows sleep 120 s each on
-    the executors; the task's on_kill ends it within seconds, and nothing is sealed."""
+def slow_task(tmp_path, tweets_spec):
     job = tmp_path / "slow_job.py"
     job.write_text(SLOW_JOB)
     spec = tweets_spec(sample_tweets(2, seed=61), states=(State("users"),))
     topology = TransactionalTopology(spec.topology, source=spec.source, job=str(job), states=[State("users")],
                                      spark_mode="connect")
-    task = WarmProcessOperator(task_id="process", topology=topology)
+    return WarmProcessOperator(task_id="process", topology=topology), spec
+
+
+def test_a_killed_warm_process_task_interrupts_its_spark_job(connect_url, redis_client, tweets_spec, tmp_path,
+                                                             capsys):
+    """Airflow calls on_kill from the task's SIGTERM handler (Mark as failed, a clear): the job's Spark operations
+    on the shared server are interrupted rather than run to their end for nobody. Here the job's rows sleep 120 s
+    each on the executors; the task's on_kill ends it within seconds, and nothing is sealed."""
+    task, spec = slow_task(tmp_path, tweets_spec)
     failed: list[BaseException] = []
 
     def run() -> None:
-        task._running = (connect_url, spec.tx)  # as its execute sets it around run_connected
         try:
-            run_connected(spec, str(job), clients(redis_client), connect_url)
+            task.run_job(spec, clients(redis_client), connect_url)
         except BaseException as exc:  # noqa: BLE001  (what the job ended with is the point)
             failed.append(exc)
 
     worker = threading.Thread(target=run, daemon=True)
     worker.start()
     deadline = time.monotonic() + 60
-    while worker.is_alive() and time.monotonic() < deadline:  # a kill may land between two of its operations
+    while worker.is_alive() and time.monotonic() < deadline:  # until the session exists and the slow stage runs
         task.on_kill()
         worker.join(timeout=2)
     assert not worker.is_alive(), "the job was not interrupted: its rows sleep 120 s"
@@ -253,3 +267,18 @@ def test_a_killed_warm_process_task_interrupts_its_spark_job(connect_url, redis_
     assert "killed; interrupted its Spark job's 1 running operation(s)" in capsys.readouterr().out
     with pytest.raises(BatchReadError, match="no sealed staging"):  # nothing of the killed attempt is sealed
         Staging(redis_client, spec.topology).read(spec.tx)
+
+
+def test_after_an_execution_timeout_nothing_of_the_job_runs_on(connect_url, redis_client, tweets_spec, tmp_path,
+                                                              capsys):
+    """Airflow's execution_timeout raises in the task (a BaseException, through run_connected, which closes its
+    client), then calls on_kill: by then no operation of the job runs on the server (the Connect client released
+    it as the timeout unwound, or on_kill interrupts it), where the job's rows would sleep 120 s."""
+    task, spec = slow_task(tmp_path, tweets_spec)
+    with pytest.raises(AirflowTaskTimeout), timeout(10):
+        task.run_job(spec, clients(redis_client), connect_url)
+    task.on_kill()
+    assert re.search(r"killed; interrupted its Spark job's [01] running operation", capsys.readouterr().out), \
+        "on_kill must still know the job after the timeout"
+    session, tx = task._running
+    assert interrupt_job(session, job_tag(spec.topology, tx)) == [], "an operation of the job still runs"
