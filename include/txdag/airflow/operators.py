@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseOperator, Variable
@@ -56,6 +56,13 @@ from txdag.topology.owner import Owner
 from txdag.topology.topology import TransactionalTopology
 from txdag.txid.failure import JobFailed, error_name, job_failure, job_line, with_missing_module
 from txdag.txid.replays import AGAIN
+
+if TYPE_CHECKING:
+    from redis import Redis
+
+    from txdag.spark.runner import JobResult
+    from txdag.state.kv import ProviderConfig
+    from txdag.topology.definition import JobSpec
 
 FAULTS_VARIABLE = "txdag_faults"  # test hook, see txdag.faults; honoured only where TXDAG_FAULTS_ALLOWED=1
 
@@ -300,8 +307,9 @@ class WarmProcessOperator(BaseOperator):
 
         return process_txid(self, context, run_warm)
 
-    def run_job(self, spec: Any, clients: dict[str, Any], url: str, kv_configs: Any = None,
-                kafka_configs: Any = None) -> Any:
+    def run_job(self, spec: JobSpec, clients: Mapping[str, Redis], url: str,
+                kv_configs: Mapping[str, ProviderConfig] | None = None,
+                kafka_configs: Mapping[str, Mapping[str, Any]] | None = None) -> JobResult:
         """run_connected, with its session kept for on_kill until the job returns or raises an Exception; an
         execution_timeout (a BaseException) keeps it, since Airflow calls on_kill after the timeout unwound."""
         from txdag.spark.connect import run_connected

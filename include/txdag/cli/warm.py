@@ -42,11 +42,11 @@ def cmd_warm(args: argparse.Namespace) -> int:
                        f"its own, there is no session to warm (spark_mode='connect' shares one)", exits.USAGE)
     from pyspark.errors import PySparkException
 
-    from txdag.spark.connect import how_to_start, py_files
+    from txdag.spark.connect import how_to_start, py_files, server_address
     from txdag.spark.warm import warm
 
     url = args.url or _connection_url(name, t.spark_connect_conn_id)
-    address = url.split(";", 1)[0].rstrip("/")
+    address = server_address(url)
     try:
         data = warm(url, name, py_files(t.spark_conf))
     except ServiceUnavailable:

@@ -91,9 +91,14 @@ def load_process(job_path: str) -> Process:
     return process
 
 
+def server_address(url: str) -> str:
+    """The sc://HOST:PORT of a Spark Connect URL, without its parameters (which may hold a token)."""
+    return url.split(";", 1)[0].rstrip("/")
+
+
 def connect_session(url: str) -> SparkSession:
     """A Spark Connect session, or ServiceUnavailable naming the server and how to start it."""
-    address = url.split(";", 1)[0].rstrip("/")
+    address = server_address(url)
     parsed = urlsplit(address)
     try:  # the client retries a refused connection for minutes: look first
         socket.create_connection((parsed.hostname or "127.0.0.1", parsed.port or 15002), timeout=10).close()
