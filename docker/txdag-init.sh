@@ -7,14 +7,14 @@
 # Exits non-zero, naming the step, when one fails.
 #
 # Environment (compose's values are the defaults; tests/e2e/test_compose_init.py runs it on loopback services):
-#   TXDAG_DAGS_FOLDER                                   the DAG folder (default /opt/airflow/dags)
+#   AIRFLOW__TXDAG__DAGS_FOLDER                         the DAG folder (else TXDAG_DAGS_FOLDER, /opt/airflow/dags)
 #   TXDAG_REDIS_HOST, TXDAG_REDIS_PORT                  txdag's Redis (default redis:6379)
 #   TXDAG_REDIS_ADMIN_USER, TXDAG_REDIS_ADMIN_PASSWORD  its admin login (required)
 #   TXDAG_REDIS_USER, TXDAG_REDIS_PASSWORD              the topologies' user to create (required)
 #   TXDAG_AIRFLOW_URL, TXDAG_AIRFLOW_USER, TXDAG_AIRFLOW_PASSWORD   Airflow's REST API and its login
 set -euo pipefail
 
-DAGS="${TXDAG_DAGS_FOLDER:-/opt/airflow/dags}"
+DAGS="${AIRFLOW__TXDAG__DAGS_FOLDER:-${TXDAG_DAGS_FOLDER:-/opt/airflow/dags}}"
 REDIS_URL="redis://${TXDAG_REDIS_HOST:-redis}:${TXDAG_REDIS_PORT:-6379}/0"
 
 say() { printf 'txdag-init: %s\n' "$*"; }
@@ -27,7 +27,7 @@ for var in TXDAG_REDIS_ADMIN_USER TXDAG_REDIS_ADMIN_PASSWORD TXDAG_REDIS_USER TX
     TXDAG_AIRFLOW_PASSWORD; do
     [[ -n "${!var:-}" ]] || die "$var is not set"
 done
-[[ -d "$DAGS" ]] || die "the DAG folder $DAGS does not exist (TXDAG_DAGS_FOLDER)"
+[[ -d "$DAGS" ]] || die "the DAG folder $DAGS does not exist (AIRFLOW__TXDAG__DAGS_FOLDER)"
 
 if ! grep -q -l 'TransactionalTopology(' "$DAGS"/*.py 2>/dev/null; then
     say "no topology in $DAGS: no Redis user and no pool to create"

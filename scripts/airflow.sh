@@ -56,7 +56,12 @@ export AIRFLOW_HOME="${AIRFLOW_HOME:-$ROOT/.run/airflow}"
 PORT="${TXDAG_AIRFLOW_PORT:-8791}"
 DB="${TXDAG_AIRFLOW_DB:-airflow}"
 DB_ROLE=airflow
-DAGS_FOLDER="${TXDAG_DAGS_FOLDER:-$ROOT/dags}"
+# The DAG folder: TXDAG_DAGS_FOLDER (this script's input), else the one a shell that ran `eval "$(... env)"` holds.
+# The components read it from airflow.cfg ([core] dags_folder below) and [txdag] dags_folder, never from
+# TXDAG_DAGS_FOLDER (deprecated for them: the plugin warns); the txdag command of `env` reads it too
+DAGS_FOLDER="${TXDAG_DAGS_FOLDER:-${AIRFLOW__TXDAG__DAGS_FOLDER:-$ROOT/dags}}"
+export AIRFLOW__TXDAG__DAGS_FOLDER="$DAGS_FOLDER"
+unset TXDAG_DAGS_FOLDER
 PLUGINS_FOLDER="${TXDAG_PLUGINS_FOLDER:-$ROOT/plugins}"
 PARALLELISM="${TXDAG_AIRFLOW_PARALLELISM:-8}"
 WAIT_SECONDS="${TXDAG_AIRFLOW_WAIT:-120}"

@@ -87,7 +87,7 @@ else
 fi
 export TXDAG_DAGS_FOLDER="$dags_folder"
 record="${AIRFLOW_HOME:-$ROOT/.run/airflow}/components.env"
-if bash scripts/airflow.sh status >/dev/null 2>&1 && ! grep -qxF "export TXDAG_DAGS_FOLDER='$dags_folder'" "$record"; then
+if bash scripts/airflow.sh status >/dev/null 2>&1 && ! grep -qxF "export AIRFLOW__TXDAG__DAGS_FOLDER='$dags_folder'" "$record"; then
     say "Airflow runs with another DAG folder: restarting it with $dags_folder ($mode mode)"
     bash scripts/airflow.sh stop
 fi

@@ -18,6 +18,8 @@ Environment (all optional):
     TXDAG_E2E_DAGS_FOLDERS   the DAG folders to link (see above)
     TXDAG_E2E_PLUGINS_FOLDER the plugins folder (default: the repository's ``plugins/``)
     TXDAG_E2E_REDIS_DB       the Redis database of the ``redis_default`` connection (default 15)
+    TXDAG_E2E_STATSD_PORT    the UDP port Airflow's StatsD client sends to (test_metrics listens; default the API
+                             port + 9333)
     TXDAG_E2E_SPARK_CONNECT_PORT  the session's Spark Connect server (scripts/spark-connect.sh; default 15094),
                              the ``spark_connect_default`` connection of topologies with spark_mode="connect"
     TXDAG_TEST_REDIS_URL, TXDAG_TEST_ZK_HOSTS   the servers (set by scripts/test.sh)
@@ -175,6 +177,10 @@ def airflow(redis_url: str, zk_hosts: str, airflow_extra_env: dict[str, str]) ->
         TXDAG_FAULTS_ALLOWED="1",
         AIRFLOW_VAR_TXDAG_FAULTS=FAULTS,
         TXDAG_FAULTS_FIRED_DIR=str(home / "faults-fired"),  # each planned fault fires once: crash, then recover
+        # metrics (test_metrics): Airflow's StatsD client sends to a port the test listens on; a scraper's token
+        AIRFLOW__METRICS__STATSD_ON="True", AIRFLOW__METRICS__STATSD_HOST="127.0.0.1",
+        AIRFLOW__METRICS__STATSD_PORT=os.environ.get("TXDAG_E2E_STATSD_PORT", str(port + 9333)),  # 8792: 18125
+        AIRFLOW__TXDAG__METRICS_TOKEN=f"scrape-{unique}",
         # (recovery timeouts: scripts/airflow.sh's own, the shipped ones; test_recovery.py relies on them)
     )
     spark_connect_port = os.environ.get("TXDAG_E2E_SPARK_CONNECT_PORT", "15094")

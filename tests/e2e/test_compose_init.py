@@ -45,7 +45,7 @@ def init_env(api_server, redis_url: str, prefix: str, tmp_path: Path) -> dict[st
         **os.environ,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",  # the venv's txdag
         "AIRFLOW_HOME": str(tmp_path / "airflow-home"),
-        "TXDAG_DAGS_FOLDER": str(DAGS),
+        "AIRFLOW__TXDAG__DAGS_FOLDER": str(DAGS),
         "TXDAG_REDIS_HOST": admin.hostname,
         "TXDAG_REDIS_PORT": str(admin.port),
         "TXDAG_REDIS_ADMIN_USER": unquote(admin.username or ""),

@@ -65,14 +65,15 @@ def test_the_tour_reads_and_seeds_through_the_env_of_airflow_sh(redis_url, zk_ho
         "AIRFLOW_CONN_ZOOKEEPER_DEFAULT": json.dumps({"conn_type": "zookeeper", "host": zk_host, "port": int(zk_port),
                                                       "login": ZK_AUTH[0], "password": ZK_AUTH[1],
                                                       "extra": {"root": zk_root}}),
-        "TXDAG_DAGS_FOLDER": str(ROOT / "dags"),
+        "AIRFLOW__TXDAG__DAGS_FOLDER": str(ROOT / "dags"),
     }
     home = tmp_path / "airflow"
     home.mkdir()
     (home / "components.env").write_text(  # the shape scripts/airflow.sh start writes
         "# recorded by the test\n" + "".join(f"export {k}={shlex.quote(v)}\n" for k, v in conns.items())
         + f"export PATH={shlex.quote(str(ROOT / '.venv' / 'bin'))}:\"$PATH\"\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW_CONN_", "TXDAG_DAGS"))}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("AIRFLOW_CONN_", "TXDAG_DAGS", "AIRFLOW__TXDAG__DAGS"))}
     env.update(AIRFLOW_HOME=str(home), PATH="/usr/bin:/bin")  # txdag comes from the eval'ed PATH, or not at all
     env_line = readme_line('eval "$(bash scripts/airflow.sh env)"')
     seed = [env_line, "command -v txdag", readme_line("txdag seed tweets_analytics --count 500")]

@@ -257,7 +257,7 @@ def test_txdag_init_applies_the_redis_user_itself_and_gets_what_it_needs(service
     assert "set -euo pipefail" in script
     env = env_of(services["txdag-init"])
     for var in ("TXDAG_REDIS_ADMIN_USER", "TXDAG_REDIS_ADMIN_PASSWORD", "TXDAG_REDIS_USER", "TXDAG_REDIS_PASSWORD",
-                "TXDAG_AIRFLOW_URL", "TXDAG_AIRFLOW_USER", "TXDAG_AIRFLOW_PASSWORD", "TXDAG_DAGS_FOLDER"):
+                "TXDAG_AIRFLOW_URL", "TXDAG_AIRFLOW_USER", "TXDAG_AIRFLOW_PASSWORD", "AIRFLOW__TXDAG__DAGS_FOLDER"):
         assert env.get(var), f"txdag-init: {var} is not set"
         assert var in script, f"txdag-init.sh does not read {var}"
     # the Redis user it creates is the one the tasks log in as

@@ -128,6 +128,8 @@ def test_the_provider_info_is_valid_for_airflow_and_lists_the_connection_type_th
     from txdag.airflow.links import TxidLink  # the extra link is importable where Airflow looks for it
 
     assert info["extra-links"] == [f"{TxidLink.__module__}.{TxidLink.__qualname__}"]
+    token = info["config"]["txdag"]["options"]["metrics_token"]  # the scraper's token: masked, _SECRET/_CMD forms
+    assert token["sensitive"] is True and token["default"] is None
 
 
 def test_the_provider_info_lists_the_hooks_operators_and_trigger_and_declares_the_zookeeper_form() -> None:

@@ -25,6 +25,7 @@ from airflow.sdk.exceptions import (
     TaskDeferred,
 )
 
+from txdag.airflow import metrics
 from txdag.airflow.assets import announce
 from txdag.airflow.awaited import look_at, run_state
 from txdag.airflow.connections import require_connections
@@ -146,6 +147,7 @@ def coordinate_refusal(task: BaseOperator, t: TransactionalTopology, run_id: str
     assert not isinstance(outcome, Emission)
     if isinstance(outcome, Halted):
         task.log.error("topology=%s run=%s: halted: %s", t.topology_id, run_id, outcome.reason)
+        metrics.send("halts", t.topology_id)
         return AirflowFailException(outcome.reason)
     if isinstance(outcome, SourceDown):
         return SourceUnavailable(outcome.reason)
@@ -403,6 +405,8 @@ class CommitOperator(BaseOperator):
                     outcome = steps.commit(rt, tx, Owner.of(t, self.dag_file))
             if isinstance(outcome, Refused) and outcome.failed_txid not in (None, tx.txid):
                 outcome = behind_a_replay(rt, context, self.dag_id, outcome)
+            if isinstance(outcome, Committed):  # first: a try that dies later is retried as AlreadyCommitted
+                metrics.committed(t.topology_id, tx.txid, outcome.applied)
             announce(context, t, outcome)  # before anything below can fail the try: its retry would find it committed
             if isinstance(outcome, Committed | AlreadyCommitted):
                 for later in rt.coordinator.automatic_replays(tx.txid):
@@ -410,6 +414,7 @@ class CommitOperator(BaseOperator):
                         continue
                     replay_run(self.dag_id, later.run_id, f"txdag: txid {later.txid} re-emitted automatically after "
                                f"txid {later.failed_by}, which was re-emitted with another batch")
+                    metrics.send("replays_automatic", t.topology_id)
         return commit_result(self, t, tx, outcome)
 
     def resume(self, context: Any, event: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -443,6 +448,8 @@ def commit_result(task: BaseOperator, t: TransactionalTopology, tx: Any, outcome
     if isinstance(outcome, OwnerChanged):
         _wait_log(task, t, tx, outcome)
         raise _later(t.commit_poke_interval)
+    if isinstance(outcome, Halted):
+        metrics.send("halts", t.topology_id)
     if not isinstance(outcome, Committed | AlreadyCommitted):
         raise AirflowFailException(outcome.reason)
     status = "committed" if isinstance(outcome, Committed) else "already committed"
@@ -489,6 +496,7 @@ def fail_txid(context: Any) -> None:
         task.log.warning("topology=%s txid=%s attempt=%s: not failed: it is committed or no longer current",
                          topology.topology_id, tx.txid, tx.attempt)
         return
+    metrics.send("txids_failed", topology.topology_id, len(outcome.txids))
     task.log.warning("topology=%s txid=%s attempt=%s: marked failed with later txids %s; clear run %s with its "
                      "future runs (or: txdag replay %s --from %s) to replay them", topology.topology_id, tx.txid,
                      tx.attempt, list(outcome.txids), run_id, topology.topology_id, tx.txid)

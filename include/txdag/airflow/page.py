@@ -14,14 +14,15 @@ ZooKeeper within its session timeout (answered then, and never carried out later
 
 from __future__ import annotations
 
+import hmac
 from typing import Any, Literal
 
 from fastapi import Body, FastAPI, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 
-from txdag.airflow import transactions
+from txdag.airflow import config, metrics, transactions
 from txdag.airflow.page_html import render_page
 from txdag.errors import ConfigError, ServiceUnavailable, TxdagError
 
@@ -29,12 +30,17 @@ CSRF_HEADER = "X-Txdag-Csrf"
 app = FastAPI(title="txdag transactions", description="Per topology: txids committed, in flight, failed; replay, pause")
 
 
+def bearer(request: Request) -> str:
+    """The request's ``Authorization: Bearer`` token, '' without one."""
+    header = request.headers.get("authorization", "")
+    return header[7:].strip() if header.lower().startswith("bearer ") else ""
+
+
 async def authenticated(request: Request) -> tuple[Any, str]:
     """(user, token) of the request, or 401 (no token, expired) / 403 (a token Airflow did not sign)."""
     from airflow.api_fastapi.auth.managers.base_auth_manager import COOKIE_NAME_JWT_TOKEN
 
-    header = request.headers.get("authorization", "")
-    token = header[7:] if header.lower().startswith("bearer ") else request.cookies.get(COOKIE_NAME_JWT_TOKEN)
+    token = bearer(request) or request.cookies.get(COOKIE_NAME_JWT_TOKEN)
     if not token:
         raise HTTPException(401, "not logged in to Airflow: log in to the Airflow UI (or send a bearer token from "
                                  "POST /auth/token), then open the transactions page again")
@@ -93,6 +99,42 @@ async def list_views(request: Request) -> Response:
                                              if allowed(user, n, "GET")]})
 
 
+@app.get("/metrics")
+async def scrape(request: Request) -> Response:
+    """Every topology's figures in Prometheus' text format (txdag.airflow.metrics). A scraper sends ``[txdag]
+    metrics_token`` as its bearer token and reads every topology; an Airflow user's token reads the topologies they
+    may read. ZooKeeper not answering is a 503 (Prometheus' ``up`` then says the scrape failed); one topology's
+    unreadable records are its ``txdag_up 0``."""
+    given, expected = bearer(request), config.option("metrics_token").strip()  # a _CMD's output ends with a newline
+    if expected and hmac.compare_digest(given.encode(), expected.encode()):
+        def readable(name: str) -> bool:
+            return True
+    else:
+        try:
+            user, _ = await authenticated(request)
+        except HTTPException as exc:
+            raise HTTPException(exc.status_code, f"{exc.detail}; a scraper sends the [txdag] metrics_token of this "
+                                "Airflow as its bearer token (Prometheus: authorization: credentials)") from None
+
+        def readable(name: str) -> bool:
+            return allowed(user, name, "GET")
+    try:
+        body = await run_in_threadpool(lambda: metrics.exposition(
+            scraped(n) for n in transactions.topology_names() if readable(n)))
+    except TxdagError as exc:  # the topologies could not be listed: a connection to fix (500), else a service (503)
+        return PlainTextResponse(f"txdag metrics: {exc}\n", status_code=500 if isinstance(exc, ConfigError) else 503)
+    return Response(body, media_type=metrics.CONTENT_TYPE)
+
+
+def scraped(name: str) -> dict[str, Any]:
+    """A topology's view for a scrape: whatever keeps it from being read is its ``txdag_up 0``, never the scrape's
+    failure (the others' figures are still served)."""
+    try:
+        return transactions.view(name)
+    except Exception as exc:  # a database error, a user's spout: this topology's figures are unknown
+        return {"topology": name, "error": f"{type(exc).__name__}: {exc}"}
+
+
 @app.exception_handler(RequestValidationError)
 async def malformed(request: Request, exc: RequestValidationError) -> JSONResponse:
     """FastAPI's list of pydantic errors as one sentence the page's message line can show."""
@@ -106,7 +148,7 @@ async def defined(dag_id: str) -> None:
     """404 for a topology no DAG file defines: the page must not invent one (an empty record, a refusal)."""
     found = await run_in_threadpool(transactions.definitions)
     if dag_id not in found:
-        raise HTTPException(404, f"no DAG file defines topology {dag_id!r} (DAG folder {transactions.dags_folder()}; "
+        raise HTTPException(404, f"no DAG file defines topology {dag_id!r} (DAG folder {config.dags_folder()}; "
                                  f"it defines {', '.join(sorted(found)) or 'none'}): check the name")
 
 

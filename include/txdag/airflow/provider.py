@@ -1,13 +1,14 @@
 """Provider metadata (entry point ``apache_airflow_provider`` in pyproject.toml): the ``zookeeper`` connection
 type and its form, the modules of txdag's hooks, operators and trigger (``airflow providers get txdag --full``), the
 ``txdag`` asset URI scheme (txdag.topology.assets: Airflow checks each such URI with its handler), the tasks' extra
-link (txdag.airflow.links), and the plugin (loaded through its own ``airflow.plugins`` entry point; listed here as
-Airflow's schema for providers has it)."""
+link (txdag.airflow.links), the ``[txdag]`` configuration section, and the plugin (loaded through its own
+``airflow.plugins`` entry point; listed here as Airflow's schema for providers has it)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from txdag.airflow.config import CONFIG
 from txdag.defaults import ZK_ROOT, ZK_TIMEOUT
 from txdag.topology.assets import SCHEME
 
@@ -51,4 +52,5 @@ def get_provider_info() -> dict[str, Any]:
         "asset-uris": [{"schemes": [SCHEME], "handler": "txdag.topology.assets.check_uri"}],
         "plugins": [{"name": "txdag", "plugin-class": PLUGIN_CLASS}],
         "extra-links": [TXID_LINK],
+        "config": CONFIG,
     }

@@ -17,6 +17,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from txdag.airflow import config
 from txdag.airflow.api import AirflowAPI
 from txdag.airflow.hooks import airflow_clients
 from txdag.defaults import ZOOKEEPER_CONN_ID
@@ -34,18 +35,12 @@ _definitions: tuple[float, dict[str, TransactionalTopology]] = (0.0, {})
 _clients = airflow_clients()
 
 
-def dags_folder() -> str:
-    from airflow.configuration import conf
-
-    return os.environ.get("TXDAG_DAGS_FOLDER") or conf.get("core", "dags_folder")
-
-
 def definitions() -> dict[str, TransactionalTopology]:
     """The topologies of the DAG folder (subfolders too, as Airflow reads it), re-read every DEFINITIONS_TTL s."""
     global _definitions
     with _lock:
         if time.monotonic() - _definitions[0] > DEFINITIONS_TTL:
-            _definitions = (time.monotonic(), load_definitions(dags_folder(), recursive=True)[0])
+            _definitions = (time.monotonic(), load_definitions(config.dags_folder(), recursive=True)[0])
         return _definitions[1]
 
 
@@ -69,7 +64,7 @@ def lag_of(name: str, records: list[Any], last_txid: int, strict: bool = False) 
     that does not answer raises its ServiceUnavailable."""
     definition = definitions().get(name)
     if definition is None:
-        return None, f"topology {name!r} is not defined in the DAG folder {dags_folder()}: its source is unknown"
+        return None, f"topology {name!r} is not defined in the DAG folder {config.dags_folder()}: its source is unknown"
     last = next((r for r in records if r.txid == last_txid), None)
     if last_txid and last is None:
         return None, f"txid {last_txid}'s record is not in ZooKeeper: the lag is unknown"
@@ -98,7 +93,8 @@ def rejections_of(name: str, limit: int = REJECTIONS_SHOWN, strict: bool = False
     """For a view: (how many entries the topology rejected, the newest ``limit``, None), or (None, [], why not);
     with ``strict``, a Redis that does not answer raises its ServiceUnavailable."""
     if name not in definitions():
-        return None, [], f"topology {name!r} is not defined in the DAG folder {dags_folder()}: its Redis is unknown"
+        return None, [], (f"topology {name!r} is not defined in the DAG folder {config.dags_folder()}: its Redis is "
+                          "unknown")
     try:
         found = rejections(name, limit)
     except (TxdagError, OSError) as exc:
@@ -147,7 +143,7 @@ def read_view(name: str, strict: bool = False) -> dict[str, Any]:
         runs, paused, _ = airflow_runs(name, [])
         lag, lag_error = lag_of(name, [], 0, strict)
         return {"topology": name, "never_ran": True, "paused": paused, "committed_txid": 0, "last_txid": 0,
-                "in_flight": [], "failed": [], "txids": [], "lag": lag, "lag_error": lag_error,
+                "in_flight": [], "failed": [], "stalled": [], "txids": [], "lag": lag, "lag_error": lag_error,
                 "commits_per_minute": 0.0, **rejected_view}
     topo, records = read_snapshot(store)
     lag, lag_error = lag_of(name, records, topo.last_txid, strict)

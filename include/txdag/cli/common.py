@@ -278,22 +278,17 @@ def conn_id(args: argparse.Namespace, name: str, topology: Any = None) -> str:
 # --- topologies in the DAG folder -------------------------------------------------------------------------
 
 
-FOLDER_SOURCES = (("dags", "--dags"), ("TXDAG_DAGS_FOLDER", "$TXDAG_DAGS_FOLDER"),
-                  ("AIRFLOW__CORE__DAGS_FOLDER", "$AIRFLOW__CORE__DAGS_FOLDER"))
-
-
 def dags_folder(args: argparse.Namespace) -> Path:
-    """``--dags``, else $TXDAG_DAGS_FOLDER, else Airflow's $AIRFLOW__CORE__DAGS_FOLDER, else ./dags. A folder given
-    that does not exist is an error (2 from --dags, 5 from a variable); ./dags may be missing."""
-    from txdag.topology.topology import dags_folder as resolve
+    """``--dags``, else $TXDAG_DAGS_FOLDER, $AIRFLOW__TXDAG__DAGS_FOLDER or Airflow's $AIRFLOW__CORE__DAGS_FOLDER,
+    else ./dags (txdag.topology.topology.dags_folder_source). A folder given that does not exist is an error (2 from
+    --dags, 5 from a variable); ./dags may be missing."""
+    from txdag.topology.topology import dags_folder_source
 
-    folder = resolve(getattr(args, "dags", None))
-    given = getattr(args, "dags", None)
-    source = next((label for key, label in FOLDER_SOURCES
-                   if (given if key == "dags" else os.environ.get(key))), None)
+    folder, source = dags_folder_source(getattr(args, "dags", None))
     if source is not None and not folder.is_dir():
         problem = "does not exist" if not folder.exists() else "is not a folder"
-        raise CliError(f"the DAG folder {folder} ({source}) {problem}: give the folder that holds the topologies' "
+        named = source if source == "--dags" else f"${source}"
+        raise CliError(f"the DAG folder {folder} ({named}) {problem}: give the folder that holds the topologies' "
                        "DAG files", exits.USAGE if source == "--dags" else exits.CONFIG)
     return folder
 

@@ -259,13 +259,20 @@ DEFINITION_CLASSES: dict[str, type] = {c.__name__: c for c in (TransactionalTopo
                                                                    StreamsSource, KeyValue)}
 
 
-def dags_folder(given: str | Path | None = None) -> Path:
-    """The DAG folder: ``given`` (a ``--dags`` option), else $TXDAG_DAGS_FOLDER, else Airflow's
-    $AIRFLOW__CORE__DAGS_FOLDER, else ./dags."""
-    for value in (given, os.environ.get("TXDAG_DAGS_FOLDER"), os.environ.get("AIRFLOW__CORE__DAGS_FOLDER")):
-        if value:
-            return Path(value)
-    return Path("dags")
+# Where the txdag command finds the DAG folder after --dags, first found first: the command's own variable, then
+# Airflow's options in their environment form ([txdag] dags_folder, which the plugin reads; [core] dags_folder)
+DAGS_FOLDER_VARIABLES = ("TXDAG_DAGS_FOLDER", "AIRFLOW__TXDAG__DAGS_FOLDER", "AIRFLOW__CORE__DAGS_FOLDER")
+
+
+def dags_folder_source(given: str | Path | None = None) -> tuple[Path, str | None]:
+    """The DAG folder and where it came from: ``given`` (a ``--dags`` option: "--dags"), else the first of
+    DAGS_FOLDER_VARIABLES set (its name), else ./dags (None)."""
+    if given:
+        return Path(given), "--dags"
+    for name in DAGS_FOLDER_VARIABLES:
+        if os.environ.get(name):
+            return Path(os.environ[name]), name
+    return Path("dags"), None
 
 
 def load_definitions(folder: str | Path, recursive: bool = False

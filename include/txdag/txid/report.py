@@ -63,6 +63,7 @@ def failures(records: list[TxidRecord], topology: str) -> list[dict[str, Any]]:
     failed = {r.txid: r for r in records if r.status is TxStatus.FAILED}
     roots = [r for r in failed.values() if r.failed_by in (None, r.txid) or r.failed_by not in failed]
     return [{"txid": r.txid, "attempt": r.attempt, "run_id": r.run_id, "error": r.error,
+             "automatic_replay": r.auto_replay,
              "headline": headline(r.error), "ways_out": ways_out(topology, r.txid, r.error),
              "cascade": sorted(t for t, c in failed.items() if c.failed_by == r.txid and t != r.txid)}
             for r in sorted(roots, key=lambda r: r.txid)]
@@ -119,6 +120,29 @@ def committed_at(record: TxidRecord) -> datetime | None:
         if entry.status is TxStatus.COMMITTED:
             return datetime.fromisoformat(entry.at)
     return None
+
+
+def phase_seconds(records: list[TxidRecord]) -> dict[str, float]:
+    """How long the newest committed txid took in each phase, from its history (seconds), as first committed (a
+    replay of it adds steps, not time): ``process`` the committing attempt's emission to processed, ``wait``
+    processed to its commit's start (txid - 1 committed), ``commit`` that start to committed, ``total`` the txid's
+    first emission to committed (retries included). Empty until a txid is committed; a span whose steps the capped
+    history lost is left out."""
+    done = next((r for r in reversed(records) if r.status is TxStatus.COMMITTED), None)
+    first = next((e for e in done.history if e.status is TxStatus.COMMITTED), None) if done else None
+    if done is None or first is None:
+        return {}
+    at: dict[TxStatus, datetime] = {}
+    for entry in done.history:
+        if entry.attempt == first.attempt and entry.status not in at:
+            at[entry.status] = datetime.fromisoformat(entry.at)
+    spans = {"process": (TxStatus.EMITTED, TxStatus.PROCESSED), "wait": (TxStatus.PROCESSED, TxStatus.COMMITTING),
+             "commit": (TxStatus.COMMITTING, TxStatus.COMMITTED)}
+    found = {name: (at[end] - at[start]).total_seconds() for name, (start, end) in spans.items()
+             if start in at and end in at}
+    if done.history[0].attempt == 1 and done.history[0].status is TxStatus.EMITTED:
+        found["total"] = (at[TxStatus.COMMITTED] - datetime.fromisoformat(done.history[0].at)).total_seconds()
+    return found
 
 
 def commits_per_minute(records: list[TxidRecord], now: datetime, window: timedelta = RATE_WINDOW) -> float:
@@ -184,5 +208,6 @@ def transactions_view(name: str, topo: TopologyRecord, records: list[TxidRecord]
         "lag": lag,
         "lag_error": lag_error,
         "commits_per_minute": commits_per_minute(records, now),
+        "phase_seconds": phase_seconds(records),
         "txids": rows,
     }

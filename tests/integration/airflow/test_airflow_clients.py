@@ -44,7 +44,7 @@ def connections(monkeypatch, redis_url, zk_hosts, zk_root, prefix, tmp_path):
         (tmp_path / folder).mkdir()
     (tmp_path / "spark_jobs" / "job.py").write_text("")
     (tmp_path / "dags" / f"{prefix}.py").write_text(DAG_FILE.format(topo=prefix))
-    monkeypatch.setenv("TXDAG_DAGS_FOLDER", str(tmp_path / "dags"))
+    monkeypatch.setenv("AIRFLOW__TXDAG__DAGS_FOLDER", str(tmp_path / "dags"))
     return tmp_path
 
 

@@ -34,7 +34,7 @@ def page(monkeypatch, tmp_path) -> TestClient:
     (tmp_path / "spark_jobs").mkdir()
     (tmp_path / "spark_jobs" / "job.py").write_text("")
     (tmp_path / "dags" / "known.py").write_text(DAG_FILE)
-    monkeypatch.setenv("TXDAG_DAGS_FOLDER", str(tmp_path / "dags"))
+    monkeypatch.setenv("AIRFLOW__TXDAG__DAGS_FOLDER", str(tmp_path / "dags"))
     monkeypatch.setattr(transactions, "_definitions", (0.0, {}))
     from airflow.api_fastapi.app import create_auth_manager
 
@@ -89,13 +89,16 @@ REFUSALS = [  # before any service is touched: the page's authentication and CSR
      {"Authorization": "Bearer not-a-jwt"}, None, 403, ["Invalid JWT token"]),
     ("act without the CSRF header", "post", "/api/topologies/known/replay", {"X-Txdag-Csrf": ""},
      {"from_txid": 1}, 403, ["X-Txdag-Csrf: 1", "the page's buttons send it"]),
+    ("scrape without a token", "get", "/metrics", {}, None, 401, ["log in", "[txdag] metrics_token"]),
+    ("scrape with a token that is neither", "get", "/metrics", {"Authorization": "Bearer nope"}, None, 403,
+     ["Invalid JWT token", "[txdag] metrics_token"]),
 ]
 
 
 @pytest.mark.parametrize("what, method, path, headers, body, status, fragments", REFUSALS,
                          ids=[case[0] for case in REFUSALS])
 def test_a_refusal_says_how_to_get_in(page, what, method, path, headers, body, status, fragments) -> None:
-    if what == "read without logging in":
+    if what in ("read without logging in", "scrape without a token"):
         del page.headers["Authorization"]
     kwargs = {"json": body} if body is not None else {}
     response = getattr(page, method)(path, headers=headers, **kwargs)
@@ -107,3 +110,46 @@ def test_a_topology_the_dag_folder_defines_is_not_a_404(page, monkeypatch) -> No
     monkeypatch.setattr(transactions, "read_view", lambda name, strict=False: {"topology": name, "seen": True})
     response = page.get("/api/topologies/known")
     assert response.status_code == 200 and response.json() == {"topology": "known", "seen": True}
+
+
+def test_a_scraper_reads_every_topology_with_the_metrics_token_and_a_user_those_they_may_read(page, monkeypatch
+                                                                                            ) -> None:
+    from txdag.airflow import page as page_module
+
+    monkeypatch.setenv("AIRFLOW__TXDAG__METRICS_TOKEN", "s3cret\n")  # as a _CMD gives it: its output's newline
+    monkeypatch.setattr(transactions, "topology_names", lambda: ["known", "secret"])
+    monkeypatch.setattr(transactions, "view", lambda name, strict=False: {"topology": name, "committed_txid": 7})
+    monkeypatch.setattr(page_module, "allowed", lambda user, dag_id, method, runs=False: dag_id == "known")
+    for token, seen in (("s3cret", {"known", "secret"}), (page.headers["Authorization"][7:], {"known"})):
+        response = page.get("/metrics", headers={"Authorization": f"Bearer {token}"})  # the scraper's, the user's
+        assert response.status_code == 200, response.text
+        assert response.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
+        assert {t for t in ("known", "secret") if f'txdag_committed_txid{{topology="{t}"}} 7.0' in response.text
+                } == seen == {t for t in ("known", "secret") if f'txdag_up{{topology="{t}"}} 1.0' in response.text}
+    wrong = page.get("/metrics", headers={"Authorization": "Bearer s3cre"})  # neither the token nor a JWT
+    assert wrong.status_code == 403 and "[txdag] metrics_token" in wrong.json()["detail"], wrong.text
+
+
+def test_a_topology_that_cannot_be_read_is_its_up_0_not_a_failed_scrape(page, monkeypatch) -> None:
+    def view(name: str, strict: bool = False) -> dict:
+        if name == "broken":
+            raise RuntimeError("the metadata database went away")
+        return {"topology": name, "committed_txid": 3}
+
+    monkeypatch.setattr(transactions, "topology_names", lambda: ["broken", "known"])
+    monkeypatch.setattr(transactions, "view", view)
+    response = page.get("/metrics")
+    assert response.status_code == 200, response.text
+    assert 'txdag_up{topology="broken"} 0.0' in response.text and 'txdag_up{topology="known"} 1.0' in response.text
+    assert 'txdag_committed_txid{topology="known"} 3.0' in response.text and "broken\"} 3" not in response.text
+
+
+def test_a_scrape_that_cannot_list_the_topologies_is_a_503_naming_the_service(page, monkeypatch) -> None:
+    from txdag.errors import ServiceUnavailable
+
+    def down() -> list[str]:
+        raise ServiceUnavailable("ZooKeeper at 127.0.0.1:2191 did not answer: start it (scripts/services.sh start)")
+
+    monkeypatch.setattr(transactions, "topology_names", down)
+    response = page.get("/metrics")
+    assert response.status_code == 503 and "ZooKeeper at 127.0.0.1:2191 did not answer" in response.text

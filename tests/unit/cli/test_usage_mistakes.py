@@ -76,7 +76,8 @@ def test_a_wrong_command_line_exits_2_naming_the_argument(argv, fragments, capsy
 def no_environment(monkeypatch, tmp_path) -> Path:
     """A shell without Airflow's environment: no AIRFLOW_CONN_*, an empty AIRFLOW_HOME (returned)."""
     for name in list(os.environ):
-        if name.startswith(("AIRFLOW_CONN_", "AIRFLOW__DATABASE__", "TXDAG_DAGS_FOLDER", "AIRFLOW__CORE__DAGS")):
+        if name.startswith(("AIRFLOW_CONN_", "AIRFLOW__DATABASE__", "TXDAG_DAGS_FOLDER", "AIRFLOW__CORE__DAGS",
+                            "AIRFLOW__TXDAG__DAGS")):
             monkeypatch.delenv(name)
     home = tmp_path / "home"
     home.mkdir()
@@ -126,6 +127,8 @@ FOLDERS = [  # a DAG folder that is not there: exit 2 from --dags, 5 from a vari
     (["status", "t", "--dags", __file__], {}, exits.USAGE, ["(--dags) is not a folder"]),
     (["state", "get", "t", "s", "k"], {"TXDAG_DAGS_FOLDER": "/nonexistent/dags"}, exits.CONFIG,
      ["the DAG folder /nonexistent/dags ($TXDAG_DAGS_FOLDER) does not exist"]),
+    (["state", "get", "t", "s", "k"], {"AIRFLOW__TXDAG__DAGS_FOLDER": "/nowhere", "AIRFLOW__CORE__DAGS_FOLDER": "/tmp"},
+     exits.CONFIG, ["the DAG folder /nowhere ($AIRFLOW__TXDAG__DAGS_FOLDER) does not exist"]),
     (["acl", "redis", "--dags", "/nonexistent/dags"], {}, exits.USAGE, ["(--dags) does not exist"]),
 ]
 

@@ -88,7 +88,7 @@ def test_spark_mode_picks_the_process_operator_and_its_connection(tmp_path, monk
 
 def test_the_definition_reads_no_environment_and_is_frozen(tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
-    for name in ("TXDAG_SPARK_MODE", "TXDAG_DAGS_FOLDER", "AIRFLOW__CORE__DAGS_FOLDER"):
+    for name in ("TXDAG_SPARK_MODE", "TXDAG_DAGS_FOLDER", "AIRFLOW__CORE__DAGS_FOLDER", "AIRFLOW__TXDAG__DAGS_FOLDER"):
         monkeypatch.setenv(name, "connect")
     t = topology(tmp_path, project_dir=None, job="spark_jobs/not_yet.py")
     assert (t.spark_mode, t.project_dir, t.job_located) == ("submit", None, False)

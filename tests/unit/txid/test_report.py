@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from txdag.txid.report import commits_per_minute, failures, phase, transactions_view
+from txdag.txid.report import commits_per_minute, failures, phase, phase_seconds, transactions_view
 from txdag.zk.records import TopologyRecord, TxidRecord, TxStatus
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
@@ -43,6 +43,18 @@ def test_commits_per_minute_counts_first_commits_in_the_window() -> None:
     assert commits_per_minute([], NOW) == 0.0
 
 
+def test_phase_seconds_are_the_newest_committed_txids_as_first_committed() -> None:
+    retried = (TxidRecord.new(2, "manual__2", {}, at(10)).moved(TxStatus.EMITTED, at(9), attempt=2)
+               .moved(TxStatus.PROCESSED, at(8.5)).moved(TxStatus.COMMITTING, at(8)).moved(TxStatus.COMMITTED, at(7.5)))
+    records = [record(1, TxStatus.COMMITTED, committed_ago=20), retried, record(3, TxStatus.PROCESSED)]
+    assert phase_seconds(records) == {"process": 30.0, "wait": 30.0, "commit": 30.0, "total": 150.0}
+    replayed = retried.moved(TxStatus.EMITTED, at(2), attempt=3).moved(TxStatus.COMMITTED, at(1))  # adds no time
+    assert phase_seconds([records[0], replayed]) == phase_seconds(records)
+    assert phase_seconds([record(1, TxStatus.COMMITTED, committed_ago=20)]) == {
+        "process": 2340.0, "wait": 0.0, "commit": 60.0, "total": 2400.0}
+    assert phase_seconds([record(3, TxStatus.PROCESSED)]) == phase_seconds([]) == {}
+
+
 def test_failures_group_the_cascade_behind_the_failed_txid() -> None:
     records = [record(3, TxStatus.COMMITTED, committed_ago=20), record(4, TxStatus.FAILED),
                record(5, TxStatus.FAILED, failed_by=4), record(6, TxStatus.FAILED, failed_by=4)]
@@ -64,3 +76,4 @@ def test_view_lists_in_flight_coordinating_runs_failed_and_every_kept_txid() -> 
         (2, 100, "ids 101..200", "running"), (1, 100, "ids 1..100", "success")]
     assert view["txids"][0]["metadata"] == {"v": 1, "from": 301, "quantity": 100}
     assert view["commits_per_minute"] == 0.1
+    assert view["phase_seconds"]["commit"] == 60.0
