@@ -104,7 +104,7 @@ def test_status_names_the_committed_txid_the_failure_and_its_cascade(ran, capsys
     code, out, _ = run(capsys, "status", prefix, "--json")
     data = json.loads(out)
     assert (data["committed_txid"], data["last_txid"], data["in_flight"]) == (3, 5, [])
-    assert data["failed"] == [{"txid": 4, "attempt": 1, "run_id": "run4", "cascade": [5],
+    assert data["failed"] == [{"txid": 4, "attempt": 1, "run_id": "run4", "cascade": [5], "automatic_replay": False,
                                "error": "RuntimeError: injected failure in txid 4",
                                "headline": "RuntimeError: injected failure in txid 4",
                                "ways_out": [{"when": "fix the cause, then replay it and every later txid",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
 import json
 
@@ -103,15 +104,18 @@ def record(txid: int, status: TxStatus, failed_by: int | None = None) -> TxidRec
 
 
 def test_failures_group_each_cascade_behind_the_txid_that_started_it() -> None:
+    again = dataclasses.replace(record(9, TxStatus.FAILED, 8), auto_replay=True)  # txid 8 re-emitted with another batch
     records = [record(3, TxStatus.COMMITTED), record(4, TxStatus.FAILED, 4), record(5, TxStatus.FAILED, 4),
-               record(6, TxStatus.FAILED, 4), record(7, TxStatus.FAILED, 2), record(8, TxStatus.EMITTED)]
+               record(6, TxStatus.FAILED, 4), record(7, TxStatus.FAILED, 2), record(8, TxStatus.EMITTED), again]
     replay = [{"when": "fix the cause, then replay it and every later txid", "command": "txdag replay t --from 4"}]
-    assert failures(records, "t") == [
-        {"txid": 4, "attempt": 1, "run_id": "run4", "error": "boom", "headline": "boom", "ways_out": replay,
-         "cascade": [5, 6]},
-        {"txid": 7, "attempt": 1, "run_id": "run7", "error": "boom", "headline": "boom",  # its cause was replayed
-         "ways_out": [{**replay[0], "command": "txdag replay t --from 7"}], "cascade": []},
+    found = failures(records, "t")
+    assert found[:2] == [
+        {"txid": 4, "attempt": 1, "run_id": "run4", "error": "boom", "automatic_replay": False, "headline": "boom",
+         "ways_out": replay, "cascade": [5, 6]},
+        {"txid": 7, "attempt": 1, "run_id": "run7", "error": "boom", "automatic_replay": False, "headline": "boom",
+         "ways_out": [{**replay[0], "command": "txdag replay t --from 7"}], "cascade": []},  # its cause was replayed
     ]
+    assert [(f["txid"], f["automatic_replay"]) for f in found[2:]] == [(9, True)]  # txdag re-emits it itself
 
 
 FAILED_4 = {"txid": 4, "attempt": 2, "run_id": "run4", "error": "process failed: boom\nINFO noise",
