@@ -6,6 +6,7 @@ Both move as txids commit.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -44,7 +45,7 @@ dag = render(topology, dag_file=__file__)
 """
 
 
-def scrape(airflow: AirflowInstance, token: str | None) -> dict[str, float]:
+def scrape(airflow: AirflowInstance, token: str | None, topology: str = TOPOLOGY) -> dict[str, float]:
     """The topology's samples of one scrape: ``name`` or ``name{phase}`` -> value."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     answer = requests.get(f"{airflow.base_url}/txdag/metrics", headers=headers, timeout=60)
@@ -53,7 +54,7 @@ def scrape(airflow: AirflowInstance, token: str | None) -> dict[str, float]:
     (artifacts() / "metrics-scrape.txt").write_text(answer.text)  # the last scrape, as docs/operations.md shows one
     return {sample.name + (f"{{{sample.labels['phase']}}}" if "phase" in sample.labels else ""): sample.value
             for family in text_string_to_metric_families(answer.text) for sample in family.samples
-            if sample.labels.get("topology") == TOPOLOGY}
+            if sample.labels.get("topology") == topology}
 
 
 def artifacts() -> Path:
@@ -146,3 +147,31 @@ def test_the_figures_and_events_move_as_txids_commit(airflow: AirflowInstance) -
     finally:
         statsd.close()
         airflow.api.pause(TOPOLOGY)
+
+
+def test_a_topology_whose_redis_hangs_is_down_and_the_scrape_still_answers_within_the_scrapers_timeout(
+        airflow: AirflowInstance, second_redis) -> None:
+    """A stopped (SIGSTOP) Redis accepts connections and never answers: the scrape reads every topology at once and
+    answers within Prometheus' timeout (its header), the hung topology's ``txdag_up 0``, the others' figures read."""
+    token, hung = airflow.env["AIRFLOW__TXDAG__METRICS_TOKEN"], "metrics_hung"
+    airflow.api.request("POST", "/connections", json={
+        "connection_id": "metrics_hung_redis", "conn_type": "redis", "host": "127.0.0.1", "port": second_redis.port,
+        "extra": json.dumps({"db": 0})})
+    airflow.add_dag_file(f"{hung}.py", DAG_FILE.replace(repr(TOPOLOGY), repr(hung)).replace(
+        f"prefix={PREFIX!r}", f"prefix={PREFIX!r}, redis_conn_id='metrics_hung_redis'").replace(
+        'spark_mode="connect",', 'spark_mode="connect", redis_conn_id="metrics_hung_redis",'))
+    deadline = time.monotonic() + 60  # the API server re-reads the DAG folder's definitions every 30 s
+    while (found := scrape(airflow, token, hung)).get("txdag_up") != 1:
+        assert time.monotonic() < deadline, f"{hung} not scraped after 60 s: {found}"
+        time.sleep(2)
+    assert found["txdag_lag_entries"] == 0, found  # its Redis answered: nothing in it
+    second_redis.freeze(True)
+    try:
+        answer = requests.get(f"{airflow.base_url}/txdag/metrics", timeout=10, headers={
+            "Authorization": f"Bearer {token}", "X-Prometheus-Scrape-Timeout-Seconds": "10"})
+        assert answer.status_code == 200, answer.text
+        up = {s.labels["topology"]: s.value for family in text_string_to_metric_families(answer.text)
+              for s in family.samples if s.name == "txdag_up"}
+        assert up[hung] == 0 and up[TOPOLOGY] == 1, up
+    finally:
+        second_redis.freeze(False)

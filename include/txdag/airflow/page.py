@@ -104,35 +104,23 @@ async def scrape(request: Request) -> Response:
     """Every topology's figures in Prometheus' text format (txdag.airflow.metrics). A scraper sends ``[txdag]
     metrics_token`` as its bearer token and reads every topology; an Airflow user's token reads the topologies they
     may read. ZooKeeper not answering is a 503 (Prometheus' ``up`` then says the scrape failed); one topology's
-    unreadable records are its ``txdag_up 0``."""
+    unreadable records, or records not read within the scraper's timeout, are its ``txdag_up 0``."""
     given, expected = bearer(request), config.option("metrics_token").strip()  # a _CMD's output ends with a newline
-    if expected and hmac.compare_digest(given.encode(), expected.encode()):
-        def readable(name: str) -> bool:
-            return True
-    else:
+    scraper, user = bool(expected) and hmac.compare_digest(given.encode(), expected.encode()), None
+    if not scraper:
         try:
             user, _ = await authenticated(request)
         except HTTPException as exc:
             raise HTTPException(exc.status_code, f"{exc.detail}; a scraper sends the [txdag] metrics_token of this "
                                 "Airflow as its bearer token (Prometheus: authorization: credentials)") from None
-
-        def readable(name: str) -> bool:
-            return allowed(user, name, "GET")
+    seconds = metrics.time_limit(request.headers.get("x-prometheus-scrape-timeout-seconds"))
     try:
-        body = await run_in_threadpool(lambda: metrics.exposition(
-            scraped(n) for n in transactions.topology_names() if readable(n)))
+        body = await run_in_threadpool(lambda: metrics.exposition(metrics.gather(
+            [n for n in transactions.topology_names() if scraper or allowed(user, n, "GET")], transactions.view,
+            seconds)))
     except TxdagError as exc:  # the topologies could not be listed: a connection to fix (500), else a service (503)
         return PlainTextResponse(f"txdag metrics: {exc}\n", status_code=500 if isinstance(exc, ConfigError) else 503)
     return Response(body, media_type=metrics.CONTENT_TYPE)
-
-
-def scraped(name: str) -> dict[str, Any]:
-    """A topology's view for a scrape: whatever keeps it from being read is its ``txdag_up 0``, never the scrape's
-    failure (the others' figures are still served)."""
-    try:
-        return transactions.view(name)
-    except Exception as exc:  # a database error, a user's spout: this topology's figures are unknown
-        return {"topology": name, "error": f"{type(exc).__name__}: {exc}"}
 
 
 @app.exception_handler(RequestValidationError)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 import socket
+import threading
+import time
 from collections.abc import Callable, Iterator
 from types import SimpleNamespace
 
@@ -48,6 +50,39 @@ def test_each_figure_is_a_gauge_per_topology_and_an_unread_one_is_left_out() -> 
 def test_no_topology_is_still_every_family_declared() -> None:
     text = metrics.exposition([]).decode()
     assert {f.name for f in text_string_to_metric_families(text)} == set(metrics.FIGURES) | {metrics.PHASES}
+
+
+def test_a_topology_that_hangs_is_down_within_the_time_limit_and_the_others_are_read_at_once() -> None:
+    hung, release = threading.Event(), threading.Event()
+
+    def read(name: str) -> dict:
+        if name == "stuck":  # a read blocked on a stopped Redis
+            hung.set()
+            release.wait(30)
+        if name == "raises":
+            raise ConnectionError("Redis at 127.0.0.1:6391 did not answer")
+        time.sleep(0.3)  # each of the others takes a while: read one after another, 6 take 1.8 s
+        return {**RUNNING, "topology": name}
+
+    names = ["stuck", "raises", *(f"ok{i}" for i in range(6))]
+    started = time.monotonic()
+    views = metrics.gather(names, read, seconds=1.0)
+    took = time.monotonic() - started
+    release.set()
+    assert hung.is_set() and 1.0 <= took < 10, took  # it did not wait for the hung read
+    assert [v["topology"] for v in views] == names  # in the order given
+    assert "did not answer within the scrape's 1 s" in views[0]["error"]
+    assert views[1]["error"] == "ConnectionError: Redis at 127.0.0.1:6391 did not answer"
+    assert all("error" not in v and v["committed_txid"] == 4 for v in views[2:])
+    found = samples(views)
+    assert found[("txdag_up", "stuck", "")] == 0 and found[("txdag_up", "ok5", "")] == 1
+
+
+def test_the_time_limit_is_a_second_under_the_scrapers_own() -> None:
+    assert metrics.time_limit("10") == 9.0  # Prometheus' default scrape_timeout, from its header
+    assert metrics.time_limit("1.5") == 1.0  # never under a second
+    assert metrics.time_limit(None) == metrics.time_limit("") == metrics.time_limit("soon") == metrics.SCRAPE_SECONDS
+    assert metrics.time_limit("nan") == metrics.time_limit("inf") == metrics.SCRAPE_SECONDS
 
 
 def test_an_event_goes_under_a_tagged_name_and_while_legacy_names_are_on_one_naming_the_topology() -> None:
