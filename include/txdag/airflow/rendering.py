@@ -1,10 +1,10 @@
 """Renders a TransactionalTopology as an Airflow DAG: coordinate -> process -> commit, one run per txid.
 
 A DAG file calls it explicitly (``dag = render(TransactionalTopology(...), dag_file=__file__)``, with ``from
-txdag.airflow import render``). The DAG is a function of the definition and of the DAG file's location only; the
-DAG folder's other files are read (not run) to refuse a second definition of the topology. Rendering looks up no
-connection (Airflow's rule for top-level DAG code: the coordinate task checks the connections, and ``txdag doctor
---check connections`` does before that).
+txdag.airflow import render``). The DAG is a function of the definition and of the DAG file's location only; in
+the DAG processor, the DAG folder's other files are read (not run) to refuse a second definition of the topology.
+Rendering looks up no connection (Airflow's rule for top-level DAG code: the coordinate task checks the
+connections, and ``txdag doctor --check connections`` does before that).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from airflow.sdk import DAG
+from airflow.sdk import DAG, get_parsing_context
 
 from txdag.airflow import located
 from txdag.airflow.assets import commits_alias
@@ -34,9 +34,10 @@ def render(topology: TransactionalTopology, *, dag_file: str | Path | None = Non
     The DAG carries the located definition as ``dag.txdag_topology`` (``txdag.topology.topology.load_definitions`` reads
     it). One owner: when another file of the DAG folder, earlier in path order, defines the same topology id, this
     file fails to import with an error naming both (``txdag.topology.owner.check_one_file``; it reads the files'
-    text, it runs none and connects to nothing)."""
+    text, it runs none and connects to nothing). The DAG processor checks; a task's runner, which parses the DAG
+    file again inside Airflow's parsing context, reads no other file: the DAG it runs passed the check."""
     t = located(topology, dag_file)
-    if dag_file is not None:
+    if dag_file is not None and get_parsing_context().dag_id is None:
         check_one_file(t.topology_id, dag_file, defining_files(t.topology_id, dag_file))
     dag = _build(t, None if dag_file is None else str(dag_file))
     dag.txdag_topology = t  # type: ignore[attr-defined]  # a DAG takes attributes; load_definitions reads it

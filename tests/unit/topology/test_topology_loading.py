@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from txdag.errors import ConfigError
+from txdag.topology.definition import State, TweetsSource
 from txdag.topology.topology import TransactionalTopology, load_definitions
 
 HEAD = "from txdag import TransactionalTopology\nfrom txdag.topology.definition import State, TweetsSource\n"
@@ -90,8 +92,6 @@ def test_loading_and_rendering_look_up_no_connection(project: Path, monkeypatch)
 
 def test_render_refuses_a_relative_job_it_cannot_locate(project: Path) -> None:
     from txdag.airflow import render
-    from txdag.errors import ConfigError
-    from txdag.topology.definition import State, TweetsSource
 
     t = TransactionalTopology("t", source=TweetsSource(), job="spark_jobs/job.py", states=[State("s")])
     with pytest.raises(ConfigError, match=r"render\(TransactionalTopology\(...\), dag_file=__file__\)"):
@@ -99,6 +99,24 @@ def test_render_refuses_a_relative_job_it_cannot_locate(project: Path) -> None:
     dag = render(t, dag_file=project / "dags" / "t.py")
     assert dag.dag_id == "t" and dag.txdag_topology.project_dir == str(project.resolve())
     assert {task.topology for task in dag.tasks} == {dag.txdag_topology}
+
+
+def test_a_tasks_parse_of_its_dag_file_reads_no_other_file(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The DAG processor refuses a second definition (the test below); a task's runner parses its DAG file again,
+    inside Airflow's parsing context, and there render reads no other file: the check costs a task nothing."""
+    from airflow.sdk.definitions.context import _AIRFLOW_PARSING_CONTEXT_DAG_ID, _AIRFLOW_PARSING_CONTEXT_TASK_ID
+
+    from txdag.airflow import render
+
+    t = TransactionalTopology("same", source=TweetsSource(), job="spark_jobs/job.py", states=[State("s")])
+    body = f"{RENDER}dag = render({DEFINE.format(name='same')}, dag_file=__file__)\n"
+    write(project, "same.py", body)
+    copy = write(project, "zz_copy.py", body)
+    with pytest.raises(ConfigError, match="defined by two DAG files"):
+        render(t, dag_file=copy)
+    monkeypatch.setenv(_AIRFLOW_PARSING_CONTEXT_DAG_ID, "same")  # as the task runner parses the DAG file
+    monkeypatch.setenv(_AIRFLOW_PARSING_CONTEXT_TASK_ID, "commit")
+    assert render(t, dag_file=copy).dag_id == "same"
 
 
 def test_the_airflow_package_exports_render_lazily() -> None:
