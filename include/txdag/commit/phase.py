@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import replace
 from types import ModuleType
 
 import redis
@@ -36,21 +36,11 @@ from txdag.state.base import begin_shared, committing
 from txdag.state.map_state import MapStateBase
 from txdag.state.marker import read_marker, where
 from txdag.state.redis_commit import commit_keys, write_marker
-from txdag.txid.coordinator import AlreadyCommitted, Coordinator, Go, Wait
-from txdag.txid.decisions import check_marker
+from txdag.txid.coordinator import Coordinator
+from txdag.txid.decisions import AlreadyCommitted, Committed, Go, Wait, check_marker
 from txdag.zk.store import TransactionStore
 
 log = logging.getLogger("txdag.commit.phase")
-
-
-@dataclass(frozen=True)
-class CommitOutcome:
-    tx: TransactionAttempt
-    status: str  # "committed", "already committed" or "waiting"
-    waiting_on: int | None = None
-    applied: int = 0
-    skipped: int = 0
-    reason: str = ""
 
 
 def commit_transaction(
@@ -65,8 +55,10 @@ def commit_transaction(
     load_job: Callable[[], ModuleType] | None = None,
     key_values: Mapping[str, KVTarget] | None = None,
     sinks: Collection[str] = (),
-) -> CommitOutcome:
-    """Commit ``tx`` if it is next; raises CascadeError/StaleAttemptError when it must not commit at all.
+) -> Committed | AlreadyCommitted | Wait:
+    """Commit ``tx`` if it is next (Committed), or say why not: its txid is committed already, or it waits for txid - 1
+    (a Wait of the run that owns its txid). Raises CascadeError, NotProcessedError or StaleAttemptError when it must
+    not commit at all, StoreWentBackwards when a store holds less than ZooKeeper says.
     ``load_job`` imports the topology's job file, for outputs whose aggregator (or committer) the job defines;
     ``key_values`` are the topology's key-value states, every one prepared and committed at each txid; ``sinks``
     the names of its sinks (their committers are rebuilt from the staging)."""
@@ -75,10 +67,10 @@ def commit_transaction(
         check_store(coordinator.store, client, marker_key, topology)
     decision = coordinator.begin_commit(tx)
     if isinstance(decision, Wait):
-        return CommitOutcome(tx, "waiting", waiting_on=decision.waiting_on, reason=decision.reason)
+        return replace(decision, replay=True)  # the run owns its txid: it waits, and consumes no other
     if isinstance(decision, AlreadyCommitted):
         staging.delete(tx.txid, range(1, tx.attempt + 1), [*states, *sinks])
-        return CommitOutcome(tx, "already committed", reason=decision.reason)
+        return decision
     outputs = staging.read_outputs(tx, commit=True)
     unknown = sorted(set(outputs) - set(states) - set(key_values or {}) - set(sinks))
     if unknown:
@@ -119,7 +111,7 @@ def commit_transaction(
         skipped,
         sorted(outputs),
     )
-    return CommitOutcome(tx, "committed", applied=applied, skipped=skipped)
+    return Committed(tx, applied, skipped)
 
 
 def check_store(store: TransactionStore, client: redis.Redis, marker_key: str, topology: str) -> int | None:

@@ -2,7 +2,6 @@
 
 from txdag.protocol.outcomes import (
     CommitStepOutcome,
-    Committed,
     CoordinateOutcome,
     Failed,
     Halted,
@@ -14,7 +13,7 @@ from txdag.protocol.outcomes import (
 )
 from txdag.protocol.runtime import ClientsRuntime, Runtime
 from txdag.protocol.steps import Job, JobReport, commit, coordinate, fail, process
-from txdag.txid.decisions import AlreadyCommitted, Busy, Emission, NotReady, SourceDown, Wait
+from txdag.txid.decisions import AlreadyCommitted, Busy, Committed, Emission, NotReady, SourceDown, Wait
 
 __all__ = [
     "AlreadyCommitted", "Busy", "ClientsRuntime", "CommitStepOutcome", "Committed", "CoordinateOutcome", "Emission",

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from numbers import Number
 from operator import add
 
 import redis
 
 from txdag.attempt import TransactionAttempt
-from txdag.commit.phase import CommitOutcome
 from txdag.commit.rejections import clash_rejection, record_rejections
 from txdag.errors import CascadeError, StaleAttemptError, StoreWentBackwards
 from txdag.protocol import (
@@ -41,6 +41,18 @@ from txdag.txid.coordinator import Coordinator, Emission, TransactionStateError
 
 log = logging.getLogger("txdag.protocol.local")
 Processor = Callable[[list[Record]], Mapping[str, Mapping[Key, Number]]]
+
+
+@dataclass(frozen=True)
+class CommitOutcome:
+    """What this runner's ``commit`` reports (the commit step's Committed, AlreadyCommitted or Wait, in one shape)."""
+
+    tx: TransactionAttempt
+    status: str  # "committed", "already committed" or "waiting"
+    waiting_on: int | None = None
+    applied: int = 0
+    skipped: int = 0
+    reason: str = ""
 
 
 class LocalTopology:

@@ -2,7 +2,8 @@
 in-process runner, the soak) branches on values, never on exceptions or on strings.
 
 The coordinator's outcomes (``Emission``, ``NotReady``, ``Busy``, ``Wait``, ``SourceDown``) and the commit's
-``AlreadyCommitted`` live in ``txdag.txid.decisions``; the step outcomes below complete them.
+(``Committed``, ``AlreadyCommitted``: what ``txdag.commit.phase`` returns, with ``Wait``) live in
+``txdag.txid.decisions``; the step outcomes below complete them. Drivers import them all from ``txdag.protocol``.
 
     coordinate  Emission | NotReady | Busy | Wait | SourceDown | Halted | OwnerChanged
     process     Processed | AlreadyCommitted | Wait | Superseded | OwnerChanged
@@ -15,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from txdag.attempt import TransactionAttempt
-from txdag.txid.decisions import AlreadyCommitted, Busy, Emission, NotReady, SourceDown, Wait
+from txdag.txid.decisions import AlreadyCommitted, Busy, Committed, Emission, NotReady, SourceDown, Wait
 
 
 @dataclass(frozen=True)
@@ -39,15 +40,6 @@ class Superseded:
 
     tx: TransactionAttempt
     reason: str
-
-
-@dataclass(frozen=True)
-class Committed:
-    """``tx`` is in the states and recorded in ZooKeeper: ``applied`` keys written, ``skipped`` already held it."""
-
-    tx: TransactionAttempt
-    applied: int = 0
-    skipped: int = 0
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,6 @@ from txdag.faults import crash_if_requested
 from txdag.protocol.claims import ReemitError, claim_attempt
 from txdag.protocol.outcomes import (
     CommitStepOutcome,
-    Committed,
     CoordinateOutcome,
     Failed,
     Halted,
@@ -43,7 +42,6 @@ from txdag.txid.decisions import (
     Emission,
     NotProcessedError,
     SourceDown,
-    Wait,
     key_value_wait,
 )
 
@@ -125,7 +123,7 @@ def commit(rt: Runtime, tx: TransactionAttempt, definition: Owner | None = None)
     if changed is not None:
         return changed
     try:
-        done = commit_transaction(rt.coordinator, rt.staging, rt.client, tx, rt.states, marker_key=rt.marker_key,
+        return commit_transaction(rt.coordinator, rt.staging, rt.client, tx, rt.states, marker_key=rt.marker_key,
                                   load_job=rt.job_loader, key_values=rt.kv_targets, sinks=rt.sinks)
     except CascadeError as exc:
         return Refused(tx, str(exc), exc.failed_txid)
@@ -136,11 +134,6 @@ def commit(rt: Runtime, tx: TransactionAttempt, definition: Owner | None = None)
     except StoreWentBackwards as exc:
         log.error("topology=%s %s: halted: %s", rt.coordinator.name, tx, exc)
         return Halted(str(exc), tx)
-    if done.status == "waiting":
-        return Wait(done.reason, done.waiting_on or tx.txid - 1, replay=True)
-    if done.status == "already committed":
-        return AlreadyCommitted(tx, done.reason)
-    return Committed(tx, done.applied, done.skipped)
 
 
 def owner_changed(rt: Runtime, definition: Owner | None, step: str) -> OwnerChanged | None:

@@ -88,6 +88,15 @@ class AlreadyCommitted:
 
 
 @dataclass(frozen=True)
+class Committed:
+    """``tx`` is in the states and recorded in ZooKeeper: ``applied`` keys written, ``skipped`` already held it."""
+
+    tx: TransactionAttempt
+    applied: int = 0
+    skipped: int = 0
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """What an operator sees: the counters and every txid record still kept."""
 

@@ -19,6 +19,7 @@ from txdag import trident as td
 from txdag.commit.phase import commit_transaction
 from txdag.commit.staging import Staging
 from txdag.errors import StoreWentBackwards
+from txdag.protocol import Committed, Wait
 from txdag.spark.runner import run_job
 from txdag.spouts.tweets import TweetsTransactionalSpout, append_tweets
 from txdag.topology.definition import JobSpec, Sink, State, TweetsSource
@@ -85,8 +86,8 @@ def test_a_sink_gets_each_txids_rows_in_txid_order_once_through_a_commit_that_di
     one, two = coordinator.coordinate("r1"), coordinator.coordinate("r2")
     run(two)  # processed out of order: only commits are ordered
     run(one)
-    assert commit(two.tx).status == "waiting" and not folder.exists(), "txid 2 waits for txid 1; the sink too"
-    assert commit(one.tx).status == "committed"
+    assert isinstance(commit(two.tx), Wait) and not folder.exists(), "txid 2 waits for txid 1; the sink too"
+    assert isinstance(commit(one.tx), Committed)
 
     def die(point, topology_id, tx):
         if point == "commit":
@@ -96,7 +97,7 @@ def test_a_sink_gets_each_txids_rows_in_txid_order_once_through_a_commit_that_di
     with pytest.raises(SystemExit):
         commit(two.tx)
     monkeypatch.undo()
-    assert commit(two.tx).status == "committed"  # the rerun: the sink holds txid 2 attempt 1, not called again
+    assert isinstance(commit(two.tx), Committed)  # the rerun: the sink holds txid 2 attempt 1, not called again
     assert files(folder) == {
         "txid-1-1.jsonl": [("1", "storm"), ("1", "spark"), ("2", "airflow"), ("2", "storm")],  # a batch's ids: text
         "txid-2-1.jsonl": [("3", "redis"), ("4", "kafka"), ("4", "storm")],
@@ -110,7 +111,7 @@ def test_a_sink_behind_by_more_than_one_txid_halts_the_commit_naming_the_txids(p
     for n in (1, 2):
         emission = coordinator.coordinate(f"r{n}")
         run(emission)
-        assert commit(emission.tx).status == "committed"
+        assert isinstance(commit(emission.tx), Committed)
     three = coordinator.coordinate("r3")
     run(three)
     (folder / "txid-2-1.jsonl").unlink()  # as if restored from a copy older than txid 2's commit

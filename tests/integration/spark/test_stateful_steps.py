@@ -13,6 +13,7 @@ from pyspark import cloudpickle
 from txdag.commit.keyvalue import KVTarget
 from txdag.commit.phase import commit_transaction
 from txdag.commit.staging import Staging
+from txdag.protocol import Committed
 from txdag.spark.runner import run_job
 from txdag.spark.stateful import stateful
 from txdag.spouts.tweets import TweetsTransactionalSpout, append_tweets
@@ -93,7 +94,7 @@ def test_a_stateful_step_counts_exactly_through_a_crash_between_prepare_and_comm
     RunningCount.calls = []
     first = coordinator.coordinate("run1")
     run_txid(spark, redis_client, pipeline, prefix, first)
-    assert commit(redis_client, pipeline, first.tx).status == "committed"
+    assert isinstance(commit(redis_client, pipeline, first.tx), Committed)
     assert committed_counts(redis_client, target.namespace) == {"a": 2, "b": 1, "c": 1}
 
     second = coordinator.coordinate("run2")
@@ -109,7 +110,7 @@ def test_a_stateful_step_counts_exactly_through_a_crash_between_prepare_and_comm
     held = status(redis_client, target.namespace)
     assert (held.committed_txid, held.prepared_txid) == (1, 2), "prepared, not committed"
     monkeypatch.undo()
-    assert commit(redis_client, pipeline, second.tx).status == "committed"  # recovery commits the prepared txid
+    assert isinstance(commit(redis_client, pipeline, second.tx), Committed)  # recovery commits the prepared txid
     assert committed_counts(redis_client, target.namespace) == {"a": 3, "b": 3, "c": 1, "d": 1}
     assert RunningCount.calls[:3] == ["pre_prepare 1", "pre_commit 1", "pre_prepare 2"]
 
@@ -144,6 +145,6 @@ def test_a_txid_processed_again_after_its_states_commit_reads_the_state_before_i
     assert again.tx.attempt == 2
     run_txid(spark, redis_client, pipeline, prefix, again)
     assert staging.read(again.tx)["running_sum"] == emitted_before, "read as of txid 1, not of its own writes"
-    assert commit(redis_client, pipeline, again.tx).status == "committed"
+    assert isinstance(commit(redis_client, pipeline, again.tx), Committed)
     assert committed_counts(redis_client, target.namespace) == {"a": 3, "b": 3, "c": 1, "d": 1}
     assert redis_client.hget(f"{prefix}:running_sum", "$GLOBAL$") == b"11"

@@ -17,6 +17,7 @@ from txdag.commit.newvalues import values_key
 from txdag.commit.phase import commit_transaction
 from txdag.commit.rejections import list_rejections
 from txdag.commit.staging import Staging
+from txdag.protocol import Committed
 from txdag.spark.runner import run_job
 from txdag.spouts.tweets import TweetsTransactionalSpout, append_tweets
 from txdag.state import OpaqueValue, RedisBackingMap, TransactionalValue
@@ -141,7 +142,7 @@ def test_every_update_kind_is_exact_through_a_retried_attempt_and_a_commit_dying
     one, two = coordinator.coordinate("r1"), coordinator.coordinate("r2")
     process_txid(spark, redis_client, topology, prefix, two)  # processed out of order: only commits are ordered
     process_txid(spark, redis_client, topology, prefix, one)
-    assert commit(redis_client, topology, one.tx).status == "committed"
+    assert isinstance(commit(redis_client, topology, one.tx), Committed)
     coordinator.fail(two.tx, "process task lost")  # txid 2 is processed again (attempt 2, the same batch)
     two = coordinator.coordinate("r2")
     assert two.tx.attempt == 2
@@ -155,7 +156,7 @@ def test_every_update_kind_is_exact_through_a_retried_attempt_and_a_commit_dying
     with pytest.raises(SystemExit):
         commit(redis_client, topology, two.tx)
     monkeypatch.undo()
-    assert commit(redis_client, topology, two.tx).status == "committed"  # the rerun changes nothing twice
+    assert isinstance(commit(redis_client, topology, two.tx), Committed)  # the rerun changes nothing twice
     three = coordinator.coordinate("r3")
     process_txid(spark, redis_client, topology, prefix, three)
     commit(redis_client, topology, three.tx)
@@ -221,7 +222,7 @@ def test_a_joined_key_whose_first_field_holds_the_separator_is_rejected_by_every
     built = {s.name: s.build(redis_client) for s in states}
     outcome = commit_transaction(coordinator, Staging(redis_client, prefix), redis_client, emission.tx, built,
                                  load_job=lambda: sys.modules[__name__])
-    assert outcome.status == "committed"
+    assert isinstance(outcome, Committed), outcome
     assert stored(redis_client, prefix, "pair_counts") == {"a:b:c": 1, "x:y": 1}
     assert stored(redis_client, prefix, "pair_means") == {"a:b:c": {"total": 3, "n": 1}, "x:y": {"total": 1, "n": 1}}
     assert stored(redis_client, prefix, "pair_longest") == {"a:b:c": "b:c", "x:y": "y"}
@@ -282,7 +283,7 @@ def test_a_state_updater_writing_a_refused_key_commits_its_other_keys_and_record
     assert coordinator.mark_processed(emission.tx)
     outcome = commit_transaction(coordinator, Staging(redis_client, prefix), redis_client, emission.tx,
                                  {"pairs": state.build(redis_client)}, load_job=lambda: sys.modules[__name__])
-    assert outcome.status == "committed"
+    assert isinstance(outcome, Committed), outcome
     assert stored(redis_client, prefix, "pairs") == {"a:b:c": 1, "x:y": 1}
     rejected = list_rejections(redis_client, prefix)
     assert list(rejected) == ['key:pairs:1:["a:b","c"]']

@@ -18,6 +18,7 @@ from support.examples import example_module
 
 from txdag.commit.phase import commit_transaction
 from txdag.commit.staging import Staging
+from txdag.protocol import Committed
 from txdag.protocol.local import LocalTopology
 from txdag.spouts.tweets import TweetsTransactionalSpout, append_tweets
 from txdag.topology.definition import JobSpec, State, StoreRef, TweetsSource
@@ -122,7 +123,7 @@ def test_a_spark_job_stages_for_a_users_store_and_the_commit_applies_it(redis_cl
         run_job(spec, process, {"redis_default": redis_client}, spark)
         assert coordinator.mark_processed(emission.tx)
         outcome = commit_transaction(coordinator, Staging(redis_client, prefix), redis_client, emission.tx, live)
-        assert outcome.status == "committed"
+        assert isinstance(outcome, Committed), outcome
     truth = dict(Counter(w for s in SENTENCES for w in s.split()))
     assert {name: read(name) for name in "ton"} == {"t": truth, "o": truth, "n": truth}
 

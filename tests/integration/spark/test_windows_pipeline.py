@@ -19,6 +19,7 @@ from txdag.commit.newvalues import values_key
 from txdag.commit.phase import commit_transaction
 from txdag.commit.rejections import list_rejections
 from txdag.commit.staging import Staging
+from txdag.protocol import AlreadyCommitted, Committed
 from txdag.spark.runner import run_job
 from txdag.spouts.tweets import TweetsTransactionalSpout, append_tweets
 from txdag.topology.definition import JobSpec, State, TweetsSource
@@ -110,7 +111,7 @@ def test_windows_fire_the_same_windows_through_replays_in_the_middle(spark, redi
     store = WindowStore(redis_client, prefix, "trending", TRENDING)
     fired_first = store.fired(3)
     monkeypatch.undo()
-    assert commit(redis_client, topology, three.tx).status == "committed"
+    assert isinstance(commit(redis_client, topology, three.tx), Committed)
     assert store.fired(3) == fired_first and [f.id for f in fired_first] == [3]
     assert latest(redis_client, prefix, "trending")["rows"] == top_two(TWEETS[0:6])
 
@@ -118,7 +119,7 @@ def test_windows_fire_the_same_windows_through_replays_in_the_middle(spark, redi
     commit(redis_client, topology, four.tx)
     replay = coordinator.coordinate("r2")  # a committed run cleared: its txid is replayed, its commit a no-op
     assert replay.already_committed
-    assert commit(redis_client, topology, replay.tx).status == "already committed"
+    assert isinstance(commit(redis_client, topology, replay.tx), AlreadyCommitted)
     five = run(spark, redis_client, topology, prefix, "r5")
     commit(redis_client, topology, five.tx)
 
