@@ -7,6 +7,7 @@ hosts comma-separated), port, login/password for digest auth, extra ``{"root": "
 
 from __future__ import annotations
 
+import math
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -161,10 +162,10 @@ def zookeeper_settings(conn: Any) -> ZooKeeperSettings:
     if timeout is None or timeout == "":  # a form's empty field: null
         timeout = ZK_TIMEOUT
     try:
-        timeout = float(timeout)
+        timeout = -1.0 if isinstance(timeout, bool) else float(timeout)  # JSON's true is no number of seconds
     except (TypeError, ValueError):
         timeout = -1.0
-    if not timeout > 0:
+    if not 0 < timeout < math.inf:
         raise ConfigError(f"ZooKeeper connection {conn.conn_id!r}: its timeout {extra.get('timeout')!r} is not a "
                           f"positive number of seconds: give one (the default is {ZK_TIMEOUT:g}), or leave it empty")
     return ZooKeeperSettings(hosts, auth, root=extra.get("root") or ZK_ROOT, timeout=timeout)

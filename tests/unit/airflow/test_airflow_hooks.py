@@ -29,7 +29,7 @@ def test_zookeeper_settings_add_the_port_to_hosts_without_one() -> None:
     assert zookeeper_settings(conn("zk", 2181, timeout="2.5")).timeout == 2.5
 
 
-@pytest.mark.parametrize("timeout", [0, -1, "0", "soon", [3]])
+@pytest.mark.parametrize("timeout", [0, -1, "0", "soon", [3], True, "nan", "inf"])
 def test_a_zookeeper_timeout_that_is_not_a_positive_number_is_refused_by_name(timeout) -> None:
     with pytest.raises(ConfigError, match=r"ZooKeeper connection 'redis_default': its timeout .* is not a positive"):
         zookeeper_settings(conn("zk", 2181, timeout=timeout))
