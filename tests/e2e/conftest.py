@@ -48,6 +48,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse, urlunparse
 
 import pytest
@@ -123,6 +124,18 @@ class AirflowInstance:
         """The faults of the plan that fired: ``point-topology-txid-attempt``."""
         return {p.name for p in (self.home / "faults-fired").iterdir()}
 
+    def lineage_events(self, job: str, at_least: int, timeout: float = 60) -> list[dict[str, Any]]:
+        """The OpenLineage COMPLETE events of ``job`` (``<dag_id>.<task_id>``) that the provider's file transport
+        wrote, once there are ``at_least`` (a task's event is written as it ends)."""
+        path, deadline = self.home / "openlineage.jsonl", time.monotonic() + timeout
+        while True:
+            lines = path.read_text().splitlines() if path.exists() else []
+            done = [e for e in map(json.loads, filter(None, lines))
+                    if e["job"]["name"] == job and e["eventType"] == "COMPLETE"]
+            if len(done) >= at_least or time.monotonic() > deadline:
+                return done
+            time.sleep(1)
+
     def component_log(self, component: str, tail: int = 100) -> str:
         """The last lines of a component's log (api-server, dag-processor, scheduler, triggerer)."""
         lines = (self.home / f"{component}.log").read_text(errors="replace").splitlines()
@@ -181,6 +194,10 @@ def airflow(redis_url: str, zk_hosts: str, airflow_extra_env: dict[str, str]) ->
         AIRFLOW__METRICS__STATSD_ON="True", AIRFLOW__METRICS__STATSD_HOST="127.0.0.1",
         AIRFLOW__METRICS__STATSD_PORT=os.environ.get("TXDAG_E2E_STATSD_PORT", str(port + 9333)),  # 8792: 18125
         AIRFLOW__TXDAG__METRICS_TOKEN=f"scrape-{unique}",
+        # lineage (test_metrics): the OpenLineage provider writes each event as a line of a file
+        AIRFLOW__OPENLINEAGE__TRANSPORT=json.dumps({"type": "file", "log_file_path": str(home / "openlineage.jsonl"),
+                                                    "append": True}),
+        AIRFLOW__OPENLINEAGE__NAMESPACE="txdag-e2e",
         # (recovery timeouts: scripts/airflow.sh's own, the shipped ones; test_recovery.py relies on them)
     )
     spark_connect_port = os.environ.get("TXDAG_E2E_SPARK_CONNECT_PORT", "15094")

@@ -21,8 +21,10 @@ from conftest import REPO, AirflowInstance
 from prometheus_client.parser import text_string_to_metric_families
 
 from txdag.airflow.api import unique_run_id
+from txdag.airflow.lineage import redis_namespace
 from txdag.spouts import append_tweets
 from txdag.spouts.samples import sample_tweets
+from txdag.topology.definition import TweetsSource
 
 TOPOLOGY, PREFIX, BATCH = "metrics_tweets", "metrics:", 15
 DAG_FILE = f"""# An Airflow DAG: a warm topology whose figures a scraper reads
@@ -144,9 +146,32 @@ def test_the_figures_and_events_move_as_txids_commit(airflow: AirflowInstance) -
         written = [re.search(r"committed \((\d+) keys written", airflow.api.task_log(TOPOLOGY, r, "commit"))
                    for r in runs]
         assert all(written) and keys == sum(int(m.group(1)) for m in written if m), (keys, written)
+        check_lineage(airflow, runs)
     finally:
         statsd.close()
         airflow.api.pause(TOPOLOGY)
+
+
+def check_lineage(airflow: AirflowInstance, runs: list[str]) -> None:
+    """Each process task's OpenLineage event (the provider's file transport): the tweets' keys it read (the tweets
+    and the two counters), the states it staged partials for, and the Spark Connect job it ran as; no password in
+    any event."""
+    done = airflow.lineage_events(f"{TOPOLOGY}.process", len(runs))
+    assert len(done) == len(runs), f"{len(done)} OpenLineage COMPLETE events of {TOPOLOGY}.process"
+    namespace, db = redis_namespace(airflow.redis_url)
+    for event in done:
+        assert [(d["namespace"], d["name"]) for d in event["inputs"]] == [
+            (namespace, f"{db}/{p}") for p in TweetsSource(prefix=PREFIX).acl_patterns()], event["inputs"]
+        assert not any(d["inputFacets"] for d in event["inputs"]), event["inputs"]  # 3 datasets: no one's rowCount
+        outputs = {d["name"]: d for d in event["outputs"]}
+        assert {(d["namespace"], name) for name, d in outputs.items()} == {
+            (f"txdag://{TOPOLOGY}", s) for s in ("users", "hashtags", "users_hashtags")}, event["outputs"]
+        assert outputs["users"]["outputFacets"]["outputStatistics"]["rowCount"] > 0, outputs
+        query = event["run"]["facets"]["externalQuery"]
+        assert query["externalQueryId"].startswith(f"txdag:{TOPOLOGY}:") and query["source"].startswith("sc://"), query
+    text = (airflow.home / "openlineage.jsonl").read_text()
+    assert not [secret for secret in airflow.secrets if secret and secret in text], "a password in OpenLineage events"
+    (artifacts() / "openlineage-process.json").write_text(json.dumps(done[-1], indent=2))
 
 
 def test_a_topology_whose_redis_hangs_is_down_and_the_scrape_still_answers_within_the_scrapers_timeout(

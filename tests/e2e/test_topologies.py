@@ -35,6 +35,7 @@ from e2e_runs import (
 from support.runs import check_commits
 
 from txdag.airflow.api import unique_run_id
+from txdag.airflow.lineage import redis_namespace
 from txdag.commit.newvalues import values_key
 from txdag.spouts import append_tweets
 from txdag.spouts.samples import sample_tweets
@@ -136,6 +137,14 @@ def test_word_count_opaque_streams_exactly_once(airflow, store_of, state_redis) 
     run2, run3 = run_of_txid(records, 2), run_of_txid(records, 3)
     assert airflow.api.task_instance(dag, run2, "coordinate")["try_number"] == 2 and records[2].attempt == 2
     assert airflow.api.task_instance(dag, run3, "commit")["try_number"] == 2 and records[3].attempt == 1
+    # cold mode's OpenLineage: each process task read the two streams and is for the state (lineage.py)
+    namespace, db = redis_namespace(airflow.redis_url)
+    events = airflow.lineage_events(f"{dag}.process", len(records))
+    assert len(events) >= len(records) and all(
+        sorted((d["namespace"], d["name"]) for d in e["inputs"]) == [(namespace, f"{db}/sentences:0"),
+                                                                     (namespace, f"{db}/sentences:1")]
+        and [(d["namespace"], d["name"]) for d in e["outputs"]] == [("txdag://word_count", "words")]
+        for e in events), events[-1:]
 
 
 def test_global_count_backfill_drains_the_backlog(airflow, store_of, state_redis) -> None:

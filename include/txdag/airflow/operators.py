@@ -29,6 +29,7 @@ from txdag.airflow import metrics
 from txdag.airflow.assets import announce
 from txdag.airflow.awaited import look_at, run_state
 from txdag.airflow.connections import require_connections
+from txdag.airflow.lineage import ProcessLineage, TxidLineage, datasets
 from txdag.airflow.links import TxidLink, push_link
 from txdag.airflow.replays import replay_run
 from txdag.airflow.runtime import TopologyRuntime, emission_to_xcom, tx_from_xcom
@@ -187,6 +188,7 @@ def process_txid(task: BaseOperator, context: Any, run_job: Callable[[TopologyRu
     def job(current: Emission) -> None:
         task.log.info("topology=%s txid=%s attempt=%s: processing %s tuples with %s (%s mode)", t.topology_id,
                       current.tx.txid, current.tx.attempt, emitted["batch_size"], t.job_path, t.spark_mode)
+        task.txid_lineage = recorded_lineage(task, t, rt, emitted["batch_size"])
         run_job(rt, current)
 
     with TopologyRuntime(t) as rt:
@@ -234,7 +236,19 @@ COLD_CONF = {
 }
 
 
-class ProcessOperator(SparkSubmitOperator):
+def recorded_lineage(task: BaseOperator, t: TransactionalTopology, rt: TopologyRuntime, batch_size: int | None
+                     ) -> TxidLineage | None:
+    """The txid's lineage (txdag.airflow.lineage), from connections the job resolves anyway; lineage never fails a
+    txid: what cannot be named is logged and left out."""
+    try:
+        inputs, outputs = datasets(t, lambda c: rt.clients.redis_settings(c).url, rt.clients.kafka_config)
+    except Exception as exc:
+        task.log.warning("topology=%s: no OpenLineage datasets: %s: %s", t.topology_id, type(exc).__name__, exc)
+        return None
+    return TxidLineage(inputs, outputs, batch_size)
+
+
+class ProcessOperator(SparkSubmitOperator, ProcessLineage):
     """Cold mode: ``spark-submit`` of the topology's job for this run's TransactionAttempt (see process_txid)."""
 
     ui_color = "#fdf2e9"
@@ -277,7 +291,7 @@ class ProcessOperator(SparkSubmitOperator):
         return {} if master.startswith("local") or mode != "client" else {"spark.pyspark.driver.python": sys.executable}
 
 
-class WarmProcessOperator(BaseOperator):
+class WarmProcessOperator(BaseOperator, ProcessLineage):
     """Warm mode: the job runs in this task against the Spark Connect server of ``spark_connect_conn_id``,
     which stays up across txids (no JVM start, no cold first job per txid)."""
 
@@ -306,6 +320,10 @@ class WarmProcessOperator(BaseOperator):
             except Exception as exc:
                 raise warm_failure(self.topology.topology_id, emission.tx, exc) from exc
             self.log.info("%s", result.timed("import", imported).summary())
+            if self.txid_lineage is not None:  # what the job staged, and the Spark job it ran as
+                self.txid_lineage.staged = dict(result.partials)
+                self.txid_lineage.query = (txdag.spark.connect.job_tag(spec.topology, spec.tx),
+                                           txdag.spark.connect.server_address(url))
 
         return process_txid(self, context, run_warm)
 

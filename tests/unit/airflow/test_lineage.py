@@ -1,0 +1,74 @@
+"""The OpenLineage datasets of a process task: its source's topic or Redis keys in, its states out (names in
+txdag.airflow.lineage), as the OpenLineage provider serializes them."""
+
+from __future__ import annotations
+
+import json
+
+from openlineage.client.serde import Serde
+
+from txdag import TransactionalTopology
+from txdag.airflow.lineage import Dataset, TxidLineage, datasets, operator_lineage, redis_namespace
+from txdag.spouts.kafka import KafkaSource
+from txdag.topology.definition import KeyValue, State, StreamsSource, TweetsSource
+
+URLS = {"redis_default": "redis://admin:s3cret@127.0.0.1:6391/0", "far": "rediss://far.example:6380/2"}
+KAFKA = {"kafka_default": {"bootstrap.servers": "127.0.0.1:9391,127.0.0.1:9392", "sasl.password": "x"}}
+
+
+def topology(source, **kwargs) -> TransactionalTopology:
+    return TransactionalTopology("t", source=source, job="spark_jobs/job.py", states=[State("words")], **kwargs)
+
+
+def lineage_of(t: TransactionalTopology) -> tuple[list[Dataset], list[Dataset]]:
+    return datasets(t, URLS.__getitem__, KAFKA.__getitem__)
+
+
+def test_a_redis_url_names_its_server_and_db_and_never_its_password() -> None:
+    assert redis_namespace(URLS["redis_default"]) == ("redis://127.0.0.1:6391", "0")
+    assert redis_namespace("redis://r") == ("redis://r:6379", "0")
+
+
+def test_each_source_reads_its_topic_or_its_keys_on_their_own_server() -> None:
+    assert lineage_of(topology(TweetsSource(prefix="tw:")))[0] == [
+        Dataset("redis://127.0.0.1:6391", f"0/{p}") for p in TweetsSource(prefix="tw:").acl_patterns()]
+    streams = StreamsSource(streams=["s:0", "s:1"], stream_conn_ids={"s:1": "far"})
+    assert lineage_of(topology(streams))[0] == [Dataset("redis://far.example:6380", "2/s:1"),
+                                                Dataset("redis://127.0.0.1:6391", "0/s:0")]
+    assert lineage_of(topology(KafkaSource("clicks")))[0] == [Dataset("kafka://127.0.0.1:9391", "clicks")]
+
+
+def test_the_outputs_are_the_states_assets_key_value_states_too() -> None:
+    t = topology(TweetsSource(), key_values=[KeyValue("seen")])
+    assert lineage_of(t)[1] == [Dataset("txdag://t", "words"), Dataset("txdag://t", "seen")]
+
+
+def test_the_operator_lineage_carries_the_batch_the_partials_and_the_spark_job() -> None:
+    assert operator_lineage(None) is None  # the try ran no job: its txid was committed already
+    inputs, outputs = lineage_of(topology(KafkaSource("clicks")))
+    lineage = TxidLineage(inputs, outputs, batch_size=40, staged={"words": 7},
+                          query=("txdag-t-3-1", "sc://127.0.0.1:15002"))
+    found = operator_lineage(lineage)
+    event = json.loads(Serde.to_json(found.inputs[0]))
+    assert (event["namespace"], event["name"]) == ("kafka://127.0.0.1:9391", "clicks")
+    assert event["inputFacets"]["inputStatistics"]["rowCount"] == 40
+    out = json.loads(Serde.to_json(found.outputs[0]))
+    assert (out["namespace"], out["name"], out["outputFacets"]["outputStatistics"]["rowCount"]) == (
+        "txdag://t", "words", 7)
+    query = json.loads(Serde.to_json(found.run_facets["externalQuery"]))
+    assert (query["externalQueryId"], query["source"]) == ("txdag-t-3-1", "sc://127.0.0.1:15002")
+    assert not any(secret in Serde.to_json(d) for d in found.inputs for secret in ("s3cret", "sasl"))
+
+
+def test_both_process_operators_answer_the_provider_with_the_txid_they_ran(tmp_path) -> None:
+    from txdag.airflow import render
+
+    (tmp_path / "spark_jobs").mkdir()
+    (tmp_path / "spark_jobs" / "job.py").write_text("")
+    for mode in ("submit", "connect"):
+        t = topology(TweetsSource(), spark_mode=mode, project_dir=str(tmp_path))
+        process = next(task for task in render(t).tasks if task.task_id == "process")
+        assert process.get_openlineage_facets_on_complete(None) is None  # no job ran (yet)
+        process.txid_lineage = TxidLineage(*lineage_of(t), batch_size=3)
+        found = process.get_openlineage_facets_on_complete(None)
+        assert [d.name for d in found.outputs] == ["words"], mode
