@@ -177,7 +177,8 @@ def check_lineage(airflow: AirflowInstance, runs: list[str]) -> None:
 def test_a_topology_whose_redis_hangs_is_down_and_the_scrape_still_answers_within_the_scrapers_timeout(
         airflow: AirflowInstance, second_redis) -> None:
     """A stopped (SIGSTOP) Redis accepts connections and never answers: the scrape reads every topology at once and
-    answers within Prometheus' timeout (its header), the hung topology's ``txdag_up 0``, the others' figures read."""
+    answers within Prometheus' timeout (its header), the hung topology's ``txdag_up 0``, the others' figures read;
+    the transactions page shows that topology did not answer and the others' txids."""
     token, hung = airflow.env["AIRFLOW__TXDAG__METRICS_TOKEN"], "metrics_hung"
     airflow.api.request("POST", "/connections", json={
         "connection_id": "metrics_hung_redis", "conn_type": "redis", "host": "127.0.0.1", "port": second_redis.port,
@@ -198,5 +199,9 @@ def test_a_topology_whose_redis_hangs_is_down_and_the_scrape_still_answers_withi
         up = {s.labels["topology"]: s.value for family in text_string_to_metric_families(answer.text)
               for s in family.samples if s.name == "txdag_up"}
         assert up[hung] == 0 and up[TOPOLOGY] == 1, up
+        shown = requests.get(f"{airflow.base_url}/txdag/", timeout=20,  # the page waits 10 s at most for one
+                             headers={"Authorization": airflow.api.session.headers["Authorization"]})
+        assert shown.status_code == 200 and "did not answer within 10 s" in shown.text, shown.text[-2000:]
+        assert f"{TOPOLOGY}-txid-2" in shown.text  # the other topology's rows are shown
     finally:
         second_redis.freeze(False)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from txdag.airflow.assets import state_names
 from txdag.topology.topology import TransactionalTopology
 
 
@@ -57,8 +58,7 @@ def datasets(t: TransactionalTopology, redis_url: Callable[[str], str], kafka_co
         namespace, db = redis_namespace(redis_url(conn_id))
         keys = [k for k in (getattr(source, "streams", None) or []) if by_conn(k) == conn_id] if by_conn else []
         inputs += [Dataset(namespace, f"{db}/{key}") for key in keys or source.acl_patterns() or ["*"]]
-    outputs = [Dataset(f"txdag://{t.topology_id}", name)
-               for name in [s.name for s in t.states] + [k.name for k in t.key_values]]
+    outputs = [Dataset(f"txdag://{t.topology_id}", name) for name in state_names(t)]
     return inputs, outputs
 
 

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor, wait
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -57,8 +56,8 @@ FIGURES: dict[str, tuple[str, Any]] = {
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 PHASES = "txdag_txid_phase_seconds"  # the newest committed txid's phases: process, wait, commit, total
 # A scrape's time limit when the scraper sends none (Prometheus sends X-Prometheus-Scrape-Timeout-Seconds; its
-# default scrape_timeout is 10 s), and how many topologies are read at once
-SCRAPE_SECONDS, READERS = 8.0, 8
+# default scrape_timeout is 10 s)
+SCRAPE_SECONDS = 8.0
 
 
 def send(event: str, topology: str, value: float = 1) -> None:
@@ -105,28 +104,6 @@ def time_limit(scraper_timeout: str | None) -> float:
     except ValueError:
         given = math.nan
     return max(1.0, given - 1.0) if math.isfinite(given) else SCRAPE_SECONDS
-
-
-def gather(names: list[str], read: Callable[[str], dict[str, Any]], seconds: float) -> list[dict[str, Any]]:
-    """Each topology's view (``read``), the topologies read at once: one whose services hang (a stopped Redis, a
-    source's broker) is its ``txdag_up 0`` after ``seconds`` while the others' figures are served, within the
-    scraper's timeout. A read still hanging then finishes on its own thread, its result dropped."""
-    if not names:
-        return []
-    pool = ThreadPoolExecutor(max_workers=min(READERS, len(names)), thread_name_prefix="txdag-scrape")
-    futures = [(name, pool.submit(read, name)) for name in names]
-    done, _ = wait([f for _, f in futures], timeout=seconds)
-    pool.shutdown(wait=False, cancel_futures=True)
-    views = []
-    for name, future in futures:
-        if future not in done:
-            views.append({"topology": name, "error": f"its records, source or Airflow's database did not answer "
-                                                     f"within the scrape's {seconds:g} s"})
-        elif (exc := future.exception()) is not None:
-            views.append({"topology": name, "error": f"{type(exc).__name__}: {exc}"})
-        else:
-            views.append(future.result())
-    return views
 
 
 def exposition(views: Iterable[dict[str, Any]]) -> bytes:

@@ -72,7 +72,7 @@ def readable_views(user: Any) -> tuple[list[dict[str, Any]], str | None]:
         names = transactions.topology_names()
     except Exception as exc:  # ZooKeeper down, a connection missing: say so on the page
         return [], f"cannot list the topologies: {type(exc).__name__}: {exc}"
-    return [transactions.view(n) for n in names if allowed(user, n, "GET")], None
+    return transactions.views([n for n in names if allowed(user, n, "GET")], transactions.PAGE_SECONDS), None
 
 
 @app.get("/", response_class=HTMLResponse)
@@ -115,9 +115,8 @@ async def scrape(request: Request) -> Response:
                                 "Airflow as its bearer token (Prometheus: authorization: credentials)") from None
     seconds = metrics.time_limit(request.headers.get("x-prometheus-scrape-timeout-seconds"))
     try:
-        body = await run_in_threadpool(lambda: metrics.exposition(metrics.gather(
-            [n for n in transactions.topology_names() if scraper or allowed(user, n, "GET")], transactions.view,
-            seconds)))
+        body = await run_in_threadpool(lambda: metrics.exposition(transactions.views(
+            [n for n in transactions.topology_names() if scraper or allowed(user, n, "GET")], seconds)))
     except TxdagError as exc:  # the topologies could not be listed: a connection to fix (500), else a service (503)
         return PlainTextResponse(f"txdag metrics: {exc}\n", status_code=500 if isinstance(exc, ConfigError) else 503)
     return Response(body, media_type=metrics.CONTENT_TYPE)

@@ -14,6 +14,8 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,6 +30,7 @@ from txdag.txid.report import read_snapshot, replay_targets, transactions_view
 from txdag.zk.store import TransactionStore
 
 DEFINITIONS_TTL = 30.0
+READERS, PAGE_SECONDS = 8, 10.0  # topologies read at once; how long the page waits for one (a scrape: its own)
 REJECTIONS_SHOWN = 20  # the newest rejected entries a topology's section lists
 DEFAULT_ZK_CONN = ZOOKEEPER_CONN_ID
 _lock = threading.Lock()
@@ -131,6 +134,29 @@ def view(name: str, strict: bool = False) -> dict[str, Any]:
         if strict and isinstance(exc, ServiceUnavailable):
             raise
         return {"topology": name, "error": f"{type(exc).__name__}: {exc}"}
+
+
+def views(names: list[str], seconds: float, read: Callable[[str], dict[str, Any]] | None = None
+          ) -> list[dict[str, Any]]:
+    """Each topology's view, the topologies read at once (``READERS`` at a time): one whose services hang (a stopped
+    Redis, a source's broker) is an ``error`` after ``seconds`` while the others are shown (the page) or served
+    (a scrape, within the scraper's timeout). A read still hanging then finishes on its own thread, unused."""
+    if not names:
+        return []
+    pool = ThreadPoolExecutor(max_workers=min(READERS, len(names)), thread_name_prefix="txdag-views")
+    futures = [(name, pool.submit(read or view, name)) for name in names]
+    done, _ = wait([f for _, f in futures], timeout=seconds)
+    pool.shutdown(wait=False, cancel_futures=True)
+    found = []
+    for name, future in futures:
+        if future not in done:
+            found.append({"topology": name, "error": f"its records, source or Airflow's database did not answer "
+                                                     f"within {seconds:g} s"})
+        elif (exc := future.exception()) is not None:
+            found.append({"topology": name, "error": f"{type(exc).__name__}: {exc}"})
+        else:
+            found.append(future.result())
+    return found
 
 
 def read_view(name: str, strict: bool = False) -> dict[str, Any]:
