@@ -1,6 +1,5 @@
 """What the one-owner check costs at parse time: Airflow's DagBag over the shipped DAGs plus copies, with the check
-and without it (the baseline, in the same process), as a task's runner parses (inside Airflow's parsing context,
-where render skips the check), and the check alone per DAG file.
+and without it (the baseline, in the same process), and the check alone per DAG file.
 
 Each copy is a shipped DAG file under another topology id (the usual case: no duplicate, every file is read by the
 check and none fails); with --duplicates the copies keep the shipped ids and fail to import, naming both files.
@@ -59,8 +58,6 @@ def main() -> int:
         import logging
 
         logging.disable(logging.ERROR)
-        from airflow.sdk.definitions.context import _AIRFLOW_PARSING_CONTEXT_DAG_ID
-
         import txdag.airflow.rendering as rendering
         from txdag.airflow.rendering import defining_files
         from txdag.topology.owner import check_one_file
@@ -68,17 +65,12 @@ def main() -> int:
         dags = project(Path(tmp), args.copies, args.duplicates)
         files = sorted(str(p) for p in dags.glob("*.py"))
         fill(dags)  # warm: imports, first reads
-        timings: dict[str, list[float]] = {"with the check": [], "without (baseline)": [], "a task's parse": []}
+        timings: dict[str, list[float]] = {"with the check": [], "without (baseline)": []}
         counts = {}
         for _ in range(args.rounds):
-            for label, check, task in (("with the check", defining_files, False),
-                                       ("without (baseline)", lambda *a: [], False),
-                                       ("a task's parse", defining_files, True)):
+            for label, check in (("with the check", defining_files), ("without (baseline)", lambda *a: [])):
                 rendering.defining_files = check  # type: ignore[assignment]
-                if task:  # as Airflow's task runner sets it before it parses the DAG file
-                    os.environ[_AIRFLOW_PARSING_CONTEXT_DAG_ID] = "any"
                 seconds, dag_count, errors = fill(dags)
-                os.environ.pop(_AIRFLOW_PARSING_CONTEXT_DAG_ID, None)
                 timings[label].append(seconds)
                 counts[label] = (dag_count, errors)
         rendering.defining_files = defining_files
@@ -96,7 +88,7 @@ def main() -> int:
     for label, values in timings.items():
         dag_count, errors = counts[label]
         print(f"  {label:20s} {statistics.median(values):.3f} s  ({dag_count} DAGs, {errors} import errors)")
-    with_check, without, _ = (statistics.median(v) for v in timings.values())
+    with_check, without = (statistics.median(v) for v in timings.values())
     print(f"  ratio                {with_check / without:.2f}x; the check adds "
           f"{(with_check - without) / len(files) * 1000:.2f} ms per file")
     print(f"  the check alone      median {statistics.median(alone) * 1000:.2f} ms per file "

@@ -1,10 +1,10 @@
 """OpenLineage of the process task, warm and cold alike: what a txid read (its source) and what it is for (the
 topology's states), for Airflow's OpenLineage provider when it is installed and configured (``[openlineage]``).
 
-The provider asks an operator for its lineage after the task succeeded (``get_openlineage_facets_on_complete``);
-the process task answers with the txid it processed. The Spark provider can only hand a spark-submit the parent job's
-settings for a JVM listener, which sees none of txdag's reads (they run as Python on the executors) and none of a
-shared Spark Connect session's jobs; the operator itself knows both ends. Dataset names:
+The provider asks an operator for its lineage when the task ends (``get_openlineage_facets_on_complete``, for a
+failed try too); the process task answers with the txid it processed. The Spark provider can only hand a
+spark-submit the parent job's settings for a JVM listener, which sees none of txdag's reads (they run as Python on
+the executors) and none of a shared Spark Connect session's jobs; the operator itself knows both ends. Names:
 
 - a Kafka topic: ``kafka://<first bootstrap server>`` and the topic (OpenLineage's naming);
 - Redis keys (OpenLineage names no Redis): ``redis://<host>:<port>`` and ``<db>/<key or key pattern>`` read, as
@@ -51,7 +51,7 @@ def datasets(t: TransactionalTopology, redis_url: Callable[[str], str], kafka_co
     """The topology's input datasets (its source's topic or Redis keys) and output datasets (its states)."""
     source, inputs = t.source, []
     for conn_id in source.kafka_conn_ids():
-        server = str(kafka_config(conn_id).get("bootstrap.servers", "")).split(",")[0].strip()
+        server = str(kafka_config(conn_id).get("bootstrap.servers", "")).split(",")[0].strip().split("://")[-1]
         inputs.append(Dataset(f"kafka://{server}", str(getattr(source, "topic", "") or conn_id)))
     by_conn = getattr(source, "conn_id_of", None)  # a source over several Redis servers names each key's
     for conn_id in source.conn_ids():

@@ -31,7 +31,8 @@ EVENTS = {
 # Figures served at a scrape: name -> (what it is, how it is read from a transactions view). A figure the view
 # could not read (a lag unknown, a Redis that did not answer) is left out of that scrape, never shown as 0.
 FIGURES: dict[str, tuple[str, Any]] = {
-    "txdag_up": ("1 when the topology's records in ZooKeeper were read, 0 when they could not be (the page says why)",
+    "txdag_up": ("1 when the topology's records in ZooKeeper were read, 0 when they could not be, or not within the "
+                 "scrape's time limit (the page says why)",
                  lambda v: 0 if v.get("error") else 1),
     "txdag_committed_txid": ("the last committed txid", lambda v: v.get("committed_txid")),
     "txdag_last_txid": ("the last txid allocated", lambda v: v.get("last_txid")),
@@ -56,8 +57,8 @@ FIGURES: dict[str, tuple[str, Any]] = {
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 PHASES = "txdag_txid_phase_seconds"  # the newest committed txid's phases: process, wait, commit, total
 # A scrape's time limit when the scraper sends none (Prometheus sends X-Prometheus-Scrape-Timeout-Seconds; its
-# default scrape_timeout is 10 s)
-SCRAPE_SECONDS = 8.0
+# default scrape_timeout is 10 s), and the longest it takes whatever the scraper says
+SCRAPE_SECONDS, LONGEST_SCRAPE = 8.0, 300.0
 
 
 def send(event: str, topology: str, value: float = 1) -> None:
@@ -103,7 +104,7 @@ def time_limit(scraper_timeout: str | None) -> float:
         given = float(scraper_timeout or "nan")
     except ValueError:
         given = math.nan
-    return max(1.0, given - 1.0) if math.isfinite(given) else SCRAPE_SECONDS
+    return min(max(1.0, given - 1.0), LONGEST_SCRAPE) if math.isfinite(given) else SCRAPE_SECONDS
 
 
 def exposition(views: Iterable[dict[str, Any]]) -> bytes:

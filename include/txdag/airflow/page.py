@@ -15,6 +15,7 @@ ZooKeeper within its session timeout (answered then, and never carried out later
 from __future__ import annotations
 
 import hmac
+import time
 from typing import Any, Literal
 
 from fastapi import Body, FastAPI, HTTPException, Query, Request
@@ -113,10 +114,14 @@ async def scrape(request: Request) -> Response:
         except HTTPException as exc:
             raise HTTPException(exc.status_code, f"{exc.detail}; a scraper sends the [txdag] metrics_token of this "
                                 "Airflow as its bearer token (Prometheus: authorization: credentials)") from None
-    seconds = metrics.time_limit(request.headers.get("x-prometheus-scrape-timeout-seconds"))
+    deadline = time.monotonic() + metrics.time_limit(request.headers.get("x-prometheus-scrape-timeout-seconds"))
+
+    def figures() -> bytes:  # the limit counts from the request: listing the topologies is part of the scrape
+        names = [n for n in transactions.topology_names() if scraper or allowed(user, n, "GET")]
+        return metrics.exposition(transactions.views(names, max(0.5, deadline - time.monotonic())))
+
     try:
-        body = await run_in_threadpool(lambda: metrics.exposition(transactions.views(
-            [n for n in transactions.topology_names() if scraper or allowed(user, n, "GET")], seconds)))
+        body = await run_in_threadpool(figures)
     except TxdagError as exc:  # the topologies could not be listed: a connection to fix (500), else a service (503)
         return PlainTextResponse(f"txdag metrics: {exc}\n", status_code=500 if isinstance(exc, ConfigError) else 503)
     return Response(body, media_type=metrics.CONTENT_TYPE)

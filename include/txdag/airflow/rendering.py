@@ -35,9 +35,11 @@ def render(topology: TransactionalTopology, *, dag_file: str | Path | None = Non
     it). One owner: when another file of the DAG folder, earlier in path order, defines the same topology id, this
     file fails to import with an error naming both (``txdag.topology.owner.check_one_file``; it reads the files'
     text, it runs none and connects to nothing). The DAG processor checks; a task's runner, which parses the DAG
-    file again inside Airflow's parsing context, reads no other file: the DAG it runs passed the check."""
+    file again inside Airflow's parsing context (naming the task and its DAG), reads no other file for the task's
+    own topology: the DAG it runs passed the check. ``airflow dags test`` names no task, and checks."""
     t = located(topology, dag_file)
-    if dag_file is not None and get_parsing_context().dag_id is None:
+    parsing = get_parsing_context()
+    if dag_file is not None and (parsing.task_id is None or parsing.dag_id != t.topology_id):
         check_one_file(t.topology_id, dag_file, defining_files(t.topology_id, dag_file))
     dag = _build(t, None if dag_file is None else str(dag_file))
     dag.txdag_topology = t  # type: ignore[attr-defined]  # a DAG takes attributes; load_definitions reads it

@@ -15,7 +15,6 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, wait
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,7 +29,8 @@ from txdag.txid.report import read_snapshot, replay_targets, transactions_view
 from txdag.zk.store import TransactionStore
 
 DEFINITIONS_TTL = 30.0
-READERS, PAGE_SECONDS = 8, 10.0  # topologies read at once; how long the page waits for one (a scrape: its own)
+PAGE_SECONDS = 10.0  # how long the page waits for a topology's view (a scrape: the scraper's own timeout)
+DATABASE_READERS = threading.BoundedSemaphore(4)  # views read at once take turns at Airflow's connection pool
 REJECTIONS_SHOWN = 20  # the newest rejected entries a topology's section lists
 DEFAULT_ZK_CONN = ZOOKEEPER_CONN_ID
 _lock = threading.Lock()
@@ -115,7 +115,7 @@ def airflow_runs(dag_id: str, run_ids: list[str]) -> tuple[dict[str, str], bool 
     from airflow.utils.session import create_session
     from sqlalchemy import or_, select
 
-    with create_session() as session:
+    with DATABASE_READERS, create_session() as session:
         rows = session.execute(select(DagRun.run_id, DagRun.state).where(
             DagRun.dag_id == dag_id, or_(DagRun.run_id.in_(run_ids), DagRun.state.in_(["queued", "running"]))))
         runs = {run_id: str(getattr(state, "value", state)) for run_id, state in rows}
@@ -138,25 +138,26 @@ def view(name: str, strict: bool = False) -> dict[str, Any]:
 
 def views(names: list[str], seconds: float, read: Callable[[str], dict[str, Any]] | None = None
           ) -> list[dict[str, Any]]:
-    """Each topology's view, the topologies read at once (``READERS`` at a time): one whose services hang (a stopped
-    Redis, a source's broker) is an ``error`` after ``seconds`` while the others are shown (the page) or served
-    (a scrape, within the scraper's timeout). A read still hanging then finishes on its own thread, unused."""
-    if not names:
-        return []
-    pool = ThreadPoolExecutor(max_workers=min(READERS, len(names)), thread_name_prefix="txdag-views")
-    futures = [(name, pool.submit(read or view, name)) for name in names]
-    done, _ = wait([f for _, f in futures], timeout=seconds)
-    pool.shutdown(wait=False, cancel_futures=True)
-    found = []
-    for name, future in futures:
-        if future not in done:
-            found.append({"topology": name, "error": f"its records, source or Airflow's database did not answer "
-                                                     f"within {seconds:g} s"})
-        elif (exc := future.exception()) is not None:
-            found.append({"topology": name, "error": f"{type(exc).__name__}: {exc}"})
-        else:
-            found.append(future.result())
-    return found
+    """Each topology's view, every topology read at once on a thread of its own: one whose services hang (a stopped
+    Redis, a source's broker) is an ``error`` after ``seconds`` while the others are shown (the page) or served (a
+    scrape, within the scraper's timeout). A read still hanging goes on in the background (a daemon thread, which
+    holds no process from exiting) and its result is dropped."""
+    found: dict[str, dict[str, Any]] = {}
+
+    def run(name: str) -> None:
+        try:
+            found[name] = (read or view)(name)
+        except Exception as exc:  # a user's spout, a database error: this topology's figures are unknown
+            found[name] = {"topology": name, "error": f"{type(exc).__name__}: {exc}"}
+
+    threads = [threading.Thread(target=run, args=(name,), name=f"txdag-view-{name}", daemon=True) for name in names]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + seconds
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return [found.get(name) or {"topology": name, "error": f"its records, source or Airflow's database did not "
+                                                           f"answer within {seconds:g} s"} for name in names]
 
 
 def read_view(name: str, strict: bool = False) -> dict[str, Any]:

@@ -36,6 +36,9 @@ def test_each_source_reads_its_topic_or_its_keys_on_their_own_server() -> None:
     assert lineage_of(topology(streams))[0] == [Dataset("redis://far.example:6380", "2/s:1"),
                                                 Dataset("redis://127.0.0.1:6391", "0/s:0")]
     assert lineage_of(topology(KafkaSource("clicks")))[0] == [Dataset("kafka://127.0.0.1:9391", "clicks")]
+    KAFKA["tls"] = {"bootstrap.servers": "SASL_SSL://broker-1:9093, broker-2:9093"}
+    assert lineage_of(topology(KafkaSource("clicks", kafka_conn_id="tls")))[0] == [
+        Dataset("kafka://broker-1:9093", "clicks")]  # a listener's protocol is not part of the server's name
 
 
 def test_the_outputs_are_the_states_assets_key_value_states_too() -> None:

@@ -114,9 +114,14 @@ def test_a_tasks_parse_of_its_dag_file_reads_no_other_file(project: Path, monkey
     copy = write(project, "zz_copy.py", body)
     with pytest.raises(ConfigError, match="defined by two DAG files"):
         render(t, dag_file=copy)
-    monkeypatch.setenv(_AIRFLOW_PARSING_CONTEXT_DAG_ID, "same")  # as the task runner parses the DAG file
-    monkeypatch.setenv(_AIRFLOW_PARSING_CONTEXT_TASK_ID, "commit")
+    monkeypatch.setenv(_AIRFLOW_PARSING_CONTEXT_DAG_ID, "same")  # as `airflow dags test same` parses: no task
+    with pytest.raises(ConfigError, match="defined by two DAG files"):
+        render(t, dag_file=copy)
+    monkeypatch.setenv(_AIRFLOW_PARSING_CONTEXT_TASK_ID, "commit")  # as the task runner parses the DAG file
     assert render(t, dag_file=copy).dag_id == "same"
+    monkeypatch.setenv(_AIRFLOW_PARSING_CONTEXT_DAG_ID, "other")  # a task of another DAG (its variables leaked)
+    with pytest.raises(ConfigError, match="defined by two DAG files"):
+        render(t, dag_file=copy)
 
 
 def test_the_airflow_package_exports_render_lazily() -> None:
