@@ -27,11 +27,11 @@ from typing import Any
 import redis
 
 from txdag import TransactionAttempt
-from txdag.commit.staging import Staging
 from txdag.defaults import REDIS_CONN_ID
 from txdag.spouts import SpoutContext, TransactionalSpout
 from txdag.spouts.samples import sample_tweets
 from txdag.spouts.tweets import TweetsTransactionalSpout, append_tweets
+from txdag.staging.store import Staging
 from txdag.topology.definition import JobSpec, State, TweetsSource
 
 ROOT = Path(__file__).resolve().parents[1]

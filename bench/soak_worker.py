@@ -20,8 +20,8 @@ import redis
 
 from txdag.analytics.tweets import STATES, tweet_partials
 from txdag.attempt import TransactionAttempt
+from txdag.local import LocalTopology
 from txdag.protocol import AlreadyCommitted, Committed, Emission, Processed, SourceDown, Wait, steps
-from txdag.protocol.local import LocalTopology
 from txdag.spouts import OpaquePartitionedStreamSpout, StreamPartition
 from txdag.spouts.tweets import TweetsTransactionalSpout
 from txdag.state import JoinedKeyCodec, OpaqueMap, RedisBackingMap, TransactionalMap

@@ -35,7 +35,7 @@ import redis
 from commit_throughput import STAGE_CHUNK
 
 from txdag.airflow.stores import PostgresStore
-from txdag.commit.apply import decode_number
+from txdag.staging.format import decode_number
 from txdag.state import NonTransactionalMap, OpaqueMap, StagedPartials, StateKind, TransactionalMap, apply_staged
 from txdag.state.base import shared_transactions
 from txdag.state.combine_apply import apply_combined

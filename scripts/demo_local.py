@@ -18,7 +18,7 @@ import time
 import redis
 
 from txdag.analytics.tweets import MARKER_KEY, STATES, tweet_partials
-from txdag.protocol.local import LocalTopology
+from txdag.local import LocalTopology
 from txdag.redisio import describe
 from txdag.spouts.samples import sample_tweets
 from txdag.spouts.tweets import TweetsTransactionalSpout, append_tweets

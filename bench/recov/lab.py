@@ -24,7 +24,7 @@ from txdag.airflow.api import AirflowAPI, AirflowAPIError, unique_run_id
 from txdag.errors import TxdagError
 from txdag.spouts import append_tweets
 from txdag.spouts.samples import sample_tweets
-from txdag.state import staging_layout
+from txdag.staging import layout as staging_layout
 from txdag.zk.client import connect_zk
 from txdag.zk.records import TxStatus
 from txdag.zk.store import TransactionStore

@@ -23,3 +23,13 @@ class TransactionAttempt:
 
     def __str__(self) -> str:
         return f"txid {self.txid} attempt {self.attempt}"
+
+
+def attempt_id(tx: TransactionAttempt) -> str:
+    """``<txid>:<attempt>``: the suffix of an attempt's staging keys, and its field in a KeyValueState's stages."""
+    return f"{tx.txid}:{tx.attempt}"
+
+
+def parse_attempt_id(text: str) -> TransactionAttempt:
+    txid, attempt = text.split(":")
+    return TransactionAttempt(int(txid), int(attempt))

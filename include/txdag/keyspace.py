@@ -3,9 +3,10 @@
 One module per layout is the only place that builds its keys:
 
     txdag.state.redis_backing   a map state's namespace (owner: the namespace)
-    txdag.state.staging_layout  a topology's staging and claims; the staging of a KeyValueState's attempts
+    txdag.staging.layout        a topology's staging and claims
     txdag.state.marker          a topology's commit marker (the last committed txid)
-    txdag.state.kv.layout       a KeyValueState's namespace (owner: the topology, for its steps' namespaces)
+    txdag.state.kv.layout       a KeyValueState's namespace, with its staging (owner: the topology, for its
+                                steps' namespaces)
     txdag.commit.rejections     rejected source entries          txdag.commit.newvalues   new values streams
     txdag.windows.store         window stores                    txdag.spouts.tweets / .streams   the sources
 

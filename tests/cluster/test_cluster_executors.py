@@ -24,11 +24,11 @@ from access import REDIS_URL
 from support.loopback import RUN, admin, cluster, node_pid
 
 from txdag import TransactionAttempt
-from txdag.commit.staging import Staging
 from txdag.redisio import client_from_url
 from txdag.spouts import SpoutContext
 from txdag.spouts.samples import sample_sentences
 from txdag.spouts.streams import StreamPartition, append_entries
+from txdag.staging.store import Staging
 from txdag.topology.definition import JobSpec, State, StreamsSource
 
 REPO = Path(__file__).resolve().parents[2]

@@ -121,7 +121,7 @@ def test_a_topology_on_the_cluster_commits_exactly_once_through_a_state_master_k
 
     from txdag.analytics.tweets import STATES, tweet_partials
     from txdag.errors import TxdagError
-    from txdag.protocol.local import LocalTopology
+    from txdag.local import LocalTopology
     from txdag.redisio import client_from_url
     from txdag.spouts.samples import sample_tweets
     from txdag.spouts.tweets import TweetsTransactionalSpout, append_tweets

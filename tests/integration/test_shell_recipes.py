@@ -7,7 +7,7 @@ what must differ here: the Redis port (the test server's), a key or user name of
   ``txdag state top``: through the console script on PATH, with an AIRFLOW_HOME whose components.env (what
   ``airflow.sh start`` records) points the connections at the test servers (Redis database 13, a znode root of
   the test's own), so no Airflow is needed; between the seed and the reads, two txids of tweets_analytics run in
-  this process (txdag.protocol.local, the Python reference of its Spark job) where the demo's Airflow runs would;
+  this process (txdag.local, the Python reference of its Spark job) where the demo's Airflow runs would;
 - the demo's ``source .run/credentials.env; REDISCLI_AUTH=... redis-cli --user txdag-admin ... hgetall``;
 - access control's ``txdag acl redis ... | redis-cli --user txdag-admin -p 6391`` (REDISCLI_AUTH from the line
   before it).
@@ -28,7 +28,7 @@ import redis
 from access import ZK_AUTH
 
 from txdag.analytics.tweets import tweet_partials
-from txdag.protocol.local import LocalTopology
+from txdag.local import LocalTopology
 from txdag.spouts import SpoutContext
 from txdag.topology.topology import load_definitions
 from txdag.txid.coordinator import Coordinator, Emission

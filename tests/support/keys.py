@@ -10,7 +10,8 @@ from typing import Any
 from txdag.attempt import TransactionAttempt
 from txdag.commit import newvalues, rejections
 from txdag.spouts import streams, tweets
-from txdag.state import redis_backing, staging_layout
+from txdag.staging import layout as staging_layout
+from txdag.state import redis_backing
 from txdag.state.kv import layout as kv_layout
 from txdag.topology.definition import KeyValue, State, TweetsSource
 from txdag.topology.topology import TransactionalTopology

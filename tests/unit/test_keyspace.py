@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 from support.keys import redis_match
 
-from txdag.attempt import TransactionAttempt
+from txdag.attempt import TransactionAttempt, attempt_id, parse_attempt_id
 from txdag.commit import newvalues, rejections
 from txdag.keyspace import below, glob_escape
 from txdag.spouts import streams, tweets
-from txdag.state import redis_backing, staging_layout
+from txdag.staging import layout as staging_layout
+from txdag.state import redis_backing
 from txdag.state.kv import layout as kv_layout
 from txdag.windows import store as window_store
 
@@ -55,8 +56,8 @@ def test_the_acl_patterns() -> None:
 
 
 def test_attempt_ids_round_trip() -> None:
-    assert staging_layout.attempt_id(TX) == "12:3"
-    assert staging_layout.parse_attempt_id("12:3") == TX
+    assert attempt_id(TX) == "12:3"
+    assert parse_attempt_id("12:3") == TX
 
 
 def test_glob_escape_and_below_match_only_what_they_say() -> None:

@@ -7,8 +7,8 @@ import pytest
 import redis
 
 import txdag.commit.newvalues
-import txdag.commit.staging
 import txdag.spouts.tweets
+import txdag.staging.store
 import txdag.state.kv.scripts
 import txdag.state.lua
 import txdag.windows.store  # noqa: F401  (declares its script)
@@ -26,7 +26,7 @@ from txdag.state.kv.errors import KeyCollision, KVStateError
 MAP = txdag.state.lua.APPLY
 KV = txdag.state.kv.scripts.PREPARE
 TWEETS = txdag.spouts.tweets.APPEND_TWEETS
-STAGING = txdag.commit.staging.FENCED_HSET
+STAGING = txdag.staging.store.FENCED_HSET
 
 # (script, reply as Redis sends it without the " script: ..." tail, error class, words the message must hold)
 CASES = {

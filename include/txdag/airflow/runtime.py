@@ -20,8 +20,8 @@ from redis import Redis
 from txdag.airflow.hooks import airflow_clients
 from txdag.attempt import TransactionAttempt
 from txdag.commit.keyvalue import KVTarget
-from txdag.commit.staging import Staging
 from txdag.spark.env import KAFKA_VAR, URLS_VAR
+from txdag.staging.store import Staging
 from txdag.state.kv import ProviderConfig
 from txdag.state.map_state import MapStateBase
 from txdag.topology.definition import JobSpec

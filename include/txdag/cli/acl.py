@@ -2,7 +2,7 @@
 
 A topology's keys are those of its layouts (txdag.keyspace), each granted by the layout module's
 ``acl_patterns``, read-write: each state's namespace (txdag.state.redis_backing), the marker key, its staging and
-claims (txdag.state.staging_layout), rejections (txdag.commit.rejections), window stores (txdag.windows.store), new
+claims (txdag.staging.layout), rejections (txdag.commit.rejections), window stores (txdag.windows.store), new
 values streams (txdag.commit.newvalues) and its steps' KeyValueStates in their default namespaces
 (txdag.state.kv.layout); and read-only (``%R~``) the source's keys (txdag.spouts.tweets, txdag.spouts.streams).
 
@@ -29,7 +29,8 @@ from urllib.parse import unquote, urlsplit
 from txdag.commit import newvalues, rejections
 from txdag.errors import ConfigError, ServiceUnavailable
 from txdag.keyspace import glob_escape
-from txdag.state import redis_backing, staging_layout
+from txdag.staging import layout as staging_layout
+from txdag.state import redis_backing
 from txdag.state.kv import layout as kv_layout
 from txdag.windows import store as window_store
 

@@ -24,7 +24,8 @@ import redis
 
 from txdag.attempt import TransactionAttempt
 from txdag.commit import newvalues, rejections
-from txdag.state import redis_backing, staging_layout
+from txdag.staging import layout as staging_layout
+from txdag.state import redis_backing
 from txdag.state.kv import layout as kv_layout
 from txdag.windows import store as window_store
 

@@ -22,12 +22,12 @@ import redis
 
 from txdag.attempt import TransactionAttempt
 from txdag.commit.newvalues import emit_values
-from txdag.commit.outputs import OutputSpec
 from txdag.commit.rejections import clash_rejection, record_rejections
 from txdag.errors import ConfigError, StoreWentBackwards
 from txdag.faults import crash_if_requested
 from txdag.redisio import redis_errors
 from txdag.spouts.base import Rejection
+from txdag.staging.format import OutputSpec, decode_number
 from txdag.state.base import Key, ValueUpdater
 from txdag.state.combine_apply import apply_combined, apply_updaters
 from txdag.state.keys import KeyClashError
@@ -302,15 +302,6 @@ def _apply_sums_to_store(ctx: CommitContext, name: str, stage_key: str) -> tuple
     written = add_sums(ctx.tx.txid, state.kind.value, [(state.key_codec.decode(f), v) for f, v in partials.items()])
     state.commit(ctx.tx.txid)
     return written, len(partials) - written
-
-
-def decode_number(raw: bytes) -> int | float:
-    """A staged numeric partial (a Count's, a Sum's) as the number it was."""
-    text = raw.decode()
-    try:
-        return int(text)
-    except ValueError:
-        return float(text)
 
 
 __all__ = ["CommitContext", "Fired", "KVTarget", "apply_sums", "sink_position", "window_evaluator"]

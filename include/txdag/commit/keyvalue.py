@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from txdag.commit.apply import CommitContext, KVTarget
-from txdag.commit.outputs import OutputSpec
 from txdag.errors import ConfigError
 from txdag.faults import crash_if_requested
+from txdag.staging.format import OutputSpec
 from txdag.state.kv import ProviderConfig, commit, make_client, prepare, recover, seal_stage
 from txdag.state.kv.protocol import stage_encoded
 from txdag.state.kv.step import StatefulStep

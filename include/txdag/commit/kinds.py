@@ -1,6 +1,6 @@
-"""The kinds of staged output, one entry each: where the processing step staged its values, how the staging reads
-them back, and how the commit applies them. Adding a kind is one entry here, plus the Spark side's output class
-that stages it (txdag.spark: a DataFrame is ``sum``; CombinedOutput, WindowOutput, PersistOutput, StatefulOutput).
+"""The kinds of staged output, one entry each: how the commit applies them. Adding a kind is one entry here, its
+staged format (txdag.staging.format.FORMATS), and the Spark side's output class that stages it (txdag.spark: a
+DataFrame is ``sum``; CombinedOutput, WindowOutput, PersistOutput, StatefulOutput).
 
 The commit calls every kind's applier at every txid, in the table's order (sums last, for the marker), with the
 outputs of that kind (maybe none: the key-value states and the marker are committed at every txid all the same).
@@ -8,7 +8,6 @@ outputs of that kind (maybe none: the key-value states and the marker are commit
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -20,17 +19,10 @@ from txdag.commit.apply import (
     apply_sink,
     apply_sums,
     apply_window,
-    decode_number,
     sink_position,
 )
 from txdag.commit.keyvalue import commit_key_values
-from txdag.commit.outputs import SUM, OutputSpec
-
-COMBINE = "combine"
-WINDOW = "window"
-PERSIST = "persist"
-SINK = "sink"
-KV = "kv"
+from txdag.staging.format import COMBINE, KV, PERSIST, SINK, SUM, WINDOW, OutputSpec
 
 Outputs = Mapping[str, tuple[OutputSpec, Any]]  # state -> (its output, its staged values as the staging read them)
 Applier = Callable[[CommitContext, Outputs], tuple[int, int]]  # -> (keys applied, keys that held the txid already)
@@ -38,13 +30,10 @@ Applier = Callable[[CommitContext, Outputs], tuple[int, int]]  # -> (keys applie
 
 @dataclass(frozen=True)
 class OutputKind:
-    """One kind: its name in the seal, how its staged values are stored and read, and its applier."""
+    """One kind: its name in the seal (and in txdag.staging.format.FORMATS) and its applier."""
 
     name: str
     apply: Applier
-    in_staging: bool = True  # in txdag's staging hash (else staged elsewhere: the seal only counts them)
-    decode: Callable[[bytes], Any] = json.loads  # one staged field's value
-    in_redis: bool = False  # the commit applies them inside Redis: it reads only their key, and counts them
 
 
 def each(applier: Callable[[CommitContext, str, OutputSpec, Any], int]) -> Applier:
@@ -76,10 +65,10 @@ KINDS: dict[str, OutputKind] = {kind.name: kind for kind in (
     OutputKind(SINK, each(apply_sink)),
     # a stateful step's writes to a KeyValueState, staged in the state's own namespace (txdag.state.kv), so the seal
     # only counts them; every key-value state is prepared, then committed (``ref``: the step, for its hooks)
-    OutputKind(KV, _key_values, in_staging=False),
+    OutputKind(KV, _key_values),
     # numeric partials per hash field (Count, Sum; a job's plain DataFrame), added inside Redis with the state's txid
     # rule per key, one script call per page of fields; last, because ``extra`` and the marker are written with them
-    OutputKind(SUM, apply_sums, decode=decode_number, in_redis=True),
+    OutputKind(SUM, apply_sums),
 )}
 
 

@@ -28,10 +28,10 @@ import redis
 from txdag.attempt import TransactionAttempt
 from txdag.commit.apply import CommitContext, KVTarget
 from txdag.commit.kinds import apply_outputs, check_sinks
-from txdag.commit.staging import Staging
 from txdag.errors import ConfigError, ServiceUnavailable, StoreWentBackwards
 from txdag.faults import crash_if_requested
 from txdag.redisio import replicate
+from txdag.staging.store import Staging
 from txdag.state.base import begin_shared, committing
 from txdag.state.map_state import MapStateBase
 from txdag.state.marker import read_marker, where

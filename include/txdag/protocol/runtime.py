@@ -16,7 +16,7 @@ from typing import Protocol
 import redis
 
 from txdag.commit.keyvalue import KVTarget
-from txdag.commit.staging import Staging
+from txdag.staging.store import Staging
 from txdag.state.map_state import MapStateBase
 from txdag.state.marker import default_key
 from txdag.txid.coordinator import Coordinator

@@ -22,7 +22,6 @@ from txdag.attempt import TransactionAttempt
 from txdag.commit.phase import check_store, commit_transaction
 from txdag.errors import CascadeError, ServiceUnavailable, SourceUnavailable, StaleAttemptError, StoreWentBackwards
 from txdag.faults import crash_if_requested
-from txdag.protocol.claims import ReemitError, claim_attempt
 from txdag.protocol.outcomes import (
     CommitStepOutcome,
     CoordinateOutcome,
@@ -36,6 +35,7 @@ from txdag.protocol.outcomes import (
 )
 from txdag.protocol.ownership import check_owner
 from txdag.protocol.runtime import Runtime
+from txdag.staging.claims import ReemitError, claim_attempt
 from txdag.topology.owner import Owner
 from txdag.txid.decisions import (
     AlreadyCommitted,

@@ -2,7 +2,7 @@
 
 A spout with a ``read`` (txdag.spouts.base) reads exactly the batch's metadata on the executors; its batch is what
 that DataFrame holds (the built-in spouts: the Redis ones with the same reading code as their ``emit_batch``, so a
-Spark job and ``txdag.protocol.local`` see the same tuples; Kafka through Spark's Kafka source). Any other spout is
+Spark job and ``txdag.local`` see the same tuples; Kafka through Spark's Kafka source). Any other spout is
 read through ``emit_batch`` on the driver, as the in-process runner reads every spout; its batch passes through the
 driver, one at a time.
 """

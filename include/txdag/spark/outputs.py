@@ -1,5 +1,6 @@
 """What a job's ``process`` returns per state, and how each is staged from the executors; each output stages one
-kind of the table of kinds (txdag.commit.kinds), which says how the commit reads and applies it.
+kind, whose staged format (txdag.staging.format) says how it is read back and whose entry in txdag.commit.kinds
+how the commit applies it.
 
 - a DataFrame (key columns, then one numeric column): numeric partials, summed per key (``sum``);
 - a ``CombinedOutput``: a combiner aggregator's partial per key (``combine``); txdag.trident's persistent_aggregate
@@ -25,11 +26,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DecimalType, NumericType, StringType
 
 from txdag.attempt import TransactionAttempt
-from txdag.commit.kinds import COMBINE, SUM
-from txdag.commit.outputs import OutputSpec
-from txdag.commit.staging import stage_key
 from txdag.errors import ConfigError
 from txdag.spark.stage import clash_key, write_rows
+from txdag.staging.format import COMBINE, SUM, OutputSpec
+from txdag.staging.layout import stage_key
 from txdag.state.keys import JoinedKeyCodec
 from txdag.state.snapshottable_map import GLOBAL_KEY
 from txdag.topology.definition import KeyValue, Sink, State

@@ -16,11 +16,10 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DateType, NumericType, TimestampNTZType, TimestampType
 
-from txdag.commit.kinds import PERSIST, SINK, WINDOW
-from txdag.commit.outputs import OutputSpec
 from txdag.errors import ConfigError
 from txdag.spark.outputs import StageContext, json_value, map_state
 from txdag.spark.stage import write_fields
+from txdag.staging.format import PERSIST, SINK, WINDOW, OutputSpec
 from txdag.topology.definition import Sink, State
 from txdag.topology.refs import ref_of
 from txdag.windows.rules import WindowSpec, spec_to_dict

@@ -19,14 +19,14 @@ import redis
 from pyspark.sql import DataFrame, SparkSession
 
 from txdag.attempt import TransactionAttempt
-from txdag.commit.outputs import OutputSpec
-from txdag.commit.staging import Staging
 from txdag.errors import ConfigError
 from txdag.faults import crash_if_requested
 from txdag.redisio import portable
 from txdag.spark.batch import client_for, read_batch
 from txdag.spark.context import JobContext, running
 from txdag.spark.outputs import StageContext, check_output, stage_output, stage_sums
+from txdag.staging.format import OutputSpec
+from txdag.staging.store import Staging
 from txdag.state.kv import ProviderConfig
 from txdag.topology.definition import JobSpec, KeyValue, Sink, State
 

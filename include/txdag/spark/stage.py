@@ -23,10 +23,10 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from txdag import errors
 from txdag.attempt import TransactionAttempt
 from txdag.commit.rejections import clash_rejection, record_rejections
-from txdag.commit.staging import fenced_hset
 from txdag.redisio import from_portable, redis_errors
 from txdag.spark.executor_errors import raise_executor_error
 from txdag.spouts.base import Rejection
+from txdag.staging.store import fenced_hset
 from txdag.state.keys import JoinedKeyCodec, KeyClashError
 
 CHUNK = 5000
@@ -56,7 +56,7 @@ def write_rows(frame: DataFrame, client_spec: dict[str, Any], tx: TransactionAtt
                clashes: dict[str, tuple[str, JoinedKeyCodec]] | None = None) -> dict[str, int]:
     """HSET each row's ``key`` (a staging hash of ``tx``): field -> ``encode(value)`` (columns: key, field, value),
     from the executors, in one Spark job whatever the number of keys; returns the rows written per key. ``where``
-    names each key's topology, txid and state for the errors. Each chunk is fenced (txdag.commit.staging): once a
+    names each key's topology, txid and state for the errors. Each chunk is fenced (txdag.staging.store): once a
     newer attempt of the txid is claimed, the job fails with StaleAttemptError and writes nothing more.
 
     A row whose key is in ``clashes`` (clash_key of a staging key -> its state's name and JoinedKeyCodec) is a key

@@ -20,12 +20,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from txdag.commit.kinds import KV
-from txdag.commit.outputs import OutputSpec
 from txdag.contracts import Collector
 from txdag.errors import ConfigError, TxdagError
 from txdag.spark.context import current_job
 from txdag.spark.executor_errors import raise_executor_error
+from txdag.staging.format import KV, OutputSpec
 from txdag.state.kv import make_client, read_as_of, seal_stage, stage_writes
 from txdag.state.kv.step import StatefulStep, StepState
 from txdag.topology.refs import ref_of

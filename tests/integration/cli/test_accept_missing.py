@@ -17,8 +17,8 @@ from txdag.attempt import TransactionAttempt
 from txdag.cli import exits
 from txdag.cli.main import main
 from txdag.errors import BatchReadError
+from txdag.local import LocalTopology
 from txdag.protocol import steps
-from txdag.protocol.local import LocalTopology
 from txdag.spouts import SpoutContext
 from txdag.spouts.samples import sample_tweets
 from txdag.spouts.tweets import append_tweets

@@ -14,13 +14,13 @@ from support.keys import every_kind_of_key, source_keys, written_keys
 
 from txdag.analytics.tweets import tweet_partials
 from txdag.attempt import TransactionAttempt
-from txdag.commit.staging import Staging
 from txdag.errors import AccessDenied, ConfigError
-from txdag.protocol.local import LocalTopology
+from txdag.local import LocalTopology
 from txdag.redisio import redis_errors
 from txdag.spouts import SpoutContext, StreamPartition, append_entries
 from txdag.spouts.samples import sample_sentences, sample_tweets
 from txdag.spouts.tweets import append_tweets
+from txdag.staging.store import Staging
 from txdag.topology.definition import State, StreamsSource, TweetsSource
 from txdag.topology.topology import TransactionalTopology
 from txdag.txid.coordinator import Coordinator

@@ -17,7 +17,7 @@ from support.cli_project import dag_folder, drop_keys, set_connections, state_cl
 
 from txdag.analytics.tweets import tweet_partials
 from txdag.cli.main import main
-from txdag.protocol.local import LocalTopology
+from txdag.local import LocalTopology
 from txdag.spouts import SpoutContext
 from txdag.spouts.samples import sample_tweets
 from txdag.spouts.tweets import append_tweets

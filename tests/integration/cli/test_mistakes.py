@@ -23,7 +23,7 @@ from support.mistakes import check_answer
 from txdag.analytics.tweets import tweet_partials
 from txdag.cli import exits
 from txdag.cli.main import main
-from txdag.protocol.local import LocalTopology
+from txdag.local import LocalTopology
 from txdag.spouts import SpoutContext
 from txdag.spouts.samples import sample_tweets
 from txdag.spouts.tweets import append_tweets

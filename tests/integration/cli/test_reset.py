@@ -12,7 +12,7 @@ from access import ZK_AUTH
 from test_cli import env, ran, run  # noqa: F401  (fixtures and the runner of the CLI tests)
 
 from txdag.analytics.tweets import tweet_partials
-from txdag.protocol.local import LocalTopology
+from txdag.local import LocalTopology
 from txdag.spouts import SpoutContext
 from txdag.spouts.samples import sample_tweets
 from txdag.state.marker import default_key

@@ -24,7 +24,7 @@ from support.postgres import close_sessions, postgres_url
 
 from txdag import faults
 from txdag.airflow.stores import PostgresStore
-from txdag.protocol.local import LocalTopology
+from txdag.local import LocalTopology
 from txdag.spouts.tweets import TweetsTransactionalSpout, append_tweets
 from txdag.state.kv import make_client, parse_provider_config
 from txdag.topology.definition import State

@@ -87,7 +87,7 @@ def test_an_opaque_retry_with_another_batch_replays_the_later_txid_itself(redis_
 
     from access import ZK_AUTH
 
-    from txdag.protocol.local import LocalTopology
+    from txdag.local import LocalTopology
     from txdag.spouts import OpaquePartitionedStreamSpout, StreamPartition, append_entries
     from txdag.spouts.samples import sample_sentences
     from txdag.state import OpaqueMap, RedisBackingMap

@@ -24,7 +24,7 @@ from support.servers import Proxy, ZooKeeperServer
 
 from txdag.analytics.tweets import STATES, tweet_partials
 from txdag.errors import CascadeError, ServiceUnavailable, SourceUnavailable
-from txdag.protocol.local import LocalTopology
+from txdag.local import LocalTopology
 from txdag.spouts import PartitionedTransactionalStreamSpout, StreamPartition, append_entries
 from txdag.spouts.tweets import TweetsTransactionalSpout, append_tweets
 from txdag.state import JoinedKeyCodec, OpaqueMap, RedisBackingMap, TransactionalMap

@@ -10,7 +10,7 @@ import pytest
 from access import ZK_AUTH
 
 from txdag.errors import CascadeError, SourceUnavailable
-from txdag.protocol.local import LocalTopology
+from txdag.local import LocalTopology
 from txdag.spouts import OpaquePartitionedStreamSpout, StreamPartition, append_entries
 from txdag.spouts.samples import sample_sentences
 from txdag.state import OpaqueMap, OpaqueValue, RedisBackingMap

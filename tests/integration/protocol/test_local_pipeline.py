@@ -10,7 +10,7 @@ from txdag import TransactionAttempt
 from txdag.analytics.tweets import STATES, tweet_partials
 from txdag.commit.rejections import read_rejections
 from txdag.errors import CascadeError
-from txdag.protocol.local import LocalTopology
+from txdag.local import LocalTopology
 from txdag.spouts.samples import sample_tweets
 from txdag.spouts.tweets import TweetsTransactionalSpout, append_tweets
 from txdag.state import JoinedKeyCodec, RedisBackingMap, TransactionalMap

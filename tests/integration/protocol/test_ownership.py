@@ -11,13 +11,13 @@ import pytest
 from access import ZK_AUTH
 
 from txdag.analytics.tweets import STATES, tweet_partials
-from txdag.commit.staging import claim_key
 from txdag.errors import FormatVersionError
+from txdag.local import LocalTopology
 from txdag.protocol import Committed, Emission, OwnerChanged, Processed, steps
-from txdag.protocol.local import LocalTopology
 from txdag.protocol.ownership import accept, record_of
 from txdag.spouts.samples import sample_tweets
 from txdag.spouts.tweets import TweetsTransactionalSpout, append_tweets
+from txdag.staging.layout import claim_key
 from txdag.state import RedisBackingMap, TransactionalMap
 from txdag.topology.definition import State, TweetsSource
 from txdag.topology.owner import Owner

@@ -12,6 +12,7 @@ from txdag import TransactionAttempt
 from txdag.analytics.tweets import STATES, tweet_partials
 from txdag.commit.keyvalue import KVTarget
 from txdag.errors import StaleAttemptError
+from txdag.local import LocalTopology
 from txdag.protocol import (
     AlreadyCommitted,
     ClientsRuntime,
@@ -26,7 +27,6 @@ from txdag.protocol import (
     Wait,
     steps,
 )
-from txdag.protocol.local import LocalTopology
 from txdag.spouts import (
     OpaquePartitionedStreamSpout,
     PartitionedTransactionalStreamSpout,

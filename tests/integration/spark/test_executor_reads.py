@@ -5,7 +5,6 @@ with the spout's own BatchReadError and its ways out."""
 import pytest
 
 from txdag import TransactionAttempt
-from txdag.commit.staging import stage_key
 from txdag.errors import BatchReadError
 from txdag.spark.runner import run_job
 from txdag.spouts import SpoutContext
@@ -14,6 +13,7 @@ from txdag.spouts.base import REJECTED
 from txdag.spouts.samples import sample_tweets
 from txdag.spouts.streams import StreamPartition, append_entries
 from txdag.spouts.tweets import MGET_CHUNK, append_tweets, tweet_key
+from txdag.staging.layout import stage_key
 from txdag.topology.definition import JobSpec, State, StreamsSource, TweetsSource
 
 pytestmark = pytest.mark.integration

@@ -17,11 +17,11 @@ from support.kafka import create_topic, delete_records, delete_topic, partitions
 
 from txdag import TransactionAttempt
 from txdag.commit.rejections import read_rejections
-from txdag.commit.staging import Staging
 from txdag.errors import ConfigError
 from txdag.spark.runner import run_job
 from txdag.spouts import SpoutContext
 from txdag.spouts.kafka import KafkaSource, java_client_config
+from txdag.staging.store import Staging
 from txdag.topology.definition import JobSpec, State
 from txdag.txid.healing import classify_name
 

@@ -14,12 +14,12 @@ from support.servers import TlsRedisServer
 from txdag import TransactionAttempt
 from txdag.airflow.hooks import redis_url
 from txdag.analytics.tweets import tweet_partials
-from txdag.commit.staging import Staging
 from txdag.errors import ConfigError, ServiceUnavailable
 from txdag.redisio import client_from_url, redis_errors
 from txdag.spark.runner import run_job
 from txdag.spouts.samples import sample_tweets
 from txdag.spouts.tweets import append_tweets
+from txdag.staging.store import Staging
 from txdag.topology.definition import JobSpec, TweetsSource
 
 pytestmark = pytest.mark.integration

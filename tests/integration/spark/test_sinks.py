@@ -17,11 +17,11 @@ from support.examples import example_module
 from txdag import TransactionAttempt
 from txdag import trident as td
 from txdag.commit.phase import commit_transaction
-from txdag.commit.staging import Staging
 from txdag.errors import StoreWentBackwards
 from txdag.protocol import Committed, Wait
 from txdag.spark.runner import run_job
 from txdag.spouts.tweets import TweetsTransactionalSpout, append_tweets
+from txdag.staging.store import Staging
 from txdag.topology.definition import JobSpec, Sink, State, TweetsSource
 from txdag.txid.coordinator import Coordinator
 from txdag.zk import TransactionStore

@@ -26,7 +26,6 @@ from txdag.airflow.operators import WarmProcessOperator
 from txdag.analytics.tweets import tweet_partials
 from txdag.cli import exits
 from txdag.cli.main import main
-from txdag.commit.staging import Staging
 from txdag.errors import BatchReadError, ConfigError, ServiceUnavailable
 from txdag.spark.connect import (
     connect_session,
@@ -41,6 +40,7 @@ from txdag.spark.warm import ROWS
 from txdag.spouts import SpoutContext, append_tweets
 from txdag.spouts.samples import sample_sentences, sample_tweets
 from txdag.spouts.streams import StreamPartition, append_entries
+from txdag.staging.store import Staging
 from txdag.topology.definition import JobSpec, State, StreamsSource, TweetsSource
 from txdag.topology.topology import TransactionalTopology
 

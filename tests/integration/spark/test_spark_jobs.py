@@ -11,13 +11,13 @@ from spark_support import GLOBAL_STATES, TWEET_STATES, WORD_STATES, expected_fie
 from txdag import TransactionAttempt
 from txdag.analytics.tweets import tweet_partials
 from txdag.commit.rejections import list_rejections
-from txdag.commit.staging import Staging, stage_key
 from txdag.errors import BatchReadError, ConfigError, StaleAttemptError
 from txdag.spark.cli import run_main
 from txdag.spark.runner import run_job
 from txdag.spouts import SpoutContext
 from txdag.spouts.samples import sample_sentences, sample_tweets
 from txdag.spouts.streams import StreamPartition, append_entries
+from txdag.staging.store import Staging, stage_key
 from txdag.topology.definition import JobSpec, State, StreamsSource
 
 pytestmark = pytest.mark.integration

@@ -15,9 +15,9 @@ from spark_support import JOBS_DIR, ROOT, TWEET_STATES, expected_fields
 
 from txdag.analytics.tweets import tweet_partials
 from txdag.commit.rejections import list_rejections
-from txdag.commit.staging import Staging, stage_key
 from txdag.errors import BatchReadError
 from txdag.spouts.samples import sample_tweets
+from txdag.staging.store import Staging, stage_key
 
 pytestmark = pytest.mark.integration
 

@@ -12,11 +12,11 @@ from pyspark import cloudpickle
 
 from txdag.commit.keyvalue import KVTarget
 from txdag.commit.phase import commit_transaction
-from txdag.commit.staging import Staging
 from txdag.protocol import Committed
 from txdag.spark.runner import run_job
 from txdag.spark.stateful import stateful
 from txdag.spouts.tweets import TweetsTransactionalSpout, append_tweets
+from txdag.staging.store import Staging
 from txdag.state.kv import KVNamespace, StatefulStep, read_as_of, status
 from txdag.topology.definition import JobSpec, KeyValue, State, TweetsSource
 from txdag.topology.kvstates import namespace, provider_config

@@ -14,11 +14,11 @@ from spark_support import ROOT, load_job
 from support.examples import example_module
 
 from txdag import TransactionalTopology, TransactionAttempt
-from txdag.commit.staging import Staging
 from txdag.errors import ConfigError, StoreWentBackwards
-from txdag.protocol.local import LocalTopology
+from txdag.local import LocalTopology
 from txdag.spark.runner import run_job
 from txdag.spouts import SpoutContext
+from txdag.staging.store import Staging
 from txdag.state import RedisBackingMap, TransactionalMap
 from txdag.topology.definition import JobSpec, State
 from txdag.txid.coordinator import Coordinator, Emission

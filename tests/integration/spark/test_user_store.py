@@ -17,10 +17,10 @@ from access import ZK_AUTH
 from support.examples import example_module
 
 from txdag.commit.phase import commit_transaction
-from txdag.commit.staging import Staging
+from txdag.local import LocalTopology
 from txdag.protocol import Committed
-from txdag.protocol.local import LocalTopology
 from txdag.spouts.tweets import TweetsTransactionalSpout, append_tweets
+from txdag.staging.store import Staging
 from txdag.topology.definition import JobSpec, State, StoreRef, TweetsSource
 from txdag.txid.coordinator import Coordinator, Emission
 from txdag.zk.client import connect_zk

@@ -18,10 +18,10 @@ from txdag import trident as td
 from txdag.commit.newvalues import values_key
 from txdag.commit.phase import commit_transaction
 from txdag.commit.rejections import list_rejections
-from txdag.commit.staging import Staging
 from txdag.protocol import AlreadyCommitted, Committed
 from txdag.spark.runner import run_job
 from txdag.spouts.tweets import TweetsTransactionalSpout, append_tweets
+from txdag.staging.store import Staging
 from txdag.topology.definition import JobSpec, State, TweetsSource
 from txdag.txid.coordinator import Coordinator
 from txdag.windows.store import WindowStore

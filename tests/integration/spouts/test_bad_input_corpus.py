@@ -17,7 +17,7 @@ from txdag import TransactionAttempt
 from txdag.analytics.tweets import STATES, tweet_partials
 from txdag.commit.rejections import list_rejections
 from txdag.errors import BatchReadError, ConfigError, FormatVersionError
-from txdag.protocol.local import LocalTopology
+from txdag.local import LocalTopology
 from txdag.spouts import (
     OpaquePartitionedStreamSpout,
     PartitionedTransactionalStreamSpout,

@@ -23,7 +23,7 @@ from support.kafka import (
 
 from txdag import TransactionAttempt
 from txdag.errors import BatchReadError, ConfigError, SourceUnavailable, StoreWentBackwards
-from txdag.protocol.local import LocalTopology
+from txdag.local import LocalTopology
 from txdag.spouts import SpoutContext, SpoutKind
 from txdag.spouts.kafka import KafkaSource
 from txdag.state import OpaqueMap, RedisBackingMap

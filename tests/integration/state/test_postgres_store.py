@@ -25,7 +25,7 @@ from txdag.airflow.stores import PostgresStore
 from txdag.attempt import TransactionAttempt
 from txdag.commit import phase
 from txdag.errors import ConfigError, FormatVersionError, ServiceUnavailable, StoreWentBackwards
-from txdag.protocol.local import LocalTopology
+from txdag.local import LocalTopology
 from txdag.spouts.tweets import TweetsTransactionalSpout, append_tweets
 from txdag.state import NonTransactionalMap, OpaqueMap, OpaqueValue, TransactionalMap, TransactionalValue
 from txdag.state.base import combine_sum, shared_transactions

@@ -13,9 +13,10 @@ from redis.crc import key_slot
 from txdag.analytics.tweets import STATES, tweet_partials
 from txdag.attempt import TransactionAttempt
 from txdag.errors import TxidOrderError
-from txdag.protocol.local import LocalTopology
+from txdag.local import LocalTopology
 from txdag.spouts.samples import sample_tweets
 from txdag.spouts.tweets import TweetsTransactionalSpout, append_tweets
+from txdag.staging.layout import stage_key
 from txdag.state import (
     JoinedKeyCodec,
     NonTransactionalMap,
@@ -31,7 +32,6 @@ from txdag.state.kv import make_client, parse_provider_config
 from txdag.state.marker import default_key
 from txdag.state.redis_backing import state_keys
 from txdag.state.redis_commit import one_slot
-from txdag.state.staging_layout import stage_key
 from txdag.txid.coordinator import Coordinator
 from txdag.zk.client import connect_zk
 from txdag.zk.store import TransactionStore

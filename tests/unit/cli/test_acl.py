@@ -13,10 +13,10 @@ from support.keys import every_kind_of_key, granted, redis_match, source_keys, w
 from txdag.attempt import TransactionAttempt
 from txdag.cli.acl import glob_escape, key_patterns, redis_acl_rules, setuser_args, setuser_line
 from txdag.cli.main import main
-from txdag.commit.staging import claim_key, stage_key
 from txdag.errors import AccessDenied, ConfigError
 from txdag.masking import mask, register_secret
 from txdag.redisio import access_denied
+from txdag.staging.layout import claim_key, stage_key
 from txdag.state.kv import KVNamespace, kv_namespace
 from txdag.state.redis_backing import state_keys
 from txdag.topology.definition import KeyValue, State, StreamsSource, TweetsSource

@@ -1,5 +1,5 @@
-"""The table of output kinds: each kind once, with how its staged values are read and its applier; the seal knows
-no other kind."""
+"""The table of output kinds: each kind once, with its applier and its staged format (how its staged values are
+read); the seal knows no other kind."""
 
 import json
 
@@ -7,24 +7,25 @@ import pytest
 
 from txdag.attempt import TransactionAttempt
 from txdag.commit import apply, kinds
-from txdag.commit.kinds import KINDS, KV, SUM, OutputKind, apply_outputs, decode_number
-from txdag.commit.outputs import OutputSpec, decode_seal, encode_seal
+from txdag.commit.kinds import KINDS, KV, SUM, OutputKind, apply_outputs
 from txdag.errors import FormatVersionError
+from txdag.staging.format import FORMATS, OutputSpec, decode_number, decode_seal, encode_seal
 
 
-def test_every_kind_has_an_applier_and_a_decoder_and_is_named_once():
+def test_every_kind_has_an_applier_and_a_staged_format_and_is_named_once():
     assert list(KINDS) == ["combine", "window", "persist", "sink", "kv", "sum"]
+    assert sorted(FORMATS) == sorted(KINDS)  # a kind the staging can read is a kind the commit can apply
     for name, kind in KINDS.items():
-        assert kind.name == name and callable(kind.apply) and callable(kind.decode)
-    assert [k.name for k in KINDS.values() if not k.in_staging] == [KV]  # staged in the key-value state's namespace
-    assert [k.name for k in KINDS.values() if k.in_redis] == [SUM]  # added inside Redis at the commit
+        assert kind.name == name and callable(kind.apply) and callable(FORMATS[name].decode)
+    assert [n for n, f in FORMATS.items() if not f.in_staging] == [KV]  # staged in the key-value state's namespace
+    assert [n for n, f in FORMATS.items() if f.in_redis] == [SUM]  # added inside Redis at the commit
 
 
 def test_staged_values_decode_as_their_kind_stages_them():
-    assert KINDS[SUM].decode(b"3") == 3 and KINDS[SUM].decode(b"0.5") == 0.5
-    assert KINDS[SUM].decode(b"inf") == float("inf")  # as Python's repr stages an infinite partial
-    assert KINDS["combine"].decode(b'{"n": 2}') == {"n": 2}
-    assert KINDS["window"].decode(b'[1.5, "a", 3]') == [1.5, "a", 3]
+    assert FORMATS[SUM].decode(b"3") == 3 and FORMATS[SUM].decode(b"0.5") == 0.5
+    assert FORMATS[SUM].decode(b"inf") == float("inf")  # as Python's repr stages an infinite partial
+    assert FORMATS["combine"].decode(b'{"n": 2}') == {"n": 2}
+    assert FORMATS["window"].decode(b'[1.5, "a", 3]') == [1.5, "a", 3]
     assert decode_number(b"-7") == -7
 
 

@@ -12,7 +12,7 @@ import pytest
 BENCH = Path(__file__).resolve().parents[3] / "bench"
 
 
-@pytest.mark.parametrize("module", ["txdag.protocol", "txdag.protocol.local", "soak_worker"])
+@pytest.mark.parametrize("module", ["txdag.protocol", "txdag.local", "soak_worker"])
 def test_the_steps_import_neither_airflow_nor_spark(module: str) -> None:
     code = (f"import sys; sys.path.insert(0, {str(BENCH)!r}); import {module}; "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'airflow', 'pyspark'}))")

@@ -14,7 +14,7 @@ Cluster hash tag, so every key of a namespace is in one slot and one Lua script 
     txdag:kv:{ns}:stages                   hash  "<txid>:<attempt>" -> "open" or the sealed number of keys
     txdag:kv:{ns}:migrating, <stage key>:migrating   the converted half of a hash during ``txdag state migrate``
 
-The two staging keys are the KeyValueState part of the one staging layout, ``txdag.state.staging_layout``.
+The two staging keys are this state's own (kv_stage_key, kv_stages_key); a topology's staging is txdag.staging.layout.
 ``keys``/``acl_patterns``: the shape of txdag.keyspace; a topology's user is granted its steps' default namespaces.
 
 A tagged write is ``b"="`` + the encoded value for a put and ``b"-"`` alone for a delete: every put is at least
@@ -25,16 +25,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from txdag.attempt import TransactionAttempt
+from txdag.attempt import TransactionAttempt, attempt_id
 from txdag.errors import ConfigError
 from txdag.keyspace import glob_escape
 from txdag.state.kv.serializers import DEFAULT_SERIALIZER, Serializer, get_serializer
-from txdag.state.staging_layout import kv_stage_key, kv_stage_prefix, kv_stages_key
 
 FORMAT_VERSION = "1"
 PUT_TAG = b"="
 TOMBSTONE = b"-"
 KEY_PREFIX = "txdag:kv:"
+
+
+def kv_stage_prefix(base: str) -> str:
+    """What a KeyValueState's attempt stage keys start with (its commit script deletes ``prefix .. attempt id``)."""
+    return f"{base}:stage:"
+
+
+def kv_stage_key(base: str, tx: TransactionAttempt) -> str:
+    return kv_stage_prefix(base) + attempt_id(tx)
+
+
+def kv_stages_key(base: str) -> str:
+    return f"{base}:stages"
 
 
 class _Delete:

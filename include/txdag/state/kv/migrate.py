@@ -22,13 +22,13 @@ from typing import cast
 
 import redis
 
+from txdag.attempt import parse_attempt_id
 from txdag.luascripts import run
 from txdag.state.kv import scripts
 from txdag.state.kv.errors import KeyCollision, KVStateError
 from txdag.state.kv.layout import PUT_TAG, TOMBSTONE, KVNamespace, migrating_key
 from txdag.state.kv.protocol import kv_errors
 from txdag.state.kv.serializers import SerializationError, Serializer, get_serializer
-from txdag.state.staging_layout import parse_attempt_id
 
 Progress = Callable[[int, int, str], None]  # (converted so far, total, what)
 

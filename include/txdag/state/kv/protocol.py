@@ -22,14 +22,13 @@ from typing import Any, Protocol
 
 import redis
 
-from txdag.attempt import TransactionAttempt
+from txdag.attempt import TransactionAttempt, attempt_id, parse_attempt_id
 from txdag.errors import ServiceUnavailable
 from txdag.luascripts import run
 from txdag.redisio import describe, how_to_start_redis, is_cluster, redis_errors, replicate
 from txdag.state.kv import scripts
 from txdag.state.kv.errors import KVStateError
 from txdag.state.kv.layout import PUT_TAG, TOMBSTONE, KVNamespace
-from txdag.state.staging_layout import attempt_id, parse_attempt_id
 
 HSET_FIELDS = 1000  # fields per HSET command
 PIPELINE_DEPTH = 10  # HSET commands per round trip

@@ -1,7 +1,7 @@
-"""What a processing step staged for one state, as recorded in the staging seal, so the commit knows how to apply it.
+"""What a processing step staged for one state, as recorded in the staging seal, and how its values are read back.
 
-``kind`` names an entry of the table of kinds, txdag.commit.kinds, which says for each kind how its values are
-staged and read back and how the commit applies them; this bottom layer only knows the names it is handed.
+``kind`` names an entry of FORMATS, which says for each kind where its values are staged and how one is decoded;
+how the commit applies each kind is txdag.commit.kinds, keyed by the same names.
 
 The seal of an attempt holding only ``sum`` outputs keeps format version 1 (``state -> number of fields``), which
 every txdag reads; any other output makes it version 2, where each state's entry is a JSON object.
@@ -10,13 +10,45 @@ every txdag reads; any other output makes it version 2, where each state's entry
 from __future__ import annotations
 
 import json
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
 from txdag.errors import FormatVersionError
 
 SUM = "sum"  # numeric partials: the one kind a version 1 seal holds
+COMBINE = "combine"
+WINDOW = "window"
+PERSIST = "persist"
+SINK = "sink"
+KV = "kv"
+
+
+def decode_number(raw: bytes) -> int | float:
+    """A staged numeric partial (a Count's, a Sum's) as the number it was."""
+    text = raw.decode()
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
+@dataclass(frozen=True)
+class StagedFormat:
+    """How one kind's values are staged: in txdag's staging hash or elsewhere (the seal only counts them), how one
+    field's value is decoded, and whether the commit applies them inside Redis (it reads only their key)."""
+
+    in_staging: bool = True
+    decode: Callable[[bytes], Any] = json.loads
+    in_redis: bool = False
+
+
+FORMATS: dict[str, StagedFormat] = {
+    COMBINE: StagedFormat(), WINDOW: StagedFormat(), PERSIST: StagedFormat(), SINK: StagedFormat(),
+    # a KeyValueState's writes are staged in the state's own namespace (txdag.state.kv.layout)
+    KV: StagedFormat(in_staging=False),
+    SUM: StagedFormat(decode=decode_number, in_redis=True),
+}
 
 
 @dataclass(frozen=True)

@@ -3,11 +3,10 @@
 import pytest
 
 from txdag import TransactionAttempt
-from txdag.commit.kinds import COMBINE, KV, SUM
-from txdag.commit.outputs import OutputSpec
-from txdag.commit.staging import FENCE_TTL, Staging, stage_key
 from txdag.errors import BatchReadError, FormatVersionError, StaleAttemptError
-from txdag.state.staging_layout import fence_key
+from txdag.staging.format import COMBINE, KV, SUM, OutputSpec
+from txdag.staging.layout import fence_key
+from txdag.staging.store import FENCE_TTL, Staging, stage_key
 
 
 def test_write_seal_read_round_trip(redis_client, prefix):

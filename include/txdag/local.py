@@ -39,7 +39,7 @@ from txdag.state.keys import KeyClashError
 from txdag.state.map_state import MapStateBase
 from txdag.txid.coordinator import Coordinator, Emission, TransactionStateError
 
-log = logging.getLogger("txdag.protocol.local")
+log = logging.getLogger("txdag.local")
 Processor = Callable[[list[Record]], Mapping[str, Mapping[Key, Number]]]
 
 

@@ -11,11 +11,11 @@ import logging
 import re
 
 from txdag.attempt import TransactionAttempt
-from txdag.commit.staging import Staging
 from txdag.errors import StaleAttemptError, TxdagError
+from txdag.staging.store import Staging
 from txdag.txid.coordinator import Coordinator, Emission
 
-log = logging.getLogger("txdag.protocol.claims")
+log = logging.getLogger("txdag.staging.claims")
 
 
 class ReemitError(TxdagError):

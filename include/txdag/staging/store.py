@@ -1,14 +1,14 @@
 """The staging area: a batch's partial results, keyed by (txid, attempt), in Redis until the commit applies them.
 
-Its keys (the seal, one hash of partials per state, the claim) are built by ``txdag.state.staging_layout``;
-how each state's partials are decoded is its output kind's (``txdag.commit.kinds``).
+Its keys (the seal, one hash of partials per state, the claim) are built by ``txdag.staging.layout``;
+how each state's partials are decoded is its output kind's format (``txdag.staging.format``).
 Partials are written with HSET, not HINCRBY: the processing step aggregates per key first, so every key is
 written by exactly one Spark task, and a retried task rewrites the same value instead of adding it twice.
 The seal is written last, after the job succeeded; the commit refuses staging without a seal or with fewer
 fields than sealed (a Redis restart without persistence lost it), so a lost partial fails loudly instead of
 being committed as zero. Keying by attempt keeps a stale attempt's partials from passing for the current one.
 
-Fencing: each claim raises the txid's fence (``staging_layout.fence_key``) to its attempt, and every staging
+Fencing: each claim raises the txid's fence (``layout.fence_key``) to its attempt, and every staging
 write (a partial, a seal, a claim) checks it in the same script: a try that was given up on and woke up later
 (a paused process, a job its dead task left running) writes nothing once a newer attempt of its txid is claimed.
 The fence is not part of the commit's cleanup: it expires FENCE_TTL after the txid's last claim.
@@ -23,14 +23,13 @@ from typing import Any
 import redis
 
 from txdag.attempt import TransactionAttempt
-from txdag.commit.kinds import KINDS
-from txdag.commit.outputs import SUM, OutputSpec, decode_seal, encode_seal
 from txdag.errors import BatchReadError, StaleAttemptError
 from txdag.faults import crash_if_requested
 from txdag.luascripts import declare, run
 from txdag.redisio import redis_errors
-from txdag.state.staging_layout import claim_key, fence_key, stage_key
-from txdag.state.staging_layout import keys as staging_keys
+from txdag.staging.format import FORMATS, SUM, OutputSpec, decode_seal, encode_seal
+from txdag.staging.layout import claim_key, fence_key, stage_key
+from txdag.staging.layout import keys as staging_keys
 
 WRITE_CHUNK = 5000
 FENCE_TTL = 7 * 24 * 3600  # seconds a txid's fence is kept after its last claim: longer than any try is left paused
@@ -130,7 +129,7 @@ class Staging:
         key = stage_key(self.topology, tx)
         specs = {s: o if isinstance(o, OutputSpec) else OutputSpec(SUM, o) for s, o in outputs.items()}
         with redis_errors(self.client, f"sealing the staging of {tx}", topology=self.topology, keys=[key]):
-            fenced_hset(self.client, self.topology, tx, key, encode_seal(specs, KINDS))
+            fenced_hset(self.client, self.topology, tx, key, encode_seal(specs, FORMATS))
 
     def stage(self, tx: TransactionAttempt, partials: Mapping[str, Mapping[str, Number]]) -> None:
         """Write every state's encoded partials, then seal; the ``process`` fault point is after the first state."""
@@ -145,14 +144,14 @@ class Staging:
         return {state: values for state, (_, values) in self.read_outputs(tx).items()}
 
     def read_outputs(self, tx: TransactionAttempt, *, commit: bool = False) -> dict[str, tuple[OutputSpec, Any]]:
-        """Per state its sealed output and values, decoded as its kind says (txdag.commit.kinds); for the
+        """Per state its sealed output and values, decoded as its kind's format says; for the
         ``commit``, values it applies inside Redis stay there: their key is read, and only their number checked.
         BatchReadError when the seal is missing or a state lost fields."""
         where = f"{tx} of topology {self.topology!r}"
         seal_key = stage_key(self.topology, tx)
         with redis_errors(self.client, f"reading the staging of {tx}", topology=self.topology, keys=[seal_key]):
             raw = {k.decode(): v.decode() for k, v in self.client.hgetall(seal_key).items()}
-            seal = decode_seal(raw, where, KINDS)
+            seal = decode_seal(raw, where, FORMATS)
             if seal is None:
                 raise BatchReadError(
                     f"no sealed staging for {where} in Redis (key {seal_key}): the processing "
@@ -161,7 +160,7 @@ class Staging:
             result: dict[str, tuple[OutputSpec, Any]] = {}
             counted: dict[str, int] = {}
             for state, spec in seal.items():
-                kind = KINDS[spec.kind]
+                kind = FORMATS[spec.kind]
                 if not kind.in_staging:
                     result[state] = (spec, {})
                 elif kind.in_redis and commit:
