@@ -11,25 +11,32 @@ A job under ``spark_jobs/`` is a ``process(batch) -> {state: DataFrame}`` functi
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
-_EXPORTS = {
-    "main": "txdag.spark.cli",
-    "run_main": "txdag.spark.cli",
-    "JobResult": "txdag.spark.runner",
-    "run_job": "txdag.spark.runner",
-    "batch_frame": "txdag.spark.batch",
-    "read_batch": "txdag.spark.batch",
-    "BATCH_SCHEMA": "txdag.spark.batch",
-    "spark_session": "txdag.spark.session",
-    "local_session": "txdag.spark.session",
-}
+# each name by the module it is loaded from on first use (explicit imports, so the import graph sees them)
+_CLI = {"main", "run_main"}
+_RUNNER = {"JobResult", "run_job"}
+_BATCH = {"batch_frame", "read_batch", "BATCH_SCHEMA"}
+_SESSION = {"spark_session", "local_session"}
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted(_CLI | _RUNNER | _BATCH | _SESSION)
 
 
 def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'txdag.spark' has no attribute {name!r}")
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
+    if name in _CLI:
+        from txdag.spark import cli
+
+        return getattr(cli, name)
+    if name in _RUNNER:
+        from txdag.spark import runner
+
+        return getattr(runner, name)
+    if name in _BATCH:
+        from txdag.spark import batch
+
+        return getattr(batch, name)
+    if name in _SESSION:
+        from txdag.spark import session
+
+        return getattr(session, name)
+    raise AttributeError(f"module 'txdag.spark' has no attribute {name!r}")

@@ -13,51 +13,63 @@ use them without Spark.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
-_EXPORTS = {
-    "Aggregator": "txdag.contracts",
-    "AggregatorError": "txdag.contracts",
-    "Collector": "txdag.contracts",
-    "CombinerAggregator": "txdag.contracts",
-    "Committer": "txdag.contracts",
-    "MapGet": "txdag.contracts",
-    "QueryFunction": "txdag.contracts",
-    "ReducerAggregator": "txdag.contracts",
-    "StateUpdater": "txdag.contracts",
-    "column_value": "txdag.contracts",
-    "combiner_updater": "txdag.contracts",
-    "reducer_updater": "txdag.contracts",
-    "persistent_aggregate": "txdag.trident.persist",
-    "partition_persist": "txdag.trident.persist",
-    "window": "txdag.trident.persist",
-    "commit_to": "txdag.trident.persist",
-    "stateful": "txdag.spark.stateful",
-    "StatefulStep": "txdag.state.kv.step",
-    "SlidingCountWindow": "txdag.windows.rules",
-    "TumblingCountWindow": "txdag.windows.rules",
-    "SlidingDurationWindow": "txdag.windows.rules",
-    "TumblingDurationWindow": "txdag.windows.rules",
-    "SlidingBatchWindow": "txdag.windows.rules",
-    "TumblingBatchWindow": "txdag.windows.rules",
-    "values_key": "txdag.commit.newvalues",
-    "Count": "txdag.trident.aggregators",
-    "Max": "txdag.trident.aggregators",
-    "Min": "txdag.trident.aggregators",
-    "Sum": "txdag.trident.aggregators",
-    "GroupedFrame": "txdag.trident.operations",
-    "aggregate": "txdag.trident.operations",
-    "group_by": "txdag.trident.operations",
-    "partition_aggregate": "txdag.trident.operations",
-    "job_redis_url": "txdag.trident.query",
-    "state_query": "txdag.trident.query",
+# each name by the module it is loaded from on first use (explicit imports, so the import graph sees them)
+_CONTRACTS = {
+    "Aggregator", "AggregatorError", "Collector", "CombinerAggregator", "Committer", "MapGet", "QueryFunction",
+    "ReducerAggregator", "StateUpdater", "column_value", "combiner_updater", "reducer_updater",
 }
+_PERSIST = {"persistent_aggregate", "partition_persist", "window", "commit_to"}
+_STATEFUL = {"stateful"}
+_STEP = {"StatefulStep"}
+_RULES = {
+    "SlidingCountWindow", "TumblingCountWindow", "SlidingDurationWindow", "TumblingDurationWindow",
+    "SlidingBatchWindow", "TumblingBatchWindow",
+}
+_NEWVALUES = {"values_key"}
+_AGGREGATORS = {"Count", "Max", "Min", "Sum"}
+_OPERATIONS = {"GroupedFrame", "aggregate", "group_by", "partition_aggregate"}
+_QUERY = {"job_redis_url", "state_query"}
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted(_CONTRACTS | _PERSIST | _STATEFUL | _STEP | _RULES | _NEWVALUES | _AGGREGATORS | _OPERATIONS | _QUERY)
 
 
 def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'txdag.trident' has no attribute {name!r}")
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
+    if name in _CONTRACTS:
+        from txdag import contracts
+
+        return getattr(contracts, name)
+    if name in _PERSIST:
+        from txdag.trident import persist
+
+        return getattr(persist, name)
+    if name in _STATEFUL:
+        from txdag.spark import stateful
+
+        return getattr(stateful, name)
+    if name in _STEP:
+        from txdag.state.kv import step
+
+        return getattr(step, name)
+    if name in _RULES:
+        from txdag.windows import rules
+
+        return getattr(rules, name)
+    if name in _NEWVALUES:
+        from txdag.commit import newvalues
+
+        return getattr(newvalues, name)
+    if name in _AGGREGATORS:
+        from txdag.trident import aggregators
+
+        return getattr(aggregators, name)
+    if name in _OPERATIONS:
+        from txdag.trident import operations
+
+        return getattr(operations, name)
+    if name in _QUERY:
+        from txdag.trident import query
+
+        return getattr(query, name)
+    raise AttributeError(f"module 'txdag.trident' has no attribute {name!r}")
