@@ -40,6 +40,16 @@ class TxidLineage:
     query: tuple[str, str] | None = None  # (the Spark job's tag, the Spark Connect server) in warm mode
 
 
+def lineage_enabled() -> bool:
+    """Whether Airflow's OpenLineage provider is installed and has somewhere to send events (its own test: a
+    transport, a config file or connection, not ``[openlineage] disabled``); without it no task records lineage."""
+    try:
+        from airflow.providers.openlineage.conf import is_disabled
+    except ImportError:
+        return False
+    return not is_disabled()
+
+
 def redis_namespace(url: str) -> tuple[str, str]:
     """``redis://host:port`` and the db of a Redis URL (its password left out)."""
     parts = urlsplit(url)
@@ -49,15 +59,14 @@ def redis_namespace(url: str) -> tuple[str, str]:
 def datasets(t: TransactionalTopology, redis_url: Callable[[str], str], kafka_config: Callable[[str], dict[str, Any]]
              ) -> tuple[list[Dataset], list[Dataset]]:
     """The topology's input datasets (its source's topic or Redis keys) and output datasets (its states)."""
-    source, inputs = t.source, []
-    for conn_id in source.kafka_conn_ids():
-        server = str(kafka_config(conn_id).get("bootstrap.servers", "")).split(",")[0].strip().split("://")[-1]
-        inputs.append(Dataset(f"kafka://{server}", str(getattr(source, "topic", "") or conn_id)))
-    by_conn = getattr(source, "conn_id_of", None)  # a source over several Redis servers names each key's
-    for conn_id in source.conn_ids():
-        namespace, db = redis_namespace(redis_url(conn_id))
-        keys = [k for k in (getattr(source, "streams", None) or []) if by_conn(k) == conn_id] if by_conn else []
-        inputs += [Dataset(namespace, f"{db}/{key}") for key in keys or source.acl_patterns() or ["*"]]
+    inputs = []
+    for read in t.source.inputs():
+        if read.conn_type == "kafka":
+            server = str(kafka_config(read.conn_id).get("bootstrap.servers", "")).split(",")[0].strip()
+            inputs.append(Dataset(f"kafka://{server.split('://')[-1]}", read.name))
+        else:
+            namespace, db = redis_namespace(redis_url(read.conn_id))
+            inputs.append(Dataset(namespace, f"{db}/{read.name}"))
     outputs = [Dataset(f"txdag://{t.topology_id}", name) for name in state_names(t)]
     return inputs, outputs
 

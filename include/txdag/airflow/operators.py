@@ -29,7 +29,7 @@ from txdag.airflow import metrics
 from txdag.airflow.assets import announce
 from txdag.airflow.awaited import look_at, run_state
 from txdag.airflow.connections import require_connections
-from txdag.airflow.lineage import ProcessLineage, TxidLineage, datasets
+from txdag.airflow.lineage import ProcessLineage, TxidLineage, datasets, lineage_enabled
 from txdag.airflow.links import TxidLink, push_link
 from txdag.airflow.replays import replay_run
 from txdag.airflow.runtime import TopologyRuntime, emission_to_xcom, tx_from_xcom
@@ -239,7 +239,9 @@ COLD_CONF = {
 def recorded_lineage(task: BaseOperator, t: TransactionalTopology, rt: TopologyRuntime, batch_size: int | None
                      ) -> TxidLineage | None:
     """The txid's lineage (txdag.airflow.lineage), from connections the job resolves anyway; lineage never fails a
-    txid: what cannot be named is logged and left out."""
+    txid: what cannot be named is logged and left out. None when no OpenLineage is configured."""
+    if not lineage_enabled():
+        return None
     try:
         inputs, outputs = datasets(t, lambda c: rt.clients.redis_settings(c).url, rt.clients.kafka_config)
     except Exception as exc:

@@ -179,6 +179,16 @@ def reads_with_spark(spout: TransactionalSpout) -> bool:
     return depth["read"] <= depth["emit_batch"]
 
 
+@dataclass(frozen=True)
+class SourceInput:
+    """One thing a source reads, through a connection: a Redis key or key pattern (``conn_type`` "redis"), or a
+    Kafka topic ("kafka"). Its lineage names it (txdag.airflow.lineage)."""
+
+    conn_type: str
+    conn_id: str
+    name: str
+
+
 class Source(ABC):
     """What ``TransactionalTopology(source=...)`` takes: a spout's definition, as data.
 
@@ -208,6 +218,13 @@ class Source(ABC):
     def acl_patterns(self) -> list[str]:
         """The Redis keys the spout reads (``txdag acl redis``); none by default."""
         return []
+
+    def inputs(self) -> list[SourceInput]:
+        """What the spout reads, per connection, for its lineage. By default: ``acl_patterns`` (or every key, "*")
+        through each Redis connection, and every topic ("*") through each Kafka one; a source that knows which
+        connection reads which key or topic says so here."""
+        return ([SourceInput("redis", c, p) for c in self.conn_ids() for p in self.acl_patterns() or ["*"]]
+                + [SourceInput("kafka", c, "*") for c in self.kafka_conn_ids()])
 
     def to_dict(self) -> dict[str, Any]:
         """The class reference and fields the job rebuilds it from (``txdag.topology.definition.source_from_dict``)."""

@@ -39,6 +39,7 @@ from txdag.spouts.base import (
     Record,
     Rejection,
     Source,
+    SourceInput,
     SpoutContext,
     SpoutKind,
     TransactionalSpout,
@@ -86,6 +87,9 @@ class KafkaSource(Source):
 
     def kafka_conn_ids(self) -> list[str]:
         return [self.kafka_conn_id]
+
+    def inputs(self) -> list[SourceInput]:
+        return [SourceInput("kafka", self.kafka_conn_id, self.topic)]
 
     def build(self, context: SpoutContext) -> KafkaSpout:
         return KafkaSpout(context.kafka(self.kafka_conn_id), self.topic, kind=self.kind,

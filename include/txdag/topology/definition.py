@@ -25,7 +25,7 @@ from txdag.defaults import REDIS_CONN_ID
 from txdag.errors import ConfigError, FormatVersionError
 from txdag.spouts import streams as streams_layout
 from txdag.spouts import tweets as tweets_layout
-from txdag.spouts.base import Source, SpoutContext, SpoutKind, TransactionalSpout
+from txdag.spouts.base import Source, SourceInput, SpoutContext, SpoutKind, TransactionalSpout
 from txdag.spouts.streams import OpaquePartitionedStreamSpout, PartitionedTransactionalStreamSpout, StreamPartition
 from txdag.spouts.tweets import TweetsTransactionalSpout
 from txdag.state import MAP_STATES, BackingMap, DefaultKeyCodec, JoinedKeyCodec, KeyCodec, RedisBackingMap, StateKind
@@ -274,6 +274,9 @@ class StreamsSource(Source):
     def acl_patterns(self) -> list[str]:
         """The keys the spout reads (txdag.keyspace's shape)."""
         return streams_layout.acl_patterns(self.streams)
+
+    def inputs(self) -> list[SourceInput]:
+        return [SourceInput("redis", self.conn_id_of(s), s) for s in self.streams]
 
     def build(self, context: SpoutContext) -> TransactionalSpout:
         partitions = [StreamPartition(s, context.redis(self.conn_id_of(s)), s) for s in self.streams]

@@ -4,11 +4,24 @@ txdag.airflow.lineage), as the OpenLineage provider serializes them."""
 from __future__ import annotations
 
 import json
+import logging
+import os
+from dataclasses import dataclass
+from types import SimpleNamespace
 
+import pytest
 from openlineage.client.serde import Serde
 
 from txdag import TransactionalTopology
-from txdag.airflow.lineage import Dataset, TxidLineage, datasets, operator_lineage, redis_namespace
+from txdag.airflow.lineage import (
+    Dataset,
+    TxidLineage,
+    datasets,
+    lineage_enabled,
+    operator_lineage,
+    redis_namespace,
+)
+from txdag.spouts.base import Source, SpoutKind
 from txdag.spouts.kafka import KafkaSource
 from txdag.topology.definition import KeyValue, State, StreamsSource, TweetsSource
 
@@ -33,12 +46,37 @@ def test_each_source_reads_its_topic_or_its_keys_on_their_own_server() -> None:
     assert lineage_of(topology(TweetsSource(prefix="tw:")))[0] == [
         Dataset("redis://127.0.0.1:6391", f"0/{p}") for p in TweetsSource(prefix="tw:").acl_patterns()]
     streams = StreamsSource(streams=["s:0", "s:1"], stream_conn_ids={"s:1": "far"})
-    assert lineage_of(topology(streams))[0] == [Dataset("redis://far.example:6380", "2/s:1"),
-                                                Dataset("redis://127.0.0.1:6391", "0/s:0")]
+    assert lineage_of(topology(streams))[0] == [Dataset("redis://127.0.0.1:6391", "0/s:0"),
+                                                Dataset("redis://far.example:6380", "2/s:1")]
     assert lineage_of(topology(KafkaSource("clicks")))[0] == [Dataset("kafka://127.0.0.1:9391", "clicks")]
     KAFKA["tls"] = {"bootstrap.servers": "SASL_SSL://broker-1:9093, broker-2:9093"}
     assert lineage_of(topology(KafkaSource("clicks", kafka_conn_id="tls")))[0] == [
         Dataset("kafka://broker-1:9093", "clicks")]  # a listener's protocol is not part of the server's name
+
+
+@dataclass(frozen=True)
+class UserSource(Source):
+    """A source as a user writes one from docs/spouts.md: it names its connections and its keys, no inputs()."""
+
+    kind = SpoutKind.OPAQUE
+
+    def build(self, context):
+        raise NotImplementedError
+
+    def conn_ids(self) -> list[str]:
+        return ["redis_default", "far"]
+
+    def kafka_conn_ids(self) -> list[str]:
+        return ["kafka_default"]
+
+    def acl_patterns(self) -> list[str]:
+        return ["orders:*"]
+
+
+def test_a_source_that_names_no_inputs_reads_its_keys_on_each_server_and_any_topic() -> None:
+    assert lineage_of(topology(UserSource()))[0] == [
+        Dataset("redis://127.0.0.1:6391", "0/orders:*"), Dataset("redis://far.example:6380", "2/orders:*"),
+        Dataset("kafka://127.0.0.1:9391", "*")]
 
 
 def test_the_outputs_are_the_states_assets_key_value_states_too() -> None:
@@ -75,3 +113,37 @@ def test_both_process_operators_answer_the_provider_with_the_txid_they_ran(tmp_p
         process.txid_lineage = TxidLineage(*lineage_of(t), batch_size=3)
         found = process.get_openlineage_facets_on_complete(None)
         assert [d.name for d in found.outputs] == ["words"], mode
+
+
+@pytest.fixture
+def openlineage_settings(monkeypatch):
+    """The provider's settings read afresh (it caches them per process), from the environment alone."""
+    from airflow.providers.openlineage import conf as ol_conf
+
+    def fresh() -> None:
+        for value in vars(ol_conf).values():
+            if callable(getattr(value, "cache_clear", None)):
+                value.cache_clear()
+
+    for name in [k for k in os.environ if k.startswith(("OPENLINEAGE", "AIRFLOW__OPENLINEAGE__"))]:
+        monkeypatch.delenv(name)
+    fresh()
+    yield fresh
+    monkeypatch.undo()
+    fresh()
+
+
+def test_lineage_is_recorded_only_where_openlineage_has_a_transport(openlineage_settings, monkeypatch, caplog) -> None:
+    from txdag.airflow.operators import recorded_lineage
+
+    task = SimpleNamespace(log=logging.getLogger("txdag.test.lineage"))
+    assert not lineage_enabled()  # the provider installed, no transport: nothing would be sent
+    with caplog.at_level(logging.WARNING):
+        assert recorded_lineage(task, topology(TweetsSource()), None, 3) is None
+    assert caplog.records == []  # skipped before any connection is resolved, not failed
+    monkeypatch.setenv("AIRFLOW__OPENLINEAGE__TRANSPORT", '{"type": "console"}')
+    openlineage_settings()
+    assert lineage_enabled()
+    monkeypatch.setenv("AIRFLOW__OPENLINEAGE__DISABLED", "true")
+    openlineage_settings()
+    assert not lineage_enabled()
