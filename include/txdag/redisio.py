@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import cast
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
@@ -188,6 +189,26 @@ def uses_tls(client: redis.Redis) -> bool:
 CLUSTER_OPTION = "cluster"  # txdag's URL query option: ?cluster=true is a Redis Cluster (redis-py has none)
 NODES_OPTION = "nodes"  # with it, more startup nodes besides the URL's host: ?cluster=true&nodes=h2:6379,h3:6379
 REFUSALS = ("invalid username-password pair", "WRONGPASS", "NOAUTH")
+
+
+@dataclass(frozen=True)
+class RedisAddress:
+    """Where a Redis URL points and who logs in, as redis-py's from_url reads it (no host: localhost; no port:
+    6379; no db: 0); the one parser of a URL's parts for what is not a client (a provider config, a lineage name)."""
+
+    host: str
+    port: int
+    db: int
+    username: str | None
+    password: str | None
+    tls: bool
+
+    @classmethod
+    def of(cls, url: str) -> RedisAddress:
+        parts = urlsplit(url)
+        return cls(parts.hostname or "localhost", parts.port or 6379, int(parts.path.strip("/") or 0),
+                   unquote(parts.username) if parts.username else None,
+                   unquote(parts.password) if parts.password else None, parts.scheme == "rediss")
 
 
 def client_from_url(url: str, **kwargs: object) -> redis.Redis:

@@ -14,6 +14,7 @@ from txdag.redisio import (
     NODE_FORM,
     PORTABLE_KEYS,
     TLS_KEYS,
+    RedisAddress,
     client_from_url,
     node_address,
     portable,
@@ -76,3 +77,12 @@ def test_a_tls_client_is_portable_with_its_certificates() -> None:
                                 "ssl": True, "ssl_ca_certs": "/etc/ca.pem", "ssl_cert_reqs": "optional",
                                 "ssl_check_hostname": False, "ssl_certfile": "/etc/c.pem", "ssl_keyfile": "/etc/c.key"}
     assert "ssl_ca_certs" not in portable(client_from_url("redis://h1:6380/0"))
+
+
+def test_a_redis_url_s_address_and_login_as_redis_py_reads_them() -> None:
+    assert RedisAddress.of("rediss://app%40x:p%3Ass@r.example:6380/3") == RedisAddress(
+        "r.example", 6380, 3, "app@x", "p:ss", True)
+    assert RedisAddress.of("redis://r") == RedisAddress("r", 6379, 0, None, None, False)
+    assert RedisAddress.of("redis://:only@127.0.0.1/") == RedisAddress("127.0.0.1", 6379, 0, None, "only", False)
+    assert RedisAddress.of("redis:///2").host == "localhost"
+

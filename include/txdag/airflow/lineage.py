@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 from txdag.airflow.assets import state_names
+from txdag.redisio import RedisAddress
 from txdag.topology.topology import TransactionalTopology
 
 
@@ -52,8 +52,8 @@ def lineage_enabled() -> bool:
 
 def redis_namespace(url: str) -> tuple[str, str]:
     """``redis://host:port`` and the db of a Redis URL (its password left out)."""
-    parts = urlsplit(url)
-    return f"redis://{parts.hostname or 'localhost'}:{parts.port or 6379}", (parts.path.strip("/") or "0")
+    address = RedisAddress.of(url)
+    return f"redis://{address.host}:{address.port}", str(address.db)
 
 
 def datasets(t: TransactionalTopology, redis_url: Callable[[str], str], kafka_config: Callable[[str], dict[str, Any]]

@@ -24,7 +24,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from txdag.commit import newvalues, rejections
 from txdag.errors import ConfigError, ServiceUnavailable
@@ -148,8 +148,11 @@ def admin_client(url: str, timeout: float = 10.0) -> Any:
         shown = url.replace(f":{parts.password}@", ":***@") if parts.password else url  # never a password
         raise CliError(f"--apply needs a Redis URL redis://HOST:PORT[/DB] (the admin's login in it or in "
                        f"{ADMIN_USER_ENV}/{ADMIN_PASSWORD_ENV}), got {shown!r}", exits.USAGE)
-    user = unquote(parts.username) if parts.username else os.environ.get(ADMIN_USER_ENV)
-    password = unquote(parts.password) if parts.password else os.environ.get(ADMIN_PASSWORD_ENV)
+    from txdag.redisio import RedisAddress
+
+    login = RedisAddress.of(url)
+    user = login.username or os.environ.get(ADMIN_USER_ENV)
+    password = login.password or os.environ.get(ADMIN_PASSWORD_ENV)
     if not user or not password:
         raise ConfigError(f"--apply needs a Redis admin login: set {ADMIN_USER_ENV} and {ADMIN_PASSWORD_ENV} (an "
                           f"admin may run ACL SETUSER, ACL SAVE and CONFIG GET)")

@@ -12,10 +12,10 @@ import json
 import os
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 from txdag.errors import ConfigError
 from txdag.masking import register_secret
+from txdag.redisio import RedisAddress
 from txdag.state.kv import KVNamespace, ProviderConfig, parse_provider_config
 from txdag.topology.definition import KeyValue
 
@@ -35,16 +35,14 @@ def provider_config(kv: KeyValue, redis_url: str | None) -> ProviderConfig:
         return parsed if named else dataclasses.replace(parsed, **serializers)
     if redis_url is None:
         raise ConfigError(f"key-value state {kv.name!r} has no config and no Redis connection to live in")
-    url = urlparse(redis_url)
-    if url.scheme == "rediss":
+    url = RedisAddress.of(redis_url)
+    if url.tls:
         raise ConfigError(f"key-value state {kv.name!r} would live in the topology's Redis, whose connection uses "
                           f"TLS, which a key-value state's provider config cannot carry yet: keep the topology's "
                           f"key-value states on a Redis reached without TLS (docs/operations.md, TLS)")
-    register_secret(unquote(url.password or ""))
-    return ProviderConfig("redis", host=url.hostname or "127.0.0.1", port=url.port or 6379,
-                          database=int(url.path.strip("/") or 0), timeout_ms=TIMEOUT_MS,
-                          username=unquote(url.username) if url.username else None,
-                          password=unquote(url.password) if url.password else None, **serializers)
+    register_secret(url.password or "")
+    return ProviderConfig("redis", host=url.host, port=url.port, database=url.db, timeout_ms=TIMEOUT_MS,
+                          username=url.username, password=url.password, **serializers)
 
 
 def namespace(kv: KeyValue, topology: str, config: ProviderConfig) -> KVNamespace:
