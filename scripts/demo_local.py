@@ -19,6 +19,7 @@ import redis
 
 from txdag.analytics.tweets import MARKER_KEY, STATES, tweet_partials
 from txdag.local import LocalTopology
+from txdag.protocol import AlreadyCommitted, Committed, Wait
 from txdag.redisio import describe
 from txdag.spouts.samples import sample_tweets
 from txdag.spouts.tweets import TweetsTransactionalSpout, append_tweets
@@ -55,7 +56,16 @@ def resume(topology: LocalTopology) -> None:
         emission = topology.coordinate(record.run_id)
         if isinstance(emission, Emission):
             topology.process(emission)
-            print(f"  {emission.tx}: {topology.commit(emission.tx).status}")
+            print(f"  {emission.tx}: {said(topology.commit(emission.tx))}")
+
+
+def said(outcome: Committed | AlreadyCommitted | Wait) -> str:
+    """A commit's outcome in the demo's words."""
+    if isinstance(outcome, Committed):
+        return f"committed, {outcome.applied} keys updated"
+    if isinstance(outcome, AlreadyCommitted):
+        return "already committed"
+    return f"waiting for txid {outcome.waiting_on}"
 
 
 def run(topology: LocalTopology, run_prefix: str) -> None:
@@ -68,8 +78,7 @@ def run(topology: LocalTopology, run_prefix: str) -> None:
             size = topology.process(emission)
             print(f"  {emission.tx}: processed {size} tweets (from {emission.metadata['from']})")
         for emission in emissions:
-            outcome = topology.commit(emission.tx)
-            print(f"  {emission.tx}: {outcome.status}, {outcome.applied} keys updated")
+            print(f"  {emission.tx}: {said(topology.commit(emission.tx))}")
         if len(emissions) < 2:
             return
 
@@ -101,7 +110,7 @@ def main() -> None:
     replay = topology.coordinate(status.txids[-1].run_id)
     if isinstance(replay, Emission):
         topology.process(replay)
-        print(f"  replayed {replay.tx} (a cleared run): {topology.commit(replay.tx).status}; no count changed")
+        print(f"  replayed {replay.tx} (a cleared run): {said(topology.commit(replay.tx))}; no count changed")
     for name in ("users", "hashtags"):
         top = sorted(((int(v), k.decode()) for k, v in client.hgetall(name).items()), reverse=True)[:5]
         print(f"top {name}: " + ", ".join(f"{k} {v}" for v, k in top))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from numbers import Number
 from operator import add
 
@@ -43,16 +42,7 @@ log = logging.getLogger("txdag.local")
 Processor = Callable[[list[Record]], Mapping[str, Mapping[Key, Number]]]
 
 
-@dataclass(frozen=True)
-class CommitOutcome:
-    """What this runner's ``commit`` reports (the commit step's Committed, AlreadyCommitted or Wait, in one shape)."""
-
-    tx: TransactionAttempt
-    status: str  # "committed", "already committed" or "waiting"
-    waiting_on: int | None = None
-    applied: int = 0
-    skipped: int = 0
-    reason: str = ""
+CommitOutcome = Committed | AlreadyCommitted | Wait  # what this runner's commit returns: the protocol's own types
 
 
 class LocalTopology:
@@ -130,15 +120,15 @@ class LocalTopology:
         return fields
 
     def commit(self, tx: TransactionAttempt) -> CommitOutcome:
-        """Commit when ``tx`` is next ("waiting" otherwise). Raises CascadeError, StaleAttemptError or
-        TransactionStateError (never processed) when it must not commit, failing nothing; any other error fails
-        the txid, so it and later ones are re-emitted."""
+        """Commit when ``tx`` is next: Committed, AlreadyCommitted, or Wait (for the txid before). A refusal is
+        raised as its error (CascadeError, StaleAttemptError, StoreWentBackwards, TransactionStateError: never
+        processed), failing nothing; any other error fails the txid, so it and later ones are re-emitted."""
         try:
             outcome = steps.commit(self.runtime, tx)
         except Exception as exc:
             steps.fail(self.runtime, self._run_of(tx), f"commit failed: {type(exc).__name__}: {exc}")
             raise
-        return commit_outcome(tx, outcome)
+        return raise_refusal(outcome)
 
     def drain(self, run_prefix: str = "local", max_runs: int = 1_000_000) -> list[CommitOutcome]:
         """Run txids one after the other until the spout has nothing more to read (or cannot be read)."""
@@ -159,14 +149,10 @@ class LocalTopology:
         return got[0].run_id
 
 
-def commit_outcome(tx: TransactionAttempt, outcome: CommitStepOutcome) -> CommitOutcome:
-    """The commit step's outcome as this runner reports it: a CommitOutcome, or the error of a refusal."""
-    if isinstance(outcome, Committed):
-        return CommitOutcome(tx, "committed", applied=outcome.applied, skipped=outcome.skipped)
-    if isinstance(outcome, AlreadyCommitted):
-        return CommitOutcome(tx, "already committed", reason=outcome.reason)
-    if isinstance(outcome, Wait):
-        return CommitOutcome(tx, "waiting", outcome.waiting_on, reason=outcome.reason)
+def raise_refusal(outcome: CommitStepOutcome) -> CommitOutcome:
+    """The commit step's outcome as this runner returns it: itself, or the error of a refusal raised."""
+    if isinstance(outcome, Committed | AlreadyCommitted | Wait):
+        return outcome
     if isinstance(outcome, Superseded):
         raise StaleAttemptError(outcome.reason)
     if isinstance(outcome, Halted):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
@@ -194,19 +194,21 @@ REFUSALS = ("invalid username-password pair", "WRONGPASS", "NOAUTH")
 @dataclass(frozen=True)
 class RedisAddress:
     """Where a Redis URL points and who logs in, as redis-py's from_url reads it (no host: localhost; no port:
-    6379; no db: 0); the one parser of a URL's parts for what is not a client (a provider config, a lineage name)."""
+    6379; the db from ``?db=``, else the path, else 0, a path that is no number being 0 too); the one parser of a
+    URL's parts for what is not a client (a provider config, a lineage name, an admin's login)."""
 
     host: str
     port: int
     db: int
     username: str | None
-    password: str | None
-    tls: bool
+    password: str | None = field(repr=False)
+    tls: bool = False
 
     @classmethod
     def of(cls, url: str) -> RedisAddress:
         parts = urlsplit(url)
-        return cls(parts.hostname or "localhost", parts.port or 6379, int(parts.path.strip("/") or 0),
+        db = dict(parse_qsl(parts.query)).get("db") or unquote(parts.path).strip("/")
+        return cls(unquote(parts.hostname or "localhost"), parts.port or 6379, int(db) if db.isdigit() else 0,
                    unquote(parts.username) if parts.username else None,
                    unquote(parts.password) if parts.password else None, parts.scheme == "rediss")
 

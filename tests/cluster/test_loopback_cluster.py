@@ -122,6 +122,7 @@ def test_a_topology_on_the_cluster_commits_exactly_once_through_a_state_master_k
     from txdag.analytics.tweets import STATES, tweet_partials
     from txdag.errors import TxdagError
     from txdag.local import LocalTopology
+    from txdag.protocol import Committed
     from txdag.redisio import client_from_url
     from txdag.spouts.samples import sample_tweets
     from txdag.spouts.tweets import TweetsTransactionalSpout, append_tweets
@@ -178,7 +179,7 @@ def test_a_topology_on_the_cluster_commits_exactly_once_through_a_state_master_k
                     emission = topology.coordinate(f"run{txid}")
                     assert isinstance(emission, Emission), emission
                     topology.process(emission)
-                    if topology.commit(emission.tx).status == "committed":
+                    if isinstance(topology.commit(emission.tx), Committed):
                         break
                 except TxdagError as exc:  # the failover: the txid failed and is replayed by its run
                     failures.append(f"txid {txid}: {type(exc).__name__}")

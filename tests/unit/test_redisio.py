@@ -85,4 +85,6 @@ def test_a_redis_url_s_address_and_login_as_redis_py_reads_them() -> None:
     assert RedisAddress.of("redis://r") == RedisAddress("r", 6379, 0, None, None, False)
     assert RedisAddress.of("redis://:only@127.0.0.1/") == RedisAddress("127.0.0.1", 6379, 0, None, "only", False)
     assert RedisAddress.of("redis:///2").host == "localhost"
+    assert RedisAddress.of("redis://h:7/x").db == 0 and RedisAddress.of("redis://h/1?db=4").db == 4  # as redis-py
+    assert "p:ss" not in repr(RedisAddress.of("redis://u:p%3Ass@h"))
 

@@ -14,6 +14,7 @@ the executors) and none of a shared Spark Connect session's jobs; the operator i
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,8 @@ from typing import Any
 from txdag.airflow.assets import state_names
 from txdag.redisio import RedisAddress
 from txdag.topology.topology import TransactionalTopology
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,12 @@ def lineage_enabled() -> bool:
         from airflow.providers.openlineage.conf import is_disabled
     except ImportError:
         return False
-    return not is_disabled()
+    try:
+        return not is_disabled()
+    except Exception as exc:  # a malformed [openlineage] setting: the provider's listener reports it, not the txid
+        log.warning("no OpenLineage recorded: the [openlineage] settings cannot be read: %s: %s",
+                    type(exc).__name__, exc)
+        return False
 
 
 def redis_namespace(url: str) -> tuple[str, str]:

@@ -188,6 +188,11 @@ class SourceInput:
     conn_id: str
     name: str
 
+    def __post_init__(self) -> None:
+        if self.conn_type not in ("redis", "kafka"):
+            raise ConfigError(f"SourceInput({self.conn_type!r}, {self.conn_id!r}, {self.name!r}): conn_type is "
+                              f"'redis' or 'kafka'")
+
 
 class Source(ABC):
     """What ``TransactionalTopology(source=...)`` takes: a spout's definition, as data.

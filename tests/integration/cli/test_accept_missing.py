@@ -18,7 +18,7 @@ from txdag.cli import exits
 from txdag.cli.main import main
 from txdag.errors import BatchReadError
 from txdag.local import LocalTopology
-from txdag.protocol import steps
+from txdag.protocol import Committed, steps
 from txdag.spouts import SpoutContext
 from txdag.spouts.samples import sample_tweets
 from txdag.spouts.tweets import append_tweets
@@ -111,7 +111,7 @@ def test_a_hole_fails_its_txid_and_accepting_it_lets_the_replay_commit_exact_cou
         emission = topology.coordinate(run_id)
         assert isinstance(emission, Emission) and emission.replay and emission.tx.attempt == 2
         topology.process(emission)
-        assert topology.commit(emission.tx).status == "committed"
+        assert isinstance(topology.commit(emission.tx), Committed)
     assert store.read_topology()[0].committed_txid == 3
 
     truth = tweet_partials(t for i, t in enumerate(tweets, start=1) if i != 16)["users"]

@@ -13,6 +13,7 @@ from test_cli import env, ran, run  # noqa: F401  (fixtures and the runner of th
 
 from txdag.analytics.tweets import tweet_partials
 from txdag.local import LocalTopology
+from txdag.protocol import Committed
 from txdag.spouts import SpoutContext
 from txdag.spouts.samples import sample_tweets
 from txdag.state.marker import default_key
@@ -61,7 +62,7 @@ def test_status_and_doctor_lead_with_the_halt_and_reset_starts_over_exactly(
     states = {s.name: s.build(env) for s in definition.states}
     topology = LocalTopology(coordinator, env, states, lambda records: tweet_partials(r.value for r in records))
     outcomes = topology.drain("again")
-    assert [o.tx.txid for o in outcomes] == [1, 2, 3, 4, 5] and {o.status for o in outcomes} == {"committed"}
+    assert [o.tx.txid for o in outcomes] == [1, 2, 3, 4, 5] and {type(o) for o in outcomes} == {Committed}
     truth = tweet_partials(sample_tweets(200, seed=5))
     assert states["users"].multi_get(list(truth["users"])) == list(truth["users"].values())
     code, out, _ = run(capsys, "doctor", "--check", "stores")

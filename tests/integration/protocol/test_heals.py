@@ -10,7 +10,7 @@ import redis
 from test_protocol_steps import statuses, tweets_topology
 
 from txdag.airflow.awaited import look_at
-from txdag.protocol import ClientsRuntime, Emission, Failed, steps
+from txdag.protocol import ClientsRuntime, Committed, Emission, Failed, steps
 from txdag.zk.records import TxStatus
 
 
@@ -117,14 +117,14 @@ def test_an_opaque_retry_with_another_batch_replays_the_later_txid_itself(redis_
     assert coordinator.automatic_replays(0) == [], "not before txid 1 is committed"
 
     topology.process(retried)
-    assert topology.commit(retried.tx).status == "committed"
+    assert isinstance(topology.commit(retried.tx), Committed)
     assert [r.txid for r in coordinator.automatic_replays(1)] == [2]
     append_entries(part, sentences[15:])
     again = topology.coordinate("run2")  # what the run's replay does (txdag.airflow.replays clears it)
     assert again.tx.attempt == 2 and again.metadata["partitions"]["p"]["after"] == retried.metadata["partitions"][
         "p"]["last"]
     topology.process(again)
-    assert topology.commit(again.tx).status == "committed"
+    assert isinstance(topology.commit(again.tx), Committed)
     while isinstance(more := coordinator.coordinate(f"more{coordinator.committed_txid()}"), Emission):
         topology.process(more)
         topology.commit(more.tx)

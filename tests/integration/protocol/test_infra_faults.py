@@ -25,6 +25,7 @@ from support.servers import Proxy, ZooKeeperServer
 from txdag.analytics.tweets import STATES, tweet_partials
 from txdag.errors import CascadeError, ServiceUnavailable, SourceUnavailable
 from txdag.local import LocalTopology
+from txdag.protocol import AlreadyCommitted, Committed
 from txdag.spouts import PartitionedTransactionalStreamSpout, StreamPartition, append_entries
 from txdag.spouts.tweets import TweetsTransactionalSpout, append_tweets
 from txdag.state import JoinedKeyCodec, OpaqueMap, RedisBackingMap, TransactionalMap
@@ -161,7 +162,7 @@ def drain(topology, prefix="rest"):
     n = 0
     while isinstance(emission := topology.coordinate(f"{prefix}{n}"), Emission):
         topology.process(emission)
-        assert topology.commit(emission.tx).status == "committed"
+        assert isinstance(topology.commit(emission.tx), Committed)
         n += 1
 
 
@@ -206,7 +207,7 @@ def commit_in_order(topology, runs):
                 topology.process(runs[run])
             for e in runs.values():
                 outcomes[e.tx.txid] = topology.commit(e.tx)
-                assert outcomes[e.tx.txid].status in ("committed", "already committed"), outcomes[e.tx.txid]
+                assert isinstance(outcomes[e.tx.txid], Committed | AlreadyCommitted), outcomes[e.tx.txid]
             return outcomes
         except ServiceUnavailable:
             time.sleep(0.5)
@@ -228,7 +229,7 @@ def test_redis_restarted_between_emit_and_seal(second_redis, shared_zk, zk_root,
     topology = build(client, shared_zk, zk_root, prefix, max_size=60, commits=commits)
     e1, e2, e3 = (topology.coordinate(f"run{n}") for n in (1, 2, 3))
     topology.process(e1)
-    assert topology.commit(e1.tx).status == "committed"
+    assert isinstance(topology.commit(e1.tx), Committed)
     topology.process(e3)
 
     seal = topology.staging.seal
@@ -263,7 +264,7 @@ def test_redis_restarted_between_emit_and_seal(second_redis, shared_zk, zk_root,
         topology.process(e3)
         topology.process(e2)
     for emission in (e2, e3):
-        assert topology.commit(emission.tx).status == "committed"
+        assert isinstance(topology.commit(emission.tx), Committed)
     drain(topology)
     assert_exactly_once(topology, client, prefix, tweets, commits)
 
@@ -287,7 +288,7 @@ def test_redis_restarted_during_a_commit(second_redis, shared_zk, zk_root, prefi
     e1, e2 = topology.coordinate("run1"), topology.coordinate("run2")
     for emission in (e1, e2):
         topology.process(emission)
-    assert topology.commit(e1.tx).status == "committed"
+    assert isinstance(topology.commit(e1.tx), Committed)
     assert sum(len(p) for p in topology.staging.read(e2.tx).values()) > 2 * DEFAULT_CHUNK
 
     calls, applied, faulty, commit_client = [], [], [mode != "after_apply"], client
@@ -312,7 +313,7 @@ def test_redis_restarted_during_a_commit(second_redis, shared_zk, zk_root, prefi
     pid = second_redis.process.pid
     if mode == "bounce":
         outcome = topology.commit(e2.tx)
-        assert outcome.status == "committed" and outcome.skipped == 0 and calls.count("2") >= 3
+        assert isinstance(outcome, Committed) and outcome.skipped == 0 and calls.count("2") >= 3
         assert second_redis.process.pid != pid, "Redis was restarted between two chunks"
     else:
         with pytest.raises(ServiceUnavailable) as failed:
@@ -327,13 +328,13 @@ def test_redis_restarted_during_a_commit(second_redis, shared_zk, zk_root, prefi
             e2 = topology.coordinate("run2")  # the failed commit is replayed from its run: same batch
             topology.process(e2)
             outcome = topology.commit(e2.tx)
-            assert outcome.status == "committed"
+            assert isinstance(outcome, Committed)
             if state is TransactionalMap:
                 first_page = applied[calls.index("2")][-2]  # {cursor, applied, skipped} of txid 2's first call
                 assert first_page > 0 and outcome.skipped == first_page, "the first page's keys held txid 2 already"
         else:
             assert "cleaning the staging of txid 2" in str(failed.value) and commits == [1, 2]
-            assert topology.commit(e2.tx).status == "already committed"  # the commit task's retry
+            assert isinstance(topology.commit(e2.tx), AlreadyCommitted)  # the commit task's retry
     drain(topology)
     assert_exactly_once(topology, client, prefix, tweets, commits)
 
@@ -391,7 +392,7 @@ def test_zookeeper_restarted_during_coordination(redis_client, zk_server, prefix
     e2 = again
     for emission in (e1, e2):
         topology.process(emission)
-        assert topology.commit(emission.tx).status == "committed"
+        assert isinstance(topology.commit(emission.tx), Committed)
     drain(topology)
     assert_exactly_once(topology, redis_client, prefix, tweets, commits)
     assert zk.get_children(topology.coordinator.store.lock_path) == [], "no lock node left behind"
@@ -410,7 +411,7 @@ def test_zookeeper_restarted_during_a_commit(redis_client, zk_server, prefix, mo
     e1, e2, e3 = (topology.coordinate(f"run{n}") for n in (1, 2, 3))
     for emission in (e1, e2, e3):
         topology.process(emission)
-    assert topology.commit(e1.tx).status == "committed"
+    assert isinstance(topology.commit(e1.tx), Committed)
     record = topology.coordinator.record_commit
     fired = []
 
@@ -433,10 +434,10 @@ def test_zookeeper_restarted_during_a_commit(redis_client, zk_server, prefix, mo
             wait_until(lambda: zk.connected, "the client to reconnect (Airflow's retry delay)")
             assert topology.coordinator.status().txids[1].status is TxStatus.COMMITTING
         outcome = commit_in_order(topology, {"run2": e2, "run3": e3})[2]
-        assert outcome.status == "committed" and outcome.applied == 0, "the retry found every key at txid 2"
+        assert isinstance(outcome, Committed) and outcome.applied == 0, "the retry found every key at txid 2"
     else:
         assert mode == "bounce", "the commit cannot be recorded while ZooKeeper is down"
-        assert outcome.status == "committed" and outcome.applied > 0
+        assert isinstance(outcome, Committed) and outcome.applied > 0
     commit_in_order(topology, {"run3": e3})
     assert fired, "ZooKeeper was killed before the commit was recorded"
     drain(topology)
@@ -493,7 +494,7 @@ def test_zookeeper_session_expires_while_coordinating(redis_client, partitioned_
     other.process(intruder[0])
     topology.process(mine)
     for t, emission in ((topology, e1), (other, intruder[0]), (topology, mine)):
-        assert t.commit(emission.tx).status == "committed"
+        assert isinstance(t.commit(emission.tx), Committed)
     drain(topology)
     assert_exactly_once(topology, redis_client, prefix, tweets, commits)
     assert observer.get_children(lock_path) == [], "no lock node left behind"
@@ -509,7 +510,7 @@ def test_zookeeper_session_expires_during_a_commit(redis_client, partitioned_zk,
     e1, e2, e3 = (topology.coordinate(f"run{n}") for n in (1, 2, 3))
     for emission in (e1, e2, e3):
         topology.process(emission)
-    assert topology.commit(e1.tx).status == "committed"
+    assert isinstance(topology.commit(e1.tx), Committed)
     probe = zk.create("/probe", ephemeral=True, sequence=True)  # shows the observer when the session is gone
     record = topology.coordinator.record_commit
 
@@ -526,8 +527,8 @@ def test_zookeeper_session_expires_during_a_commit(redis_client, partitioned_zk,
     except ServiceUnavailable as exc:
         assert_names(exc, "ZooKeeper", proxy.hosts)
         outcome = commit_in_order(topology, {"run2": e2, "run3": e3})[2]
-        assert outcome.applied == 0, "the retry found every key at txid 2 already"
-    assert outcome.status == "committed" and not observer.exists(probe)
+        assert isinstance(outcome, Committed) and outcome.applied == 0, "the retry found every key at txid 2 already"
+    assert isinstance(outcome, Committed) and not observer.exists(probe)
     commit_in_order(topology, {"run3": e3})
     drain(topology)
     assert_exactly_once(topology, redis_client, prefix, tweets, commits)
@@ -608,7 +609,7 @@ def test_transactional_stream_partition_down_during_a_replay(
     replay = topology.coordinate("run2")
     assert replay.tx.attempt == 4 and replay.metadata == e2.metadata
     topology.process(replay)
-    assert topology.commit(replay.tx).status == "committed"
+    assert isinstance(topology.commit(replay.tx), Committed)
     drain(topology)
 
     expected = Counter((w,) for line in a + b for w in line.split())

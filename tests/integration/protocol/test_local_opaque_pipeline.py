@@ -11,6 +11,7 @@ from access import ZK_AUTH
 
 from txdag.errors import CascadeError, SourceUnavailable
 from txdag.local import LocalTopology
+from txdag.protocol import Committed
 from txdag.spouts import OpaquePartitionedStreamSpout, StreamPartition, append_entries
 from txdag.spouts.samples import sample_sentences
 from txdag.state import OpaqueMap, OpaqueValue, RedisBackingMap
@@ -52,7 +53,7 @@ def test_partition_lost_during_a_replay_then_back(redis_client, zk_hosts, zk_roo
     assert replay2.metadata["partitions"]["a"]["after"] == replay1.metadata["partitions"]["a"]["last"]
     for emission in (replay1, replay2):
         topology.process(emission)
-        assert topology.commit(emission.tx).status == "committed"
+        assert isinstance(topology.commit(emission.tx), Committed)
 
     second_redis.start()  # b comes back with its entries; more data arrives on both
     append_entries(partitions[0], sentences["a"][30:])

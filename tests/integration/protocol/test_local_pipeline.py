@@ -11,6 +11,7 @@ from txdag.analytics.tweets import STATES, tweet_partials
 from txdag.commit.rejections import read_rejections
 from txdag.errors import CascadeError
 from txdag.local import LocalTopology
+from txdag.protocol import AlreadyCommitted, Committed, Wait
 from txdag.spouts.samples import sample_tweets
 from txdag.spouts.tweets import TweetsTransactionalSpout, append_tweets
 from txdag.state import JoinedKeyCodec, RedisBackingMap, TransactionalMap
@@ -84,7 +85,7 @@ def test_parallel_processing_out_of_order_with_a_failure_commits_exactly_once(
     with pytest.raises(RuntimeError, match="injected failure at tweet 51"):
         topology.process(e2)  # txid 2 fails: 3 is failed with it (the cascade)
     topology.process(e1)
-    assert topology.commit(e1.tx).status == "committed"
+    assert isinstance(topology.commit(e1.tx), Committed)
     with pytest.raises(CascadeError, match="txid 2"):
         topology.commit(e3.tx)
     r2, r3 = topology.coordinate("run2"), topology.coordinate("run3")
@@ -92,9 +93,9 @@ def test_parallel_processing_out_of_order_with_a_failure_commits_exactly_once(
     assert (r2.metadata, r3.metadata) == (e2.metadata, e3.metadata), "a transactional spout replays the same batch"
     topology.process(r3)
     topology.process(r2)
-    assert topology.commit(r3.tx).status == "waiting"  # 3 waits for 2
-    assert topology.commit(r2.tx).status == "committed"
-    assert topology.commit(r3.tx).status == "committed"
+    assert isinstance(topology.commit(r3.tx), Wait)  # 3 waits for 2
+    assert isinstance(topology.commit(r2.tx), Committed)
+    assert isinstance(topology.commit(r3.tx), Committed)
     topology.drain(run_prefix="more")
     assert committed_state(redis_client, prefix) == truth(tweets)
     status = topology.coordinator.status()
@@ -122,7 +123,7 @@ def test_a_crash_inside_the_commit_then_a_rerun_equals_a_clean_run(
         topology.commit(emission.tx)
     monkeypatch.setattr(target, name, original)
     rerun = topology.commit(emission.tx)  # the commit task's retry
-    assert rerun.status == ("committed" if crash_point == "after_state_write" else "already committed")
+    assert isinstance(rerun, Committed if crash_point == "after_state_write" else AlreadyCommitted)
     if crash_point == "after_state_write":
         assert rerun.applied == 0, "the state already held txid 1: nothing is added twice"
     topology.drain(run_prefix="rest")
@@ -135,7 +136,7 @@ def test_a_cleared_committed_run_changes_no_count(redis_client, zk_hosts, zk_roo
     replay = topology.coordinate("local__1")
     assert isinstance(replay, Emission) and replay.already_committed and replay.tx == TransactionAttempt(2, 2)
     topology.process(replay)
-    assert topology.commit(replay.tx).status == "already committed"
+    assert isinstance(topology.commit(replay.tx), AlreadyCommitted)
     assert committed_state(redis_client, prefix) == truth(tweets)
 
 
@@ -179,7 +180,7 @@ def test_a_key_whose_first_field_holds_the_separator_is_a_counted_rejection_not_
     topology = build(redis_client, zk_hosts, zk_root, prefix, Flaky())
     emission = topology.coordinate("run1")
     assert topology.process(emission) == 3
-    assert topology.commit(emission.tx).status == "committed"
+    assert isinstance(topology.commit(emission.tx), Committed)
     assert committed_state(redis_client, prefix)["users_hashtags"] == {("@a", "#b:#c"): 1, ("@ann", "#x"): 1}
     assert redis_client.hgetall(f"{prefix}:users_hashtags") == {b"@a:#b:#c": b"1", b"@ann:#x": b"1"}
     assert committed_state(redis_client, prefix)["users"] == {("@a:#b",): 1, ("@a",): 1, ("@ann",): 1}

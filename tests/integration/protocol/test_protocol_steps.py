@@ -67,7 +67,7 @@ def test_process_of_a_replaced_attempt_is_superseded_never_a_count(redis_client,
     outcome = steps.process(topology.runtime, "run1", first, topology.run_job, owner="run1 local")
     assert isinstance(outcome, Superseded) and outcome.tx == first.tx and "moved on" in outcome.reason
     assert topology.process(replaced) == 40
-    assert topology.commit(replaced.tx).status == "committed"
+    assert isinstance(topology.commit(replaced.tx), Committed)
 
 
 def test_commit_before_process_is_refused_and_fails_nothing(redis_client, zk_hosts, zk_root, prefix):
@@ -80,7 +80,7 @@ def test_commit_before_process_is_refused_and_fails_nothing(redis_client, zk_hos
     assert isinstance(refused, Refused) and refused.failed_txid is None and "never processed" in refused.reason
     for emission in (e1, e2):
         topology.process(emission)
-        assert topology.commit(emission.tx).status == "committed"
+        assert isinstance(topology.commit(emission.tx), Committed)
     assert statuses(topology) == {1: TxStatus.COMMITTED, 2: TxStatus.COMMITTED}
 
 

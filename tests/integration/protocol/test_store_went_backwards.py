@@ -5,6 +5,7 @@ import pytest
 from test_local_pipeline import Flaky, build, committed_state, truth
 
 from txdag.errors import StoreWentBackwards
+from txdag.protocol import Committed
 from txdag.spouts.samples import sample_tweets
 from txdag.spouts.tweets import append_tweets
 from txdag.txid.coordinator import Emission
@@ -22,7 +23,7 @@ def drain(topology, runs):
         emission = topology.coordinate(f"run{n}")
         assert isinstance(emission, Emission)
         topology.process(emission, f"run{n}")
-        assert topology.commit(emission.tx).status == "committed"
+        assert isinstance(topology.commit(emission.tx), Committed)
 
 
 def lose_states(redis_client, prefix):
@@ -91,7 +92,7 @@ def test_a_marker_one_ahead_is_a_commit_cut_short_and_goes_on(redis_client, zk_h
     assert topology.coordinator.status().topology.committed_txid == 1
     later = topology.coordinate("run2")
     assert isinstance(later, Emission) and later.tx.txid == 3
-    assert topology.commit(emission.tx).status == "committed"
+    assert isinstance(topology.commit(emission.tx), Committed)
     assert committed_state(redis_client, prefix) == truth(tweets[:100])
 
 

@@ -64,7 +64,7 @@ def test_three_kinds_in_a_users_store_stay_exact_through_a_commit_that_dies_insi
     tables = {name: f"{prefix}__{name}" for name in "ton"}  # the store's default: the topology's and the state's
     one = topology.coordinate("r1")
     topology.process(one)
-    assert topology.commit(one.tx).status == "committed"
+    assert isinstance(topology.commit(one.tx), Committed)
     after_one = {name: counts_in(db, table) for name, table in tables.items()}
 
     put, died_in = sqlite_store.SqliteBackingMap.multi_put, []
@@ -86,10 +86,10 @@ def test_three_kinds_in_a_users_store_stay_exact_through_a_commit_that_dies_insi
     replay = topology.coordinate("r2")  # its run again: txid 2 re-emitted (transactional: the same tweets)
     assert replay.tx.txid == 2 and replay.tx.attempt == 2
     topology.process(replay)
-    assert topology.commit(replay.tx).status == "committed"
+    assert isinstance(topology.commit(replay.tx), Committed)
     while isinstance(emission := topology.coordinate(f"run{coordinator.status().topology.last_txid}"), Emission):
         topology.process(emission)
-        assert topology.commit(emission.tx).status == "committed"
+        assert isinstance(topology.commit(emission.tx), Committed)
     truth = dict(Counter(w for s in SENTENCES for w in s.split()))
     assert {name: counts_in(db, table) for name, table in tables.items()} == {"t": truth, "o": truth, "n": truth}
     with sqlite3.connect(db) as read:

@@ -18,6 +18,7 @@ from txdag.analytics.tweets import STATES, tweet_partials
 from txdag.commit.rejections import list_rejections
 from txdag.errors import BatchReadError, ConfigError, FormatVersionError
 from txdag.local import LocalTopology
+from txdag.protocol import Committed
 from txdag.spouts import (
     OpaquePartitionedStreamSpout,
     PartitionedTransactionalStreamSpout,
@@ -134,7 +135,7 @@ def test_every_tweet_case_is_a_record_or_a_listed_rejection(redis_client, zk_cli
 
     txids = -(-len(ids) // BATCH)
     append_tweets(redis_client, ["@after #ok"], prefix=f"{prefix}:")
-    assert [o.status for o in topology.drain(run_prefix="after")] == ["committed"]
+    assert [type(o) for o in topology.drain(run_prefix="after")] == [Committed]
     assert topology.coordinator.status().topology.committed_txid == txids + 1
     assert committed(redis_client, prefix) == truth([*valid, "@after #ok"])
 
@@ -175,8 +176,8 @@ def test_a_broken_key_is_an_error_naming_it_then_the_fix_resumes(
         replay = topology.coordinate("run1")
         assert replay.tx == TransactionAttempt(1, 2) and replay.metadata == emission.metadata
         topology.process(replay)
-        assert topology.commit(replay.tx).status == "committed"
-    assert all(o.status == "committed" for o in topology.drain(run_prefix="after"))
+        assert isinstance(topology.commit(replay.tx), Committed)
+    assert all(isinstance(o, Committed) for o in topology.drain(run_prefix="after"))
     assert topology.coordinator.status().topology.committed_txid == 2
     assert committed(redis_client, prefix) == truth(texts)
     assert list_rejections(redis_client, prefix) == {}
@@ -210,7 +211,7 @@ def test_every_stream_entry_case_is_a_record_or_a_listed_rejection(redis_client,
 
     txids = topology.coordinator.status().topology.committed_txid
     append_entries(part, ["@after #ok"])
-    assert [o.status for o in topology.drain(run_prefix="after")] == ["committed"]
+    assert [type(o) for o in topology.drain(run_prefix="after")] == [Committed]
     assert topology.coordinator.status().topology.committed_txid == txids + 1
     assert committed(redis_client, prefix) == truth([*valid, "@after #ok"])
 
@@ -228,7 +229,7 @@ def test_a_key_that_is_not_a_stream_is_an_error_and_consumes_no_txid(redis_clien
 
     redis_client.delete(part.stream)  # the fix
     append_entries(part, ["@a #x", "@b #y"])
-    assert [o.status for o in topology.drain()] == ["committed"]
+    assert [type(o) for o in topology.drain()] == [Committed]
     assert committed(redis_client, prefix) == truth(["@a #x", "@b #y"])
 
 
@@ -255,8 +256,8 @@ def test_an_entry_deleted_inside_a_batch_fails_the_txid_naming_it_then_the_repla
     replay = topology.coordinate("run1")  # the opaque replay recomputes the batch from what the stream holds
     assert replay.tx == TransactionAttempt(1, 2) and replay.metadata["partitions"]["a"]["count"] == 3
     topology.process(replay)
-    assert topology.commit(replay.tx).status == "committed"
-    assert [o.status for o in topology.drain(run_prefix="after")] == ["committed"]
+    assert isinstance(topology.commit(replay.tx), Committed)
+    assert [type(o) for o in topology.drain(run_prefix="after")] == [Committed]
     assert committed(redis_client, prefix) == truth(texts[:1] + texts[2:])
     assert list_rejections(redis_client, prefix) == {}
 
@@ -295,8 +296,8 @@ def test_a_malformed_znode_is_an_error_naming_it_then_the_restore_resumes(
     replay = topology.coordinate("run2")
     assert isinstance(replay, Emission) and replay.metadata == second.metadata
     topology.process(replay)
-    assert topology.commit(replay.tx).status == "committed"
+    assert isinstance(topology.commit(replay.tx), Committed)
     append_tweets(redis_client, ["@after #ok"], prefix=f"{prefix}:")
-    assert [o.status for o in topology.drain(run_prefix="after")] == ["committed"]
+    assert [type(o) for o in topology.drain(run_prefix="after")] == [Committed]
     assert topology.coordinator.status().topology.committed_txid == 3
     assert committed(redis_client, prefix) == truth([*texts, "@after #ok"])

@@ -26,6 +26,7 @@ from txdag.attempt import TransactionAttempt
 from txdag.commit import phase
 from txdag.errors import ConfigError, FormatVersionError, ServiceUnavailable, StoreWentBackwards
 from txdag.local import LocalTopology
+from txdag.protocol import Committed
 from txdag.spouts.tweets import TweetsTransactionalSpout, append_tweets
 from txdag.state import NonTransactionalMap, OpaqueMap, OpaqueValue, TransactionalMap, TransactionalValue
 from txdag.state.base import combine_sum, shared_transactions
@@ -103,7 +104,7 @@ def run_all(topology) -> None:
     coordinator = topology.coordinator
     while isinstance(emission := topology.coordinate(f"run{coordinator.status().topology.last_txid}"), Emission):
         topology.process(emission)
-        assert topology.commit(emission.tx).status == "committed"
+        assert isinstance(topology.commit(emission.tx), Committed)
 
 
 def test_a_commit_that_dies_inside_the_transaction_leaves_none_of_the_txid(topology, reader, schema, prefix,
@@ -111,7 +112,7 @@ def test_a_commit_that_dies_inside_the_transaction_leaves_none_of_the_txid(topol
     tables = {name: f"{prefix}__{name}" for name in "ton"}
     one = topology.coordinate("r1")
     topology.process(one)
-    assert topology.commit(one.tx).status == "committed"
+    assert isinstance(topology.commit(one.tx), Committed)
     after_one = {name: counts(reader, schema, table) for name, table in tables.items()}
     assert held(reader, schema, prefix) == 1 and after_one["t"] and after_one["t"] == after_one["n"]
 
@@ -138,7 +139,7 @@ def test_a_commit_that_dies_inside_the_transaction_leaves_none_of_the_txid(topol
     replay = topology.coordinate("r2")
     assert replay.tx.txid == 2 and replay.tx.attempt == 2
     topology.process(replay)
-    assert topology.commit(replay.tx).status == "committed"
+    assert isinstance(topology.commit(replay.tx), Committed)
     run_all(topology)
     assert {name: counts(reader, schema, table) for name, table in tables.items()} == {"t": TRUTH, "o": TRUTH,
                                                                                        "n": TRUTH}
@@ -165,7 +166,7 @@ def test_a_commit_killed_inside_the_transaction_leaves_none_of_the_txid(redis_cl
                                                                                        "n": first}
     assert held(reader, schema, prefix) == 1
     topology = build(redis_client, zk_hosts, zk_root, prefix, postgres_conn)  # the commit task's retry
-    assert topology.commit(TransactionAttempt(2, 1)).status == "committed"
+    assert isinstance(topology.commit(TransactionAttempt(2, 1)), Committed)
     run_all(topology)
     assert {name: counts(reader, schema, table) for name, table in tables.items()} == {"t": TRUTH, "o": TRUTH,
                                                                                        "n": TRUTH}
@@ -188,7 +189,7 @@ def test_a_commit_that_dies_after_the_database_committed_is_not_applied_twice(to
         topology.commit(one.tx)
     assert died == [1]
     first = counts(reader, schema, f"{prefix}__n")
-    assert topology.commit(one.tx).status == "committed"  # the retry: the database's writes are dropped
+    assert isinstance(topology.commit(one.tx), Committed)  # the retry: the database's writes are dropped
     assert counts(reader, schema, f"{prefix}__n") == first, "the non-transactional state counted txid 1 twice"
     run_all(topology)
     assert counts(reader, schema, f"{prefix}__n") == counts(reader, schema, f"{prefix}__t") == TRUTH
@@ -593,7 +594,7 @@ def test_a_connection_lost_inside_the_transaction_is_retried_and_stays_exact(top
         topology.commit(one.tx)
     assert killed == [True] and held(reader, schema, prefix) is None
     assert counts(reader, schema, f"{prefix}__t") == {}, "a reader saw part of txid 1"
-    assert topology.commit(one.tx).status == "committed"  # the commit task's retry, on a new connection
+    assert isinstance(topology.commit(one.tx), Committed)  # the commit task's retry, on a new connection
     run_all(topology)
     assert counts(reader, schema, f"{prefix}__n") == counts(reader, schema, f"{prefix}__o") == TRUTH
 

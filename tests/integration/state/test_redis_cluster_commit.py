@@ -14,6 +14,7 @@ from txdag.analytics.tweets import STATES, tweet_partials
 from txdag.attempt import TransactionAttempt
 from txdag.errors import TxidOrderError
 from txdag.local import LocalTopology
+from txdag.protocol import Committed
 from txdag.spouts.samples import sample_tweets
 from txdag.spouts.tweets import TweetsTransactionalSpout, append_tweets
 from txdag.staging.layout import stage_key
@@ -119,7 +120,7 @@ def test_a_commit_that_dies_between_slots_is_completed_by_its_replay(
     monkeypatch.setattr("txdag.commit.apply.crash_if_requested", crash)
     first_run = topology.coordinate("run1")
     topology.process(first_run)
-    assert topology.commit(first_run.tx).status == "committed"
+    assert isinstance(topology.commit(first_run.tx), Committed)
     after_first = as_of_marker(cluster_client, prefix, names)
     second = topology.coordinate("run2")
     topology.process(second)
@@ -136,7 +137,7 @@ def test_a_commit_that_dies_between_slots_is_completed_by_its_replay(
     assert (replay.tx.txid, replay.tx.attempt) == (2, 2)
     topology.process(replay)
     outcome = topology.commit(replay.tx)
-    assert outcome.status == "committed"
+    assert isinstance(outcome, Committed)
     assert (outcome.skipped > 0) == (first == "users"), "a transactional key that holds txid 2 is skipped"
     topology.drain(run_prefix="more")
 

@@ -21,7 +21,8 @@ from txdag.airflow.lineage import (
     operator_lineage,
     redis_namespace,
 )
-from txdag.spouts.base import Source, SpoutKind
+from txdag.errors import ConfigError
+from txdag.spouts.base import Source, SourceInput, SpoutKind
 from txdag.spouts.kafka import KafkaSource
 from txdag.topology.definition import KeyValue, State, StreamsSource, TweetsSource
 
@@ -71,6 +72,20 @@ class UserSource(Source):
 
     def acl_patterns(self) -> list[str]:
         return ["orders:*"]
+
+
+def test_a_source_input_is_a_redis_key_or_a_kafka_topic() -> None:
+    with pytest.raises(ConfigError, match="conn_type is 'redis' or 'kafka'"):
+        SourceInput("Kafka", "kafka_default", "clicks")
+
+
+def test_a_malformed_openlineage_setting_records_no_lineage_and_fails_nothing(openlineage_settings, monkeypatch,
+                                                                               caplog) -> None:
+    monkeypatch.setenv("AIRFLOW__OPENLINEAGE__TRANSPORT", '"console"')  # JSON, not an object: the provider raises
+    openlineage_settings()
+    with caplog.at_level(logging.WARNING):
+        assert not lineage_enabled()
+    assert "cannot be read" in caplog.text
 
 
 def test_a_source_that_names_no_inputs_reads_its_keys_on_each_server_and_any_topic() -> None:
