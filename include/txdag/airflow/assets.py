@@ -12,11 +12,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from airflow.sdk import Asset, AssetAlias
+from airflow.sdk import Asset, AssetAlias, AssetWatcher
 
 from txdag.errors import ConfigError
 from txdag.protocol import CommitStepOutcome, Committed
-from txdag.topology.assets import commit_extra, state_uri
+from txdag.topology.assets import commit_extra, source_uri, state_uri
 from txdag.topology.topology import TransactionalTopology
 
 log = logging.getLogger("txdag.airflow")
@@ -32,6 +32,14 @@ def state_asset(topology: TransactionalTopology | str, state: str) -> Asset:
     topology_id = topology.topology_id if isinstance(topology, TransactionalTopology) else topology
     uri = state_uri(topology_id, state)
     return Asset(name=uri, uri=uri)
+
+
+def source_asset(topology_id: str, watcher: Any = None) -> Asset:
+    """The asset of the topology's source, ``txdag://<topology_id>``: with ``drain``, the triggerer's ``watcher``
+    adds an event to it when the source has a backlog, and the topology's DAG, scheduled on it, starts a run."""
+    uri = source_uri(topology_id)
+    watchers = [] if watcher is None else [AssetWatcher(name=f"txdag-{topology_id}-backlog", trigger=watcher)]
+    return Asset(name=uri, uri=uri, watchers=watchers)
 
 
 def state_names(topology: TransactionalTopology) -> list[str]:

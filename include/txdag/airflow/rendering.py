@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from airflow.sdk import DAG, get_parsing_context
 
 from txdag.airflow import located
-from txdag.airflow.assets import commits_alias
+from txdag.airflow.assets import commits_alias, source_asset
 from txdag.airflow.operators import (
     CommitOperator,
     CoordinateOperator,
@@ -24,6 +25,8 @@ from txdag.airflow.operators import (
     fail_txid,
 )
 from txdag.airflow.retries import BACKOFF_MULTIPLIER, TxidRetryPolicy
+from txdag.airflow.triggers import SourceBacklog
+from txdag.errors import ConfigError
 from txdag.topology.owner import check_one_file, files_defining
 from txdag.topology.topology import TransactionalTopology
 
@@ -72,6 +75,27 @@ def defining_in(folder: str | Path, topology_id: str) -> list[Path]:
     return [f for f in found if might_contain_dag(str(f), safe_mode)]
 
 
+def schedule_of(t: TransactionalTopology, dag_file: str | None) -> Any:
+    """The DAG's schedule: the topology's, and with ``drain`` its source asset too, watched by the triggerer (a run
+    when either says so; ``txdag.txid.backlog``)."""
+    if t.drain is None:
+        return t.schedule
+    if dag_file is None:
+        raise ConfigError(f"topology {t.topology_id!r}: drain needs the DAG file, where Airflow's triggerer finds the "
+                          "topology's source: render(topology, dag_file=__file__)")
+    source = source_asset(t.topology_id, watcher=SourceBacklog(
+        t.topology_id, str(Path(dag_file).resolve()), entries=t.drain.entries,
+        wait_seconds=t.drain.wait.total_seconds(), poll=float(t.drain.poll), max_active=t.max_active_transactions))
+    if t.schedule is None:
+        return [source]
+    from airflow.sdk import timezone
+    from airflow.sdk.definitions.dag import _create_timetable  # Airflow's own reading of a schedule value
+    from airflow.sdk.definitions.timetables.assets import AssetOrTimeSchedule
+
+    zone = timezone.coerce_datetime(t.start_date).timezone or timezone.utc  # the DAG's, as Airflow takes it
+    return AssetOrTimeSchedule(timetable=_create_timetable(t.schedule, zone), assets=[source])
+
+
 def _build(t: TransactionalTopology, dag_file: str | None = None) -> DAG:
     doc = (
         f"txdag topology **{t.topology_id}**: each run is one transaction (txid). `coordinate` allocates or "
@@ -82,7 +106,7 @@ def _build(t: TransactionalTopology, dag_file: str | None = None) -> DAG:
     )
     with DAG(
         dag_id=t.topology_id,
-        schedule=t.schedule,
+        schedule=schedule_of(t, dag_file),
         start_date=t.start_date,
         catchup=t.catchup,
         max_active_runs=t.max_active_transactions,

@@ -14,19 +14,28 @@ at once would lose its try to that race (seen in CI: a process step resumed 4 s 
 "finished with state success, but ... running"). The time counts from the deferral (``deferred_at``, by the
 worker's clock: Airflow's hosts keep one time), not from the trigger's start, 1-2 s later, which made every wait of a
 txid behind another that much longer.
+
+``SourceBacklog`` is the other kind: an event trigger (Airflow's ``AssetWatcher``) on a topology's source asset,
+which starts the topology's next run while its source has a backlog (``txdag.txid.backlog`` decides when).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseHook
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
 
-from txdag.airflow.hooks import zookeeper_settings
+from txdag.airflow.hooks import airflow_clients, zookeeper_settings
+from txdag.errors import ConfigError
+from txdag.topology.topology import TransactionalTopology, definitions_of
+from txdag.txid.backlog import BacklogWatch, read_backlog
 from txdag.zk.client import close_zk
 from txdag.zk.records import TxStatus
 from txdag.zk.store import TransactionStore
@@ -99,3 +108,68 @@ def settled(store: TransactionStore, txid: int, committed_only: bool = False) ->
     found = store.read_txid(txid)
     done = (TxStatus.COMMITTED,) if committed_only else (TxStatus.COMMITTED, TxStatus.FAILED)
     return found is None or found[0].status in done
+
+
+class SourceBacklog(BaseEventTrigger):
+    """Fires, for as long as it runs, each time topology ``topology_id`` (defined in ``dag_file``) should start a
+    txid for its source's backlog (``BacklogWatch``): Airflow adds an event to the topology's source asset, which
+    starts one run. A service that does not answer is logged and looked at again at the next poll."""
+
+    def __init__(self, topology_id: str, dag_file: str, entries: int, wait_seconds: float, poll: float,
+                 max_active: int) -> None:
+        super().__init__()
+        self.topology_id, self.dag_file = topology_id, dag_file
+        self.entries, self.wait_seconds, self.poll, self.max_active = entries, wait_seconds, poll, max_active
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (f"{type(self).__module__}.{type(self).__name__}",
+                {"topology_id": self.topology_id, "dag_file": self.dag_file, "entries": self.entries,
+                 "wait_seconds": self.wait_seconds, "poll": self.poll, "max_active": self.max_active})
+
+    def definition(self) -> TransactionalTopology:
+        """The topology as its DAG file defines it now (Airflow replaces this trigger when the file changes it), run
+        with the DAG folder on ``sys.path`` as Airflow's DAG processor runs it (a spout module beside the file)."""
+        from airflow.configuration import conf
+
+        folder = os.path.abspath(os.path.expanduser(conf.get("core", "dags_folder")))
+        if folder not in sys.path:
+            sys.path.append(folder)
+        defined = definitions_of(Path(self.dag_file))
+        if self.topology_id not in defined:
+            raise ConfigError(f"{self.dag_file} defines no topology {self.topology_id!r} any more (it defines "
+                              f"{sorted(defined)}): Airflow stops this watch once its DAG processor has parsed it")
+        return defined[self.topology_id]
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        loop = asyncio.get_running_loop()
+        watch = BacklogWatch(self.entries, self.wait_seconds, self.max_active)
+        clients, spout, failing = airflow_clients(), None, None
+        try:
+            while True:
+                try:
+                    if spout is None:
+                        topology = await asyncio.to_thread(self.definition)
+                        store = clients.store(self.topology_id, topology.zookeeper_conn_id)
+                        spout = await asyncio.to_thread(clients.spout, topology)
+                    lag, last_txid, in_flight = await asyncio.to_thread(read_backlog, store, spout)
+                    if lag is None:
+                        raise TypeError(f"its source {type(topology.source).__name__} tells no lag (its spout's "
+                                        "lag() returns None): implement it (docs/spouts.md) to drain a backlog")
+                    failing = None
+                except Exception as exc:  # noqa: BLE001 - a service down, a DAG file being edited: look again
+                    if failing != (why := f"{type(exc).__name__}: {exc}"):
+                        self.log.warning("topology=%s: cannot read its backlog (%s); looking again every %gs",
+                                         self.topology_id, why, self.poll)
+                    failing = why
+                    await asyncio.sleep(self.poll)
+                    continue
+                if watch.observe(loop.time(), lag, last_txid, in_flight):
+                    self.log.info("topology=%s: %d source entries wait, %d txid(s) in flight after txid %d: "
+                                  "starting a run", self.topology_id, lag, in_flight, last_txid)
+                    yield TriggerEvent({"topology": self.topology_id, "waiting": lag, "last_txid": last_txid,
+                                        "in_flight": in_flight})
+                await asyncio.sleep(self.poll)
+        finally:
+            if spout is not None:
+                spout.close()
+            await asyncio.to_thread(clients.close)

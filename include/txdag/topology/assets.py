@@ -2,7 +2,9 @@
 
 Each state of a topology (a map state or a key-value state) is the asset ``txdag://<topology_id>/<state>``. The
 commit task updates every one of them once per committed txid, and not again when a committed txid is replayed
-(``txdag.airflow.assets``). Airflow-free: the provider's URI handler and the unit tests use it as it is.
+(``txdag.airflow.assets``). A topology's source is the asset ``txdag://<topology_id>``: with ``drain=Backlog(...)``
+Airflow's triggerer updates it when the source has a backlog, which starts the topology's next run
+(``txdag.txid.backlog``). Airflow-free: the provider's URI handler and the unit tests use it as it is.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from txdag.attempt import TransactionAttempt
 from txdag.topology.definition import NAME, check_name
 
 SCHEME = "txdag"
-SHAPE = "txdag://<topology_id>/<state> (letters, digits, '_', '.' or '-' in each), e.g. txdag://tweets/hashtags"
+SHAPE = ("txdag://<topology_id>/<state> (letters, digits, '_', '.' or '-' in each), e.g. txdag://tweets/hashtags, "
+         "or txdag://<topology_id> for its source")
 
 
 def state_uri(topology_id: str, state: str) -> str:
@@ -22,13 +25,18 @@ def state_uri(topology_id: str, state: str) -> str:
     return f"{SCHEME}://{check_name('topology_id', topology_id)}/{check_name('a state name', state)}"
 
 
+def source_uri(topology_id: str) -> str:
+    """The URI of the topology's source asset, whose events start its runs when it drains a backlog."""
+    return f"{SCHEME}://{check_name('topology_id', topology_id)}"
+
+
 def check_uri(parts: SplitResult) -> SplitResult:
     """Airflow's handler of the ``txdag`` scheme (the provider's ``asset-uris``; Airflow has lower-cased the scheme
     and dropped trailing slashes and the fragment): a URI that names no state fails the DAG file that wrote it,
-    rather than scheduling a DAG on an asset no commit ever updates."""
+    rather than scheduling a DAG on an asset no commit ever updates. No path: the topology's source."""
     state = parts.path.removeprefix("/")
-    if parts.query or not NAME.match(parts.netloc) or not NAME.match(state):
-        raise ValueError(f"asset URI {urlunsplit(parts)!r} names no txdag state: write {SHAPE}, or "
+    if parts.query or not NAME.match(parts.netloc) or not (state == "" or NAME.match(state)):
+        raise ValueError(f"asset URI {urlunsplit(parts)!r} names no txdag state or source: write {SHAPE}, or "
                          "txdag.airflow.state_asset(topology, state)")
     return parts
 

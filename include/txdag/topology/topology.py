@@ -50,6 +50,7 @@ from txdag.topology.definition import (
     TweetsSource,
     check_name,
 )
+from txdag.txid.backlog import Backlog
 
 DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)
 SPARK_MODES = ("submit", "connect")
@@ -60,8 +61,9 @@ class TransactionalTopology:
     """One topology: where batches come from, the Spark job that processes one, the states its commit writes.
 
     ``max_active_transactions`` is Storm's ``topology.max.spout.pending`` (the DAG's ``max_active_runs``);
-    ``schedule`` is the batch emit interval. ``job`` is the PySpark file, relative to the project root (the
-    folder that holds ``dags/`` and ``spark_jobs/``) unless absolute or a URL (``s3://``, ``local://``...).
+    ``schedule`` is the batch emit interval; with ``drain`` (a ``Backlog``) the source also starts a txid by
+    itself while it has entries waiting (``txdag.txid.backlog``). ``job`` is the PySpark file, relative to the
+    project root (the folder that holds ``dags/`` and ``spark_jobs/``) unless absolute or a URL (``s3://``...).
     Connections are Airflow connection ids: Redis for the states and staging, ZooKeeper for the txids,
     Spark for ``spark-submit``. ``project_dir`` unset, a relative ``job`` is resolved against the folder above the
     DAG file's folder (``<project>/dags/x.py`` -> ``<project>``) by :meth:`located`, which ``render(...,
@@ -87,6 +89,7 @@ class TransactionalTopology:
     marker_key: str | None = None
     max_active_transactions: int = 1
     schedule: Any = None
+    drain: Backlog | None = None  # start a txid when the source has a backlog, beside the schedule
     start_date: datetime = DEFAULT_START
     catchup: bool = False
     retries: int = RETRIES  # automatic replays of a transient failure (txdag.txid.healing); why 60: txdag.defaults
@@ -208,6 +211,9 @@ class TransactionalTopology:
         if isinstance(self.schedule, str) and not schedule_ok(self.schedule):
             raise ConfigError(f"{where}: schedule {self.schedule!r} is neither one of {', '.join(PRESETS)} nor a cron "
                               "expression (five fields, e.g. '*/5 * * * *')")
+        if self.drain is not None and not isinstance(self.drain, Backlog):
+            raise ConfigError(f"{where}: drain must be a txdag.txid.backlog.Backlog(entries=..., wait=...) or None, "
+                              f"got {self.drain!r}")
         poke = self.commit_poke_interval
         if isinstance(poke, bool) or not isinstance(poke, int | float) or poke <= 0:
             raise ConfigError(f"{where}: commit_poke_interval must be a number of seconds > 0, got {poke!r}")

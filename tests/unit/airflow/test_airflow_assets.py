@@ -44,8 +44,16 @@ def test_a_state_the_topology_does_not_have_is_refused_naming_its_states(topolog
 def test_airflow_refuses_a_txdag_uri_that_names_no_state_through_the_providers_handler() -> None:
     from airflow.sdk import Asset
 
-    with pytest.raises(ValueError, match="names no txdag state"):
-        Asset("txdag://tweets")
+    with pytest.raises(ValueError, match="names no txdag state or source"):
+        Asset("txdag://tweets/hashtags/x")
+
+
+def test_a_topologys_own_uri_is_its_source_asset_as_airflow_spells_it() -> None:
+    from airflow.sdk import Asset
+
+    from txdag.airflow.assets import source_asset
+
+    assert source_asset("tweets") == Asset("txdag://tweets") and source_asset("tweets").watchers == []
 
 
 def test_the_commit_task_declares_the_topologys_alias_as_its_only_outlet(topology) -> None:
@@ -79,3 +87,56 @@ def test_a_commit_adds_one_event_per_state_naming_the_txid_its_attempt_and_the_k
                                      Refused(TA(3, 1), "txid 2 failed", 2)])
 def test_a_replay_of_a_committed_txid_or_a_commit_that_did_not_happen_adds_no_event(topology, outcome) -> None:
     assert added(topology, outcome) == []
+
+
+@pytest.mark.parametrize("schedule, timetable", [(None, "AssetTriggeredTimetable"), ("@hourly", "AssetOrTimeSchedule"),
+                                                 ("*/5 * * * *", "AssetOrTimeSchedule")])
+def test_a_topology_that_drains_is_scheduled_on_its_source_watched_by_the_triggerer_beside_its_schedule(
+        topology, tmp_path, schedule, timetable) -> None:
+    from dataclasses import replace
+    from datetime import timedelta
+
+    from txdag.airflow.rendering import _build
+    from txdag.airflow.triggers import SourceBacklog
+    from txdag.txid.backlog import Backlog
+
+    drains = replace(topology, schedule=schedule, max_active_transactions=3,
+                     drain=Backlog(entries=500, wait=timedelta(minutes=2), poll=3))
+    dag = _build(drains, str(tmp_path / "tweets.py"))
+    assert type(dag.timetable).__name__ == timetable
+    if schedule is not None:
+        assert dag.timetable.timetable.expression == schedule.replace("@hourly", "0 * * * *")
+    [source] = dag.timetable.asset_condition.objects
+    assert source.name == "txdag://tweets" and [w.name for w in source.watchers] == ["txdag-tweets-backlog"]
+    watcher = source.watchers[0].trigger
+    name, kwargs = watcher.serialize()
+    assert name == "txdag.airflow.triggers.SourceBacklog"
+    assert kwargs == {"topology_id": "tweets", "dag_file": str((tmp_path / "tweets.py").resolve()), "entries": 500,
+                      "wait_seconds": 120.0, "poll": 3.0, "max_active": 3}
+    assert SourceBacklog(**kwargs).serialize() == (name, kwargs)  # the triggerer rebuilds it from these
+    assert type(_build(topology, str(tmp_path / "tweets.py")).timetable).__name__ == "NullTimetable"  # as before
+
+
+def test_a_draining_topologys_schedule_keeps_the_timezone_of_its_start_date(topology, tmp_path) -> None:
+    from dataclasses import replace
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    from txdag.airflow.rendering import _build
+    from txdag.txid.backlog import Backlog
+
+    paris = replace(topology, schedule="0 6 * * *", drain=Backlog(),
+                    start_date=datetime(2026, 1, 1, tzinfo=ZoneInfo("Europe/Paris")))
+    assert _build(paris, str(tmp_path / "tweets.py")).timetable.timetable.timezone.name == "Europe/Paris"
+
+
+def test_drain_is_refused_without_the_dag_file_and_as_anything_but_a_backlog(topology) -> None:
+    from dataclasses import replace
+
+    from txdag.airflow.rendering import _build
+    from txdag.txid.backlog import Backlog
+
+    with pytest.raises(ConfigError, match=r"topology 'tweets': drain needs the DAG file.*dag_file=__file__"):
+        _build(replace(topology, drain=Backlog()))
+    with pytest.raises(ConfigError, match=r"topology 'tweets': drain must be a txdag.txid.backlog.Backlog"):
+        replace(topology, drain=100)
