@@ -62,6 +62,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--kafka-partitions", type=int, default=4, help="partitions of --kafka's topic (default 4)")
     p.add_argument("--pg-states", action="store_true", help="also P1 with the topology's states in PostgreSQL "
                    "(PostgresStore), beside the states in Redis")
+    p.add_argument("--by-source", action="store_true", help="also P1 with the runs started by the topology's "
+                   "source (drain=Backlog: Airflow's triggerer watches the backlog), the benchmark triggering none, "
+                   "beside the triggered P1")
     p.add_argument("--cluster", action="store_true", help="after the single node's phases, P1 (cold, on "
                    "--cold-tweets; implies --cold) and P4 on the loopback cluster of scripts/cluster.sh (its "
                    "TXDAG_CLUSTER_*_PORT ports; its Airflow must not be running), beside the single node's figures")
@@ -92,7 +95,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = set(args.phases) - set(PHASES)
     if unknown:
         p.error(f"unknown phase(s) {sorted(unknown)} in --only; use {','.join(PHASES)}")
-    for flag in ("kafka", "pg_states"):
+    for flag in ("kafka", "pg_states", "by_source"):
         if getattr(args, flag) and "P1" not in args.phases:
             p.error(f"--{flag.replace('_', '-')} adds to P1: --only must name it")
     if args.kafka and not 1 <= args.kafka_partitions <= args.batch:
@@ -135,7 +138,13 @@ def settings(args: argparse.Namespace, roles: dict) -> dict:
             **({"kafka": kafka_settings(roles["p1_kafka"])} if "p1_kafka" in roles else {}),
             **({"pg_states": "PostgresStore (schema bench) in a database of their own on scripts/postgres.sh's "
                 "PostgreSQL, beside Airflow's metadata database"} if "p1_pg" in roles else {}),
+            **({"by_source": by_source_settings(roles["p1_source"])} if "p1_source" in roles else {}),
             **({"cluster": "scripts/cluster.sh: P1 cold and P4, spark-submit"} if args.cluster else {})}
+
+
+def by_source_settings(v) -> str:  # type: ignore[no-untyped-def]
+    return (f"drain=Backlog(entries={v.batch:,}, wait=1 s, poll=0.5 s): a run per batch waiting, started by the "
+            "triggerer; the benchmark unpauses the DAG and triggers nothing")
 
 
 def kafka_settings(v) -> str:  # type: ignore[no-untyped-def]

@@ -47,6 +47,7 @@ class Variant:
     kafka_topic: str = ""  # a copy over Kafka: its topic, of ``partitions`` partitions
     partitions: int = 0
     pg_schema: str = ""  # a copy with its states in PostgreSQL (PG_CONN_ID): their schema
+    by_source: bool = False  # a copy whose source starts its runs (drain=Backlog), triggered by nobody
 
     @property
     def pg_tables(self) -> dict[str, tuple[str, int]]:
@@ -84,10 +85,11 @@ def _shipped_in(folder: str) -> Any:
 
 
 def variants(batch: int, mat: int, poke: float | None, db_base: int,
-             kafka: tuple[str, int] | None = None, pg_states: bool = False) -> dict[str, Variant]:
+             kafka: tuple[str, int] | None = None, pg_states: bool = False,
+             by_source: bool = False) -> dict[str, Variant]:
     """Every copy the benchmark may use, by role: p1 warm/cold, p2 warm/cold, p4 with 1, 2 and 4 in flight, profile;
     with ``kafka`` (topic, partitions) p1 over that topic too (txids of ``batch // partitions`` per partition); with
-    ``pg_states`` p1 with its states in PostgreSQL too."""
+    ``pg_states`` p1 with its states in PostgreSQL too; with ``by_source`` p1 with its runs started by its source."""
     poke = shipped().commit_poke_interval if poke is None else poke
     warm = Variant("bench_p1_warm", db_base, batch, mat, "connect", poke)
     roles = {
@@ -105,6 +107,8 @@ def variants(batch: int, mat: int, poke: float | None, db_base: int,
                                     key_prefix="kafka:", kafka_topic=topic, partitions=partitions)
     if pg_states:
         roles["p1_pg"] = replace(warm, topology_id="bench_p1_pg", key_prefix="pg:", pg_schema="bench")
+    if by_source:
+        roles["p1_source"] = replace(warm, topology_id="bench_p1_source", key_prefix="source:", by_source=True)
     return roles
 
 
@@ -142,6 +146,7 @@ def render(chosen: list[Variant]) -> str:
                       f"max_per_partition={v.batch // v.partitions})")
         else:
             source = f"TweetsSource(max_transaction_size={v.batch}, prefix={v.prefix!r}, redis_conn_id={source_conn!r})"
+        drain = f"\n    drain=Backlog(entries={v.batch}, wait=timedelta(seconds=1), poll=0.5)," if v.by_source else ""
         blocks.append(f"""
 {v.topology_id} = render(TransactionalTopology(
     {v.topology_id!r},
@@ -157,8 +162,8 @@ def render(chosen: list[Variant]) -> str:
     retries={t.retries},
     keep_txids={t.keep_txids},
     commit_poke_interval={v.commit_poke_interval!r},
-    {spark}
-))
+    {spark}{drain}
+){", dag_file=__file__" if v.by_source else ""})
 """)
     # Airflow's safe mode parses only files that name both "airflow" and "dag": the docstring does.
     cluster = any(v.cluster for v in chosen)
@@ -167,8 +172,11 @@ def render(chosen: list[Variant]) -> str:
             'at every run."""\n\n')
     if cluster:
         head += "import json\nimport os\n\n"
-    head += ("from txdag import TransactionalTopology\n"
-             "from txdag.airflow import render\n"
+    by_source = any(v.by_source for v in chosen)
+    head += ("from datetime import timedelta\n\n" if by_source else "")
+    head += (("from txdag import Backlog, TransactionalTopology\n" if by_source else
+              "from txdag import TransactionalTopology\n")
+             + "from txdag.airflow import render\n"
              + ("from txdag.airflow.stores import PostgresStore\n" if any(v.pg_schema for v in chosen) else "")
              + ("from txdag.spouts.kafka import KafkaSource\n" if any(v.kafka_topic for v in chosen) else "")
              + "from txdag.topology.definition import State, TweetsSource\n")

@@ -11,6 +11,7 @@ import math
 import re
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -92,17 +93,26 @@ def trigger(api: AirflowAPI, dag_id: str, count: int) -> list[str]:
 
 
 def drain(api: AirflowAPI, client: redis.Redis, variant: Variant, tweets: int, timeout: float,
-          meter: CpuMeter) -> Drain:
-    """Triggers one run per batch of the loaded backlog (max_active_transactions run at once, the rest queue) and
-    waits until the marker says the last txid is committed; fails loudly on a failed run or the timeout. ``meter``
-    measures the CPU from the first trigger until the marker says so."""
+          meter: CpuMeter, load: Callable[[], None] | None = None) -> Drain:
+    """Triggers one run per batch of the loaded backlog (max_active_transactions run at once, the rest queue), or
+    for a copy whose source starts its runs (``by_source``) unpauses its DAG only, and waits until the marker says
+    the last txid is committed; fails loudly on a failed run or the timeout. ``meter`` measures the CPU from the
+    first trigger (the unpause) until the marker says so. A ``by_source`` copy's backlog is loaded here by ``load``,
+    its DAG paused: unpaused at creation (scripts/airflow.sh), its source would otherwise start runs at once."""
     dag = variant.topology_id
     txids = math.ceil(tweets / variant.batch)
     api.wait_dag_parsed(dag, timeout=180)
-    api.unpause(dag)
+    if variant.by_source:
+        assert load is not None, "a copy whose source starts its runs needs its backlog loaded here"
+        api.pause(dag)
+        load()
+    else:
+        api.unpause(dag)
     meter.start()
     first_trigger = datetime.now(UTC)
-    runs = trigger(api, dag, txids)
+    if variant.by_source:  # its source starts the runs once the DAG is unpaused: nothing is triggered
+        api.unpause(dag)
+    runs = [] if variant.by_source else trigger(api, dag, txids)
     deadline = time.monotonic() + timeout
     checked = time.monotonic()
     while _marker(client, variant.marker_key) < txids:
@@ -118,6 +128,8 @@ def drain(api: AirflowAPI, client: redis.Redis, variant: Variant, tweets: int, t
                              f"{api.base_url}/dags/{dag})")
         time.sleep(0.25)
     cpu = meter.stop()
+    if variant.by_source:
+        runs = [r["dag_run_id"] for r in api.runs(dag)]
     for run in runs:  # the last commit is in; the runs end with it
         api.wait_run(dag, run, timeout=120)
     timings = all_timings(api, dag)

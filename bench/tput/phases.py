@@ -96,7 +96,8 @@ class Bench:
         print(f"bench: draining {tweets:,} tweets through {v.topology_id} (batch {v.batch:,}, "
               f"{v.mat} in flight, {v.mode} mode)", flush=True)
         with self.states(v) as client:
-            d = drain.drain(self.airflow(), client, v, tweets, self.args.timeout, CpuMeter(self.cpu_roots()))
+            load = (lambda: data.load(client, self.backlog.first(tweets), v.prefix)) if v.by_source else None
+            d = drain.drain(self.airflow(), client, v, tweets, self.args.timeout, CpuMeter(self.cpu_roots()), load)
             who = f"{v.topology_id} ({tweets:,} tweets)"
             if v.pg_schema:
                 data.compare(data.table_counts(self.pg_url, v.pg_tables), self.backlog.partials(tweets), who,
@@ -146,6 +147,8 @@ class Bench:
             p1["txdag_kafka"] = self.sampled_drain("p1_kafka", n, "memory_kafka")
         if self.args.pg_states:
             p1["txdag_pg"] = self.sampled_drain("p1_pg", n, "memory_pg")
+        if self.args.by_source:
+            p1["txdag_source"] = self.sampled_drain("p1_source", n, "memory_source")
         if self.args.cold:
             p1["txdag_cold"] = self.sampled_drain("p1_cold", self.args.cold_tweets, "memory_cold")
         with self.stack.admin(self.roles["p1_warm"].db) as client:
@@ -156,6 +159,8 @@ class Bench:
         p1["peer"] = self.peer(n)
         warm = p1["txdag_warm"]["rate"]
         p1["ratios"] = {"txdag/baseline": warm / p1["baseline"]["rate"], "txdag/peer": warm / p1["peer"]["rate"]}
+        if self.args.by_source:
+            p1["ratios"]["txdag by its source/txdag triggered"] = p1["txdag_source"]["rate"] / warm
         if self.args.pg_states:
             p1["ratios"]["txdag pg states/txdag redis states"] = p1["txdag_pg"]["rate"] / warm
         if self.args.kafka:

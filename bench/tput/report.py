@@ -33,7 +33,7 @@ def cpu_row(label: str, drain: dict[str, Any], labels: dict[str, str]) -> tuple[
             f"of {cpu['cores']} cores; core-s per txid {per['all']:.2f}: {parts}")
 
 
-P1_DRAINS = ("txdag_warm", "txdag_kafka", "txdag_pg", "txdag_cold")  # key[6:]: warm, kafka, pg, cold
+P1_DRAINS = ("txdag_warm", "txdag_source", "txdag_kafka", "txdag_pg", "txdag_cold")  # key[6:]: warm, source...
 
 
 def rows(results: dict[str, Any], labels: dict[str, str] | None = None) -> list[tuple[str, str, str]]:
@@ -45,6 +45,7 @@ def rows(results: dict[str, Any], labels: dict[str, str] | None = None) -> list[
     p1 = results.get("p1")
     if p1:
         for key, label in (("txdag_warm", "P1 txdag, warm Spark (connect)"),
+                           ("txdag_source", "P1 txdag, runs started by its source, warm Spark (connect)"),
                            ("txdag_kafka", "P1 txdag over Kafka, warm Spark (connect)"),
                            ("txdag_pg", "P1 txdag, states in PostgreSQL, warm Spark (connect)"),
                            ("txdag_cold", "P1 txdag, cold spark-submit"),

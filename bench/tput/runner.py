@@ -45,6 +45,8 @@ def backlogs(args: Namespace, roles: dict[str, dags.Variant]) -> dict[str, int]:
 
 def chosen_roles(args: Namespace, sizes: dict[str, int]) -> list[str]:
     chosen = ["p2_warm", *sizes]  # p2_warm: the warm-up txid, and P2
+    if args.by_source and "P1" in args.phases:
+        chosen.append("p1_source")  # its backlog is loaded at its turn, its DAG paused: its source starts its runs
     if args.cold and "P2" in args.phases:
         chosen.append("p2_cold")
     return chosen
@@ -73,7 +75,7 @@ def run(args: Namespace, out: Path, settings: Callable[[Namespace, dict], dict])
     stack = Stack(ports(args), out / "logs", extra)
     topic = (f"txdag-bench-{stack.unique}", args.kafka_partitions) if args.kafka else None  # a topic of the run's
     roles = dags.variants(args.batch, args.mat or dags.shipped().max_active_transactions, args.commit_poke_interval,
-                          args.redis_db, topic, args.pg_states)
+                          args.redis_db, topic, args.pg_states, args.by_source)
     p3_db = args.redis_db + 8
     results: dict[str, Any] = {"started": args.started, "settings": settings(args, roles), "load_start": machine_load()}
     sizes = backlogs(args, roles)

@@ -273,6 +273,34 @@ def test_the_pg_copy_keeps_its_states_as_tables_of_the_bench_pg_connection(tmp_p
     assert len({(r.db, r.prefix) for r in roles.values()}) == len(roles)
 
 
+# --- --by-source (issue 34 item 3): P1 with the runs started by the topology's source, triggered by nobody ---------
+
+
+def test_by_source_adds_to_p1_only():
+    import throughput
+
+    assert throughput.parse_args(["--only", "P1", "--by-source", "--out", "/tmp/x"]).by_source
+    with pytest.raises(SystemExit):
+        throughput.parse_args(["--by-source", "--only", "P2", "--out", "/tmp/x"])
+
+
+def test_the_by_source_copy_drains_by_itself_a_batch_at_a_time_beside_the_triggered_one(tmp_path):
+    from datetime import timedelta
+
+    from txdag import Backlog
+
+    roles = dags.variants(batch=1000, mat=2, poke=None, db_base=4, by_source=True)
+    v, warm = roles["p1_source"], roles["p1_warm"]
+    assert "p1_source" not in dags.variants(batch=1000, mat=2, poke=None, db_base=4)
+    assert (v.db, v.batch, v.mat, v.prefix, v.by_source) == (warm.db, 1000, 2, "source:", True)
+    dags.write_folder(tmp_path, [warm, v])
+    found, errors = load_definitions(tmp_path)
+    assert errors == {}
+    assert found["bench_p1_source"].drain == Backlog(entries=1000, wait=timedelta(seconds=1), poll=0.5)
+    assert found["bench_p1_source"].source.prefix == "source:" and found["bench_p1_warm"].drain is None
+    assert len({(r.db, r.prefix) for r in roles.values()}) == len(roles)
+
+
 def test_counts_by_key_tuple_name_the_keys_that_differ():
     truth = data.Backlog(0)
     truth.tweets = ["@a #x", "@a @b #y"]
