@@ -14,6 +14,7 @@ from txdag.analytics.tweets import STATES, tweet_partials
 from txdag.keyspace import glob_escape
 from txdag.spouts import append_tweets
 from txdag.spouts.samples import sample_tweets
+from txdag.spouts.tweets import next_write_key
 
 Expected = dict[str, dict[str, int]]
 
@@ -56,6 +57,21 @@ def load(client: redis.Redis, tweets: Sequence[str], prefix: str = "") -> None:
     if any(client.scan_iter(match=f"{glob_escape(prefix)}*", count=1000)) if prefix else client.dbsize():
         raise RuntimeError(f"{where(client)} is not empty" + (f" under {prefix!r}" if prefix else ""))
     append_tweets(client, tweets, prefix=prefix)
+
+
+def hidden_key(prefix: str) -> str:
+    return f"{prefix}BENCH_HIDDEN_NEXT_WRITE"
+
+
+def hide(client: redis.Redis, prefix: str) -> None:
+    """Hides the loaded tweets from the source's spout (NEXT_WRITE moved aside: to it, nothing was written) until
+    show(): a copy whose source starts its runs would start them as soon as Airflow runs."""
+    client.rename(next_write_key(prefix), hidden_key(prefix))
+
+
+def show(client: redis.Redis, prefix: str) -> None:
+    """The hidden tweets appear at once, as one write of NEXT_WRITE."""
+    client.rename(hidden_key(prefix), next_write_key(prefix))
 
 
 def where(client: redis.Redis) -> str:

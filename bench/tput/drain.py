@@ -11,12 +11,12 @@ import math
 import re
 import statistics
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import redis
 
+from tput import data
 from tput.cpu import CpuMeter
 from tput.dags import Variant
 from tput.services import BenchError
@@ -93,25 +93,20 @@ def trigger(api: AirflowAPI, dag_id: str, count: int) -> list[str]:
 
 
 def drain(api: AirflowAPI, client: redis.Redis, variant: Variant, tweets: int, timeout: float,
-          meter: CpuMeter, load: Callable[[], None] | None = None) -> Drain:
+          meter: CpuMeter) -> Drain:
     """Triggers one run per batch of the loaded backlog (max_active_transactions run at once, the rest queue), or
     for a copy whose source starts its runs (``by_source``) unpauses its DAG only, and waits until the marker says
     the last txid is committed; fails loudly on a failed run or the timeout. ``meter`` measures the CPU from the
-    first trigger (the unpause) until the marker says so. A ``by_source`` copy's backlog is loaded here by ``load``,
-    its DAG paused: unpaused at creation (scripts/airflow.sh), its source would otherwise start runs at once."""
+    first trigger until the marker says so. A ``by_source`` copy's backlog was loaded hidden (data.hide): the clock
+    starts as it appears, in one write."""
     dag = variant.topology_id
     txids = math.ceil(tweets / variant.batch)
     api.wait_dag_parsed(dag, timeout=180)
-    if variant.by_source:
-        assert load is not None, "a copy whose source starts its runs needs its backlog loaded here"
-        api.pause(dag)
-        load()
-    else:
-        api.unpause(dag)
+    api.unpause(dag)
     meter.start()
     first_trigger = datetime.now(UTC)
-    if variant.by_source:  # its source starts the runs once the DAG is unpaused: nothing is triggered
-        api.unpause(dag)
+    if variant.by_source:  # its source starts the runs: nothing is triggered
+        data.show(client, variant.prefix)
     runs = [] if variant.by_source else trigger(api, dag, txids)
     deadline = time.monotonic() + timeout
     checked = time.monotonic()

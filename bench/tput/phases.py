@@ -96,8 +96,7 @@ class Bench:
         print(f"bench: draining {tweets:,} tweets through {v.topology_id} (batch {v.batch:,}, "
               f"{v.mat} in flight, {v.mode} mode)", flush=True)
         with self.states(v) as client:
-            load = (lambda: data.load(client, self.backlog.first(tweets), v.prefix)) if v.by_source else None
-            d = drain.drain(self.airflow(), client, v, tweets, self.args.timeout, CpuMeter(self.cpu_roots()), load)
+            d = drain.drain(self.airflow(), client, v, tweets, self.args.timeout, CpuMeter(self.cpu_roots()))
             who = f"{v.topology_id} ({tweets:,} tweets)"
             if v.pg_schema:
                 data.compare(data.table_counts(self.pg_url, v.pg_tables), self.backlog.partials(tweets), who,

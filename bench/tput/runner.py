@@ -36,6 +36,8 @@ def backlogs(args: Namespace, roles: dict[str, dags.Variant]) -> dict[str, int]:
             sizes["p1_kafka"] = args.tweets
         if args.pg_states:
             sizes["p1_pg"] = args.tweets
+        if args.by_source:
+            sizes["p1_source"] = args.tweets
     if "P4" in args.phases:
         sizes.update({f"p4_{m}": args.p4_tweets for m in (1, 2, 4)})
     if args.profile:
@@ -45,8 +47,6 @@ def backlogs(args: Namespace, roles: dict[str, dags.Variant]) -> dict[str, int]:
 
 def chosen_roles(args: Namespace, sizes: dict[str, int]) -> list[str]:
     chosen = ["p2_warm", *sizes]  # p2_warm: the warm-up txid, and P2
-    if args.by_source and "P1" in args.phases:
-        chosen.append("p1_source")  # its backlog is loaded at its turn, its DAG paused: its source starts its runs
     if args.cold and "P2" in args.phases:
         chosen.append("p2_cold")
     return chosen
@@ -195,6 +195,8 @@ def start_airflow(stack: Stack, roles: dict[str, dags.Variant], chosen: list[str
             continue
         with stack.admin(v.db) as client:
             data.load(client, backlog.first(n), v.prefix)
+            if v.by_source:  # its source shows nothing waiting until its turn (bench/tput/drain.py)
+                data.hide(client, v.prefix)
     shutil.rmtree(stack.airflow_home, ignore_errors=True)
     folder = stack.airflow_home / "dags"
     variants = [roles[r] for r in chosen]

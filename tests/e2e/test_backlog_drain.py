@@ -1,7 +1,8 @@
 """A backlog drains by itself (issue 34 item 3): a topology with ``drain=Backlog(...)`` is scheduled on its source,
 watched by Airflow's triggerer, and commits a backlog of several batches with nobody triggering a run: a full batch
 starts a txid at once, the few entries left after the wait, never more txids in flight than its maximum; an idle
-source starts nothing; new entries start the next txid. The states hold every tweet once."""
+source starts nothing; new entries start the next txid; entries that came while the DAG was paused start a txid
+soon after it is unpaused. The states hold every tweet once."""
 
 from __future__ import annotations
 
@@ -46,6 +47,17 @@ def committed(store, txid: int, timeout: float = 300) -> None:
         time.sleep(1)
 
 
+def finished_runs(airflow: AirflowInstance, timeout: float = 60) -> list[dict]:
+    """The topology's runs once none is queued or running (a run ends a moment after its commit)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        runs = airflow.api.runs(TOPOLOGY)
+        if not any(r["state"] in ("queued", "running") for r in runs):
+            return runs
+        assert time.monotonic() < deadline, runs
+        time.sleep(1)
+
+
 def users(client) -> dict[str, int]:
     return {k.decode(): int(v) for k, v in client.hgetall("drain_users").items()}
 
@@ -68,7 +80,7 @@ def test_a_backlog_of_several_batches_commits_with_no_run_triggered_from_outside
         committed(store, 4)  # three full batches, then the five left once they waited 5 s
         topology = store.read_topology()[0]
         assert (topology.last_txid, topology.committed_txid) == (4, 4), topology
-        runs = airflow.api.runs(TOPOLOGY)
+        runs = finished_runs(airflow)
         assert [r["run_type"] for r in runs] == ["asset_triggered"] * 4, runs
         assert {r["state"] for r in runs} == {"success"}, runs
         assert users(client) == expected_users(tweets)  # each tweet counted once
@@ -85,5 +97,16 @@ def test_a_backlog_of_several_batches_commits_with_no_run_triggered_from_outside
         committed(store, 5)
         assert users(client) == expected_users(tweets + more)
         assert len(airflow.api.runs(TOPOLOGY)) == 5
+
+        airflow.api.pause(TOPOLOGY)  # a paused DAG: Airflow drops the source's events, the watch tries again
+        paused = sample_tweets(BATCH, seed=36)
+        append_tweets(client, paused, prefix=PREFIX)
+        time.sleep(10)
+        assert len(airflow.api.runs(TOPOLOGY)) == 5 and store.read_topology()[0].last_txid == 5
+        airflow.api.unpause(TOPOLOGY)
+        unpaused = time.monotonic()
+        committed(store, 6, timeout=90)  # not after the 120 s of the watch's last resort
+        assert users(client) == expected_users(tweets + more + paused)
+        print(f"txid 6 committed {time.monotonic() - unpaused:.1f} s after the unpause")
     finally:
         airflow.api.pause(TOPOLOGY)

@@ -10,6 +10,7 @@ connections, and ``txdag doctor --check connections`` does before that).
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -83,8 +84,11 @@ def schedule_of(t: TransactionalTopology, dag_file: str | None) -> Any:
     if dag_file is None:
         raise ConfigError(f"topology {t.topology_id!r}: drain needs the DAG file, where Airflow's triggerer finds the "
                           "topology's source: render(topology, dag_file=__file__)")
-    source = source_asset(t.topology_id, watcher=SourceBacklog(
-        t.topology_id, str(Path(dag_file).resolve()), entries=t.drain.entries,
+    if not (t.schedule is None or isinstance(t.schedule, str | timedelta)) or t.schedule in ("@once", "@continuous"):
+        raise ConfigError(f"topology {t.topology_id!r}: with drain, schedule must be None, a cron expression, a preset "
+                          f"or a datetime.timedelta (runs start on it or on the source's backlog), got {t.schedule!r}")
+    source = source_asset(t.topology_id, watcher=SourceBacklog(  # the path as Airflow runs it, links unresolved
+        t.topology_id, os.path.abspath(dag_file), entries=t.drain.entries,
         wait_seconds=t.drain.wait.total_seconds(), poll=float(t.drain.poll), max_active=t.max_active_transactions))
     if t.schedule is None:
         return [source]

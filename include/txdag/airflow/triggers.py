@@ -127,8 +127,8 @@ class SourceBacklog(BaseEventTrigger):
                  "wait_seconds": self.wait_seconds, "poll": self.poll, "max_active": self.max_active})
 
     def definition(self) -> TransactionalTopology:
-        """The topology as its DAG file defines it now (Airflow replaces this trigger when the file changes it), run
-        with the DAG folder on ``sys.path`` as Airflow's DAG processor runs it (a spout module beside the file)."""
+        """The topology as its DAG file defines it now (run again whenever the file changes), with the DAG folder on
+        ``sys.path`` as Airflow's DAG processor runs it (a spout module beside the file)."""
         from airflow.configuration import conf
 
         folder = os.path.abspath(os.path.expanduser(conf.get("core", "dags_folder")))
@@ -140,18 +140,30 @@ class SourceBacklog(BaseEventTrigger):
                               f"{sorted(defined)}): Airflow stops this watch once its DAG processor has parsed it")
         return defined[self.topology_id]
 
+    def active_runs(self) -> int:
+        """The topology's DAG runs queued or running, as Airflow's triggerer asks its API server for them."""
+        from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+        return RuntimeTaskInstance.get_dr_count(dag_id=self.topology_id, states=["queued", "running"])
+
     async def run(self) -> AsyncIterator[TriggerEvent]:
         loop = asyncio.get_running_loop()
         watch = BacklogWatch(self.entries, self.wait_seconds, self.max_active)
-        clients, spout, failing = airflow_clients(), None, None
+        clients, spout, failing, loaded = airflow_clients(), None, None, None
         try:
             while True:
                 try:
-                    if spout is None:
+                    modified = await asyncio.to_thread(os.path.getmtime, self.dag_file)
+                    if spout is None or modified != loaded:
+                        if spout is not None:  # the DAG file changed: its source or connections may have too
+                            await asyncio.to_thread(spout.close)
+                            spout = None
+                        loaded = modified
                         topology = await asyncio.to_thread(self.definition)
-                        store = clients.store(self.topology_id, topology.zookeeper_conn_id)
+                        store = await asyncio.to_thread(clients.store, self.topology_id, topology.zookeeper_conn_id)
                         spout = await asyncio.to_thread(clients.spout, topology)
-                    lag, last_txid, in_flight = await asyncio.to_thread(read_backlog, store, spout)
+                    lag, last_txid, in_flight, failed = await asyncio.to_thread(read_backlog, store, spout)
+                    active_runs = await asyncio.to_thread(self.active_runs)
                     if lag is None:
                         raise TypeError(f"its source {type(topology.source).__name__} tells no lag (its spout's "
                                         "lag() returns None): implement it (docs/spouts.md) to drain a backlog")
@@ -163,13 +175,14 @@ class SourceBacklog(BaseEventTrigger):
                     failing = why
                     await asyncio.sleep(self.poll)
                     continue
-                if watch.observe(loop.time(), lag, last_txid, in_flight):
-                    self.log.info("topology=%s: %d source entries wait, %d txid(s) in flight after txid %d: "
-                                  "starting a run", self.topology_id, lag, in_flight, last_txid)
+                if watch.observe(loop.time(), lag, last_txid, in_flight, active_runs, failed):
+                    self.log.info("topology=%s: %d source entries wait, %d txid(s) in flight after txid %d, %d "
+                                  "run(s) active: starting a run", self.topology_id, lag, in_flight, last_txid,
+                                  active_runs)
                     yield TriggerEvent({"topology": self.topology_id, "waiting": lag, "last_txid": last_txid,
-                                        "in_flight": in_flight})
+                                        "in_flight": in_flight, "active_runs": active_runs})
                 await asyncio.sleep(self.poll)
         finally:
             if spout is not None:
-                spout.close()
+                await asyncio.to_thread(spout.close)
             await asyncio.to_thread(clients.close)

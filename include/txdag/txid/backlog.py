@@ -4,22 +4,26 @@ A topology with ``drain=Backlog(...)`` is scheduled on its source as well as on 
 triggerer watches the source (``txdag.airflow.triggers.SourceBacklog``) and adds an event to the topology's source
 asset, which starts one run, one txid. :class:`BacklogWatch` decides, poll by poll, when to: while at least
 ``entries`` source entries are in no batch yet, or fewer have waited ``wait`` since the watch saw them, and fewer
-than ``max_active_transactions`` txids are in flight. It fires once more only after the run it started has begun its
-txid: Airflow creates an asset-triggered run at once, whatever the DAG's ``max_active_runs``, so firing on every
-poll would pile up queued runs. Airflow-free: pure logic over what the trigger reads.
+than ``max_active_transactions`` txids are in flight and runs active. It fires once more only after the run it
+started has begun its txid: Airflow creates an asset-triggered run at once, whatever the DAG's ``max_active_runs``,
+so firing on every poll would pile up queued runs. A run that never comes (its DAG paused: Airflow drops the event;
+a coordinate that failed, a run with nothing to read) is given up once the DAG has no active run some seconds after
+the event. Airflow-free: pure logic over what the trigger reads.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from txdag.errors import ConfigError
 from txdag.txid.report import read_snapshot
-from txdag.zk.records import IN_FLIGHT
+from txdag.zk.records import IN_FLIGHT, TxStatus
 
-REARM_SECONDS = 120.0  # a fired run that has not begun its txid by then (paused DAG, failed coordinate): fire again
+RUN_CREATED_SECONDS = 10.0  # an event's run exists by then (a scheduler loop or two): none active, it never came
+REARM_SECONDS = 120.0  # the last resort: a fired run that has not begun its txid by then is given up
 
 
 @dataclass(frozen=True)
@@ -38,8 +42,8 @@ class Backlog:
         if not isinstance(self.wait, timedelta) or self.wait < timedelta(0):
             raise ConfigError(f"Backlog: wait must be a datetime.timedelta >= 0 (how long fewer entries wait), got "
                               f"{self.wait!r}")
-        if isinstance(self.poll, bool) or not isinstance(self.poll, int | float) or self.poll <= 0:
-            raise ConfigError(f"Backlog: poll must be a number of seconds > 0, got {self.poll!r}")
+        if isinstance(self.poll, bool) or not isinstance(self.poll, int | float) or not 0 < self.poll < math.inf:
+            raise ConfigError(f"Backlog: poll must be a finite number of seconds > 0, got {self.poll!r}")
 
 
 @dataclass
@@ -53,19 +57,26 @@ class BacklogWatch:
     fired_at: float | None = None  # an event whose run has not begun its txid yet
     fired_after: int = 0  # the last txid when it fired
 
-    def observe(self, now: float, lag: int, last_txid: int, in_flight: int) -> bool:
+    def observe(self, now: float, lag: int, last_txid: int, in_flight: int, active_runs: int,
+                failed: bool = False) -> bool:
         """Whether to fire now: ``lag`` source entries in no batch, ``last_txid`` the newest txid begun,
-        ``in_flight`` txids neither committed nor failed."""
+        ``in_flight`` txids neither committed nor failed, ``active_runs`` the DAG's runs queued or running,
+        ``failed``: a txid after the committed one failed (a new run would be refused until it is replayed)."""
         if self.fired_at is not None:
-            if last_txid <= self.fired_after and now - self.fired_at < REARM_SECONDS:
+            waited = now - self.fired_at
+            came = last_txid > self.fired_after
+            never = (active_runs == 0 and waited >= RUN_CREATED_SECONDS) or waited >= REARM_SECONDS
+            if not (came or never):
                 return False
-            self.fired_at, self.waiting_since = None, None  # its run took a batch: what is left counts anew
+            self.fired_at = None
+            if came:  # its run took a batch: what is left waits anew
+                self.waiting_since = None
         if lag <= 0:
             self.waiting_since = None
             return False
         if self.waiting_since is None:
             self.waiting_since = now
-        if in_flight >= self.max_active:
+        if failed or max(in_flight, active_runs) >= self.max_active:
             return False
         if lag < self.entries and now - self.waiting_since < self.wait_seconds:
             return False
@@ -73,12 +84,14 @@ class BacklogWatch:
         return True
 
 
-def read_backlog(store: Any, spout: Any) -> tuple[int | None, int, int]:
+def read_backlog(store: Any, spout: Any) -> tuple[int | None, int, int, bool]:
     """What the watch observes: (source entries in no batch yet, or None where the spout cannot tell; the last
-    txid begun; txids in flight). A topology that never ran has its whole source waiting."""
+    txid begun; txids in flight; whether a txid after the committed one failed). A topology that never ran has its
+    whole source waiting."""
     if not store.client.exists(store.path):
-        return spout.lag(None), 0, 0
+        return spout.lag(None), 0, 0, False
     topo, records = read_snapshot(store)
     last = next((r for r in records if r.txid == topo.last_txid), None)
     in_flight = sum(r.status in IN_FLIGHT for r in records)
-    return spout.lag(last.metadata if last else None), topo.last_txid, in_flight
+    failed = any(r.status is TxStatus.FAILED and r.txid > topo.committed_txid for r in records)
+    return spout.lag(last.metadata if last else None), topo.last_txid, in_flight, failed

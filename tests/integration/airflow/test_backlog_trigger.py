@@ -50,10 +50,16 @@ def dag_file(tmp_path: Path, prefix: str, redis_url: str, zk_hosts: str, zk_root
     return path
 
 
-def trigger(prefix: str, dag_file: Path, max_active: int = 1):
+def trigger(prefix: str, dag_file: Path, active_runs: list[int], max_active: int = 1):
+    """The trigger, its DAG's active runs as ``active_runs[0]`` says (in Airflow's triggerer, its API server's
+    count: tests/e2e/test_backlog_drain.py)."""
     from txdag.airflow.triggers import SourceBacklog
 
-    return SourceBacklog(prefix, str(dag_file), entries=10, wait_seconds=30.0, poll=0.1, max_active=max_active)
+    class Counted(SourceBacklog):
+        def active_runs(self) -> int:
+            return active_runs[0]
+
+    return Counted(prefix, str(dag_file), entries=10, wait_seconds=30.0, poll=0.1, max_active=max_active)
 
 
 def local(redis_client, zk_hosts, zk_root, prefix) -> LocalTopology:
@@ -85,10 +91,12 @@ def test_it_fires_for_a_backlog_then_once_per_txid_begun_within_the_txids_in_fli
     topology = local(redis_client, zk_hosts, zk_root, prefix)
 
     async def scenario() -> None:
-        events, pending = trigger(prefix, dag_file).run(), None
+        active = [0]
+        events, pending = trigger(prefix, dag_file, active).run(), None
         try:
             first, _ = await fired_within(events, 30)
-            assert first == {"topology": prefix, "waiting": 25, "last_txid": 0, "in_flight": 0}
+            assert first == {"topology": prefix, "waiting": 25, "last_txid": 0, "in_flight": 0, "active_runs": 0}
+            active[0] = 1  # Airflow made the event's run
             nothing, pending = await fired_within(events, 1.0)
             assert nothing is None  # its run has not begun a txid: a second event would queue a second run
             emitted = await asyncio.to_thread(topology.coordinate, "run1")  # the run begins txid 1
@@ -96,8 +104,9 @@ def test_it_fires_for_a_backlog_then_once_per_txid_begun_within_the_txids_in_fli
             assert nothing is None  # txid 1 in flight, the topology's maximum
             await asyncio.to_thread(topology.process, emitted)
             await asyncio.to_thread(topology.commit, emitted.tx)
+            active[0] = 0
             second, pending = await fired_within(events, 30, pending)
-            assert second == {"topology": prefix, "waiting": 15, "last_txid": 1, "in_flight": 0}
+            assert second == {"topology": prefix, "waiting": 15, "last_txid": 1, "in_flight": 0, "active_runs": 0}
         finally:
             await stop(events, pending)
 
@@ -108,7 +117,7 @@ def test_a_source_that_is_down_is_logged_and_watched_again(dag_file, prefix, mon
     monkeypatch.setenv("AIRFLOW_CONN_REDIS_BACKLOG", "redis://127.0.0.1:1/0")
 
     async def scenario() -> None:
-        events, pending = trigger(prefix, dag_file).run(), None
+        events, pending = trigger(prefix, dag_file, [0]).run(), None
         try:
             nothing, pending = await fired_within(events, 1.5)
             assert nothing is None
@@ -119,3 +128,19 @@ def test_a_source_that_is_down_is_logged_and_watched_again(dag_file, prefix, mon
     said = capfd.readouterr().out
     assert f"topology={prefix}: cannot read its backlog (ServiceUnavailable:" in said, said[-2000:]
     assert said.count("cannot read its backlog") == 1  # once per new error, not once per poll
+
+
+def test_what_the_watch_reads_names_a_failed_txid_that_holds_the_next_ones(prefix, redis_client, zk_hosts,
+                                                                           zk_root) -> None:
+    from txdag.txid.backlog import read_backlog
+    from txdag.zk.records import TxStatus
+
+    append_tweets(redis_client, sample_tweets(25, seed=34), prefix=f"{prefix}:")
+    topology = local(redis_client, zk_hosts, zk_root, prefix)
+    store, spout = topology.coordinator.store, topology.coordinator.spout
+    assert read_backlog(store, spout) == (25, 0, 0, False)  # never ran: the whole source waits
+    topology.coordinate("run1")
+    assert read_backlog(store, spout) == (15, 1, 1, False)
+    record, version = store.read_txid(1)
+    store.update([(record.moved(TxStatus.FAILED, "2026-01-01T00:00:00.000+00:00", failed_by=1), version)])
+    assert read_backlog(store, spout) == (15, 1, 0, True)  # no new run until txid 1 is replayed

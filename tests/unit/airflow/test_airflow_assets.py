@@ -54,6 +54,7 @@ def test_a_topologys_own_uri_is_its_source_asset_as_airflow_spells_it() -> None:
     from txdag.airflow.assets import source_asset
 
     assert source_asset("tweets") == Asset("txdag://tweets") and source_asset("tweets").watchers == []
+    assert (source_asset("tweets").name, source_asset("tweets").uri) == ("txdag://tweets", "txdag://tweets/")
 
 
 def test_the_commit_task_declares_the_topologys_alias_as_its_only_outlet(topology) -> None:
@@ -111,7 +112,7 @@ def test_a_topology_that_drains_is_scheduled_on_its_source_watched_by_the_trigge
     watcher = source.watchers[0].trigger
     name, kwargs = watcher.serialize()
     assert name == "txdag.airflow.triggers.SourceBacklog"
-    assert kwargs == {"topology_id": "tweets", "dag_file": str((tmp_path / "tweets.py").resolve()), "entries": 500,
+    assert kwargs == {"topology_id": "tweets", "dag_file": str(tmp_path / "tweets.py"), "entries": 500,
                       "wait_seconds": 120.0, "poll": 3.0, "max_active": 3}
     assert SourceBacklog(**kwargs).serialize() == (name, kwargs)  # the triggerer rebuilds it from these
     assert type(_build(topology, str(tmp_path / "tweets.py")).timetable).__name__ == "NullTimetable"  # as before
@@ -140,3 +141,14 @@ def test_drain_is_refused_without_the_dag_file_and_as_anything_but_a_backlog(top
         _build(replace(topology, drain=Backlog()))
     with pytest.raises(ConfigError, match=r"topology 'tweets': drain must be a txdag.txid.backlog.Backlog"):
         replace(topology, drain=100)
+
+
+@pytest.mark.parametrize("schedule", ["@once", "@continuous", ["an asset"]])
+def test_drain_beside_a_schedule_it_cannot_join_is_refused_naming_what_it_takes(topology, tmp_path, schedule) -> None:
+    from dataclasses import replace
+
+    from txdag.airflow.rendering import _build
+    from txdag.txid.backlog import Backlog
+
+    with pytest.raises(ConfigError, match=r"with drain, schedule must be None, a cron expression, a preset or a "):
+        _build(replace(topology, schedule=schedule, drain=Backlog()), str(tmp_path / "tweets.py"))
