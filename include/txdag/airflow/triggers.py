@@ -34,6 +34,8 @@ from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
 
 from txdag.airflow.hooks import airflow_clients, zookeeper_settings
 from txdag.errors import ConfigError
+from txdag.protocol.clients import Clients
+from txdag.spouts.base import TransactionalSpout
 from txdag.topology.topology import TransactionalTopology, definitions_of
 from txdag.txid.backlog import BacklogWatch, read_backlog
 from txdag.zk.client import close_zk
@@ -141,28 +143,45 @@ class SourceBacklog(BaseEventTrigger):
         return defined[self.topology_id]
 
     def active_runs(self) -> int:
-        """The topology's DAG runs queued or running, as Airflow's triggerer asks its API server for them."""
+        """The topology's DAG runs queued or running, as Airflow's triggerer reads them (its Execution API)."""
         from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 
         return RuntimeTaskInstance.get_dr_count(dag_id=self.topology_id, states=["queued", "running"])
 
+    def connect(self, topology: TransactionalTopology) -> tuple[Clients, TransactionStore, TransactionalSpout]:
+        """Fresh clients (the connections read again), the topology's znodes and its source's spout."""
+        clients = airflow_clients()
+        try:
+            return clients, clients.store(self.topology_id, topology.zookeeper_conn_id), clients.spout(topology)
+        except BaseException:
+            clients.close()
+            raise
+
+    @staticmethod
+    def disconnect(source: tuple[Clients, TransactionStore, TransactionalSpout] | None) -> None:
+        if source is not None:
+            try:
+                source[2].close()
+            finally:
+                source[0].close()
+
     async def run(self) -> AsyncIterator[TriggerEvent]:
         loop = asyncio.get_running_loop()
         watch = BacklogWatch(self.entries, self.wait_seconds, self.max_active)
-        clients, spout, failing, loaded = airflow_clients(), None, None, None
+        topology: TransactionalTopology | None = None
+        source: tuple[Clients, TransactionStore, TransactionalSpout] | None = None
+        loaded, failing, held = None, None, False
         try:
             while True:
                 try:
                     modified = await asyncio.to_thread(os.path.getmtime, self.dag_file)
-                    if spout is None or modified != loaded:
-                        if spout is not None:  # the DAG file changed: its source or connections may have too
-                            await asyncio.to_thread(spout.close)
-                            spout = None
-                        loaded = modified
+                    if topology is None or modified != loaded:  # the DAG file changed: its source may have too
                         topology = await asyncio.to_thread(self.definition)
-                        store = await asyncio.to_thread(clients.store, self.topology_id, topology.zookeeper_conn_id)
-                        spout = await asyncio.to_thread(clients.spout, topology)
-                    lag, last_txid, in_flight, failed = await asyncio.to_thread(read_backlog, store, spout)
+                        loaded = modified
+                        source = await asyncio.to_thread(self.disconnect, source)
+                    if source is None:
+                        source = await asyncio.to_thread(self.connect, topology)
+                    lag, last_txid, in_flight, failed = await asyncio.to_thread(read_backlog, source[1], source[2])
                     active_runs = await asyncio.to_thread(self.active_runs)
                     if lag is None:
                         raise TypeError(f"its source {type(topology.source).__name__} tells no lag (its spout's "
@@ -173,8 +192,14 @@ class SourceBacklog(BaseEventTrigger):
                         self.log.warning("topology=%s: cannot read its backlog (%s); looking again every %gs",
                                          self.topology_id, why, self.poll)
                     failing = why
+                    source = await asyncio.to_thread(self.disconnect, source)  # the next look connects afresh
                     await asyncio.sleep(self.poll)
                     continue
+                if failed and not held:
+                    self.log.warning("topology=%s: a txid after the committed one failed: its source starts no run "
+                                     "until it is replayed (`txdag status %s` names it)", self.topology_id,
+                                     self.topology_id)
+                held = failed
                 if watch.observe(loop.time(), lag, last_txid, in_flight, active_runs, failed):
                     self.log.info("topology=%s: %d source entries wait, %d txid(s) in flight after txid %d, %d "
                                   "run(s) active: starting a run", self.topology_id, lag, in_flight, last_txid,
@@ -183,6 +208,4 @@ class SourceBacklog(BaseEventTrigger):
                                         "in_flight": in_flight, "active_runs": active_runs})
                 await asyncio.sleep(self.poll)
         finally:
-            if spout is not None:
-                await asyncio.to_thread(spout.close)
-            await asyncio.to_thread(clients.close)
+            await asyncio.to_thread(self.disconnect, source)

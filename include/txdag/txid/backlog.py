@@ -5,10 +5,11 @@ triggerer watches the source (``txdag.airflow.triggers.SourceBacklog``) and adds
 asset, which starts one run, one txid. :class:`BacklogWatch` decides, poll by poll, when to: while at least
 ``entries`` source entries are in no batch yet, or fewer have waited ``wait`` since the watch saw them, and fewer
 than ``max_active_transactions`` txids are in flight and runs active. It fires once more only after the run it
-started has begun its txid: Airflow creates an asset-triggered run at once, whatever the DAG's ``max_active_runs``,
-so firing on every poll would pile up queued runs. A run that never comes (its DAG paused: Airflow drops the event;
-a coordinate that failed, a run with nothing to read) is given up once the DAG has no active run some seconds after
-the event. Airflow-free: pure logic over what the trigger reads.
+started has begun its txid: until then the entries it fired for still count as waiting, and a second event would
+start a second run for the same batch, which would find nothing to read. A run that never comes (its DAG paused:
+Airflow drops the event; a coordinate that failed, a run with nothing to read) is given up once the DAG has no
+active run some seconds after the event, twice as long after each such run in a row. Airflow-free: pure logic over
+what the trigger reads.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from txdag.errors import ConfigError
 from txdag.txid.report import read_snapshot
 from txdag.zk.records import IN_FLIGHT, TxStatus
 
-RUN_CREATED_SECONDS = 10.0  # an event's run exists by then (a scheduler loop or two): none active, it never came
+RUN_CREATED_SECONDS = 10.0  # an event's run exists by then (a scheduler loop or two): none active, it never came;
+# doubled after each run in a row that never came (a DAG that cannot start one would get an event every 10 s)
 REARM_SECONDS = 120.0  # the last resort: a fired run that has not begun its txid by then is given up
 
 
@@ -56,6 +58,7 @@ class BacklogWatch:
     waiting_since: float | None = None  # when the watch first saw entries waiting that no fired run has taken
     fired_at: float | None = None  # an event whose run has not begun its txid yet
     fired_after: int = 0  # the last txid when it fired
+    missed: int = 0  # fired runs in a row that never came
 
     def observe(self, now: float, lag: int, last_txid: int, in_flight: int, active_runs: int,
                 failed: bool = False) -> bool:
@@ -65,12 +68,15 @@ class BacklogWatch:
         if self.fired_at is not None:
             waited = now - self.fired_at
             came = last_txid > self.fired_after
-            never = (active_runs == 0 and waited >= RUN_CREATED_SECONDS) or waited >= REARM_SECONDS
+            created_within = min(RUN_CREATED_SECONDS * 2 ** self.missed, REARM_SECONDS)
+            never = (active_runs == 0 and waited >= created_within) or waited >= REARM_SECONDS
             if not (came or never):
                 return False
             self.fired_at = None
             if came:  # its run took a batch: what is left waits anew
-                self.waiting_since = None
+                self.waiting_since, self.missed = None, 0
+            else:
+                self.missed += 1
         if lag <= 0:
             self.waiting_since = None
             return False

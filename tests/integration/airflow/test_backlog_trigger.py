@@ -98,7 +98,7 @@ def test_it_fires_for_a_backlog_then_once_per_txid_begun_within_the_txids_in_fli
             assert first == {"topology": prefix, "waiting": 25, "last_txid": 0, "in_flight": 0, "active_runs": 0}
             active[0] = 1  # Airflow made the event's run
             nothing, pending = await fired_within(events, 1.0)
-            assert nothing is None  # its run has not begun a txid: a second event would queue a second run
+            assert nothing is None  # its run has not begun a txid: a second event would start a run for the same batch
             emitted = await asyncio.to_thread(topology.coordinate, "run1")  # the run begins txid 1
             nothing, pending = await fired_within(events, 1.0, pending)
             assert nothing is None  # txid 1 in flight, the topology's maximum

@@ -57,7 +57,7 @@ def test_no_fire_while_the_topologys_txids_in_flight_are_at_its_maximum() -> Non
 def test_after_a_fire_it_waits_for_that_run_to_begin_its_txid_then_fires_again_for_what_is_left() -> None:
     w = watch(max_active=3)
     assert w.observe(0.0, 500, 7, 0, 0)
-    assert not w.observe(1.0, 500, 7, 0, 1)  # the run is queued: another event would pile up a second run
+    assert not w.observe(1.0, 500, 7, 0, 1)  # the run is queued: another event would start a run for the same batch
     assert not w.observe(2.0, 500, 7, 0, 1)
     assert w.observe(3.0, 400, 8, 1, 1)  # txid 8 began: 400 entries are still waiting
 
@@ -68,6 +68,18 @@ def test_a_fired_run_that_never_came_is_given_up_once_the_dag_has_no_active_run(
     assert not w.observe(1.0, 500, 7, 0, 1)  # its run is queued
     assert not w.observe(RUN_CREATED_SECONDS - 1, 500, 7, 0, 0)  # not created yet, maybe
     assert w.observe(RUN_CREATED_SECONDS, 500, 7, 0, 0)  # a paused DAG (Airflow dropped the event), a failed run
+
+
+def test_runs_that_never_come_in_a_row_are_given_up_twice_as_late_each_time_until_one_comes() -> None:
+    w, t = watch(), 0.0
+    for time_to_give_up in (10, 20, 40, 80, 120, 120):  # a DAG that cannot start a run: not an event every 10 s
+        assert w.observe(t, 500, 7, 0, 0)
+        assert not w.observe(t + time_to_give_up - 1, 500, 7, 0, 0)
+        t += time_to_give_up
+    assert w.observe(t, 500, 7, 0, 0)
+    assert w.observe(t + 1, 400, 8, 1, 1)  # txid 8 began: the next run that never comes is given up at 10 s again
+    assert not w.observe(t + 1 + RUN_CREATED_SECONDS - 1, 400, 8, 0, 0)
+    assert w.observe(t + 1 + RUN_CREATED_SECONDS, 400, 8, 0, 0)
 
 
 def test_a_fired_run_that_never_begins_is_given_up_after_the_rearm_time_whatever_else_runs() -> None:
