@@ -132,6 +132,17 @@ def test_every_module_sits_in_one_layer_and_the_core_is_every_layer_below_the_ed
     assert sorted(CONTRACTS["core"]["source_modules"]) == sorted(m for layer in layers()[1:] for m in layer)
 
 
+EXECUTOR_IMPORTS = ("txdag", "txdag.topology.topology", "txdag.spark.batch", "txdag.spark.stage", "txdag.spouts")
+
+
+def test_what_the_spark_executors_import_needs_no_kazoo(tmp_path) -> None:
+    """A cluster's executors get txdag as a zip (`txdag pyfiles`), without kazoo: the package root and what a job's
+    tasks unpickle must import without it (the cluster tier once caught the root importing ZooKeeper's client)."""
+    code = f"import sys\nsys.modules['kazoo'] = None\nimport {', '.join(EXECUTOR_IMPORTS)}\n"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
 def test_only_txdag_zk_may_import_kazoo() -> None:
     """The kazoo contract lists every child of txdag but txdag.zk: a new module or package is covered at once."""
     children = {m.split(".")[1] for m in package_modules() if m != "txdag"}

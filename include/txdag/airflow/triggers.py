@@ -37,9 +37,10 @@ from txdag.errors import ConfigError
 from txdag.protocol.clients import Clients
 from txdag.spouts.base import TransactionalSpout
 from txdag.topology.topology import TransactionalTopology, definitions_of
-from txdag.txid.backlog import BacklogWatch, read_backlog
+from txdag.txid.backlog import BacklogWatch
+from txdag.txid.report import read_snapshot
 from txdag.zk.client import close_zk
-from txdag.zk.records import TxStatus
+from txdag.zk.records import IN_FLIGHT, TxStatus
 from txdag.zk.store import TransactionStore
 
 POLL_SECONDS = 0.25  # one znode read per waiting commit: cheap for ZooKeeper, quick to notice
@@ -209,3 +210,16 @@ class SourceBacklog(BaseEventTrigger):
                 await asyncio.sleep(self.poll)
         finally:
             await asyncio.to_thread(self.disconnect, source)
+
+
+def read_backlog(store: TransactionStore, spout: TransactionalSpout) -> tuple[int | None, int, int, bool]:
+    """What the watch observes: (source entries in no batch yet, or None where the spout cannot tell; the last
+    txid begun; txids in flight; whether a txid after the committed one failed). A topology that never ran has its
+    whole source waiting."""
+    if not store.client.exists(store.path):
+        return spout.lag(None), 0, 0, False
+    topo, records = read_snapshot(store)
+    last = next((r for r in records if r.txid == topo.last_txid), None)
+    in_flight = sum(r.status in IN_FLIGHT for r in records)
+    failed = any(r.status is TxStatus.FAILED and r.txid > topo.committed_txid for r in records)
+    return spout.lag(last.metadata if last else None), topo.last_txid, in_flight, failed

@@ -17,11 +17,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 from txdag.errors import ConfigError
-from txdag.txid.report import read_snapshot
-from txdag.zk.records import IN_FLIGHT, TxStatus
 
 RUN_CREATED_SECONDS = 10.0  # an event's run exists by then (a scheduler loop or two): none active, it never came;
 # doubled after each run in a row that never came (a DAG that cannot start one would get an event every 10 s)
@@ -89,15 +86,3 @@ class BacklogWatch:
         self.fired_at, self.fired_after = now, last_txid
         return True
 
-
-def read_backlog(store: Any, spout: Any) -> tuple[int | None, int, int, bool]:
-    """What the watch observes: (source entries in no batch yet, or None where the spout cannot tell; the last
-    txid begun; txids in flight; whether a txid after the committed one failed). A topology that never ran has its
-    whole source waiting."""
-    if not store.client.exists(store.path):
-        return spout.lag(None), 0, 0, False
-    topo, records = read_snapshot(store)
-    last = next((r for r in records if r.txid == topo.last_txid), None)
-    in_flight = sum(r.status in IN_FLIGHT for r in records)
-    failed = any(r.status is TxStatus.FAILED and r.txid > topo.committed_txid for r in records)
-    return spout.lag(last.metadata if last else None), topo.last_txid, in_flight, failed

@@ -132,7 +132,7 @@ def test_a_source_that_is_down_is_logged_and_watched_again(dag_file, prefix, mon
 
 def test_what_the_watch_reads_names_a_failed_txid_that_holds_the_next_ones(prefix, redis_client, zk_hosts,
                                                                            zk_root) -> None:
-    from txdag.txid.backlog import read_backlog
+    from txdag.airflow.triggers import read_backlog
     from txdag.zk.records import TxStatus
 
     append_tweets(redis_client, sample_tweets(25, seed=34), prefix=f"{prefix}:")
