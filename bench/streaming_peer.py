@@ -172,6 +172,7 @@ def main() -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the executors' Python workers: this venv's
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
+    from tput.cpu import busy_seconds  # the benchmark's CPU meter: the machine's busy core-seconds, from /proc/stat
 
     started = time.perf_counter()
     builder = SparkSession.builder.config("spark.jars", ",".join(jars)) if jars else SparkSession.builder
@@ -191,11 +192,11 @@ def main() -> int:
     else:
         stream = (spark.readStream.format("txdag_bench_tweets").option("maxRecordsPerBatch", str(args.batch))
                   .option("partitions", str(args.partitions)).load())
-    query_start = time.perf_counter()
+    query_start, busy_start = time.perf_counter(), busy_seconds()[0]
     query = (stream.writeStream.foreachBatch(writer(args.prefix)).option("checkpointLocation", args.checkpoint)
              .trigger(availableNow=True).start())
     query.awaitTermination()
-    seconds = time.perf_counter() - query_start
+    seconds, busy_core_seconds = time.perf_counter() - query_start, busy_seconds()[0] - busy_start
     batches = [p for p in query.recentProgress if p.numInputRows]
     read = sum(p.numInputRows for p in query.recentProgress)
     durations: dict[str, int] = {}  # where the micro-batches' time went (addBatch = the foreachBatch function)
@@ -207,6 +208,7 @@ def main() -> int:
         raise SystemExit(f"streaming peer: read {read} tweets, expected {args.tweets}")
     Path(args.result).write_text(json.dumps({"seconds": seconds, "session_seconds": session_seconds,
                                              "micro_batches": len(batches), "tweets": read,
+                                             "busy_core_seconds": round(busy_core_seconds, 2),
                                              "duration_ms_total": durations}))
     print(f"streaming peer: {read} tweets in {len(batches)} micro-batches, {seconds:.1f} s "
           f"({read / seconds:,.0f} tweets/s; session start {session_seconds:.1f} s)")

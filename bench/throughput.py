@@ -6,6 +6,7 @@
     .venv/bin/python bench/throughput.py --only P1,P4 --cluster --flush   # P1 cold and P4 on the cluster too
     .venv/bin/python bench/throughput.py --only P1 --kafka    # P1 over a Kafka topic too, beside the Redis source
     .venv/bin/python bench/throughput.py --only P1 --pg-states   # P1 with the states in PostgreSQL too
+    .venv/bin/python bench/throughput.py --batches 20000,100000,500000   # P1 at each size: the curve
 
 P1  drain N generated tweets (seed 000's layout) through copies of the tweets_analytics topology on a real Airflow
     (scheduler, LocalExecutor, PostgreSQL) with warm Spark (Spark Connect), checked exactly against the ground
@@ -21,6 +22,8 @@ P1  drain N generated tweets (seed 000's layout) through copies of the tweets_an
 P2  trigger -> committed latency of 1-tweet txids: median, min, max, split into scheduler wait and the three tasks.
 P3  commit keys/s for 100k distinct keys (bench/commit_throughput.py) beside redis-benchmark, same Redis.
 P4  tweets/s with max_active_transactions 1, 2 and 4 on one backlog size.
+--batches runs P1 (with the options that add to it) once per size on the same --tweets backlog, each a whole run in
+    out/batch-<size>/, then prints the curve and writes curve.json and curve.png (bench/tput/curve.py).
 Peak RSS of the Spark and Airflow processes during P1 (and of the peer). --cold adds cold spark-submit to P1/P2.
 --cluster then runs P1 (cold: spark-submit to a Spark standalone master) and P4 on the loopback cluster of
 scripts/cluster.sh (CeleryExecutor, Redis Cluster, ZooKeeper ensemble), with their ratios cluster / single node.
@@ -50,6 +53,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=DEFAULT_BATCH,
                    help=f"tweets per txid (TweetsSource max_transaction_size; also the peer's micro-batch), "
                         f"default {DEFAULT_BATCH:,}")
+    p.add_argument("--batches", default=None, metavar="N,N,...",
+                   help="P1 once per batch size (instead of --batch), then the curve against the batch size")
     p.add_argument("--mat", type=int, default=None, help="max_active_transactions of P1 (default: the shipped one's)")
     p.add_argument("--commit-poke-interval", type=float, default=None,
                    help="seconds between a waiting commit's checks (default: the shipped topology's)")
@@ -90,6 +95,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.batch = 2_000 if "--batch" not in (argv or sys.argv) else args.batch
         args.latency_samples, args.keys, args.repeat = 3, 20_000, 1
         args.cold_tweets = min(args.cold_tweets, args.tweets)
+    if args.batches is not None:
+        curve_args(p, args, argv if argv is not None else sys.argv)
     args.p4_tweets = args.p4_tweets or min(args.tweets, 10 * args.batch)
     args.phases = [x.strip().upper() for x in args.only.split(",") if x.strip()]
     unknown = set(args.phases) - set(PHASES)
@@ -102,11 +109,40 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--kafka-partitions must be between 1 and the batch ({args.batch:,})")
     if args.cluster and not {"P1", "P4"} & set(args.phases):
         p.error("--cluster runs P1 and P4 on the cluster: --only must name one of them")
+    for size in args.batches or []:
+        if size > args.tweets:
+            p.error(f"--batches {size:,} is more than the backlog (--tweets {args.tweets:,}): it would be one txid "
+                    "that is not full")
     args.cold = args.cold or (args.cluster and "P1" in args.phases)  # the cluster's P1 is cold: the single node's too
     started = datetime.now(UTC)
     args.started = started.strftime("%Y-%m-%dT%H:%M:%SZ")
     args.out = args.out or str(Path(__file__).resolve().parent / "results" / started.strftime("%Y%m%d-%H%M%S"))
     return args
+
+
+def curve_args(p: argparse.ArgumentParser, args: argparse.Namespace, given: list[str]) -> None:
+    """--batches: the sizes, P1 alone (the default --only becomes P1), and nothing that does not vary per size."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from batch_read import batch_sizes  # bench/batch_read.py's --sizes
+
+    try:
+        sizes = batch_sizes(args.batches)
+    except argparse.ArgumentTypeError as exc:
+        p.error(f"--batches {exc}")
+    if len(set(sizes)) != len(sizes):
+        p.error(f"--batches names a size twice: {args.batches!r}")
+    args.batches = sorted(sizes)
+    if any(a == "--batch" or a.startswith("--batch=") for a in given):
+        p.error("--batches runs each size in turn: leave out --batch")
+    if not any(a == "--only" or a.startswith("--only=") for a in given):
+        args.only = "P1"
+    elif [x.strip().upper() for x in args.only.split(",") if x.strip()] != ["P1"]:
+        p.error("--batches draws P1's curve: --only P1 (or leave --only out)")
+    if args.cluster or args.profile:
+        p.error("--batches runs P1 on the single node: leave out --cluster and --profile")
+    if args.keep_data and not args.flush:
+        p.error("--batches with --keep-data needs --flush: each size starts from empty databases")
+    args.batch = args.batches[0]
 
 
 def machine() -> str:
@@ -161,7 +197,12 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     (out / "logs").mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    code = run(args, out, settings)
+    if args.batches:
+        from tput.curve import run_curve
+
+        code = run_curve(args, out, settings, run)
+    else:
+        code = run(args, out, settings)
     print(f"bench: {time.monotonic() - started:.0f} s in all; results in {out}")
     return code
 

@@ -151,9 +151,11 @@ class Bench:
         if self.args.cold:
             p1["txdag_cold"] = self.sampled_drain("p1_cold", self.args.cold_tweets, "memory_cold")
         with self.stack.admin(self.roles["p1_warm"].db) as client:
+            meter = CpuMeter({}).start()
             seconds = python_baseline(client, n)
+            busy = meter.stop()["busy_core_seconds"]
             data.check_exact(client, self.backlog.truth(n), "Python baseline", BASELINE_PREFIX)
-        p1["baseline"] = {"tweets": n, "seconds": seconds, "rate": n / seconds}
+        p1["baseline"] = {"tweets": n, "seconds": seconds, "rate": n / seconds, "busy_core_seconds": busy}
         print(f"bench: Python baseline: {n / seconds:,.0f} tweets/s, counts exact", flush=True)
         p1["peer"] = self.peer(n)
         warm = p1["txdag_warm"]["rate"]

@@ -166,15 +166,23 @@ def record_failure(results: dict[str, Any], out: Path, exc: Exception, name: str
     print(f"{name}: FAILED: {results['error']}", flush=True)
 
 
-def write_chart(results: dict[str, Any], out: Path) -> Path | None:
-    """chart.png: P1 rates, P2's latency split, P3 keys/s, P4 rates, peak memory. None without matplotlib."""
+def pyplot(chart: str):  # type: ignore[no-untyped-def]
+    """matplotlib.pyplot drawing to files, or None (said, naming ``chart``) when matplotlib is not installed."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("no chart: matplotlib is not installed (pip install -e '.[bench]'; scripts/setup.sh installs it)")
+        print(f"no {chart}: matplotlib is not installed (pip install -e '.[bench]'; scripts/setup.sh installs it)")
+        return None
+    return plt
+
+
+def write_chart(results: dict[str, Any], out: Path) -> Path | None:
+    """chart.png: P1 rates, P2's latency split, P3 keys/s, P4 rates, peak memory. None without matplotlib."""
+    plt = pyplot("chart")
+    if plt is None:
         return None
     fig, axes = plt.subplots(3, 3, figsize=(17, 13))
     sides = (("", results), ("cluster ", results.get("cluster") or {}))  # the single node's figures, the cluster's
@@ -194,9 +202,14 @@ def write_chart(results: dict[str, Any], out: Path) -> Path | None:
     s = results["settings"]
     text = "\n".join(textwrap.fill(f"{k}: {v}", 60, subsequent_indent="  ") for k, v in s.items() if k != "command")
     axes[2][1].text(0, 1, text, va="top", family="monospace", fontsize=7)
-    fig.suptitle(f"txdag benchmark {results['started']} ({s.get('tweets', 0):,} tweets, batch {s.get('batch')})")
+    return save(plt, fig, f"txdag benchmark {results['started']} ({s.get('tweets', 0):,} tweets, batch "
+                f"{s.get('batch')})", out / "chart.png")
+
+
+def save(plt, fig, title: str, path: Path) -> Path:  # type: ignore[no-untyped-def]
+    """A chart's figure, titled, written to ``path`` and closed."""
+    fig.suptitle(title)
     fig.tight_layout()
-    path = out / "chart.png"
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path

@@ -455,3 +455,68 @@ def test_a_cluster_components_nodes_count_as_one():
     finally:
         worker.kill()
         worker.wait()
+
+
+def test_batches_runs_p1_alone_once_per_size_and_refuses_what_does_not_vary_per_size(capsys):
+    import throughput
+
+    args = throughput.parse_args(["--batches", "100_000,20000", "--tweets", "200000", "--out", "/tmp/x"])
+    assert (args.batches, args.phases, args.batch) == ([20_000, 100_000], ["P1"], 20_000)
+    assert throughput.parse_args(["--batches", "20000", "--only", "p1", "--tweets", "40000"]).phases == ["P1"]
+    assert throughput.parse_args(["--only", "P1", "--out", "/tmp/x"]).batches is None
+    for argv, says in ((["--batches", "0"], "at least 1"), (["--batches", "20000,x"], "whole numbers"),
+                       (["--batches", "20000,20000"], "names a size twice"),
+                       (["--batches", "20000", "--batch", "5"], "leave out --batch"),
+                       (["--batches", "20000", "--only", "P1,P2"], "--only P1"),
+                       (["--batches", "20000", "--cluster"], "leave out --cluster"),
+                       (["--batches", "20000", "--keep-data"], "needs --flush"),
+                       (["--batches", "300000", "--tweets", "200000"], "more than the backlog")):
+        with pytest.raises(SystemExit) as raised:
+            throughput.parse_args([*argv, "--out", "/tmp/x"])
+        assert raised.value.code == 2 and says in capsys.readouterr().err, argv
+    quick = throughput.parse_args(["--batches", "10000,20000", "--quick", "--kafka", "--kafka-partitions", "4"])
+    assert (quick.batch, quick.tweets, quick.batches) == (10_000, 20_000, [10_000, 20_000])
+
+
+def _size_results(batch: int, txdag: float, peer: float, error: str | None = None) -> dict:
+    p1 = {"txdag_warm": {"tweets": 100_000, "rate": txdag, "txids": 100_000 // batch,
+                         "cpu": {"busy_core_seconds": 50.0}},
+          "peer": {"tweets": 100_000, "rate": peer, "busy_core_seconds": 20.0},
+          "baseline": {"tweets": 100_000, "rate": 40_000.0, "busy_core_seconds": 4.0}}
+    return {"p1": p1, "memory": {"spark-connect": {"peak_mb": 900.0}}, **({"error": error} if error else {})}
+
+
+def test_a_curve_row_has_each_sides_rate_core_seconds_per_1000_tweets_ratios_and_memory():
+    from tput import curve
+
+    r = curve.row(20_000, _size_results(20_000, 5_000.0, 10_000.0))
+    assert r["rate"] == {"txdag_warm": 5_000.0, "peer": 10_000.0, "baseline": 40_000.0}
+    assert r["core_s_per_1k"] == pytest.approx({"txdag_warm": 0.5, "peer": 0.2, "baseline": 0.04})
+    assert r["ratios"] == pytest.approx({"txdag/peer": 0.5, "txdag/baseline": 0.125})
+    assert (r["txids"], r["peak_rss_mb"], "error" in r) == (5, {"spark-connect": 900.0}, False)
+    failed = curve.row(500_000, {"p1": {}, "error": "BenchError: the Connect server died"})
+    assert (failed["rate"], failed["error"]) == ({}, "BenchError: the Connect server died")
+    text = curve.table([r, failed])
+    assert "Spark peer" in text and "txdag/peer" in text and "0.125x" in text and "FAILED: BenchError" in text
+
+
+def test_the_curve_runs_each_size_into_its_own_folder_and_goes_on_after_a_failed_size(tmp_path):
+    import throughput
+    from tput import curve
+
+    args = throughput.parse_args(["--batches", "50000,20000", "--tweets", "100000", "--out", str(tmp_path)])
+    seen = []
+
+    def fake_run(one, out, settings):  # the sizes' runs are the real runner's: here only what run_curve does
+        seen.append((one.batch, out.name, one.out == str(out)))
+        failed = "BenchError: died" if one.batch == 20_000 else None
+        (out / "results.json").write_text(json.dumps(_size_results(one.batch, 1_000.0 * one.batch / 10_000,
+                                                                   8_000.0, failed)))
+        return 1 if failed else 0
+
+    assert curve.run_curve(args, tmp_path, throughput.settings, fake_run) == 1
+    assert seen == [(20_000, "batch-20000", True), (50_000, "batch-50000", True)]
+    written = json.loads((tmp_path / "curve.json").read_text())
+    assert [(r["batch"], r["rate"]["txdag_warm"], "error" in r) for r in written["rows"]] == [
+        (20_000, 2_000.0, True), (50_000, 5_000.0, False)]
+    assert (tmp_path / "curve.png").stat().st_size > 0
