@@ -101,6 +101,8 @@ def main() -> int:
 
     warnings.filterwarnings("ignore", "PySpark does not yet fully support pandas", FutureWarning)  # once per txid
 
+    if not args.connect.startswith("sc://"):
+        parser.error(f"--connect takes a Spark Connect URL, sc://host:port, got {args.connect!r}")
     port = urlsplit(args.connect.replace("sc://", "http://", 1)).port or 15002
     pid = listener_pid(port)
     if pid is None:
