@@ -73,9 +73,6 @@ start() {
     [[ -z "$jars" ]] || KAFKA_ARGS=(--jars "$jars")
     # Its own session (setsid), so that 'stop' ends the JVM and nothing else; loopback only.
     # A topology's txids share a session a day (txdag.spark.connect): kept for 25 h of idleness, it outlives its day.
-    # Its UI is off, and no event log is kept: the status store's history of finished work, which nobody reads here,
-    # is kept short (bench/session_soak.py: after 300 txids of the tweets job, 3 SQL executions each, Spark's default
-    # of 1,000 held 53 MB more of the heap; docs/performance.md, one session over many txids).
     # spark-submit finds PySpark's jars through the `python` first on PATH: the project's; its Python workers run
     # the project's Python too (they import txdag: staging is written from the executors), unless told otherwise.
     PATH="$ROOT/.venv/bin:$PATH" PYSPARK_PYTHON="$EXECUTOR_PYTHON" PYSPARK_DRIVER_PYTHON="$ROOT/.venv/bin/python" \
@@ -84,9 +81,6 @@ start() {
         --conf spark.connect.grpc.binding.address=$HOST --conf spark.connect.grpc.binding.port="$PORT" \
         --conf spark.ui.enabled=false --conf spark.driver.bindAddress=$HOST --conf spark.driver.host=$HOST \
         --conf spark.sql.shuffle.partitions=4 --conf spark.connect.session.manager.defaultSessionTimeout=25h \
-        --conf spark.sql.ui.retainedExecutions=20 --conf spark.ui.retainedJobs=50 --conf spark.ui.retainedStages=50 \
-        --conf spark.ui.retainedTasks=2000 --conf spark.sql.connect.ui.retainedStatements=20 \
-        --conf spark.sql.connect.ui.retainedSessions=20 \
         "${KAFKA_ARGS[@]}" spark-internal >"$LOG" 2>&1 </dev/null &
     echo $! >"$PID_FILE"
     local i
