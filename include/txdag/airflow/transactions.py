@@ -25,7 +25,7 @@ from txdag.defaults import ZOOKEEPER_CONN_ID
 from txdag.errors import ServiceUnavailable, TxdagError
 from txdag.topology.topology import TransactionalTopology, load_definitions
 from txdag.txid.replays import guarded_replay
-from txdag.txid.report import read_snapshot, replay_targets, transactions_view
+from txdag.txid.report import last_batch, read_snapshot, replay_targets, transactions_view
 from txdag.zk.store import TransactionStore
 
 DEFINITIONS_TTL = 30.0
@@ -68,13 +68,14 @@ def lag_of(name: str, records: list[Any], last_txid: int, strict: bool = False) 
     definition = definitions().get(name)
     if definition is None:
         return None, f"topology {name!r} is not defined in the DAG folder {config.dags_folder()}: its source is unknown"
-    last = next((r for r in records if r.txid == last_txid), None)
-    if last_txid and last is None:
-        return None, f"txid {last_txid}'s record is not in ZooKeeper: the lag is unknown"
+    try:
+        after = last_batch(records, last_txid)
+    except LookupError as exc:
+        return None, str(exc)
     try:
         spout = _clients.spout(definition)
         try:
-            return spout.lag(last.metadata if last else None), None
+            return spout.lag(after), None
         finally:
             spout.close()
     except Exception as exc:  # a user's spout may raise anything: the page says so instead of failing

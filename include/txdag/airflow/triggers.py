@@ -38,7 +38,7 @@ from txdag.protocol.clients import Clients
 from txdag.spouts.base import TransactionalSpout
 from txdag.topology.topology import TransactionalTopology, definitions_of
 from txdag.txid.backlog import BacklogWatch
-from txdag.txid.report import read_snapshot
+from txdag.txid.report import last_batch, read_unsettled
 from txdag.zk.client import close_zk
 from txdag.zk.records import IN_FLIGHT, TxStatus
 from txdag.zk.store import TransactionStore
@@ -218,8 +218,7 @@ def read_backlog(store: TransactionStore, spout: TransactionalSpout) -> tuple[in
     whole source waiting."""
     if not store.client.exists(store.path):
         return spout.lag(None), 0, 0, False
-    topo, records = read_snapshot(store)
-    last = next((r for r in records if r.txid == topo.last_txid), None)
+    topo, records = read_unsettled(store)
     in_flight = sum(r.status in IN_FLIGHT for r in records)
     failed = any(r.status is TxStatus.FAILED and r.txid > topo.committed_txid for r in records)
-    return spout.lag(last.metadata if last else None), topo.last_txid, in_flight, failed
+    return spout.lag(last_batch(records, topo.last_txid)), topo.last_txid, in_flight, failed

@@ -1,8 +1,8 @@
 """What ZooKeeper holds about a topology's txids, as plain data: ``txdag status``/``show`` print it and the UI's
 transactions page shows it, so an operator reads the same figures, phases and cascades in both.
 
-Pure functions of the records (no kazoo, no Airflow) except :func:`read_snapshot` and :func:`replay_targets`,
-which read a :class:`~txdag.zk.store.TransactionStore`.
+Pure functions of the records (no kazoo, no Airflow) except :func:`read_snapshot`, :func:`read_unsettled` and
+:func:`replay_targets`, which read a :class:`~txdag.zk.store.TransactionStore`.
 """
 
 from __future__ import annotations
@@ -31,6 +31,23 @@ def read_snapshot(store: Any) -> tuple[TopologyRecord, list[TxidRecord]]:
     """The topology record and every kept txid record, ascending (two ZooKeeper round trips)."""
     topo, _ = store.read_topology()
     return topo, [r for _, (r, _) in sorted(store.read_txids(store.list_txids()).items())]
+
+
+def read_unsettled(store: Any) -> tuple[TopologyRecord, list[TxidRecord]]:
+    """The topology record and the txid records from the one after the committed txid to the last begun, with the
+    last's even when it is the committed one (two ZooKeeper round trips, however many txids are kept)."""
+    topo, _ = store.read_topology()
+    wanted = {*range(topo.committed_txid + 1, topo.last_txid + 1), topo.last_txid} - {0}
+    return topo, [r for _, (r, _) in sorted(store.read_txids(wanted).items())]
+
+
+def last_batch(records: list[TxidRecord], last_txid: int) -> dict[str, Any] | None:
+    """The metadata of the last txid's batch, which a spout counts its lag from (None before the first txid).
+    LookupError when that txid's record is not among ``records``: the lag is then unknown."""
+    last = next((r for r in records if r.txid == last_txid), None)
+    if last_txid and last is None:
+        raise LookupError(f"txid {last_txid}'s record is not in ZooKeeper: the source's lag is unknown")
+    return last.metadata if last else None
 
 
 def phase(record: TxidRecord, committed_txid: int) -> str:

@@ -144,3 +144,23 @@ def test_what_the_watch_reads_names_a_failed_txid_that_holds_the_next_ones(prefi
     record, version = store.read_txid(1)
     store.update([(record.moved(TxStatus.FAILED, "2026-01-01T00:00:00.000+00:00", failed_by=1), version)])
     assert read_backlog(store, spout) == (15, 1, 0, True)  # no new run until txid 1 is replayed
+
+
+def test_what_the_watch_reads_needs_only_the_txids_after_the_committed_one(prefix, redis_client, zk_hosts,
+                                                                          zk_root) -> None:
+    from txdag.airflow.triggers import read_backlog
+
+    append_tweets(redis_client, sample_tweets(25, seed=35), prefix=f"{prefix}:")
+    topology = local(redis_client, zk_hosts, zk_root, prefix)
+    store, spout = topology.coordinator.store, topology.coordinator.spout
+    for run in ("run1", "run2"):
+        emitted = topology.coordinate(run)
+        topology.process(emitted)
+        topology.commit(emitted.tx)
+    assert read_backlog(store, spout) == (5, 2, 0, False)  # the committed last txid's batch is where the lag counts
+    topology.coordinate("run3")
+    store.client.delete(store.txid_path(1))  # the committed txids' records are not read: txid 1's may be gone
+    assert read_backlog(store, spout) == (0, 3, 1, False)
+    store.client.delete(store.txid_path(3))
+    with pytest.raises(LookupError, match="txid 3's record is not in ZooKeeper: the source's lag is unknown"):
+        read_backlog(store, spout)  # never the whole source as if no txid had run: the watch logs it and looks again
