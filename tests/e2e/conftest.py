@@ -7,7 +7,9 @@ for a post-mortem and wiped by the next session.
 
 Before the start, the Redis database is flushed and the topologies' source data is loaded (e2e_data), so each
 scheduled topology's first run, created when the scheduler comes up, emits one batch. Before each test on this
-Airflow, ``clear_of_scheduled_runs`` waits until no scheduled run is in flight or due within SCHEDULE_MARGIN.
+Airflow, ``clear_of_scheduled_runs`` waits until no scheduled run is in flight or due within SCHEDULE_MARGIN, unless
+the test is marked ``own_topologies``: it runs only unscheduled topologies of its own and stops no component the
+scheduled ones use, so a scheduled run at the hour neither takes its data nor is hurt by it.
 
 The DAG folder is ``<AIRFLOW_HOME>/dags``: symbolic links to each folder of TXDAG_E2E_DAGS_FOLDERS (os.pathsep
 separated; default: the repository's ``dags/`` and ``tests/e2e/dags_fixture/``) plus ``extra/``, where
@@ -317,8 +319,9 @@ def api_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
 
 @pytest.fixture(autouse=True)
 def clear_of_scheduled_runs(request: pytest.FixtureRequest) -> None:
-    """Before each test on the e2e Airflow: no scheduled run due within SCHEDULE_MARGIN or still in flight."""
-    if "airflow" in request.fixturenames:
+    """Before each test on the e2e Airflow (unless marked own_topologies): no scheduled run due within
+    SCHEDULE_MARGIN or still in flight."""
+    if "airflow" in request.fixturenames and request.node.get_closest_marker("own_topologies") is None:
         wait_schedule_quiet(request.getfixturevalue("airflow").api, request.node.name)
 
 

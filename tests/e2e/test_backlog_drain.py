@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import time
 
+import pytest
 import redis
 from conftest import REPO, AirflowInstance
 
 from txdag.analytics.tweets import tweet_partials
 from txdag.spouts import append_tweets
 from txdag.spouts.samples import sample_tweets
+
+pytestmark = pytest.mark.own_topologies  # no wait for the hour's scheduled runs (conftest)
 
 TOPOLOGY, PREFIX, BATCH = "drain_tweets", "drain:", 20
 DAG_FILE = f"""# An Airflow DAG: the tweets job, warm, that its source's backlog schedules

@@ -25,6 +25,7 @@ import subprocess
 import time
 from datetime import UTC, datetime, timedelta
 
+import pytest
 import redis
 from conftest import REPO, AirflowInstance
 from e2e_runs import RUN_TIMEOUT
@@ -35,6 +36,8 @@ from txdag.analytics.tweets import tweet_partials
 from txdag.spouts import append_tweets
 from txdag.spouts.samples import sample_tweets
 from txdag.zk.records import TxStatus
+
+pytestmark = pytest.mark.own_topologies  # no wait for the hour's scheduled runs (conftest)
 
 TOPOLOGY, PREFIX, BATCH = "e2e_clears", "clears:", 20
 DAG_FILE = f"""# An Airflow DAG (Airflow's safe mode parses only files that say so): the tweets job, no retries.

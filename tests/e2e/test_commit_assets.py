@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import time
 
+import pytest
 import redis
 from conftest import REPO, AirflowInstance
 
 from txdag.airflow.api import unique_run_id
 from txdag.spouts import append_tweets
 from txdag.spouts.samples import sample_tweets
+
+pytestmark = pytest.mark.own_topologies  # no wait for the hour's scheduled runs (conftest)
 
 TOPOLOGY, DOWNSTREAM, PREFIX, BATCH = "assets_tweets", "assets_downstream", "assets:", 20
 STATES = ("users", "hashtags", "users_hashtags")

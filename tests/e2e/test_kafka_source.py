@@ -43,6 +43,8 @@ from support.runs import check_commits, counts
 
 from txdag.airflow.api import unique_run_id
 
+pytestmark = pytest.mark.own_topologies  # no wait for the hour's scheduled runs (conftest)
+
 MODES = {"kafka_submit": "submit", "kafka_connect": "connect"}
 JARS = ",".join(sorted(str(p) for p in (REPO / ".run" / "jars" / "spark-kafka").glob("*.jar")))
 

@@ -15,6 +15,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
 import redis
 import requests
 from conftest import REPO, AirflowInstance
@@ -25,6 +26,8 @@ from txdag.airflow.lineage import redis_namespace
 from txdag.spouts import append_tweets
 from txdag.spouts.samples import sample_tweets
 from txdag.topology.definition import TweetsSource
+
+pytestmark = pytest.mark.own_topologies  # no wait for the hour's scheduled runs (conftest)
 
 TOPOLOGY, PREFIX, BATCH = "metrics_tweets", "metrics:", 15
 DAG_FILE = f"""# An Airflow DAG: a warm topology whose figures a scraper reads

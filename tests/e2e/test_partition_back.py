@@ -24,6 +24,8 @@ from support.servers import Proxy, RedisServer
 
 from txdag.airflow.api import unique_run_id
 
+pytestmark = pytest.mark.own_topologies  # no wait for the hour's scheduled runs (conftest)
+
 TOPOLOGY = "streams_back"
 NEAR, FAR = "streams_back:s:0", "streams_back:s:1"  # FAR lives on the test's own Redis, behind the proxy
 FAR_CONN = "streams_back_far"

@@ -19,6 +19,8 @@ from support.runs import check_commits, counts
 from txdag.spouts import append_tweets
 from txdag.spouts.samples import sample_tweets
 
+pytestmark = pytest.mark.own_topologies  # no wait for the hour's scheduled runs (conftest)
+
 TOPOLOGY, PREFIX, BATCH, TXIDS = "sink_words", "sink_words:", 10, 3
 
 

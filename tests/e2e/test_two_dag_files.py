@@ -10,9 +10,12 @@ import re
 import subprocess
 import time
 
+import pytest
 from conftest import REPO, AirflowInstance
 
 from txdag.airflow.api import unique_run_id
+
+pytestmark = pytest.mark.own_topologies  # no wait for the hour's scheduled runs (conftest)
 
 TOPOLOGY = "owned_twice"
 

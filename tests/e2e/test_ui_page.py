@@ -31,6 +31,8 @@ from txdag.zk.client import close_zk, connect_zk
 from txdag.zk.records import TxStatus
 from txdag.zk.store import TransactionStore
 
+pytestmark = pytest.mark.own_topologies  # no wait for the hour's scheduled runs (conftest)
+
 TOPOLOGY, PREFIX = "ui_page", "ui_page:"
 DAG_FILE = f"""# An Airflow DAG (Airflow's safe mode parses only files that say so): the transactions page's topology.
 from txdag import TransactionalTopology

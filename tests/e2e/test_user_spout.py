@@ -26,6 +26,8 @@ from support.runs import check_commits, counts
 
 from txdag.airflow.api import unique_run_id
 
+pytestmark = pytest.mark.own_topologies  # no wait for the hour's scheduled runs (conftest)
+
 MODES = {"landing_submit": "submit", "landing_connect": "connect"}
 FILES = {"2026-11-27T10.txt": "the cat sat\non the mat\n", "2026-11-27T11.txt": "the dog\r\n\r\nthe end",
          "2026-11-27T12.txt": "cat dog cat\n", "2026-11-27T13.txt": "one more line\n", "2026-11-27T14.txt": "mat\n"}

@@ -29,6 +29,8 @@ from txdag.analytics.tweets import STATES, tweet_partials
 from txdag.spouts import append_tweets
 from txdag.spouts.samples import sample_tweets
 
+pytestmark = pytest.mark.own_topologies  # no wait for the hour's scheduled runs (conftest)
+
 MODES = {"sqlite_submit": "submit", "sqlite_connect": "connect"}
 BATCH, TXIDS = 10, 3
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import statistics
 from datetime import UTC, datetime, timedelta
 
+import pytest
 import redis
 from conftest import REPO, AirflowInstance
 from e2e_data import WARM_FAULT, running_sum_truth, word_counts
@@ -21,6 +22,8 @@ from txdag.spouts import StreamPartition, append_entries, append_tweets
 from txdag.spouts.samples import sample_sentences, sample_tweets
 from txdag.state.kv import KeyValueState
 from txdag.zk.records import TxStatus
+
+pytestmark = pytest.mark.own_topologies  # no wait for the hour's scheduled runs (conftest)
 
 TOPOLOGY, PREFIX, BATCH = "tweets_warm", "warm:", 60
 DAG_FILE = f"""# An Airflow DAG (Airflow's safe mode parses only files that say so): the tweets job, warm.
