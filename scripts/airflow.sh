@@ -268,6 +268,10 @@ parsing_processes = 2
 print_stats_interval = 300
 EOF
     )
+    # Airflow's local settings for txdag (config/airflow_local_settings.py; rewritten at every start): the scheduler
+    # imports the Spark Connect client before it forks the LocalExecutor's workers, so no task process imports it.
+    mkdir -p "$AIRFLOW_HOME/config"
+    cp "$ROOT/config/airflow_local_settings.py" "$AIRFLOW_HOME/config/airflow_local_settings.py"
 }
 
 # credential NAME (scripts/lib/common.sh): one value of .run/credentials.env. The components get only the

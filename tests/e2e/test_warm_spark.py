@@ -79,6 +79,8 @@ def test_warm_mode_is_exactly_once_through_a_crash_and_a_replay(airflow: Airflow
     assert crashed["try_number"] == 2 and records[2].attempt == 2, (crashed, records[2])
     log = airflow.api.task_log(TOPOLOGY, runs[0], "process", 1)
     assert "(connect mode)" in log and "txdag job done: topology=tweets_warm txid=1" in log, log[-3000:]
+    # scripts/airflow.sh's local settings: the scheduler imported the Connect client before it forked the workers
+    assert "the Spark Connect client was imported before this task" in log, log[-3000:]
 
     truth = tweet_partials(tweets)
     expected = {

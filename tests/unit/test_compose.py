@@ -230,6 +230,9 @@ def test_the_airflow_components_run_with_celery_and_the_project_mounted(services
         # a job path is relative to the folder above dags/ (TransactionalTopology.job_path)
         assert mounts.get(str(Path(dags_folder).parent / "spark_jobs")) == "./spark_jobs", f"{name}: spark_jobs"
         assert mounts.get(env.get("AIRFLOW__CORE__PLUGINS_FOLDER", "/opt/airflow/plugins")) == "./plugins"
+        # Airflow's local settings (the image's AIRFLOW_HOME is /opt/airflow): the Celery workers preload the client
+        assert mounts.get("/opt/airflow/config") == "./config", f"{name}: ./config is not at AIRFLOW_HOME/config"
+        assert (ROOT / "config" / "airflow_local_settings.py").is_file()
 
 
 def test_the_commit_pools_are_created_once_the_api_server_is_healthy(services):

@@ -307,12 +307,15 @@ class WarmProcessOperator(BaseOperator, ProcessLineage):
 
     def execute(self, context: Any) -> dict[str, Any]:
         def run_warm(rt: TopologyRuntime, emission: Emission) -> None:
-            started = time.perf_counter()
+            started, preloaded = time.perf_counter(), "txdag.spark.connect" in sys.modules
             from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 
             import txdag.spark.connect  # noqa: F401  (timed: the Connect client's import)
 
             imported = time.perf_counter() - started
+            if preloaded:
+                self.log.info("the Spark Connect client was imported before this task, by the process it was forked "
+                              "from (txdag.airflow.preload, config/airflow_local_settings.py)")
 
             spec = rt.job_spec(emission)
             clients = {c: rt.clients.redis(c) for c in {spec.redis_conn_id, *spec.source.conn_ids()}}

@@ -1,0 +1,13 @@
+"""Airflow's local settings for txdag: put this file in ``$AIRFLOW_HOME/config/`` (scripts/airflow.sh copies it
+there; docker-compose.yaml mounts ./config there, as Airflow's own compose file does).
+
+Airflow imports it in every component as it starts. The scheduler, which forks the LocalExecutor's workers and so
+every task process, and a Celery worker, whose pool forks them, import the Spark Connect client once for all their
+tasks (txdag.airflow.preload): a warm ``process`` task then does not import it itself.
+"""
+
+import txdag.airflow.preload
+
+txdag.airflow.preload.preload()
+
+__all__: list[str] = []  # defines no policy or setting of Airflow's
