@@ -28,7 +28,8 @@
 #   TXDAG_AIRFLOW_REDIS_DB     Redis database number of the default redis_default connection, default 0
 #
 # Configuration: 'start' rewrites $AIRFLOW_HOME/airflow.cfg from these settings every time (do not edit it; use
-# AIRFLOW__SECTION__KEY environment variables, which win over the file). Generated secrets (fernet key, JWT
+# AIRFLOW__SECTION__KEY environment variables, which win over the file), and copies config/airflow_local_settings.py
+# over $AIRFLOW_HOME/config/airflow_local_settings.py (an AIRFLOW_HOME of this script's, not one of yours). Generated secrets (fernet key, JWT
 # secret, API secret key, admin password) are kept in $AIRFLOW_HOME/txdag-secrets.env and
 # $AIRFLOW_HOME/simple_auth_manager_passwords.json and survive restarts.
 # Environment of the components: they inherit the caller's environment. The script only fills in what is unset:

@@ -24,8 +24,6 @@ from txdag.airflow.api import AirflowAPI
 from txdag.cli.main import main
 from txdag.topology.topology import load_definitions
 
-pytestmark = pytest.mark.own_topologies  # no wait for the hour's scheduled runs (conftest)
-
 REPO = Path(__file__).resolve().parents[2]
 INIT = REPO / "docker" / "txdag-init.sh"
 DAGS = REPO / "dags"

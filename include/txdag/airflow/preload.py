@@ -10,7 +10,6 @@ every Airflow component imports as it starts, calls :func:`preload`; only the co
 
 from __future__ import annotations
 
-import logging
 import sys
 from collections.abc import Sequence
 
@@ -23,19 +22,21 @@ def forks_tasks(argv: Sequence[str], executor: str) -> bool:
 
 
 def preload(argv: Sequence[str] | None = None, executor: str | None = None) -> bool:
-    """Imports the Connect client and txdag's warm path where tasks are forked from; True if it did."""
-    if executor is None:
-        from airflow.configuration import conf
-
-        executor = conf.get("core", "executor", fallback="")
-    if not forks_tasks(sys.argv if argv is None else argv, executor):
-        return False
+    """Imports the Connect client and txdag's warm path where tasks are forked from; True if it did. It runs while
+    Airflow itself is being imported (its settings import the local settings), so it never raises: a speed-up must
+    not stop a scheduler from starting."""
     try:
+        if executor is None:
+            from airflow.configuration import conf
+
+            executor = conf.get("core", "executor", fallback="")
+        if not forks_tasks(sys.argv if argv is None else argv, executor):
+            return False
         from airflow.providers.apache.spark.hooks import spark_connect  # noqa: F401
 
         import txdag.spark.connect  # noqa: F401
-    except ImportError as exc:  # an Airflow without PySpark still starts: its warm tasks would fail anyway, and say so
-        logging.getLogger(__name__).warning("txdag: the Spark Connect client is not preloaded (%s); a warm process "
-                                            "task imports it itself", exc)
+    except Exception as exc:  # noqa: BLE001 - PySpark missing, a broken install: the tasks import it themselves
+        print(f"txdag: the Spark Connect client is not preloaded ({type(exc).__name__}: {exc}); a warm process "
+              "task imports it itself (txdag.airflow.preload)", file=sys.stderr)
         return False
     return True

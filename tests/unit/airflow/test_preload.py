@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from txdag.airflow.preload import forks_tasks, preload
 
 LOCAL, CELERY = "LocalExecutor", "CeleryExecutor"
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize(("argv", "executor"), [
@@ -49,6 +53,20 @@ def test_an_airflow_without_pyspark_still_starts() -> None:
             "print(preload(['airflow', 'scheduler'], 'LocalExecutor'))")
     done = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    said = done.stdout + done.stderr  # the warning goes where Airflow's logging sends it
-    assert done.stdout.strip().splitlines()[-1] == "False", said
-    assert "the Spark Connect client is not preloaded" in said and "pyspark" in said, said
+    assert done.stdout.strip() == "False", done.stdout
+    assert "the Spark Connect client is not preloaded" in done.stderr and "pyspark" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(("command", "preloaded"), [("scheduler", True), ("triggerer", False)])
+def test_airflow_runs_the_shipped_local_settings_as_it_is_imported(tmp_path, command: str, preloaded: bool) -> None:
+    """The path a component takes: ``import airflow`` imports AIRFLOW_HOME/config/airflow_local_settings.py (the
+    file scripts/airflow.sh copies there) while Airflow itself is half imported; the executor read from its config."""
+    (tmp_path / "config").mkdir()
+    shutil.copy(ROOT / "config" / "airflow_local_settings.py", tmp_path / "config")
+    code = (f"import sys; sys.argv = ['airflow', {command!r}]; import airflow; "
+            "print('txdag.spark.connect' in sys.modules, 'airflow_local_settings' in sys.modules)")
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__EXECUTOR": "LocalExecutor"}
+    done = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, timeout=120,
+                          env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip().splitlines()[-1] == f"{preloaded} True", done.stdout + done.stderr
