@@ -8,6 +8,7 @@ import getpass
 import os
 import socket
 import sys
+import time
 from typing import Any
 
 from txdag import hints
@@ -121,6 +122,7 @@ def replay_text(d: dict[str, Any]) -> str:
 LIVE_STATES = ("running", "restarting")  # what Airflow holds for a task it still thinks is alive
 TASK_ORDER = ("coordinate", "process", "commit")  # a txdag run's tasks, upstream first
 FAILED_STATES = ("failed", "upstream_failed")
+STALE_WINDOW, STALE_POLL = 2.0, 0.5  # seconds: a few of the scheduler's loops (clear_stale_upstream_failed)
 
 
 def cmd_retry(args: argparse.Namespace) -> int:
@@ -165,12 +167,30 @@ def cmd_retry(args: argparse.Namespace) -> int:
         api.set_task_state(args.topology, record.run_id, ti["task_id"], "failed")
     for ti in [] if args.dry_run else live or failed:
         api.clear(args.topology, record.run_id, task_ids=[ti["task_id"]], include_downstream=True)
+        clear_stale_upstream_failed(api, args.topology, record.run_id, ti["task_id"])
     data = {"topology": args.topology, "txid": args.txid, "attempt": record.attempt, "run_id": record.run_id,
             "dry_run": args.dry_run,
             "retried": [{"task_id": ti["task_id"], "try_number": ti["try_number"], "state": ti["state"],
                          "hostname": ti.get("hostname"), "pid": ti.get("pid")} for ti in live or failed]}
     emit(args, data, retry_text)
     return 0
+
+
+def clear_stale_upstream_failed(api: Any, dag_id: str, run_id: str, task_id: str) -> None:
+    """After a task is cleared, a scheduler loop that read it as failed before the clear may still mark a task
+    downstream of it upstream_failed (Airflow 3.3; seen in e2e 27 ms after the clear), and the run would fail when
+    the new try succeeds. For STALE_WINDOW seconds, such a task is cleared again; ``task_id`` itself never is (its new
+    try may be running), and once its new try has failed, upstream_failed below it is right."""
+    later = TASK_ORDER[TASK_ORDER.index(task_id) + 1:] if task_id in TASK_ORDER else ()
+    deadline = time.monotonic() + STALE_WINDOW
+    while later and time.monotonic() < deadline:
+        time.sleep(STALE_POLL)
+        states = {ti["task_id"]: ti["state"] for ti in api.task_instances(dag_id, run_id)}
+        if states.get(task_id) in FAILED_STATES:
+            return
+        stale = [t for t in later if states.get(t) == "upstream_failed"]
+        if stale:
+            api.clear(dag_id, run_id, task_ids=stale, include_downstream=False)
 
 
 def retry_text(d: dict[str, Any]) -> str:
