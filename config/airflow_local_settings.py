@@ -6,8 +6,15 @@ every task process, and a Celery worker, whose pool forks them, import the Spark
 tasks (txdag.airflow.preload): a warm ``process`` task then does not import it itself.
 """
 
-import txdag.airflow.preload
+import sys
 
-txdag.airflow.preload.preload()
+try:
+    import txdag.airflow.preload
+except ImportError as exc:  # an Airflow installed without txdag must still start
+    print(f"txdag: {__file__} is txdag's, but txdag cannot be imported here ({exc}); the Spark Connect client is "
+          "not preloaded. Install txdag into this Airflow's environment (pip install -e '.[airflow]' in its "
+          "checkout, README) or delete the file", file=sys.stderr)
+else:
+    txdag.airflow.preload.preload()
 
 __all__: list[str] = []  # defines no policy or setting of Airflow's

@@ -70,3 +70,20 @@ def test_airflow_runs_the_shipped_local_settings_as_it_is_imported(tmp_path, com
                           env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.strip().splitlines()[-1] == f"{preloaded} True", done.stdout + done.stderr
+
+
+def test_an_airflow_without_txdag_starts_and_says_why_nothing_was_preloaded(tmp_path) -> None:
+    """The shipped local settings copied into an Airflow whose environment lacks txdag: a line, not a traceback
+    (txdag's module made unimportable: this venv's Airflow still finds txdag's provider entry point)."""
+    (tmp_path / "config").mkdir()
+    shutil.copy(ROOT / "config" / "airflow_local_settings.py", tmp_path / "config")
+    code = ("import sys; sys.modules['txdag.airflow.preload'] = None; sys.argv = ['airflow', 'scheduler']; "
+            "import airflow; "
+            "print('airflow_local_settings' in sys.modules, 'pyspark.sql.connect.session' in sys.modules)")
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__EXECUTOR": "LocalExecutor"}
+    done = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, timeout=120,
+                          env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "True False", done.stdout + done.stderr
+    assert "txdag cannot be imported here" in done.stderr and "pip install" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
