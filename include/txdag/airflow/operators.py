@@ -33,7 +33,7 @@ from txdag.airflow.lineage import ProcessLineage, TxidLineage, datasets, lineage
 from txdag.airflow.links import TxidLink, push_link
 from txdag.airflow.replays import replay_run
 from txdag.airflow.runtime import TopologyRuntime, emission_to_xcom, tx_from_xcom
-from txdag.airflow.triggers import TxidSettled
+from txdag.airflow.triggers import POLL_SECONDS, TxidSettled, settled
 from txdag.errors import SourceUnavailable
 from txdag.faults import ALLOWED_VAR, FAULTS_VAR
 from txdag.protocol import (
@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from txdag.spark.runner import JobResult
     from txdag.state.kv import ProviderConfig
     from txdag.topology.definition import JobSpec
+    from txdag.zk import TransactionStore
 
 FAULTS_VARIABLE = "txdag_faults"  # test hook, see txdag.faults; honoured only where TXDAG_FAULTS_ALLOWED=1
 
@@ -194,7 +195,38 @@ def process_txid(task: BaseOperator, context: Any, run_job: Callable[[TopologyRu
     with TopologyRuntime(t) as rt:
         outcome = steps.process(rt, run_id, emission, job, owner=f"{run_id} try {ti.try_number}",
                                 definition=Owner.of(t, getattr(task, "dag_file", None)))
+        if isinstance(outcome, Processed) and outcome.tx.txid > 1:
+            before_the_commit(task, rt, outcome.tx.txid)
     return process_result(task, t, tx, emitted, outcome)
+
+
+def before_the_commit(task: BaseOperator, rt: TopologyRuntime, txid: int) -> None:
+    """The end of a process task whose txid is staged: it waits for txid - 1 (await_settled). Only a speed-up: a
+    ZooKeeper that fails it here leaves the wait to the commit task, and the staged txid stands."""
+    t, previous = rt.topology, txid - 1
+    try:
+        waited, done = await_settled(rt.clients.store(t.topology_id, t.zookeeper_conn_id), previous,
+                                     t.commit_poke_interval)
+    except Exception as exc:  # noqa: BLE001 - the commit task reads txid - 1 itself and names the service
+        task.log.warning("topology=%s txid=%s: not waiting for txid %s here (%s: %s); the commit task will",
+                         t.topology_id, txid, previous, type(exc).__name__, exc)
+        return
+    if waited >= POLL_SECONDS:
+        task.log.info("topology=%s txid=%s: waited %.2fs for txid %s to commit or fail (%s)", t.topology_id, txid,
+                      waited, previous, "it did" if done else "not yet: the commit task will wait for it")
+
+
+def await_settled(store: TransactionStore, txid: int, limit: float) -> tuple[float, bool]:
+    """Waits up to ``limit`` seconds for ``txid`` to be committed or failed: the seconds waited, and whether it is.
+
+    A process task waits so for txid - 1 before it ends: its commit then finds txid - 1 settled. A commit that does
+    not find it so defers, which lasts at least 7 s, and with 2 txids in flight every later commit would defer too
+    (docs/performance.md, commits that wait for their predecessor). This wait holds a worker, never the topology's
+    pool slot that txid - 1's commit needs."""
+    started = time.monotonic()
+    while not (done := settled(store, txid)) and time.monotonic() - started < limit:
+        time.sleep(POLL_SECONDS)
+    return time.monotonic() - started, done
 
 
 def process_result(task: BaseOperator, t: TransactionalTopology, tx: Any, emitted: dict[str, Any],

@@ -159,3 +159,27 @@ def test_a_zookeeper_it_cannot_reach_wakes_the_task_at_its_time_limit(store, pre
     said = capfd.readouterr().out  # the triggerer's log (structlog prints it)
     assert f"topology={prefix}: cannot watch txid 1 (ServiceUnavailable: ZooKeeper is not reachable" in said
     assert "the task looks again itself in" in said
+
+
+@pytest.mark.parametrize("settle", [commit, fail], ids=["committed", "failed"])
+def test_a_process_task_ends_once_its_predecessor_settles(store, settle) -> None:
+    """What a process task does before it ends (txdag.airflow.operators.await_settled): it waits for txid - 1 to
+    commit or fail, so that its commit task finds it settled and need not defer."""
+    import time
+
+    from txdag.airflow.operators import await_settled
+
+    changed = later(0.6, lambda: settle(store, 1))
+    waited, done = await_settled(store, 1, limit=30)
+    changed.join()
+    assert done and 0.5 <= waited < 5, waited
+    started = time.monotonic()
+    assert await_settled(store, 1, limit=30) == (pytest.approx(0.0, abs=0.2), True)  # settled already: one read
+    assert time.monotonic() - started < 0.2
+
+
+def test_a_predecessor_that_does_not_settle_delays_its_successor_only_up_to_the_limit(store) -> None:
+    from txdag.airflow.operators import await_settled
+
+    waited, done = await_settled(store, 2, limit=0.8)
+    assert not done and 0.8 <= waited < 2, waited
