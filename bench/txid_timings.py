@@ -26,7 +26,7 @@ def main() -> int:
     for row in rows:
         print(f"{row['run']:<44}" + "".join(f"{row[c]:>10.1f}s" for c in columns))
     print(f"{'median':<44}" + "".join(f"{statistics.median(r[c] for r in rows):>10.1f}s" for c in columns))
-    print("(a commit that waited for txid - 1 shows the wait in 'gap p>c': it reschedules every commit_poke_interval)")
+    print("(a process task's wait, its job done, for txid - 1 to commit is in 'process')")
     return 0
 
 

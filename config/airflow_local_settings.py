@@ -10,10 +10,12 @@ import sys
 
 try:
     import txdag.airflow.preload
-except ImportError as exc:  # an Airflow installed without txdag must still start
-    print(f"txdag: {__file__} is txdag's, but txdag cannot be imported here ({exc}); the Spark Connect client is "
-          "not preloaded. Install txdag into this Airflow's environment (pip install -e '.[airflow]' in its "
-          "checkout, README) or delete the file", file=sys.stderr)
+except ImportError as exc:  # an Airflow environment without txdag (or without one of its dependencies) must start
+    ours = (exc.name or "").split(".")[0] == "txdag"
+    missing = "txdag is not installed" if ours else f"txdag cannot be imported ({exc})"
+    print(f"txdag: {__file__} is txdag's, but {missing} here: the Spark Connect client is not preloaded. Install "
+          "txdag into this Airflow's environment (pip install -e '.[airflow]' in its checkout, README) or delete "
+          "this file", file=sys.stderr)
 else:
     txdag.airflow.preload.preload()
 

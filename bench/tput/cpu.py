@@ -80,3 +80,15 @@ def per_txid(cpu: dict, txids: int) -> dict[str, float]:
     out["other"] = round(cpu["other_core_seconds"] / txids, 3)
     out["all"] = round(cpu["busy_core_seconds"] / txids, 3)
     return out
+
+
+def above_idle(cpu: dict, idle: dict, txids: int) -> dict[str, float]:
+    """Core-seconds per txid of each component beyond what it uses idle (``idle``: a CpuMeter window in which no
+    txid ran, scaled to ``cpu``'s length), and of the machine as a whole (``all``): what the txids themselves cost
+    when they are sparse, as a 1-tweet txid is."""
+    scale = cpu["seconds"] / max(idle["seconds"], 1e-9)
+    out = {name: round(max(0.0, s - idle["core_seconds"].get(name, 0.0) * scale) / txids, 3)
+           for name, s in cpu["core_seconds"].items()}
+    out["other"] = round(max(0.0, cpu["other_core_seconds"] - idle["other_core_seconds"] * scale) / txids, 3)
+    out["all"] = round(max(0.0, cpu["busy_core_seconds"] - idle["busy_core_seconds"] * scale) / txids, 3)
+    return out

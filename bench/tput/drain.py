@@ -57,16 +57,20 @@ class Drain:
 
 TIMINGS = re.compile(r"txdag job done: .*; timings: (.*)")
 STEP = re.compile(r"(\w+) ([0-9.]+) s")
+WAITED = re.compile(r"waited ([0-9.]+)s for txid \d+ to commit or fail")  # txdag.airflow.operators.before_the_commit
 
 
 def job_steps(api: AirflowAPI, dag_id: str, row: dict) -> dict[str, float]:
     """The seconds of each step of the process task's job, from its ``txdag job done`` line (in the log of the try
-    that succeeded, ``row`` being run_timings'), and ``airflow``: the rest of the task (its start, imports,
-    ZooKeeper, XCom; cold mode: spark-submit and the JVM)."""
-    found = TIMINGS.findall(api.task_log(dag_id, row["run"], "process", row["process_try"]))
+    that succeeded, ``row`` being run_timings'), ``predecessor``: its wait for txid - 1 to commit after the job, and
+    ``airflow``: the rest of the task (its start, imports, ZooKeeper, XCom; cold mode: spark-submit and the JVM)."""
+    log = api.task_log(dag_id, row["run"], "process", row["process_try"])
+    found = TIMINGS.findall(log)
     if not found:
         return {}
     steps = {name: float(seconds) for name, seconds in STEP.findall(found[-1])}
+    waited = WAITED.findall(log)
+    steps["predecessor"] = float(waited[-1]) if waited else 0.0  # the job done, waiting for txid - 1 to commit
     return {**steps, "airflow": max(0.0, row["process"] - sum(steps.values()))}
 
 

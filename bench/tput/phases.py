@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from argparse import Namespace
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -19,7 +20,7 @@ from commit_throughput import measure
 from tput import data, drain
 from tput.baseline import PREFIX as BASELINE_PREFIX
 from tput.baseline import python_baseline
-from tput.cpu import CpuMeter, per_txid
+from tput.cpu import CpuMeter, above_idle, per_txid
 from tput.dags import Variant
 from tput.memory import RssSampler, listener_pid, pid_in
 from tput.services import REPO, BenchError, Stack
@@ -29,6 +30,7 @@ from txdag.spouts.samples import sample_tweets
 COMPONENTS = ("api-server", "dag-processor", "scheduler", "triggerer")
 PEER_PREFIX = "peer:"
 KAFKA_PEER_PREFIX = "kafka-peer:"
+P2_IDLE_SECONDS = 15.0  # a window with no txid running before the 1-tweet txids: each component's idle use
 
 
 class Bench:
@@ -214,12 +216,18 @@ class Bench:
             api.wait_dag_parsed(v.topology_id, timeout=180)
             api.unpause(v.topology_id)
             samples = []
+            idle = CpuMeter(self.cpu_roots()).start()
+            time.sleep(P2_IDLE_SECONDS)  # what the components use with no txid running, to subtract
+            idle_cpu, meter = idle.stop(), CpuMeter(self.cpu_roots()).start()
             with self.stack.admin(v.db) as client:
                 for i in range(self.args.latency_samples):
                     samples.append(drain.one_tweet_latency(api, client, v, self.append_p2(role)))
                     print(f"bench: P2 {mode} sample {i + 1}: {samples[-1].total:.2f} s", flush=True)
+            cpu = meter.stop()
             self.results["p2"][mode] = {"samples": [vars(s) for s in samples], "summary": drain.summarize(samples),
-                                        "job": drain.median_steps([s.job for s in samples if s.job])}
+                                        "job": drain.median_steps([s.job for s in samples if s.job]),
+                                        "cpu": cpu, "cpu_per_txid": per_txid(cpu, len(samples)), "idle_cpu": idle_cpu,
+                                        "cpu_per_txid_above_idle": above_idle(cpu, idle_cpu, len(samples))}
         self.check_p2()
 
     def check_p2(self) -> None:

@@ -92,6 +92,15 @@ def rows(results: dict[str, Any], labels: dict[str, str] | None = None) -> list[
         if steps:
             out.append((f"P2 {mode}, process task: {' / '.join(steps)}", " / ".join(f"{v:.2f}" for v in steps.values())
                         + " s", "medians; the job's own steps (its log line), airflow = the rest of the task"))
+        row = cpu_row(f"P2 {mode}", p2, labels)
+        out += [row] if row else []
+        above = p2.get("cpu_per_txid_above_idle")
+        if above:
+            parts = ", ".join(f"{labels.get(n, n)} {s:.2f}" for n, s in above.items() if n != "all" and s >= 0.01)
+            idle = p2["idle_cpu"]
+            out.append((f"P2 {mode}: core-s per txid above idle", f"{above['all']:.2f}",
+                        f"{parts}; idle: {idle['busy_core_seconds'] / idle['seconds']:.2f} core-s per second "
+                        f"({idle['seconds']:.0f} s before the samples)"))
     p3 = results.get("p3")
     if p3:
         for name, rate in p3["rows"]:

@@ -100,7 +100,16 @@ def _results() -> dict:
                "ratios": {"txdag/baseline": 0.005, "txdag/peer": 0.5}},
         "p2": {"warm": {"samples": [{}, {}, {}], "summary": {k: part for k in
                                                              ("total", "wait", "coordinate", "process", "commit")},
-                        "job": {"read": 0.01, "stage": 0.4, "airflow": 0.59}}},
+                        "job": {"read": 0.01, "stage": 0.4, "airflow": 0.59},
+                        "cpu": {"seconds": 9.0, "cores": 2, "busy_share": 0.4, "busy_core_seconds": 7.2,
+                                "core_seconds": {"airflow scheduler": 4.5, "spark-connect": 2.1},
+                                "other_core_seconds": 0.6},
+                        "cpu_per_txid": {"airflow scheduler": 1.5, "spark-connect": 0.7, "other": 0.2, "all": 2.4},
+                        "idle_cpu": {"seconds": 15.0, "cores": 2, "busy_share": 0.05, "busy_core_seconds": 1.5,
+                                     "core_seconds": {"airflow scheduler": 1.0, "spark-connect": 0.5},
+                                     "other_core_seconds": 0.0},
+                        "cpu_per_txid_above_idle": {"airflow scheduler": 1.3, "spark-connect": 0.6, "other": 0.2,
+                                                    "all": 2.1}}},
         "p3": {"keys": 100, "repeat": 1, "rows": [["txdag commit", 5.0], ["redis-benchmark -t hset -P 16", 10.0]],
                "ratios": {"txdag commit / redis-benchmark HSET": 0.5}},
         "p4": {"tweets": 1000, "drains": {"1": drain, "2": drain, "4": drain}, "ratio_4_1": 1.0},
@@ -115,7 +124,8 @@ def test_the_table_has_every_figure_and_the_chart_is_a_png(tmp_path, capsys):
                    "P4 ratio mat=4 / mat=1", "peak RSS: Spark Connect server JVM", "P1 warm, per txid",
                    "P1 warm, process task: import / connect / read / plan / stage / seal / airflow",
                    "0.30 / 0.02 / 0.05 / 0.10 / 0.60 / 0.01 / 0.92 s", "P2 warm, process task: read / stage",
-                   "P1 warm: cores busy", "P4 max_active_transactions = 4: cores busy",
+                   "P1 warm: cores busy", "P4 max_active_transactions = 4: cores busy", "P2 warm: cores busy",
+                   "P2 warm: core-s per txid above idle", "idle: 0.10 core-s per second (15 s before the samples)",
                    "core-s per txid 3.40: airflow scheduler + tasks 2.00, Spark Connect (JVM + Python workers) 1.00, "
                    "other 0.40"):
         assert figure in text
@@ -150,11 +160,12 @@ def test_the_job_steps_come_from_the_process_tasks_last_try():
         def task_log(self, dag, run, task, try_number):
             assert (run, task, try_number) == ("r", "process", 2)
             return ("... txdag job done: topology=t txid=1 attempt=1 batch=5 rejected=0 partials: none; timings: "
-                    "import 0.250 s, connect 0.030 s, read 0.100 s, stage 0.500 s, seal 0.020 s\nnext line")
+                    "import 0.250 s, connect 0.030 s, read 0.100 s, stage 0.500 s, seal 0.020 s\nnext line\n"
+                    "... topology=t txid=2: waited 0.40s for txid 1 to commit or fail (it did)")
 
     steps = drain.job_steps(Api(), "d", {"run": "r", "process": 1.5, "process_try": 2})
-    assert steps == {"import": 0.25, "connect": 0.03, "read": 0.1, "stage": 0.5, "seal": 0.02,
-                     "airflow": pytest.approx(0.6)}
+    assert steps == {"import": 0.25, "connect": 0.03, "read": 0.1, "stage": 0.5, "seal": 0.02, "predecessor": 0.4,
+                     "airflow": pytest.approx(0.2)}
     assert drain.median_steps([{"a": 1.0, "b": 2.0}, {"a": 3.0}, {"b": 4.0, "c": 1.0}]) == {"a": 2.0, "b": 3.0,
                                                                                               "c": 1.0}
 
@@ -520,3 +531,14 @@ def test_the_curve_runs_each_size_into_its_own_folder_and_goes_on_after_a_failed
     assert [(r["batch"], r["rate"]["txdag_warm"], "error" in r) for r in written["rows"]] == [
         (20_000, 2_000.0, True), (50_000, 5_000.0, False)]
     assert (tmp_path / "curve.png").stat().st_size > 0
+
+
+def test_a_sparse_txids_core_seconds_leave_out_what_the_components_use_idle():
+    from tput import cpu
+
+    idle = {"seconds": 10.0, "busy_core_seconds": 2.0, "other_core_seconds": 0.5,
+            "core_seconds": {"airflow scheduler": 1.0, "spark-connect": 0.2}}
+    used = {"seconds": 20.0, "busy_core_seconds": 14.0, "other_core_seconds": 0.4,
+            "core_seconds": {"airflow scheduler": 8.0, "spark-connect": 5.0, "redis": 0.1}}
+    assert cpu.above_idle(used, idle, 5) == {"airflow scheduler": 1.2, "spark-connect": 0.92, "redis": 0.02,
+                                             "other": 0.0, "all": 2.0}

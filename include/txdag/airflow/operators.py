@@ -1,7 +1,8 @@
 """The three tasks of a txid's DAG run: coordinate, process (spark-submit, or warm on Spark Connect), commit.
 
 Each task runs one step of ``txdag.protocol.steps`` and only turns its outcome into Airflow's terms: a skip
-(the run consumes no txid), a reschedule or a deferral (waiting never holds a worker or the topology's pool slot), or a
+(the run consumes no txid), a reschedule or a deferral (waiting never holds a worker or the topology's pool slot; only
+a process task, its txid staged, waits a few seconds more for txid - 1's commit, holding its worker), or a
 failure whose message names the topology, the txid, the attempt and what to do. Every log line names the
 topology, the txid and the attempt.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
@@ -58,6 +60,7 @@ from txdag.topology.owner import Owner
 from txdag.topology.topology import TransactionalTopology
 from txdag.txid.failure import JobFailed, error_name, job_failure, job_line, with_missing_module
 from txdag.txid.replays import AGAIN
+from txdag.txid.waits import predecessor_note
 
 if TYPE_CHECKING:
     from redis import Redis
@@ -67,6 +70,7 @@ if TYPE_CHECKING:
     from txdag.topology.definition import JobSpec
     from txdag.zk import TransactionStore
 
+PREDECESSOR_WAIT = 15.0  # seconds a process task, its txid staged, holds its worker at most waiting for txid - 1
 FAULTS_VARIABLE = "txdag_faults"  # test hook, see txdag.faults; honoured only where TXDAG_FAULTS_ALLOWED=1
 
 
@@ -201,31 +205,46 @@ def process_txid(task: BaseOperator, context: Any, run_job: Callable[[TopologyRu
 
 
 def before_the_commit(task: BaseOperator, rt: TopologyRuntime, txid: int) -> None:
-    """The end of a process task whose txid is staged: it waits for txid - 1 (await_settled). Only a speed-up: a
-    ZooKeeper that fails it here leaves the wait to the commit task, and the staged txid stands."""
+    """The end of a process task whose txid is staged: it waits for txid - 1 (await_settled), until its on_kill.
+    Only a speed-up: a ZooKeeper that fails it here leaves the wait to the commit task, and the staged txid stands."""
     t, previous = rt.topology, txid - 1
+    stop = task._stop_waiting = threading.Event()
     try:
-        waited, done = await_settled(rt.clients.store(t.topology_id, t.zookeeper_conn_id), previous,
-                                     t.commit_poke_interval)
+        store = rt.clients.store(t.topology_id, t.zookeeper_conn_id)
+        waited, done = await_settled(store, previous, min(t.commit_poke_interval, PREDECESSOR_WAIT), stop)
+        found = None if done else store.read_txid(previous)
+        note = predecessor_note(t.topology_id, found[0] if found else None, datetime.now(UTC))
     except Exception as exc:  # noqa: BLE001 - the commit task reads txid - 1 itself and names the service
         task.log.warning("topology=%s txid=%s: not waiting for txid %s here (%s: %s); the commit task will",
                          t.topology_id, txid, previous, type(exc).__name__, exc)
         return
     if waited >= POLL_SECONDS:
         task.log.info("topology=%s txid=%s: waited %.2fs for txid %s to commit or fail (%s)", t.topology_id, txid,
-                      waited, previous, "it did" if done else "not yet: the commit task will wait for it")
+                      waited, previous, "it did" if done else f"not yet: the commit task will wait for it{note}")
 
 
-def await_settled(store: TransactionStore, txid: int, limit: float) -> tuple[float, bool]:
-    """Waits up to ``limit`` seconds for ``txid`` to be committed or failed: the seconds waited, and whether it is.
+def stop_waiting(task: BaseOperator) -> None:
+    """on_kill's part for the process operators: a process task killed (cleared, marked failed, timed out) while
+    it waits for txid - 1 ends now instead of at Airflow's SIGKILL."""
+    stop = getattr(task, "_stop_waiting", None)
+    if stop is not None:
+        stop.set()
+
+
+def await_settled(store: TransactionStore, txid: int, limit: float, stop: threading.Event | None = None
+                  ) -> tuple[float, bool]:
+    """Waits up to ``limit`` seconds (or until ``stop`` is set) for ``txid`` to be committed or failed: the seconds
+    waited, and whether it is.
 
     A process task waits so for txid - 1 before it ends: its commit then finds txid - 1 settled. A commit that does
     not find it so defers, which lasts at least 7 s, and with 2 txids in flight every later commit would defer too
     (docs/performance.md, commits that wait for their predecessor). This wait holds a worker, never the topology's
     pool slot that txid - 1's commit needs."""
+    stop = stop or threading.Event()
     started = time.monotonic()
     while not (done := settled(store, txid)) and time.monotonic() - started < limit:
-        time.sleep(POLL_SECONDS)
+        if stop.wait(POLL_SECONDS):
+            break
     return time.monotonic() - started, done
 
 
@@ -308,6 +327,10 @@ class ProcessOperator(SparkSubmitOperator, ProcessLineage):
 
         return process_txid(self, context, submit)
 
+    def on_kill(self) -> None:
+        stop_waiting(self)
+        super().on_kill()
+
     def resume(self, context: Any, event: dict[str, Any] | None = None) -> dict[str, Any]:
         """Back from waiting on its key-value predecessor (TxidSettled fired): run the process step again."""
         return self.execute(context)
@@ -387,7 +410,9 @@ class WarmProcessOperator(BaseOperator, ProcessLineage):
         """Killed (SIGTERM, execution_timeout) while its job runs: the job's running Spark operations are
         interrupted, so that the shared server does not run them to their end for nobody (their writes would be
         fenced anyway). A kill between two operations finds none running: the next one, started before Airflow's
-        SIGKILL (5 s later), runs until it ends or the server drops it (its detached timeout)."""
+        SIGKILL (5 s later), runs until it ends or the server drops it (its detached timeout). Killed while it waits
+        for txid - 1, after its job: it stops waiting."""
+        stop_waiting(self)
         if self._running is None:
             return
         session, tx = self._running

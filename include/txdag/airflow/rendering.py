@@ -115,7 +115,10 @@ def _build(t: TransactionalTopology, dag_file: str | None = None) -> DAG:
         catchup=t.catchup,
         max_active_runs=t.max_active_transactions,
         default_args={"retries": t.retries, "retry_delay": t.retry_delay, "max_retry_delay": t.max_retry_delay,
-                      "retry_exponential_backoff": BACKOFF_MULTIPLIER, "execution_timeout": t.execution_timeout},
+                      "retry_exponential_backoff": BACKOFF_MULTIPLIER, "execution_timeout": t.execution_timeout,
+                      # a txid's later tasks first (commit 3, process 2, coordinate 1): a commit that process tasks
+                      # wait for takes a free worker or pool slot before a new txid's tasks do
+                      "weight_rule": "upstream"},
         tags=["txdag"],
         description=t.description or f"txdag transactional topology {t.topology_id}",
         doc_md=doc,

@@ -183,3 +183,14 @@ def test_a_predecessor_that_does_not_settle_delays_its_successor_only_up_to_the_
 
     waited, done = await_settled(store, 2, limit=0.8)
     assert not done and 0.8 <= waited < 2, waited
+
+
+def test_a_process_task_killed_while_it_waits_stops_waiting(store) -> None:
+    """on_kill (a cleared or timed-out process task) sets the event the wait polls with: it ends at once."""
+    from txdag.airflow.operators import await_settled
+
+    stop = threading.Event()
+    killed = later(0.5, stop.set)
+    waited, done = await_settled(store, 2, limit=30, stop=stop)
+    killed.join()
+    assert not done and 0.4 <= waited < 2, waited

@@ -66,3 +66,18 @@ def test_every_task_of_a_rendered_topology_carries_the_policy_and_the_backoff(po
         assert isinstance(task.retry_policy, TxidRetryPolicy), task.task_id
         assert task.retries >= 60 and task.retry_exponential_backoff == BACKOFF_MULTIPLIER
         assert task.max_retry_delay == timedelta(seconds=20) and task.retry_delay == timedelta(seconds=3)
+
+
+def test_a_txids_later_tasks_rank_first_for_workers_and_the_pool(policy) -> None:
+    """Weights as Airflow's scheduler computes them (weight_rule upstream): a commit, which the next txids' process
+    tasks wait for, goes before a process, which goes before a coordinate that would begin a new txid."""
+    from types import SimpleNamespace
+
+    from airflow.task.priority_strategy import validate_and_load_priority_weight_strategy
+
+    from txdag.airflow.rendering import render
+
+    dag = render(policy.topology)
+    weights = {t.task_id: validate_and_load_priority_weight_strategy(t.weight_rule).get_weight(SimpleNamespace(task=t))
+               for t in dag.tasks}
+    assert weights == {"coordinate": 1, "process": 2, "commit": 3}
