@@ -184,6 +184,7 @@ def process_txid(task: BaseOperator, context: Any, run_job: Callable[[TopologyRu
     re-emitted (attempt + 1, the same batch for a transactional spout) before running the job.
     """
     ti, run_id, t = context["ti"], context["run_id"], task.topology  # type: ignore[attr-defined]
+    task._stop_waiting = threading.Event()  # set by on_kill (stop_waiting); a kill during the job skips the wait
     emitted = ti.xcom_pull(task_ids="coordinate")
     tx = tx_from_xcom(emitted, "coordinate")
     push_link(context, t.topology_id, tx.txid)
@@ -205,22 +206,34 @@ def process_txid(task: BaseOperator, context: Any, run_job: Callable[[TopologyRu
 
 
 def before_the_commit(task: BaseOperator, rt: TopologyRuntime, txid: int) -> None:
-    """The end of a process task whose txid is staged: it waits for txid - 1 (await_settled), until its on_kill.
-    Only a speed-up: a ZooKeeper that fails it here leaves the wait to the commit task, and the staged txid stands."""
+    """The end of a process task whose txid is staged: it waits for txid - 1 (await_settled), unless on_kill was
+    called, during the wait or before it. Only a speed-up: a ZooKeeper that fails it here leaves the wait to the
+    commit task, and the staged txid stands."""
     t, previous = rt.topology, txid - 1
-    stop = task._stop_waiting = threading.Event()
+    stop = getattr(task, "_stop_waiting", None) or threading.Event()
+    task._stop_waiting = stop
+    if stop.is_set():
+        task.log.info("topology=%s txid=%s: killed; not waiting for txid %s", t.topology_id, txid, previous)
+        return
     try:
         store = rt.clients.store(t.topology_id, t.zookeeper_conn_id)
         waited, done = await_settled(store, previous, min(t.commit_poke_interval, PREDECESSOR_WAIT), stop)
-        found = None if done else store.read_txid(previous)
-        note = predecessor_note(t.topology_id, found[0] if found else None, datetime.now(UTC))
+        found = None if done or stop.is_set() else store.read_txid(previous)
     except Exception as exc:  # noqa: BLE001 - the commit task reads txid - 1 itself and names the service
         task.log.warning("topology=%s txid=%s: not waiting for txid %s here (%s: %s); the commit task will",
                          t.topology_id, txid, previous, type(exc).__name__, exc)
         return
-    if waited >= POLL_SECONDS:
-        task.log.info("topology=%s txid=%s: waited %.2fs for txid %s to commit or fail (%s)", t.topology_id, txid,
-                      waited, previous, "it did" if done else f"not yet: the commit task will wait for it{note}")
+    if waited < POLL_SECONDS:  # settled at the first read, or no time to wait: nothing to report
+        return
+    if done:
+        how = "it did"
+    elif stop.is_set():
+        how = "not yet: killed while waiting"
+    else:
+        note = predecessor_note(t.topology_id, found[0] if found else None, datetime.now(UTC))
+        how = f"not yet: the commit task will wait for it{note}"
+    task.log.info("topology=%s txid=%s: waited %.2fs for txid %s to commit or fail (%s)", t.topology_id, txid,
+                  waited, previous, how)
 
 
 def stop_waiting(task: BaseOperator) -> None:

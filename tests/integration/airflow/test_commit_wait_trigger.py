@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 
 import pytest
 from access import ZK_AUTH
@@ -107,7 +108,6 @@ def test_it_never_fires_before_the_deferral_has_been_reported(store, prefix) -> 
     """A resumed task must not be running before the scheduler has the worker's report of its deferral (Airflow
     3.3 fails it then, apache/airflow#72716): a txid settled already still waits ``earliest`` seconds, and by
     default that is the worker's report interval plus a margin."""
-    import time
 
     from txdag.airflow.triggers import REPORT_MARGIN, TxidSettled, earliest_default
 
@@ -130,7 +130,6 @@ def test_the_least_wait_and_the_time_limit_count_from_the_deferral_not_from_the_
     that defers) ``earliest`` seconds ago fires at once on a settled txid, one built half of it ago waits the other
     half, and a time limit passed since the deferral ends the wait at once. The triggerer builds it again from its
     serialized arguments, which keep the deferral's time."""
-    import time
 
     from txdag.airflow.triggers import TxidSettled
 
@@ -165,7 +164,6 @@ def test_a_zookeeper_it_cannot_reach_wakes_the_task_at_its_time_limit(store, pre
 def test_a_process_task_ends_once_its_predecessor_settles(store, settle) -> None:
     """What a process task does before it ends (txdag.airflow.operators.await_settled): it waits for txid - 1 to
     commit or fail, so that its commit task finds it settled and need not defer."""
-    import time
 
     from txdag.airflow.operators import await_settled
 
@@ -194,3 +192,64 @@ def test_a_process_task_killed_while_it_waits_stops_waiting(store) -> None:
     waited, done = await_settled(store, 2, limit=30, stop=stop)
     killed.join()
     assert not done and 0.4 <= waited < 2, waited
+
+
+@pytest.fixture
+def process_task(store, prefix, tmp_path):
+    """A warm process operator of a topology whose ZooKeeper is this test's (CONN), and its task's runtime."""
+    from txdag.airflow.operators import WarmProcessOperator
+    from txdag.airflow.runtime import TopologyRuntime
+    from txdag.topology.definition import State, TweetsSource
+    from txdag.topology.topology import TransactionalTopology
+
+    def make(conn: str = CONN):
+        (tmp_path / "job.py").write_text("")
+        topology = TransactionalTopology(prefix, source=TweetsSource(prefix=f"{prefix}:"), job=str(tmp_path / "job.py"),
+                                         states=[State("users", namespace=f"{prefix}:users")],
+                                         zookeeper_conn_id=conn, commit_poke_interval=30)
+        return WarmProcessOperator(task_id="process", topology=topology), TopologyRuntime(topology)
+
+    return make
+
+
+def test_the_process_operators_on_kill_ends_its_wait_for_the_predecessor(process_task, capfd) -> None:
+    """before_the_commit as the process task runs it (txid 2 staged, txid 1 not committed), killed through the
+    shipped operator's on_kill after 0.5 s: it returns then, not at its 15 s cap, and says so."""
+    from txdag.airflow.operators import before_the_commit
+
+    task, rt = process_task()
+    with rt:
+        killed = later(0.5, task.on_kill)
+        started = time.monotonic()
+        before_the_commit(task, rt, 2)
+        killed.join()
+        assert 0.4 <= time.monotonic() - started < 2
+    assert "for txid 1 to commit or fail (not yet: killed while waiting)" in capfd.readouterr().out
+
+
+def test_a_process_task_killed_during_its_job_does_not_wait_for_the_predecessor(process_task, capfd) -> None:
+    """on_kill before the wait (during the job: the event is armed when the task starts) skips the wait."""
+    from txdag.airflow.operators import before_the_commit
+
+    task, rt = process_task()
+    task._stop_waiting = threading.Event()  # what process_txid arms when the task starts
+    task.on_kill()
+    with rt:
+        started = time.monotonic()
+        before_the_commit(task, rt, 2)
+        assert time.monotonic() - started < 0.2
+    assert "killed; not waiting for txid 1" in capfd.readouterr().out
+
+
+def test_a_zookeeper_down_at_the_wait_leaves_it_to_the_commit_task(process_task, monkeypatch, capfd) -> None:
+    """The wait is only a speed-up: a ZooKeeper it cannot reach is a warning, and the process task succeeds."""
+    from txdag.airflow.operators import before_the_commit
+
+    monkeypatch.setenv("AIRFLOW_CONN_ZK_NOWHERE", json.dumps({
+        "conn_type": "zookeeper", "host": "127.0.0.1", "port": 1, "extra": {"timeout": 1}}))
+    task, rt = process_task("zk_nowhere")
+    with rt:
+        before_the_commit(task, rt, 2)  # does not raise
+    said = capfd.readouterr().out
+    assert "txid=2: not waiting for txid 1 here (ServiceUnavailable: ZooKeeper is not reachable" in said, said
+    assert "the commit task will" in said
