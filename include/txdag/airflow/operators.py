@@ -184,7 +184,7 @@ def process_txid(task: BaseOperator, context: Any, run_job: Callable[[TopologyRu
     re-emitted (attempt + 1, the same batch for a transactional spout) before running the job.
     """
     ti, run_id, t = context["ti"], context["run_id"], task.topology  # type: ignore[attr-defined]
-    task._stop_waiting = threading.Event()  # set by on_kill (stop_waiting); a kill during the job skips the wait
+    task._stop_waiting = threading.Event()  # each try's own, set by on_kill: a kill during the job skips the wait
     emitted = ti.xcom_pull(task_ids="coordinate")
     tx = tx_from_xcom(emitted, "coordinate")
     push_link(context, t.topology_id, tx.txid)
@@ -210,8 +210,7 @@ def before_the_commit(task: BaseOperator, rt: TopologyRuntime, txid: int) -> Non
     called, during the wait or before it. Only a speed-up: a ZooKeeper that fails it here leaves the wait to the
     commit task, and the staged txid stands."""
     t, previous = rt.topology, txid - 1
-    stop = getattr(task, "_stop_waiting", None) or threading.Event()
-    task._stop_waiting = stop
+    stop: threading.Event = task._stop_waiting  # type: ignore[attr-defined]  # process_txid arms it, on_kill sets it
     if stop.is_set():
         task.log.info("topology=%s txid=%s: killed; not waiting for txid %s", t.topology_id, txid, previous)
         return
@@ -223,12 +222,12 @@ def before_the_commit(task: BaseOperator, rt: TopologyRuntime, txid: int) -> Non
         task.log.warning("topology=%s txid=%s: not waiting for txid %s here (%s: %s); the commit task will",
                          t.topology_id, txid, previous, type(exc).__name__, exc)
         return
-    if waited < POLL_SECONDS:  # settled at the first read, or no time to wait: nothing to report
-        return
-    if done:
-        how = "it did"
-    elif stop.is_set():
+    if stop.is_set() and not done:
         how = "not yet: killed while waiting"
+    elif waited < POLL_SECONDS:  # settled at the first read, or no time to wait: nothing to report
+        return
+    elif done:
+        how = "it did"
     else:
         note = predecessor_note(t.topology_id, found[0] if found else None, datetime.now(UTC))
         how = f"not yet: the commit task will wait for it{note}"
@@ -255,9 +254,9 @@ def await_settled(store: TransactionStore, txid: int, limit: float, stop: thread
     pool slot that txid - 1's commit needs."""
     stop = stop or threading.Event()
     started = time.monotonic()
-    while not (done := settled(store, txid)) and time.monotonic() - started < limit:
-        if stop.wait(POLL_SECONDS):
-            break
+    while not (done := settled(store, txid)) and time.monotonic() - started < limit and not stop.is_set():
+        time.sleep(POLL_SECONDS)  # not stop.wait: on_kill sets it from a signal handler, which must not wait for
+        #                           the lock the event's wait holds in this same thread
     return time.monotonic() - started, done
 
 

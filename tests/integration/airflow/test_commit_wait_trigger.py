@@ -207,7 +207,9 @@ def process_task(store, prefix, tmp_path):
         topology = TransactionalTopology(prefix, source=TweetsSource(prefix=f"{prefix}:"), job=str(tmp_path / "job.py"),
                                          states=[State("users", namespace=f"{prefix}:users")],
                                          zookeeper_conn_id=conn, commit_poke_interval=30)
-        return WarmProcessOperator(task_id="process", topology=topology), TopologyRuntime(topology)
+        task = WarmProcessOperator(task_id="process", topology=topology)
+        task._stop_waiting = threading.Event()  # what process_txid arms as each try starts
+        return task, TopologyRuntime(topology)
 
     return make
 
@@ -219,6 +221,7 @@ def test_the_process_operators_on_kill_ends_its_wait_for_the_predecessor(process
 
     task, rt = process_task()
     with rt:
+        rt.clients.store(rt.topology.topology_id, CONN).read_topology()  # connected before the clock starts
         killed = later(0.5, task.on_kill)
         started = time.monotonic()
         before_the_commit(task, rt, 2)
@@ -232,7 +235,6 @@ def test_a_process_task_killed_during_its_job_does_not_wait_for_the_predecessor(
     from txdag.airflow.operators import before_the_commit
 
     task, rt = process_task()
-    task._stop_waiting = threading.Event()  # what process_txid arms when the task starts
     task.on_kill()
     with rt:
         started = time.monotonic()
@@ -253,3 +255,25 @@ def test_a_zookeeper_down_at_the_wait_leaves_it_to_the_commit_task(process_task,
     said = capfd.readouterr().out
     assert "txid=2: not waiting for txid 1 here (ServiceUnavailable: ZooKeeper is not reachable" in said, said
     assert "the commit task will" in said
+
+
+def test_each_try_of_a_process_task_starts_with_its_own_unkilled_wait(process_task) -> None:
+    """process_txid arms the event on_kill sets before anything else of the try: a kill during the job reaches it,
+    and nothing of an earlier kill does."""
+    from txdag.airflow.operators import process_txid
+
+    class Stop(Exception):
+        pass
+
+    class FirstRead:  # the try's task instance, as far as process_txid gets before the clock matters
+        def xcom_pull(self, task_ids: str) -> None:
+            raise Stop(task_ids)
+
+    task, _ = process_task()
+    earlier = task._stop_waiting
+    earlier.set()
+    with pytest.raises(Stop):
+        process_txid(task, {"ti": FirstRead(), "run_id": "manual__1"}, lambda rt, emission: None)
+    assert task._stop_waiting is not earlier and not task._stop_waiting.is_set()
+    task.on_kill()
+    assert task._stop_waiting.is_set()
