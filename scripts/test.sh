@@ -95,4 +95,10 @@ if ((passed == 0 && rc == 0)); then
     rc=5
 fi
 echo "tiers: $passed passed, $failed failed"
+# The failed tests by name (pytest's short summary lines), so that the end of a long CI log says which ones.
+if ((failed > 0)); then
+    for tier in "${TIERS[@]}"; do
+        grep -hE '^(FAILED|ERROR) tests/' "$LOGS/${tier%%:*}.log" | cut -c1-300 | sed 's/^/  /' || true
+    done
+fi
 exit "$rc"

@@ -263,7 +263,7 @@ class Stack:
             client.execute_command("ACL", "DELUSER", self.redis_user)
         for db in [] if keep_data else dbs:
             with self.admin(db) as client:
-                client.flushdb()
+                client.flushdb(asynchronous=True)  # freed in the background: millions of keys outlast a reply timeout
         self.delete_znodes(self.zk_hosts, [self.zk_root])
 
     def delete_znodes(self, hosts: str, paths: list[str]) -> None:
