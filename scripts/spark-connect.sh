@@ -14,7 +14,10 @@
 # workers' Python has no txdag, theirs: each topology ships txdag to its session, see `txdag pyfiles`); on a
 # cluster also TXDAG_SPARK_CONNECT_CORES (spark.cores.max, default 2: what the server leaves to spark-submit
 # applications) and TXDAG_SPARK_CONNECT_EXECUTOR_MEMORY (default 512m); TXDAG_SPARK_CONNECT_HOST (the loopback
-# address it binds to, its driver's too, default 127.0.0.1; refused outside 127.0.0.0/8).
+# address it binds to, its driver's too, default 127.0.0.1; refused outside 127.0.0.0/8);
+# TXDAG_SPARK_CONNECT_JAVA_OPTIONS (the driver JVM's options, default -XX:TieredStopAtLevel=1: the C1 compiler only,
+# see docs/performance.md; set it empty for the JVM's defaults). A server already listening on the port is reused
+# as it is, with the options it was started with.
 # State (log, pid file) lives in .run/spark-connect-<port>/ at the repository root.
 set -euo pipefail
 if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then # the comment above, before anything runs or is created
@@ -27,6 +30,10 @@ PORT="${TXDAG_SPARK_CONNECT_PORT:-15092}"
 MASTER="${TXDAG_SPARK_CONNECT_MASTER:-local[2]}"
 MEMORY="${TXDAG_SPARK_CONNECT_MEMORY:-1g}"
 EXECUTOR_PYTHON="${TXDAG_SPARK_CONNECT_PYTHON:-$ROOT/.venv/bin/python}"
+# C1 only: the driver's JIT spends less on each txid's new query code than C2 (docs/performance.md, the JIT)
+JAVA_OPTIONS="${TXDAG_SPARK_CONNECT_JAVA_OPTIONS--XX:TieredStopAtLevel=1}"
+JAVA_ARGS=()
+[[ -z "$JAVA_OPTIONS" ]] || JAVA_ARGS=(--driver-java-options "$JAVA_OPTIONS")
 CLUSTER_ARGS=()
 if [[ "$MASTER" != local* ]]; then
     CLUSTER_ARGS=(--conf "spark.cores.max=${TXDAG_SPARK_CONNECT_CORES:-2}"
@@ -77,7 +84,7 @@ start() {
     # the project's Python too (they import txdag: staging is written from the executors), unless told otherwise.
     PATH="$ROOT/.venv/bin:$PATH" PYSPARK_PYTHON="$EXECUTOR_PYTHON" PYSPARK_DRIVER_PYTHON="$ROOT/.venv/bin/python" \
         SPARK_LOCAL_IP=$HOST setsid "$submit" --class "$SERVER_CLASS" --master "$MASTER" --name txdag-spark-connect \
-        --driver-memory "$MEMORY" "${CLUSTER_ARGS[@]}" \
+        --driver-memory "$MEMORY" "${JAVA_ARGS[@]}" "${CLUSTER_ARGS[@]}" \
         --conf spark.connect.grpc.binding.address=$HOST --conf spark.connect.grpc.binding.port="$PORT" \
         --conf spark.ui.enabled=false --conf spark.driver.bindAddress=$HOST --conf spark.driver.host=$HOST \
         --conf spark.sql.shuffle.partitions=4 --conf spark.connect.session.manager.defaultSessionTimeout=25h \
