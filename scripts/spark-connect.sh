@@ -16,8 +16,8 @@
 # applications) and TXDAG_SPARK_CONNECT_EXECUTOR_MEMORY (default 512m); TXDAG_SPARK_CONNECT_HOST (the loopback
 # address it binds to, its driver's too, default 127.0.0.1; refused outside 127.0.0.0/8);
 # TXDAG_SPARK_CONNECT_JAVA_OPTIONS (the driver JVM's options, default -XX:TieredStopAtLevel=1: the C1 compiler only,
-# see docs/performance.md; set it empty for the JVM's defaults). A server already listening on the port is reused
-# as it is, with the options it was started with.
+# see docs/performance.md; set it empty for the JVM's defaults; options the JVM refuses stop the start). A server
+# already listening on the port is reused as it is, with the options it was started with.
 # State (log, pid file) lives in .run/spark-connect-<port>/ at the repository root.
 set -euo pipefail
 if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then # the comment above, before anything runs or is created
@@ -30,7 +30,7 @@ PORT="${TXDAG_SPARK_CONNECT_PORT:-15092}"
 MASTER="${TXDAG_SPARK_CONNECT_MASTER:-local[2]}"
 MEMORY="${TXDAG_SPARK_CONNECT_MEMORY:-1g}"
 EXECUTOR_PYTHON="${TXDAG_SPARK_CONNECT_PYTHON:-$ROOT/.venv/bin/python}"
-# C1 only: the driver's JIT spends less on each txid's new query code than C2 (docs/performance.md, the JIT)
+# C1 only: a young server's JIT compiles Spark's code paths for fewer core-seconds than C2 (docs/performance.md)
 JAVA_OPTIONS="${TXDAG_SPARK_CONNECT_JAVA_OPTIONS--XX:TieredStopAtLevel=1}"
 JAVA_ARGS=()
 [[ -z "$JAVA_OPTIONS" ]] || JAVA_ARGS=(--driver-java-options "$JAVA_OPTIONS")
@@ -64,15 +64,40 @@ server_pid() {
     printf '%s\n' "$pid"
 }
 
+check_driver_options() {
+    # Spark's launcher adds -XX:+IgnoreUnrecognizedVMOptions, so a misspelled option would be dropped in silence:
+    # the JVM spark-submit runs (JAVA_HOME's, else the one on PATH) is asked first, without that flag, with the
+    # options split as Spark splits them (quotes, backslashes, any whitespace) and the heap spark-submit gives it
+    local java=java split refused status=0 options=()
+    if [[ -n "${JAVA_HOME:-}" ]]; then
+        java="$JAVA_HOME/bin/java"
+        [[ -x "$java" ]] || die "JAVA_HOME=$JAVA_HOME holds no bin/java: point it at a JDK 17, or unset it"
+    fi
+    [[ "$JAVA_OPTIONS" != *Xmx* ]] || die "TXDAG_SPARK_CONNECT_JAVA_OPTIONS='$JAVA_OPTIONS': the driver's heap is" \
+        "TXDAG_SPARK_CONNECT_MEMORY's (spark-submit refuses -Xmx among the driver's Java options)"
+    split="$("$ROOT/.venv/bin/python" -c 'import shlex, sys; print("\n".join(shlex.split(sys.argv[1])))' \
+        "$JAVA_OPTIONS" 2>&1)" || die "TXDAG_SPARK_CONNECT_JAVA_OPTIONS='$JAVA_OPTIONS': ${split##*$'\n'}"
+    [[ -z "$split" ]] || mapfile -t options <<<"$split"
+    refused="$(timeout 30 "$java" "-Xmx$MEMORY" "${options[@]}" -version 2>&1)" || status=$?
+    ((status != 0)) || return 0
+    refused="$(printf '%s\n' "$refused" | sed 's/ *Error: \(Could not create\|A fatal exception\).*//' |
+        paste -sd ' ' | sed 's/^ *//; s/ *$//')"
+    ((status != 124)) || refused="no answer from java -version within 30 s"
+    die "the JVM refuses the Connect server's options (TXDAG_SPARK_CONNECT_JAVA_OPTIONS='$JAVA_OPTIONS'," \
+        "-Xmx$MEMORY of TXDAG_SPARK_CONNECT_MEMORY): $refused; correct them (empty" \
+        "TXDAG_SPARK_CONNECT_JAVA_OPTIONS: the JVM's defaults)"
+}
+
 start() {
     if listening; then
-        say "a server already listens on $HOST:$PORT; reusing it"
+        say "a server already listens on $HOST:$PORT; reusing it (with the options it was started with)"
         return 0
     fi
     local submit="$ROOT/.venv/bin/spark-submit"
     [[ -x "$submit" ]] || submit="$(command -v spark-submit)" ||
         die "spark-submit not found: run 'bash scripts/setup.sh' (it installs PySpark into .venv)"
     command -v java >/dev/null || die "java not found: install a JDK 17 (Debian: apt-get install openjdk-17-jre-headless)"
+    check_driver_options
     mkdir -p "$DIR"
     # Spark's Kafka source (KafkaSource's read), from the set-up's jars when it fetched them (scripts/kafka.sh fetch)
     local jars KAFKA_ARGS=()

@@ -15,21 +15,8 @@ from dataclasses import dataclass
 from tput.services import Stack, listening
 
 from recov import procs
-from recov.lab import Lab, Topology
-
-
-@dataclass
-class Hit:
-    """Where the fault lands: the faulted txid's run and task, its task instance id and its task process."""
-
-    lab: Lab
-    topo: Topology
-    run_id: str
-    txid: int
-    task: str
-    ti_id: str
-    task_pid: int
-    restart_after: float
+from recov.lab import Hit
+from recov.stale import resume_and_watch
 
 
 @dataclass(frozen=True)
@@ -120,8 +107,6 @@ def pause(early: bool) -> Callable[[Hit], tuple[float, str]]:
     supervisor; the trial checks that nothing changed."""
 
     def inject(hit: Hit) -> tuple[float, str]:
-        from recov.stale import resume_and_watch
-
         table = procs.table()
         worker = table[hit.task_pid].ppid
         tree = [hit.task_pid, *procs.descendants(hit.task_pid, table)]

@@ -58,6 +58,20 @@ class Topology:
 
 
 @dataclass
+class Hit:
+    """Where the fault lands: the faulted txid's run and task, its task instance id and its task process."""
+
+    lab: Lab
+    topo: Topology
+    run_id: str
+    txid: int
+    task: str
+    ti_id: str
+    task_pid: int
+    restart_after: float
+
+
+@dataclass
 class Lab:
     stack: Stack
     seed: int = 100

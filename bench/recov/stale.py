@@ -7,14 +7,10 @@ from __future__ import annotations
 
 import signal
 import time
-from typing import TYPE_CHECKING
 
 from recov import procs
-from recov.lab import Lab, Topology, patiently
+from recov.lab import Hit, Lab, Topology, patiently
 from txdag.zk.records import TxStatus
-
-if TYPE_CHECKING:
-    from recov.faults import Hit
 
 STALE_RUN_SECONDS = 120  # how long the resumed task and its Spark job get before the supervisor is resumed too
 RETRY_TIMEOUT = 900

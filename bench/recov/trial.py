@@ -12,8 +12,8 @@ from typing import Any
 from tput.services import BenchError
 
 from recov import procs
-from recov.faults import Fault, Hit
-from recov.lab import Lab, Topology, patiently
+from recov.faults import Fault
+from recov.lab import Hit, Lab, Topology, patiently
 from txdag.txid.report import replay_targets
 
 

@@ -217,20 +217,20 @@ def before_the_commit(task: BaseOperator, rt: TopologyRuntime, txid: int) -> Non
     try:
         store = rt.clients.store(t.topology_id, t.zookeeper_conn_id)
         waited, done = await_settled(store, previous, min(t.commit_poke_interval, PREDECESSOR_WAIT), stop)
-        found = None if done or stop.is_set() else store.read_txid(previous)
+        if stop.is_set() and not done:
+            how = "not yet: killed while waiting"
+        elif waited < POLL_SECONDS:  # settled at the first read, or no time to wait: nothing to report
+            return
+        elif done:
+            how = "it did"
+        else:
+            found = store.read_txid(previous)
+            note = predecessor_note(t.topology_id, found[0] if found else None, datetime.now(UTC))
+            how = f"not yet: the commit task will wait for it{note}"
     except Exception as exc:  # noqa: BLE001 - the commit task reads txid - 1 itself and names the service
         task.log.warning("topology=%s txid=%s: not waiting for txid %s here (%s: %s); the commit task will",
                          t.topology_id, txid, previous, type(exc).__name__, exc)
         return
-    if stop.is_set() and not done:
-        how = "not yet: killed while waiting"
-    elif waited < POLL_SECONDS:  # settled at the first read, or no time to wait: nothing to report
-        return
-    elif done:
-        how = "it did"
-    else:
-        note = predecessor_note(t.topology_id, found[0] if found else None, datetime.now(UTC))
-        how = f"not yet: the commit task will wait for it{note}"
     task.log.info("topology=%s txid=%s: waited %.2fs for txid %s to commit or fail (%s)", t.topology_id, txid,
                   waited, previous, how)
 

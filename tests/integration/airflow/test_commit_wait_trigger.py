@@ -257,6 +257,23 @@ def test_a_zookeeper_down_at_the_wait_leaves_it_to_the_commit_task(process_task,
     assert "the commit task will" in said
 
 
+def test_a_wait_whose_report_fails_leaves_it_to_the_commit_task(process_task, monkeypatch, capfd) -> None:
+    """What the wait says about txid - 1 once it gives up is read from ZooKeeper too: any error there is the same
+    warning, after the txid was staged, never the process task's failure."""
+    from txdag.airflow import operators
+
+    def unreadable(*args: object) -> str:
+        raise ValueError("Invalid isoformat string: 'not a time'")
+
+    monkeypatch.setattr(operators, "PREDECESSOR_WAIT", 0.5)
+    monkeypatch.setattr(operators, "predecessor_note", unreadable)
+    task, rt = process_task()
+    with rt:
+        operators.before_the_commit(task, rt, 2)  # does not raise
+    said = capfd.readouterr().out
+    assert "txid=2: not waiting for txid 1 here (ValueError: Invalid isoformat string" in said, said
+
+
 def test_each_try_of_a_process_task_starts_with_its_own_unkilled_wait(process_task) -> None:
     """process_txid arms the event on_kill sets before anything else of the try: a kill during the job reaches it,
     and nothing of an earlier kill does."""

@@ -17,7 +17,7 @@ import pytest
 from airflow.sdk.exceptions import AirflowTaskTimeout
 from airflow.sdk.execution_time.timeout import timeout
 from pyspark.errors import PySparkException
-from spark_support import JOBS_DIR, TWEET_STATES, WORD_STATES, expected_fields
+from spark_support import JOBS_DIR, ROOT, TWEET_STATES, WORD_STATES, expected_fields
 from support.cli_project import dag_folder
 from support.servers import free_port
 
@@ -166,6 +166,37 @@ def test_a_server_that_is_down_is_named_with_how_to_start_it():
     with pytest.raises(ServiceUnavailable) as caught:
         connect_session(url)
     assert url in str(caught.value) and "bash scripts/spark-connect.sh start" in str(caught.value)
+
+
+@pytest.mark.parametrize(("options", "named"), [
+    ("-XX:TieredStopAtLevl=1", "Unrecognized VM option 'TieredStopAtLevl=1'"),  # Spark's launcher would ignore it
+    ("-XX:TieredStopAtLevel=1 -Xss1k", "The Java thread stack size specified is too small"),
+    ('-Dtxdag.note="two words" -XX:Bogus=1', "Unrecognized VM option 'Bogus=1'"),  # split as Spark splits them
+    ("-Xms2g", "Initial heap size set to a larger value than the maximum heap size"),  # beside the -Xmx1g it gets
+])
+def test_java_options_the_jvm_refuses_stop_the_server_before_it_starts(options, named):
+    """scripts/spark-connect.sh asks the JVM about TXDAG_SPARK_CONNECT_JAVA_OPTIONS first: a misspelled option is
+    named (spark-submit runs the driver with -XX:+IgnoreUnrecognizedVMOptions, which would drop it in silence), and
+    nothing is started."""
+    port = free_port()
+    env = {**os.environ, "TXDAG_SPARK_CONNECT_PORT": str(port), "TXDAG_SPARK_CONNECT_JAVA_OPTIONS": options,
+           "TXDAG_SPARK_CONNECT_MEMORY": "1g"}
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "spark-connect.sh"), "start"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done
+    said = " ".join(done.stderr.split())
+    assert f"the JVM refuses the Connect server's options (TXDAG_SPARK_CONNECT_JAVA_OPTIONS='{options}', -Xmx1g" \
+           in said and named in said, said
+    assert not (ROOT / ".run" / f"spark-connect-{port}").exists()
+
+
+def test_a_heap_among_the_java_options_is_refused_for_the_memory_setting():
+    """spark-submit refuses -Xmx in the driver's Java options (its log would say so once the server is gone):
+    spark-connect.sh says it first, and which setting holds the heap."""
+    env = {**os.environ, "TXDAG_SPARK_CONNECT_PORT": str(free_port()), "TXDAG_SPARK_CONNECT_JAVA_OPTIONS": "-Xmx2g"}
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "spark-connect.sh"), "start"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "the driver's heap is TXDAG_SPARK_CONNECT_MEMORY's" in done.stderr, done
 
 
 def test_a_job_file_without_process_is_refused(tmp_path):
