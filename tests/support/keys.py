@@ -3,12 +3,12 @@ Redis's glob matching of ACL key patterns, for the tests that check the ACL agai
 
 from __future__ import annotations
 
-import fnmatch
 from pathlib import Path
 from typing import Any
 
 from txdag.attempt import TransactionAttempt
 from txdag.commit import newvalues, rejections
+from txdag.keyspace import redis_match
 from txdag.spouts import streams, tweets
 from txdag.staging import layout as staging_layout
 from txdag.state import redis_backing
@@ -51,27 +51,6 @@ def source_keys(topology: Any) -> list[str]:
     if source.type == "tweets":
         return tweets.keys(source.prefix, SAMPLE_TWEETS)
     return streams.keys(source.streams)
-
-
-def fnmatch_pattern(pattern: str) -> str:
-    """A Redis glob as an fnmatch pattern: ``\\x`` (a literal x) becomes ``[x]``, ``[^...]`` becomes ``[!...]``."""
-    out, i = [], 0
-    while i < len(pattern):
-        if pattern[i] == "\\" and i + 1 < len(pattern):
-            i += 1
-            out.append(f"[{pattern[i]}]")
-        elif pattern.startswith("[^", i):
-            out.append("[!")
-            i += 1
-        else:
-            out.append(pattern[i])
-        i += 1
-    return "".join(out)
-
-
-def redis_match(pattern: str, key: str) -> bool:
-    """Whether a Redis ACL key pattern matches ``key`` as Redis does (the patterns txdag writes)."""
-    return fnmatch.fnmatchcase(key, fnmatch_pattern(pattern))
 
 
 def granted(rules: list[str], key: str, prefix: str = "~") -> list[str]:

@@ -54,6 +54,10 @@ def definitions_only() -> Iterator[None]:
 
 def located(topology: TransactionalTopology, dag_file: str | Path | None) -> TransactionalTopology:
     """The definition with its project located from the DAG file, or an error when a relative job cannot be."""
+    from txdag.topology.topology import TransactionalTopology
+
+    if not isinstance(topology, TransactionalTopology):
+        raise ConfigError(f"render() takes a txdag.TransactionalTopology(...), got {topology!r}")
     t = topology.located(dag_file) if dag_file is not None else topology
     if not t.job_located:
         raise ConfigError(

@@ -97,7 +97,13 @@ def schedule_of(t: TransactionalTopology, dag_file: str | None) -> Any:
     from airflow.sdk.definitions.timetables.assets import AssetOrTimeSchedule
 
     zone = timezone.coerce_datetime(t.start_date).timezone or timezone.utc  # the DAG's, as Airflow takes it
-    return AssetOrTimeSchedule(timetable=_create_timetable(t.schedule, zone), assets=[source])
+    timetable = _create_timetable(t.schedule, zone)
+    try:  # what Airflow checks of a plain schedule when it loads the DAG, and not inside an AssetOrTimeSchedule
+        timetable.validate()
+    except Exception as exc:  # noqa: BLE001 - AirflowTimetableInvalid, named with Airflow's reason
+        raise ConfigError(f"topology {t.topology_id!r}: schedule {t.schedule!r} is not one Airflow can run: "
+                          f"{exc}") from None
+    return AssetOrTimeSchedule(timetable=timetable, assets=[source])
 
 
 def _build(t: TransactionalTopology, dag_file: str | None = None) -> DAG:

@@ -36,7 +36,7 @@ from txdag.topology.refs import ref_of
 
 FORMAT_VERSION = 1
 DEFAULT_REDIS_CONN_ID = REDIS_CONN_ID  # (the name trident.query and others import)
-NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\Z")  # \Z, not $: '$' matches before a final newline
 
 
 def check_name(what: str, value: Any) -> str:
@@ -244,8 +244,9 @@ class StreamsSource(Source):
     type = "streams"
 
     def __post_init__(self) -> None:
-        if isinstance(self.streams, str) or not self.streams:
-            raise ConfigError(f"StreamsSource needs a non-empty list of stream keys, got {self.streams!r}")
+        if isinstance(self.streams, (str, set, frozenset, Mapping)) or not self.streams:
+            raise ConfigError(f"StreamsSource needs a non-empty list of stream keys, got {self.streams!r} (a list or "
+                              f"tuple: a set has no order, and its order is part of the topology's definition)")
         object.__setattr__(self, "streams", tuple(self.streams))
         object.__setattr__(self, "stream_conn_ids", dict(self.stream_conn_ids))
         if len(set(self.streams)) != len(self.streams) or not all(isinstance(s, str) and s for s in self.streams):

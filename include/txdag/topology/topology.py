@@ -20,7 +20,7 @@ import os
 import re
 import runpy
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -39,8 +39,10 @@ from txdag.defaults import (
     ZOOKEEPER_CONN_ID,
 )
 from txdag.errors import ConfigError
+from txdag.keyspace import redis_match
 from txdag.spouts.base import Source, source_params
 from txdag.state.marker import default_key
+from txdag.state.redis_backing import state_keys
 from txdag.topology.definition import (
     DEFAULT_REDIS_CONN_ID,
     KeyValue,
@@ -54,6 +56,8 @@ from txdag.txid.backlog import Backlog
 
 DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)
 SPARK_MODES = ("submit", "connect")
+LONGEST_ID = 200  # Airflow's DAG ids take 250 characters, its pool names 256 (with the pool's prefix)
+LONGEST_POKE = 86_400  # seconds: a commit's wait between checks (and a deferral's limit) fits in Airflow's dates
 
 
 @dataclass(frozen=True, eq=False)
@@ -109,6 +113,9 @@ class TransactionalTopology:
 
     def __post_init__(self) -> None:
         check_name("topology_id", self.topology_id)
+        if len(self.topology_id) > LONGEST_ID:
+            raise ConfigError(f"topology_id must be at most {LONGEST_ID} characters (the DAG id, its pool and its "
+                              f"znode are named after it), got {len(self.topology_id)}: {self.topology_id[:40]!r}...")
         if not isinstance(self.source, Source):
             raise ConfigError(
                 f"topology {self.topology_id!r}: source must be a txdag.spouts.Source (TweetsSource, StreamsSource "
@@ -119,9 +126,11 @@ class TransactionalTopology:
                 source_params(self.source)
         except ConfigError as exc:
             raise ConfigError(f"topology {self.topology_id!r}: {exc}") from None
-        object.__setattr__(self, "states", tuple(self.states))
-        object.__setattr__(self, "key_values", tuple(self.key_values))
-        object.__setattr__(self, "sinks", tuple(self.sinks))
+        for name, what in (("states", "State"), ("key_values", "KeyValue"), ("sinks", "Sink")):
+            given = getattr(self, name)
+            if isinstance(given, str | bytes | Mapping | set | frozenset) or not isinstance(given, Iterable):
+                raise ConfigError(f"topology {self.topology_id!r}: {name} must be a list of {what}(...), got {given!r}")
+            object.__setattr__(self, name, tuple(given))
         self._check_states()
         for name in ("max_active_transactions", "keep_txids"):
             value = getattr(self, name)
@@ -135,6 +144,7 @@ class TransactionalTopology:
         for name in ("redis_conn_id", "zookeeper_conn_id", "spark_conn_id", "spark_connect_conn_id"):
             check_name(f"topology {self.topology_id!r}: {name}", getattr(self, name))
         self._check_values()
+        self._check_keys_apart()
         if self.project_dir is not None and not isinstance(self.project_dir, str):
             object.__setattr__(self, "project_dir", str(self.project_dir))  # a pathlib.Path is fine too
         self._check_job()
@@ -203,6 +213,24 @@ class TransactionalTopology:
         if self.marker_key is not None and self.marker_key in {s.redis_key for s in self.states if s.in_redis}:
             raise ConfigError(f"{where}: marker_key {self.marker_key!r} is also a state's namespace: rename one")
 
+    def _check_keys_apart(self) -> None:
+        """The keys a commit writes are none of the marker's or the source's: a state named like the source's
+        stream, or a marker_key that is the source's NEXT_WRITE, would fail the first commit (a key of another
+        type) or overwrite the source."""
+        where = f"topology {self.topology_id!r}"
+        written = {k: f"state {s.name!r}" for s in self.states if s.in_redis for k in state_keys(s.redis_key)}
+        if self.commit_marker in written:
+            raise ConfigError(f"{where}: the namespace of {written[self.commit_marker]} is the commit marker "
+                              f"{self.commit_marker!r}: give the state another namespace")
+        if self.redis_conn_id not in self.source.conn_ids():
+            return  # the source reads another Redis than the states'
+        written[self.commit_marker] = "the commit marker" if self.marker_key is None else "marker_key"
+        for key, what in written.items():
+            read = next((p for p in self.source.acl_patterns() if redis_match(p, key)), None)
+            if read is not None:
+                raise ConfigError(f"{where}: {what} would write the key {key!r}, which the source reads (pattern "
+                                  f"{read!r} on connection {self.redis_conn_id!r}): give it another name or namespace")
+
     def _check_values(self) -> None:
         """Values that would otherwise fail later, at a commit or when Airflow builds the DAG, far from here."""
         where = f"topology {self.topology_id!r}"
@@ -214,9 +242,12 @@ class TransactionalTopology:
         if self.drain is not None and not isinstance(self.drain, Backlog):
             raise ConfigError(f"{where}: drain must be a txdag.txid.backlog.Backlog(entries=..., wait=...) or None, "
                               f"got {self.drain!r}")
+        if self.description is not None and not isinstance(self.description, str):
+            raise ConfigError(f"{where}: description must be a string or None, got {self.description!r}")
         poke = self.commit_poke_interval
-        if isinstance(poke, bool) or not isinstance(poke, int | float) or poke <= 0:
-            raise ConfigError(f"{where}: commit_poke_interval must be a number of seconds > 0, got {poke!r}")
+        if isinstance(poke, bool) or not isinstance(poke, int | float) or not 0 < poke <= LONGEST_POKE:
+            raise ConfigError(f"{where}: commit_poke_interval must be a number of seconds > 0 and at most "
+                              f"{LONGEST_POKE} (a day), got {poke!r}")
         if not isinstance(self.catchup, bool):
             raise ConfigError(f"{where}: catchup must be True or False, got {self.catchup!r}")
         for name in ("retry_delay", "max_retry_delay"):
@@ -240,8 +271,9 @@ class TransactionalTopology:
             raise ConfigError(f"topology {self.topology_id!r}: job must be the path of a PySpark .py file, "
                               f"got {self.job!r}")
         if "://" not in self.job and self.job_located and not Path(self.job_path).is_file():
+            what = "is a folder, not a file" if Path(self.job_path).is_dir() else "does not exist"
             raise ConfigError(
-                f"topology {self.topology_id!r}: the Spark job {self.job_path} does not exist: put the job in "
+                f"topology {self.topology_id!r}: the Spark job {self.job_path} {what}: put the job in "
                 f"spark_jobs/ next to dags/, or give an absolute path or a URL the Spark cluster can read"
             )
 

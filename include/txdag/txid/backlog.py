@@ -22,6 +22,7 @@ from txdag.errors import ConfigError
 
 RUN_CREATED_SECONDS = 10.0  # an event's run exists by then (a scheduler loop or two): none active, it never came;
 # doubled after each run in a row that never came (a DAG that cannot start one would get an event every 10 s)
+SHORTEST_POLL = 0.1  # seconds between a trigger's polls at least: a shorter one would spin the triggerer
 REARM_SECONDS = 120.0  # the last resort: a fired run that has not begun its txid by then is given up
 
 
@@ -41,8 +42,10 @@ class Backlog:
         if not isinstance(self.wait, timedelta) or self.wait < timedelta(0):
             raise ConfigError(f"Backlog: wait must be a datetime.timedelta >= 0 (how long fewer entries wait), got "
                               f"{self.wait!r}")
-        if isinstance(self.poll, bool) or not isinstance(self.poll, int | float) or not 0 < self.poll < math.inf:
-            raise ConfigError(f"Backlog: poll must be a finite number of seconds > 0, got {self.poll!r}")
+        poll = self.poll
+        if isinstance(poll, bool) or not isinstance(poll, int | float) or not SHORTEST_POLL <= poll < math.inf:
+            raise ConfigError(f"Backlog: poll must be a finite number of seconds >= {SHORTEST_POLL} (each poll reads "
+                              f"the source and ZooKeeper from Airflow's triggerer), got {self.poll!r}")
 
 
 @dataclass

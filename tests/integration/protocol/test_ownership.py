@@ -20,7 +20,7 @@ from txdag.spouts.tweets import TweetsTransactionalSpout, append_tweets
 from txdag.staging.layout import claim_key
 from txdag.state import RedisBackingMap, TransactionalMap
 from txdag.topology.definition import State, TweetsSource
-from txdag.topology.owner import Owner
+from txdag.topology.owner import FINGERPRINT_SCHEME, Owner
 from txdag.topology.topology import TransactionalTopology
 from txdag.txid.coordinator import Coordinator
 from txdag.zk.client import connect_zk
@@ -128,12 +128,13 @@ def test_a_topology_from_before_owners_is_adopted_and_goes_on_from_its_last_txid
 def test_a_record_of_an_older_fingerprint_scheme_is_adopted_again_and_a_newer_one_refused(local, prefix) -> None:
     rt, store = local.runtime, local.coordinator.store
     other = owner(prefix, states=[State("elsewhere")])
-    assert store.write_owner(replace(record_of(other, "accepted"), scheme=0), None)
+    assert store.write_owner(replace(record_of(other, "accepted"), scheme=FINGERPRINT_SCHEME - 1), None)
     assert isinstance(steps.coordinate(rt, "run1", owner(prefix)), Emission)
     recorded, version = store.read_owner()
-    assert (recorded.scheme, recorded.fingerprint) == (1, owner(prefix).fingerprint)
-    assert store.write_owner(replace(recorded, scheme=2), version)
-    with pytest.raises(FormatVersionError, match=r"fingerprint scheme 2, newer than this txdag's 1"):
+    assert (recorded.scheme, recorded.fingerprint) == (FINGERPRINT_SCHEME, owner(prefix).fingerprint)
+    assert store.write_owner(replace(recorded, scheme=FINGERPRINT_SCHEME + 1), version)
+    with pytest.raises(FormatVersionError, match=rf"fingerprint scheme {FINGERPRINT_SCHEME + 1}, newer than this "
+                                                 rf"txdag's {FINGERPRINT_SCHEME}"):
         steps.coordinate(rt, "run2", owner(prefix))
 
 

@@ -3,6 +3,8 @@ the events a commit adds (through Airflow's own outlet-event accessors), and the
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from txdag.attempt import TransactionAttempt as TA
@@ -95,7 +97,6 @@ def test_a_replay_of_a_committed_txid_or_a_commit_that_did_not_happen_adds_no_ev
 def test_a_topology_that_drains_is_scheduled_on_its_source_watched_by_the_triggerer_beside_its_schedule(
         topology, tmp_path, schedule, timetable) -> None:
     from dataclasses import replace
-    from datetime import timedelta
 
     from txdag.airflow.rendering import _build
     from txdag.airflow.triggers import SourceBacklog
@@ -151,4 +152,18 @@ def test_drain_beside_a_schedule_it_cannot_join_is_refused_naming_what_it_takes(
     from txdag.txid.backlog import Backlog
 
     with pytest.raises(ConfigError, match=r"with drain, schedule must be None, a cron expression, a preset or a "):
+        _build(replace(topology, schedule=schedule, drain=Backlog()), str(tmp_path / "tweets.py"))
+
+
+@pytest.mark.parametrize(("schedule", "reason"), [("99 * * * *", "out of range"), ("*/0 * * * *", "step '0'"),
+                                                  (timedelta(0), "must be positive")])
+def test_drain_beside_a_schedule_airflow_cannot_run_is_refused(topology, tmp_path, schedule, reason) -> None:
+    """Airflow checks a plain schedule when it loads the DAG, not the timetable inside an asset-or-time schedule,
+    whose scheduler would then fail on it: render checks it."""
+    from dataclasses import replace
+
+    from txdag.airflow.rendering import _build
+    from txdag.txid.backlog import Backlog
+
+    with pytest.raises(ConfigError, match=rf"topology 'tweets': schedule .* is not one Airflow can run: .*{reason}"):
         _build(replace(topology, schedule=schedule, drain=Backlog()), str(tmp_path / "tweets.py"))

@@ -4,6 +4,7 @@ when the definition is built, with a message that names the value, its owner and
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,64 @@ def test_the_longest_wait_between_automatic_replays_is_not_shorter_than_the_firs
     with pytest.raises(ConfigError, match="retry_delay must be a datetime.timedelta >= 0"):
         topology(job, {"retry_delay": timedelta(seconds=-1)})
     assert topology(job, {"retries": 0, "max_retry_delay": timedelta(minutes=1)}).max_retry_delay.seconds == 60
+
+
+@pytest.mark.parametrize("streams", [{"s0", "s1", "s2"}, frozenset({"s0", "s1"}), {"s0": 1}])
+def test_streams_without_an_order_are_refused(streams) -> None:
+    """The streams' order is part of the fingerprint; a set's changes with PYTHONHASHSEED, so each task process would
+    see another definition."""
+    with pytest.raises(ConfigError, match="a set has no order"):
+        StreamsSource(streams)
+
+
+@pytest.mark.parametrize("field", ["states", "sinks", "key_values"])
+@pytest.mark.parametrize("given", [State("users"), None, "users"])
+def test_one_state_or_none_where_a_list_is_due_is_named(job: Path, field: str, given) -> None:
+    with pytest.raises(ConfigError, match=rf"topology 'bad_topology': {field} must be a list of \w+\(\.\.\.\), got"):
+        TransactionalTopology("bad_topology", source=TweetsSource(), job=str(job), project_dir=str(job.parent),
+                              **{"states": [State("users")], field: given})
+
+
+def test_a_topology_id_longer_than_airflow_names_take_is_refused(job: Path) -> None:
+    TransactionalTopology("t" * 200, source=TweetsSource(), job=str(job), states=[State("users")])
+    with pytest.raises(ConfigError, match=r"topology_id must be at most 200 characters .* got 201: 'tttt"):
+        TransactionalTopology("t" * 201, source=TweetsSource(), job=str(job), states=[State("users")])
+
+
+def test_a_job_that_is_a_folder_is_named_so(tmp_path: Path) -> None:
+    (tmp_path / "job.py").mkdir()
+    with pytest.raises(ConfigError, match=r"the Spark job .*job.py is a folder, not a file"):
+        TransactionalTopology("t", source=TweetsSource(), job=str(tmp_path / "job.py"), states=[State("users")])
+
+
+@pytest.mark.parametrize("given", ["t1", None, State("users")])
+def test_render_of_something_else_than_a_topology_says_what_it_takes(given) -> None:
+    from txdag.airflow import render
+
+    with pytest.raises(ConfigError, match=r"render\(\) takes a txdag.TransactionalTopology\(\.\.\.\), got"):
+        render(given)
+
+
+@pytest.mark.parametrize(("source", "states", "marker_key", "said"), [
+    (TweetsSource(), [State("s", namespace="txdag:committed:{t1}")], None,
+     "the namespace of state 's' is the commit marker 'txdag:committed:{t1}'"),
+    (StreamsSource(["words"]), [State("words")], None,
+     "state 'words' would write the key 'words', which the source reads (pattern 'words' on connection"),
+    (TweetsSource(), [State("users")], "NEXT_WRITE", "marker_key would write the key 'NEXT_WRITE', which the source"),
+    (TweetsSource(), [State("users")], "7", "marker_key would write the key '7', which the source reads (pattern "
+                                            "'[0-9]*'"),
+    (TweetsSource(prefix="in:"), [State("users", namespace="in:users")], None, None),  # not a key the source reads
+    (TweetsSource(redis_conn_id="source"), [State("users")], "NEXT_WRITE", None),  # another Redis than the states'
+])
+def test_a_key_the_commit_writes_is_neither_the_marker_nor_the_sources(job: Path, source, states, marker_key,
+                                                                      said) -> None:
+    """A state over the source's stream or NEXT_WRITE as the marker would fail the first commit (a key of another
+    type) or overwrite the source: refused where the states and the source share a Redis."""
+    def build() -> TransactionalTopology:
+        return TransactionalTopology("t1", source=source, job=str(job), states=states, marker_key=marker_key)
+
+    if said is None:
+        assert build().topology_id == "t1"
+    else:
+        with pytest.raises(ConfigError, match=re.escape(f"topology 't1': {said}")):
+            build()

@@ -54,6 +54,18 @@ def test_tuning_does_not_change_the_fingerprint(changed) -> None:
     assert Owner.of(word_count(**changed)).fingerprint == Owner.of(word_count()).fingerprint
 
 
+def test_a_source_class_batch_size_does_not_change_it_either() -> None:
+    """A source class keeps its fields under params (Source.to_dict): KafkaSource's max_per_partition, or a user's
+    max_transaction_size, is tuning there too; its topic is not."""
+    from txdag.spouts.kafka import KafkaSource
+
+    def kafka(**fields) -> str:
+        return Owner.of(word_count(source=KafkaSource(**{"topic": "tweets", **fields}))).fingerprint
+
+    assert kafka(max_per_partition=1000) == kafka(max_per_partition=5000)
+    assert kafka(topic="other") != kafka()
+
+
 @pytest.mark.parametrize(("changed", "phrase"), [
     ({"states": [State("words", kind="opaque", namespace="word_count_copy")]},
      "state 'words' namespace: 'word_count' -> 'word_count_copy'"),

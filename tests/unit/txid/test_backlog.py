@@ -14,7 +14,8 @@ from txdag.txid.backlog import REARM_SECONDS, RUN_CREATED_SECONDS, Backlog, Back
 @pytest.mark.parametrize("kwargs, says", [
     ({"entries": 0}, "entries must be an int >= 1"), ({"entries": True}, "entries must be an int >= 1"),
     ({"wait": 5}, "wait must be a datetime.timedelta >= 0"), ({"wait": timedelta(seconds=-1)}, "wait must be"),
-    ({"poll": 0}, "poll must be a finite number of seconds > 0"), ({"poll": "5"}, "poll must be"),
+    ({"poll": 0}, "poll must be a finite number of seconds >= 0.1"), ({"poll": 1e-9}, "seconds >= 0.1"),
+    ({"poll": "5"}, "poll must be"),
     ({"poll": float("nan")}, "poll must be"), ({"poll": float("inf")}, "poll must be"),
 ])
 def test_a_backlog_that_could_never_fire_sensibly_is_refused_saying_what_to_write(kwargs, says) -> None:
