@@ -113,11 +113,19 @@ def redis_errors(
             f"Redis at {describe(client)} is unreachable while {doing} ({type(exc).__name__}: {exc}); "
             f"{how_to_start_redis(is_cluster(client))}{handshake_hint(exc, tls)}"
         ) from exc
+    except redis.exceptions.InvalidResponse as exc:
+        raise not_redis(describe(client), exc) from exc
     except redis.exceptions.RedisClusterException as exc:  # also a client-side refusal (keys of several slots)
         if SLOTS_REFUSAL in str(exc):
             raise spans_slots(client, doing, topology, exc) from exc
         raise ServiceUnavailable(f"Redis at {describe(client)} cannot serve {doing} ({type(exc).__name__}: "
                                  f"{exc}); {how_to_start_redis(is_cluster(client))}") from exc
+
+
+def not_redis(address: str, exc: Exception) -> ConfigError:
+    """A server that answered what no Redis answers (an HTTP server on the connection's port)."""
+    return ConfigError(f"the server at {address} is no Redis (it answered {str(exc)[:80]}): the Redis connection's "
+                       f"host and port are another server's; give the Redis server's")
 
 
 TLS_HANDSHAKE = "; TLS ended: check that this port serves TLS (a plain Redis answers none)"

@@ -60,3 +60,7 @@ def test_doctor_reaches_the_api_and_names_a_wrong_password(cli_env, capsys, monk
     assert "airflow api  fail" in out and "HTTP 401" in out
     assert main(["pools", "sync"]) == exits.CONFIG  # a login to fix (txdag.cli.exits)
     assert "txdag pools sync: cannot use Airflow's REST API" in capsys.readouterr().err
+    monkeypatch.setenv("TXDAG_AIRFLOW_PASSWORD", "")  # set empty: as unset, never sent (Airflow answers 400)
+    assert main(["pools", "sync", "--dry-run"]) == exits.CONFIG
+    err = capsys.readouterr().err
+    assert "not Airflow's API server" not in err and ("no Airflow password" in err or "refused the login" in err), err

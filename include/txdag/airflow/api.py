@@ -32,6 +32,7 @@ EVENT_FIELDS = ("action", "reason")  # what Airflow's "Retry policy decision" ev
 class AirflowAPIError(RuntimeError):
     def __init__(self, method: str, path: str, status: int, detail: Any) -> None:
         super().__init__(f"{method} {path} -> HTTP {status}: {detail}")
+        self.path = path
         self.status = status
         self.detail = detail
 
@@ -354,7 +355,7 @@ def api_from_env(timeout: float = 30.0) -> AirflowAPI:
     airflow.sh's in a checkout, ``AIRFLOW_HOME``'s (default ``~/airflow``) elsewhere (see :mod:`txdag.hints`)."""
     url = hints.airflow_url()
     user = os.environ.get("TXDAG_AIRFLOW_USER", "admin")
-    password = os.environ.get("TXDAG_AIRFLOW_PASSWORD")
+    password = os.environ.get("TXDAG_AIRFLOW_PASSWORD") or None  # set empty: as unset (no login has one)
     if password is None:
         candidates = hints.airflow_password_files()
         passwords = next((path for path in candidates if path.is_file()), None)
@@ -362,7 +363,7 @@ def api_from_env(timeout: float = 30.0) -> AirflowAPI:
             raise RuntimeError(f"no Airflow password: set TXDAG_AIRFLOW_PASSWORD, or AIRFLOW_HOME to the instance's "
                                f"home (no {' or '.join(map(str, candidates))}; {hints.how_to_env()})")
         try:
-            password = json.loads(passwords.read_text())[user]
+            password = str(json.loads(passwords.read_text())[user])  # a number, written by hand, is its digits
         except (ValueError, KeyError, TypeError):
             raise RuntimeError(f"no password of Airflow user {user!r} in {passwords}: set TXDAG_AIRFLOW_USER to one "
                                f"of its users, or TXDAG_AIRFLOW_PASSWORD") from None

@@ -92,7 +92,11 @@ def redis_url_of(conn: Any) -> str:
     if len(hosts) > 1 and not cluster:
         raise ConfigError(f"Redis connection {conn.conn_id!r} lists several hosts ({conn.host}) and is no cluster: "
                           f"give one host, or add \"cluster\": true to its extra for a Redis Cluster")
-    if cluster and int(extra.get("db") or 0) != 0:
+    db = str(extra.get("db") or 0)
+    if not db.isascii() or not db.isdigit():
+        raise ConfigError(f"Redis connection {conn.conn_id!r}: its extra's \"db\" is {extra.get('db')!r}, not a "
+                          f"database number: give 0-15 (or the server's databases - 1), or remove it for 0")
+    if cluster and int(db) != 0:
         raise ConfigError(f"Redis connection {conn.conn_id!r} is a Redis Cluster, which has database 0 only: "
                           f"remove \"db\" from its extra")
     first = hosts[0] if ":" in hosts[0] else f"{hosts[0]}:{conn.port or 6379}"
@@ -102,6 +106,9 @@ def redis_url_of(conn: Any) -> str:
             node_address(node, conn.host, where=f"Redis connection {conn.conn_id!r}: ",
                          fix="fix the connection's Host (nodes comma-separated, host:port,host:port; a node "
                              "without :port takes the connection's Port, which must be 1-65535 too)")
+    elif not (port := first.rpartition(":")[2]).isdigit() or not 1 <= int(port) <= 65535:
+        raise ConfigError(f"Redis connection {conn.conn_id!r}: port {port!r} is not one of 1-65535: fix the "
+                          f"connection's Port")
     tls = str(extra.get("ssl", "")).lower() in TRUE
     scheme = "rediss" if tls else "redis"
     auth = ""
@@ -113,7 +120,7 @@ def redis_url_of(conn: Any) -> str:
     options = tls_options(conn) if tls else []
     if cluster:
         options += [(CLUSTER_OPTION, "true")] + ([(NODES_OPTION, ",".join(others))] if others else [])
-    url = f"{scheme}://{auth}{first}/{int(extra.get('db') or 0)}"
+    url = f"{scheme}://{auth}{first}/{int(db)}"
     return url + (f"?{urlencode(options, safe=',:/')}" if options else "")
 
 

@@ -141,7 +141,11 @@ def admin_client(url: str, timeout: float = 10.0) -> Any:
     import redis
 
     parts = urlsplit(url)
-    if parts.scheme not in ("redis", "rediss") or not parts.hostname:
+    try:
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:  # out of range, or no number
+        port_ok = False
+    if parts.scheme not in ("redis", "rediss") or not parts.hostname or not port_ok:
         from txdag.cli import exits
         from txdag.cli.common import CliError
 

@@ -145,6 +145,40 @@ def results_to(stream: TextIO) -> Iterator[None]:
         _results.pop()
 
 
+class ReaderSafe:
+    """stdout for a command's result that a reader gone (``txdag seed ... | head -1``) does not stop halfway: what
+    is written after the pipe closed is dropped, and the command finishes its work (a replay clears every run)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream, self.gone = stream, False
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                self.stream.write(text)
+            except BrokenPipeError:
+                self.reader_gone()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self.stream.flush()
+            except BrokenPipeError:
+                self.reader_gone()
+
+    def reader_gone(self) -> None:
+        """From now on nothing reaches the pipe, not even the interpreter's last flush (which would complain)."""
+        self.gone = True
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.stream.fileno())
+            os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
 def result_stream() -> TextIO:
     """Where a command's result goes: the process's stdout as main() found it."""
     return _results[-1] if _results else sys.stdout
@@ -301,7 +335,7 @@ def load_folder(folder: str | Path) -> tuple[dict[str, Any], dict[str, str]]:
     from txdag.topology.topology import load_definitions
 
     with definitions_only(), contextlib.redirect_stdout(sys.stderr):
-        return load_definitions(folder)
+        return load_definitions(folder, recursive=True)  # as Airflow reads a DAG folder, and the page
 
 
 def topologies(args: argparse.Namespace) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from txdag.cli.common import (
     load_folder,
     logs_to_stderr,
     redis_settings,
+    shorten,
     table,
     zookeeper_settings,
 )
@@ -56,11 +57,12 @@ class Check:
 def check_redis(args: argparse.Namespace) -> list[Check]:
     import redis
 
-    name = f"redis ({args.redis_conn_id})"
+    conn = args.redis_conn_id or DEFAULT_REDIS_CONN  # the stores check reads each topology's own
+    name = f"redis ({conn})"
     try:
-        settings = redis_settings(args.redis_conn_id, args.timeout)
+        settings = redis_settings(conn, args.timeout)
     except TxdagError as exc:
-        return [Check(name, "fail", short(exc), f"set AIRFLOW_CONN_{args.redis_conn_id.upper()}='redis://HOST:PORT/DB' "
+        return [Check(name, "fail", short(exc), f"set AIRFLOW_CONN_{conn.upper()}='redis://HOST:PORT/DB' "
                       "or add the connection in Admin > Connections")]
     address = settings.url.rsplit("@", 1)[-1]
     client = settings.connect()
@@ -68,10 +70,10 @@ def check_redis(args: argparse.Namespace) -> list[Check]:
         client.ping()
         version = _redis_version(client)
     except redis.AuthenticationError as exc:
-        return [Check(name, "fail", f"{address}: {exc}", f"fix the login/password of connection {args.redis_conn_id}")]
+        return [Check(name, "fail", f"{address}: {exc}", f"fix the login/password of connection {conn}")]
     except redis.RedisError as exc:
         return [Check(name, "fail", f"{address} does not answer ({type(exc).__name__}: {exc})",
-                      f"{hints.how_to_start('redis')}, or fix the host/port of connection {args.redis_conn_id}")]
+                      f"{hints.how_to_start('redis')}, or fix the host/port of connection {conn}")]
     finally:
         client.close()
     return [Check(name, "ok", f"{address} answers (Redis {version})")]
@@ -91,21 +93,22 @@ def check_zookeeper(args: argparse.Namespace) -> list[Check]:
     from txdag.zk.client import close_zk
     from txdag.zk.store import topology_ids
 
-    name = f"zookeeper ({args.zookeeper_conn_id})"
+    conn = args.zookeeper_conn_id or DEFAULT_ZK_CONN
+    name = f"zookeeper ({conn})"
     try:
-        settings = zookeeper_settings(args.zookeeper_conn_id, args.timeout)
+        settings = zookeeper_settings(conn, args.timeout)
     except TxdagError as exc:
-        return [Check(name, "fail", short(exc), f"set AIRFLOW_CONN_{args.zookeeper_conn_id.upper()}="
+        return [Check(name, "fail", short(exc), f"set AIRFLOW_CONN_{conn.upper()}="
                       "'{\"conn_type\": \"zookeeper\", \"host\": \"HOST\", \"port\": 2181}' or add it in the UI")]
     try:
         client = settings.connect()
     except TxdagError as exc:
         return [Check(name, "fail", short(exc),
-                      f"{hints.how_to_start('zookeeper')}, or fix the hosts of connection {args.zookeeper_conn_id}")]
+                      f"{hints.how_to_start('zookeeper')}, or fix the hosts of connection {conn}")]
     try:
         count = len(topology_ids(client, settings.root))
     except TxdagError as exc:
-        return [Check(name, "fail", short(exc), f"check connection {args.zookeeper_conn_id}: its hosts, "
+        return [Check(name, "fail", short(exc), f"check connection {conn}: its hosts, "
                                                 "login/password and extra root")]
     finally:
         close_zk(client)
@@ -258,8 +261,14 @@ def two_file_checks(args: argparse.Namespace, found: dict[str, Any]) -> dict[str
 def check_stores(args: argparse.Namespace) -> list[Check]:
     """Each topology's state store and source still hold what ZooKeeper says was committed and emitted: the
     check its coordinate task makes before it emits (txdag.protocol.steps.check_states), made ahead of a run."""
-    checks = []
-    found = load_folder(dags_folder(args))[0]
+    folder = dags_folder(args)
+    found, failed = load_folder(folder)
+    checks = [Check(f"dag file {name}", "fail", f"not loaded, so its topology is not checked: {shorten(error, 200)}",
+                    "fix the DAG file (Airflow's DAG processor shows the same error)")
+              for name, error in sorted(failed.items())]
+    if not found:
+        checks.append(Check("stores", "warn", f"no topology in the DAG folder {folder}", "give the folder that "
+                            "holds the topologies' DAG files: --dags DIR, or [txdag] dags_folder"))
     for t in found.values():
         try:
             checks.append(_check_stores_of(t, args))
@@ -267,9 +276,10 @@ def check_stores(args: argparse.Namespace) -> list[Check]:
             what, _, _ = str(exc).partition(" txdag halts")
             checks.append(Check(f"stores of {t.topology_id}", "fail", what,
                                 f"restore the data, or {start_over(t.topology_id)}"))
-        except TxdagError as exc:
-            checks.append(Check(f"stores of {t.topology_id}", "warn", f"not checked: {short(exc)}",
-                                "see the redis and zookeeper checks"))
+        except TxdagError as exc:  # a store or ZooKeeper that cannot be read: nothing was checked
+            checks.append(Check(f"stores of {t.topology_id}", "fail", f"not checked: {short(exc)}",
+                                f"start it, or fix connection {conn_of(args, 'redis', t)} or "
+                                f"{conn_of(args, 'zookeeper', t)}; then run txdag doctor --check stores again"))
     return checks
 
 
@@ -317,8 +327,6 @@ CHECKS: dict[str, Callable[[argparse.Namespace], list[Check]]] = {
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    args.redis_conn_id = args.redis_conn_id or DEFAULT_REDIS_CONN
-    args.zookeeper_conn_id = args.zookeeper_conn_id or DEFAULT_ZK_CONN
     results = [c for group in (args.check or GROUPS) for c in CHECKS[group](args)]
     failed = any(c.status == "fail" for c in results)
     emit(args, {"ok": not failed, "checks": [asdict(c) for c in results]}, doctor_text)

@@ -74,6 +74,15 @@ def client_of(args: argparse.Namespace) -> Any:
 
 def cmd_dump(args: argparse.Namespace) -> int:
     client = client_of(args)
+    st = existing(args, client)
+    data = {**report(st, describe(client)), "values": values(client, st, args.limit)}
+    emit(args, data, dump_text)
+    return 0
+
+
+def existing(args: argparse.Namespace, client: Any) -> NamespaceStatus:
+    """The status of the KeyValueState ``args.namespace``, which must exist: a mistyped namespace is an error, not
+    an empty state (migrate would create it)."""
     probe = KVNamespace(args.namespace)
     try:
         st = status(client, probe)
@@ -87,9 +96,7 @@ def cmd_dump(args: argparse.Namespace) -> int:
     if st.version is None and st.committed_keys == 0:
         raise CliError(f"no KeyValueState {args.namespace!r} in Redis at {describe(client)} (no {probe.meta} and no "
                        f"{probe.committed}): check the namespace (TOPOLOGY:STEP) and the Redis server")
-    data = {**report(st, describe(client)), "values": values(client, st, args.limit)}
-    emit(args, data, dump_text)
-    return 0
+    return st
 
 
 def report(st: NamespaceStatus, where: str) -> dict[str, Any]:
@@ -160,6 +167,7 @@ def dump_text(d: dict[str, Any]) -> str:
 
 def cmd_migrate(args: argparse.Namespace) -> int:
     client = client_of(args)
+    existing(args, client)
 
     def progress(done: int, total: int, key: str) -> None:
         print(f"[{done}/{total}] {args.namespace}: converted values of {key}", file=sys.stderr, flush=True)

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from txdag.cli import exits
 from txdag.cli.acl import add_cli as add_acl_cli
 from txdag.cli.common import (
+    ReaderSafe,
     conn_id_arg,
     dags_arg,
     int_at_least,
@@ -153,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     name = " ".join(filter(None, [args.command, getattr(args, "state_command", None),
                                   getattr(args, "pools_command", None), getattr(args, "topology_command", None)]))
     try:
-        with results_to(sys.stdout):
+        with results_to(ReaderSafe(sys.stdout)):  # type: ignore[arg-type]  # a TextIO as far as it is written to
             return int(args.func(args))
     except KeyboardInterrupt:
         print(f"txdag {name}: interrupted", file=sys.stderr)
@@ -211,8 +212,10 @@ def redis_failure(exc: Exception) -> tuple[int, str] | None:
     redis = sys.modules.get("redis")
     if redis is None or not isinstance(exc, redis.RedisError):
         return None
-    from txdag.redisio import how_to_start_redis, is_refusal
+    from txdag.redisio import how_to_start_redis, is_refusal, not_redis
 
+    if isinstance(exc, redis.exceptions.InvalidResponse):
+        return exits.CONFIG, str(not_redis("the Redis connection's address", exc))
     if is_refusal(exc):
         return exits.CONFIG, (f"Redis refused txdag's login or command ({exc}): check the login and password of the "
                               "Airflow Redis connection, and its ACL (txdag acl redis)")

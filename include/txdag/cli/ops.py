@@ -56,7 +56,7 @@ def airflow_api(timeout: float = 30.0) -> Any:
     try:
         return api_from_env(timeout)
     except AirflowAPIError as exc:
-        if exc.status in (401, 403):
+        if exc.status in (401, 403) or (exc.path == "/auth/token" and exc.status in (400, 422)):  # a malformed login
             raise CliError(f"{head}: it refused the login ({shorten(str(exc))}): {fix}", exits.CONFIG) from None
         raise CliError(f"{head}: that server is not Airflow's API server (it answered {shorten(str(exc), 120)}): "
                        f"{fix}", exits.CONFIG) from None
@@ -215,8 +215,8 @@ def cmd_seed(args: argparse.Namespace) -> int:
     kind, where = SAMPLES[name]
     client = redis_for(conn_id(args, "redis"), timeout=10)
     if kind == "streams":
-        per = args.count // len(where)
-        batches = [(s, sample_sentences(per, seed=args.seed + i)) for i, s in enumerate(where)]
+        per, extra = divmod(args.count, len(where))  # the first streams take the remainder: --count in all
+        batches = [(s, sample_sentences(per + (i < extra), seed=args.seed + i)) for i, s in enumerate(where)]
     else:
         make = sample_tweets if kind == "tweets" else sample_sentences
         assert isinstance(where, str), f"{name}: a {kind} sample goes to one key prefix, got {where!r}"

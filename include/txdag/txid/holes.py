@@ -85,6 +85,8 @@ def accept_missing(store: TransactionStore, spout: Any, txid: int, at: str, *, r
                             f"the entries, then `txdag replay {name} --from {txid}`, or start over with "
                             f"`txdag reset {name} --confirm`")
     topo, _ = store.read_topology()
+    if topo.last_txid == 0:
+        raise AcceptRefused(f"topology {name!r} has no txid yet: no batch has missing entries to accept")
     if not 1 <= txid <= topo.last_txid:
         raise AcceptRefused(f"topology {name!r} has txids 1..{topo.last_txid}, so there is no txid {txid}: give the "
                             f"failed txid (txdag status {name} leads with it)")

@@ -158,3 +158,16 @@ def test_accept_missing_refuses_a_txid_changed_meanwhile_and_a_txid_in_flight(se
     with pytest.raises(AcceptRefused, match="txid 2 changed while its hole was being accepted"):
         accept_missing(store, spout, 2, "2026-11-24T16:00:00+00:00", record=True)
     assert "missing" not in store.read_txid(2)[0].metadata
+
+
+def test_accept_missing_of_a_topology_that_allocated_no_txid_yet(setup, prefix, zk_hosts, zk_root, capsys) -> None:
+    """Its record exists (a coordinate found nothing to emit) with no txid: said so, not 'has txids 1..0'."""
+    store = TransactionStore(connect_zk(zk_hosts, auth=ZK_AUTH), prefix, root=zk_root)
+    try:
+        store.ensure()
+    finally:
+        store.client.stop()
+        store.client.close()
+    assert main(["accept-missing", prefix, "1"]) == exits.REFUSED
+    err = capsys.readouterr().err
+    assert f"topology {prefix!r} has no txid yet: no batch has missing entries to accept" in err, err

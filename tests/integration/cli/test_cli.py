@@ -159,6 +159,14 @@ def test_show_prints_a_txids_record(ran, capsys, prefix):
     assert [h["status"] for h in data["history"]] == ["emitted", "failed"]
 
 
+def test_a_topology_in_a_subfolder_of_the_dag_folder_is_found(ran, capsys, prefix, tmp_path):
+    """Airflow reads the DAG folder's subfolders, and so do the commands (a team's folder of DAG files)."""
+    (tmp_path / "dags" / "team").mkdir()
+    (tmp_path / "dags" / f"{prefix}.py").rename(tmp_path / "dags" / "team" / f"{prefix}.py")
+    code, out, _ = run(capsys, "show", prefix, "2")
+    assert code == 0 and "committed" in out, out
+
+
 def test_show_of_an_unknown_txid_says_why_and_exits_1(ran, capsys, prefix):
     code, out, err = run(capsys, "show", prefix, "9")
     assert code == 1 and out == ""
@@ -219,6 +227,9 @@ def test_seed_appends_with_progress_and_json(env, capsys, monkeypatch, redis_url
     code, out, _ = run(capsys, "seed", "words", "--count", "10")
     assert code == 0 and "appended 10 sentences for topology word_count" in out
     assert client.xlen("sentences:0") == client.xlen("sentences:1") == 5
+    code, out, _ = run(capsys, "seed", "words", "--count", "3")  # an odd count: the first stream takes the rest
+    assert code == 0 and "appended 3 sentences for topology word_count" in out
+    assert (client.xlen("sentences:0"), client.xlen("sentences:1")) == (7, 6)
     client.delete("NEXT_WRITE", "sentences:0", "sentences:1", *[str(i) for i in range(1, 1501)])
     client.close()
 
@@ -269,6 +280,25 @@ def unused_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def test_doctor_checks_each_topologys_stores_through_its_own_connection(env, capsys, monkeypatch, prefix, tmp_path):
+    """--check stores reads each topology through its own connections, not the defaults: a topology whose ZooKeeper
+    does not answer fails (nothing of it was checked), and so does a DAG file that does not load."""
+    code, out, _ = run(capsys, "doctor", "--check", "stores", "--json")
+    assert code == 0 and {c["status"] for c in json.loads(out)["checks"]} == {"ok"}, out
+    dag = tmp_path / "dags" / f"{prefix}.py"
+    dag.write_text(dag.read_text().replace("    ],\n)", "    ],\n    zookeeper_conn_id='zk_dead',\n)"))
+    monkeypatch.setenv("AIRFLOW_CONN_ZK_DEAD", json.dumps({"conn_type": "zookeeper", "host": "127.0.0.1",
+                                                           "port": unused_port()}))
+    (tmp_path / "dags" / "broken.py").write_text("from txdag import TransactionalTopology\nthis is not python\n")
+    code, out, _ = run(capsys, "doctor", "--check", "stores", "--timeout", "2", "--json")
+    checks = {c["check"]: c for c in json.loads(out)["checks"]}
+    assert code == 1, out
+    stores = checks[f"stores of {prefix}"]
+    assert stores["status"] == "fail" and "not checked" in stores["detail"], stores
+    assert "or zk_dead" in stores["fix"]
+    assert checks[f"dag file {tmp_path / 'dags' / 'broken.py'}"]["status"] == "fail"
 
 
 def test_doctor_checks_the_connections_the_dag_folders_topologies_name(env, capsys, monkeypatch, prefix, tmp_path):

@@ -161,6 +161,7 @@ ENVIRONMENTS = {  # what is wrong with where the command runs
     "airflow url not a url": lambda mp, conns, port: (mp.setenv("TXDAG_AIRFLOW_PASSWORD", "x"),
                                                       mp.setenv("TXDAG_AIRFLOW_URL", "airflow.example:8080")),
     "airflow url another server": lambda mp, conns, port: mp.setenv("TXDAG_AIRFLOW_PASSWORD", "x"),  # + web_server
+    "redis at another server": lambda mp, conns, port: None,  # its port: web_server's (see the test)
     "no admin login": lambda mp, conns, port: (mp.delenv("TXDAG_REDIS_ADMIN_USER", raising=False),
                                                mp.delenv("TXDAG_REDIS_ADMIN_PASSWORD", raising=False)),
     # these three also change Redis: see arrange()
@@ -190,6 +191,12 @@ MISTAKES = [  # the environment, what the user types ({t}: the topology), the ex
     ("zk down", "replay {t} --from 4 --dry-run", UNAVAILABLE, DOWN_ZK),
     ("zk down", "doctor --check zookeeper --timeout 1", FAILED, ["zookeeper (zookeeper_default)  fail",
                                                                  "ZooKeeper is not reachable", "start it"]),
+    ("zk down", "doctor --check stores --timeout 1", FAILED, ["stores of {t}", "fail", "not checked",
+                                                              "fix connection redis_default or zookeeper_default"]),
+    ("redis down", "doctor --check stores --timeout 1", FAILED, ["stores of {t}", "fail", "not checked"]),
+    ("redis at another server", "state get {t} users @a", CONFIG, ["is no Redis (it answered", "give the Redis "
+                                                                    "server's"]),
+    ("redis at another server", "seed words --count 2", CONFIG, ["is no Redis (it answered"]),
     ("redis down", "state get {t} users @a", UNAVAILABLE, DOWN_REDIS),
     ("redis down", "state top {t} users", UNAVAILABLE, DOWN_REDIS),
     ("redis down", "rejections {t}", UNAVAILABLE, DOWN_REDIS),
@@ -261,6 +268,8 @@ MISTAKES = [  # the environment, what the user types ({t}: the topology), the ex
     ("", "rejections nosuch", FAILED, ["topology 'nosuch' is not defined", "--redis-conn-id"]),
     ("", "state dump {t}:nosuch", FAILED, ["no KeyValueState '{t}:nosuch'", "check the namespace"]),
     ("", "state dump nosuchns", FAILED, ["no KeyValueState 'nosuchns' in Redis at", "check the namespace"]),
+    ("", "state migrate {t}:nosuch --key-serializer base64 --value-serializer base64 --from-key-serializer json "
+         "--from-value-serializer json", FAILED, ["no KeyValueState '{t}:nosuch' in Redis at", "check the namespace"]),
     ("the topologies' redis user", "state dump nosuchns", FAILED,
      ["no KeyValueState 'nosuchns' that Redis user '{t}-user' at 127.0.0.1:", "may read",
       "check the namespace (TOPOLOGY:STEP)", "give a connection whose user may read it"]),
@@ -277,6 +286,8 @@ MISTAKES = [  # the environment, what the user types ({t}: the topology), the ex
     ("", "acl redis {t} --apply notaurl", USAGE, ["--apply needs a Redis URL redis://HOST:PORT[/DB]",
                                                  "got 'notaurl'"]),
     ("", "acl redis {t} --apply http://admin:secret@{redis}", USAGE, ["got 'http://admin:***@127.0.0.1:"]),
+    ("", "acl redis {t} --apply redis://127.0.0.1:99999", USAGE, ["--apply needs a Redis URL redis://HOST:PORT[/DB]",
+                                                                  "got 'redis://127.0.0.1:99999'"]),
     # a failed txid leads the status, with its way out
     ("", "status {t}", OK, ["txid 4 FAILED (attempt 1, run run4): RuntimeError: injected failure in txid 4",
                             "failed behind it: txid 5", "way out: fix the cause, then replay it and every later "
@@ -373,6 +384,8 @@ def test_a_mistake_gets_its_exit_code_and_a_message_naming_the_fix(ran, conns, m
     ENVIRONMENTS[environment](monkeypatch, conns, dead_port)
     if environment == "airflow url another server":
         monkeypatch.setenv("TXDAG_AIRFLOW_URL", web_server)
+    if environment == "redis at another server":
+        set_conn(monkeypatch, conns, "redis", port=int(web_server.rsplit(":", 1)[1]))
     redis_address = f"{conns['redis']['host']}:{conns['redis']['port']}"
     argv = command.format(t=prefix, port=dead_port, redis=redis_address).split()
     with contextlib.ExitStack() as stack:

@@ -3,6 +3,7 @@ which txdag.protocol.clients builds the clients."""
 
 from __future__ import annotations
 
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -106,3 +107,15 @@ def test_a_kafka_connection_is_its_extra_as_the_kafka_provider_reads_it_and_its_
     with pytest.raises(ConfigError, match=r"Kafka connection 'redis_default' names no broker: give its extra "
                                           r'\{"bootstrap.servers": "host:9092"\}'):
         kafka_config_of(conn(None))
+
+
+@pytest.mark.parametrize(("connection", "said"), [
+    (conn("r", 99999), "port '99999' is not one of 1-65535: fix the connection's Port"),
+    (conn("r:12x"), "port '12x' is not one of 1-65535"),
+    (conn("r", 6379, db="abc"), "its extra's \"db\" is 'abc', not a database number"),
+    (conn("r", 6379, db=-1), "its extra's \"db\" is -1, not a database number"),
+])
+def test_a_redis_connection_mistyped_is_named_not_a_crash(connection, said) -> None:
+    """A port out of range or a database that is no number ended txdag commands as 'a bug in txdag' (ValueError)."""
+    with pytest.raises(ConfigError, match=re.escape(f"Redis connection 'redis_default': {said}")):
+        redis_url_of(connection)

@@ -288,3 +288,18 @@ def test_json_stays_json_when_a_dag_file_prints_and_logs_at_parse_time(tmp_path)
     checks = {c["check"]: c["status"] for c in json.loads(done.stdout)["checks"]}
     assert checks["connection zookeeper_default"] == checks["connection spark_connect_default"] == "ok", done.stdout
     assert "a DAG file that prints" in done.stderr
+
+
+def test_a_reader_gone_drops_the_rest_of_the_result_and_the_command_goes_on(tmp_path) -> None:
+    """`txdag seed words --count 4000 | head -1`: the pipe closes after the first line; the writes after it are
+    dropped, not a BrokenPipeError that ends the work halfway (exit 70, 'a bug in txdag')."""
+    import subprocess
+    import sys
+
+    script = ("import sys\nfrom txdag.cli.common import ReaderSafe, result_stream, results_to\n"
+              "with results_to(ReaderSafe(sys.stdout)):\n"
+              "    for i in range(100000):\n        print(i, file=result_stream(), flush=True)\n"
+              "print('all written', file=sys.stderr)\n")
+    done = subprocess.run(f"'{sys.executable}' -c \"$SCRIPT\" | head -1", shell=True, capture_output=True,
+                          text=True, timeout=60, env={"SCRIPT": script, "PATH": "/usr/bin:/bin"})
+    assert done.stdout == "0\n" and done.stderr == "all written\n", done
