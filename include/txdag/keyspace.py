@@ -57,3 +57,18 @@ def _fnmatch_pattern(pattern: str) -> str:
             out.append(pattern[i])
         i += 1
     return "".join(out)
+
+
+def literal(pattern: str) -> str | None:
+    """The one key a Redis glob matches when it has no wildcard (``glob_escape`` undone), else None."""
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern[i] == "\\" and i + 1 < len(pattern):
+            out.append(pattern[i + 1])
+            i += 2
+            continue
+        if pattern[i] in "*?[":
+            return None
+        out.append(pattern[i])
+        i += 1
+    return "".join(out)

@@ -99,8 +99,7 @@ def redis_url_of(conn: Any) -> str:
     if cluster and int(db) != 0:
         raise ConfigError(f"Redis connection {conn.conn_id!r} is a Redis Cluster, which has database 0 only: "
                           f"remove \"db\" from its extra")
-    first = hosts[0] if ":" in hosts[0] else f"{hosts[0]}:{conn.port or 6379}"
-    others = [h if ":" in h else f"{h}:{conn.port or 6379}" for h in hosts[1:]]
+    first, *others = (with_port(h, conn.port) for h in hosts)
     if cluster:
         for node in (first, *others):
             node_address(node, conn.host, where=f"Redis connection {conn.conn_id!r}: ",
@@ -108,7 +107,7 @@ def redis_url_of(conn: Any) -> str:
                              "without :port takes the connection's Port, which must be 1-65535 too)")
     elif not (port := first.rpartition(":")[2]).isdigit() or not 1 <= int(port) <= 65535:
         raise ConfigError(f"Redis connection {conn.conn_id!r}: port {port!r} is not one of 1-65535: fix the "
-                          f"connection's Port")
+                          f"connection's Port (or the host:port of its Host)")
     tls = str(extra.get("ssl", "")).lower() in TRUE
     scheme = "rediss" if tls else "redis"
     auth = ""
@@ -122,6 +121,12 @@ def redis_url_of(conn: Any) -> str:
         options += [(CLUSTER_OPTION, "true")] + ([(NODES_OPTION, ",".join(others))] if others else [])
     url = f"{scheme}://{auth}{first}/{int(db)}"
     return url + (f"?{urlencode(options, safe=',:/')}" if options else "")
+
+
+def with_port(host: str, port: int | None) -> str:
+    """``host:port`` of a connection's host, which may hold its own port (an IPv6 address in brackets too)."""
+    has_port = "]:" in host if host.startswith("[") else ":" in host
+    return host if has_port else f"{host}:{port or 6379}"
 
 
 CERT_REQS = ("required", "optional", "none")  # the Redis provider's choices (and redis-py's)

@@ -143,6 +143,7 @@ def results_to(stream: TextIO) -> Iterator[None]:
             yield
     finally:
         _results.pop()
+        stream.flush()  # here, where a reader gone is ReaderSafe's to drop, not at the interpreter's exit
 
 
 class ReaderSafe:
@@ -335,7 +336,7 @@ def load_folder(folder: str | Path) -> tuple[dict[str, Any], dict[str, str]]:
     from txdag.topology.topology import load_definitions
 
     with definitions_only(), contextlib.redirect_stdout(sys.stderr):
-        return load_definitions(folder, recursive=True)  # as Airflow reads a DAG folder, and the page
+        return load_definitions(folder)
 
 
 def topologies(args: argparse.Namespace) -> dict[str, Any]:

@@ -42,7 +42,7 @@ def folder_owner(args: argparse.Namespace, name: str) -> tuple[Any, Any, list[st
 def owner_report(args: argparse.Namespace, store: Any, owner: Any, files: list[str]) -> dict[str, Any]:
     """What ``owner`` prints: the recorded owner (none: the topology never ran, or has none yet), the DAG folder's
     definition, and the changes between them."""
-    from txdag.topology.owner import changes
+    from txdag.topology.owner import as_now, changes, same_definition
 
     ran = store.client.exists(store.path) is not None
     got = store.read_owner() if ran else None
@@ -52,8 +52,9 @@ def owner_report(args: argparse.Namespace, store: Any, owner: Any, files: list[s
         "owner": None if recorded is None else {"dag_file": recorded.dag_file, "fingerprint": recorded.fingerprint,
                                                 "how": recorded.how, "since": recorded.since},
         "dag_folder": {"dag_file": owner.dag_file, "fingerprint": owner.fingerprint},
-        "changes": [] if recorded is None else changes(recorded.definition, owner.definition),
-        "same": recorded is not None and recorded.fingerprint == owner.fingerprint, "defined_by": files,
+        "changes": [] if recorded is None else changes(as_now(recorded.definition), owner.definition),
+        "same": recorded is not None and same_definition(recorded.definition, recorded.fingerprint, owner),
+        "defined_by": files,
     }
 
 

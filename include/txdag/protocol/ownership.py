@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 
 from txdag.errors import FormatVersionError, TxdagError
 from txdag.protocol.outcomes import OwnerChanged
-from txdag.topology.owner import FINGERPRINT_SCHEME, Owner, changes
+from txdag.topology.owner import FINGERPRINT_SCHEME, Owner, as_now, changes, same_definition
 from txdag.zk.records import OwnerRecord
 from txdag.zk.store import TransactionStore
 
@@ -42,7 +42,7 @@ def check_owner(store: TransactionStore, owner: Owner, step: str = "coordinate")
                 f"{got[0].scheme}, newer than this txdag's {FINGERPRINT_SCHEME}: run every task with the newer txdag")
         if got is not None and got[0].scheme == FINGERPRINT_SCHEME:
             recorded = got[0]
-            if recorded.fingerprint != owner.fingerprint:
+            if not same_definition(recorded.definition, recorded.fingerprint, owner):
                 return refusal(owner, recorded, step)
             if owner.dag_file and recorded.dag_file and owner.dag_file != recorded.dag_file:
                 log.warning("topology=%s: defined by %s now, recorded owner %s (same definition, fingerprint %s); "
@@ -62,7 +62,7 @@ def refusal(owner: Owner, recorded: OwnerRecord, step: str = "coordinate") -> Ow
     coordinate allocates nothing (its run is cleared once the change is accepted); a process or commit step of a
     txid coordinated under the owner waits for the change to be accepted (it then goes on with the new definition)
     or undone."""
-    changed = tuple(changes(recorded.definition, owner.definition))
+    changed = tuple(changes(as_now(recorded.definition), owner.definition))
     name = owner.topology_id
     accept_it = f"run `txdag topology accept {name}` with the new definition in the DAG folder"
     if step == "coordinate":

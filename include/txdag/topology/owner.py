@@ -30,9 +30,7 @@ from typing import Any
 from txdag.errors import ConfigError
 from txdag.topology.topology import TransactionalTopology
 
-# Bump when what the fingerprint covers changes (see txdag.zk.records.OwnerRecord); 2: the batch size of a source
-# class (KafkaSource's, a user's) is left out too, as TweetsSource's and StreamsSource's always were
-FINGERPRINT_SCHEME = 2
+FINGERPRINT_SCHEME = 1  # bump when what the fingerprint covers changes (see txdag.zk.records.OwnerRecord)
 BATCH_SIZES = ("max_transaction_size", "max_per_partition")  # tuning, not identity (see the module docstring)
 WHERE = ("file",)  # where a user's source class was read from: the same class moved with its project is the same
 ABSENT = object()
@@ -57,6 +55,20 @@ def definition_of(t: TransactionalTopology) -> dict[str, Any]:
                       {**k.to_dict(), "namespace": k.namespace_of(t.topology_id)}.items() if f != "name"})
     parts.update({f"sink {s.name}.declared": True for s in t.sinks})
     return json.loads(json.dumps(parts))  # as ZooKeeper gives it back: lists, not tuples
+
+
+def as_now(definition: Mapping[str, Any]) -> dict[str, Any]:
+    """A recorded definition as :func:`definition_of` writes it now: a record made before a source class's batch
+    size (under ``source.params``) left the fingerprint still holds it, and is the same definition without it."""
+    params = definition.get("source.params")
+    if not isinstance(params, Mapping):
+        return dict(definition)
+    return {**definition, "source.params": {k: v for k, v in params.items() if k not in BATCH_SIZES}}
+
+
+def same_definition(recorded: Mapping[str, Any], recorded_fingerprint: str, owner: Owner) -> bool:
+    """Whether ``owner`` is the recorded definition (its fingerprint, or what the record holds read as now)."""
+    return recorded_fingerprint == owner.fingerprint or fingerprint(as_now(recorded)) == owner.fingerprint
 
 
 def fingerprint(definition: Mapping[str, Any]) -> str:

@@ -39,7 +39,7 @@ from txdag.defaults import (
     ZOOKEEPER_CONN_ID,
 )
 from txdag.errors import ConfigError
-from txdag.keyspace import redis_match
+from txdag.keyspace import literal
 from txdag.spouts.base import Source, source_params
 from txdag.state.marker import default_key
 from txdag.state.redis_backing import state_keys
@@ -216,20 +216,24 @@ class TransactionalTopology:
     def _check_keys_apart(self) -> None:
         """The keys a commit writes are none of the marker's or the source's: a state named like the source's
         stream, or a marker_key that is the source's NEXT_WRITE, would fail the first commit (a key of another
-        type) or overwrite the source."""
+        type) or overwrite the source. The source's keys are the ones it names exactly (``Source.inputs``) on the
+        states' Redis connection; what it reads by a pattern (the tweets' ids) is not checked."""
         where = f"topology {self.topology_id!r}"
         written = {k: f"state {s.name!r}" for s in self.states if s.in_redis for k in state_keys(s.redis_key)}
         if self.commit_marker in written:
             raise ConfigError(f"{where}: the namespace of {written[self.commit_marker]} is the commit marker "
                               f"{self.commit_marker!r}: give the state another namespace")
-        if self.redis_conn_id not in self.source.conn_ids():
-            return  # the source reads another Redis than the states'
         written[self.commit_marker] = "the commit marker" if self.marker_key is None else "marker_key"
+        try:
+            read = {literal(i.name) for i in self.source.inputs()
+                    if i.conn_type == "redis" and i.conn_id == self.redis_conn_id}
+        except Exception as exc:  # noqa: BLE001 - a source of the user's: its inputs() (docs/spouts.md)
+            raise ConfigError(f"{where}: its source's inputs() failed ({type(exc).__name__}: {exc}): it must return "
+                              f"SourceInput(conn_type, conn_id, name) values (docs/spouts.md)") from None
         for key, what in written.items():
-            read = next((p for p in self.source.acl_patterns() if redis_match(p, key)), None)
-            if read is not None:
-                raise ConfigError(f"{where}: {what} would write the key {key!r}, which the source reads (pattern "
-                                  f"{read!r} on connection {self.redis_conn_id!r}): give it another name or namespace")
+            if key in read:
+                raise ConfigError(f"{where}: {what} would write the key {key!r}, which the source reads on the "
+                                  f"same connection {self.redis_conn_id!r}: give it another name or namespace")
 
     def _check_values(self) -> None:
         """Values that would otherwise fail later, at a commit or when Airflow builds the DAG, far from here."""

@@ -119,3 +119,8 @@ def test_a_redis_connection_mistyped_is_named_not_a_crash(connection, said) -> N
     """A port out of range or a database that is no number ended txdag commands as 'a bug in txdag' (ValueError)."""
     with pytest.raises(ConfigError, match=re.escape(f"Redis connection 'redis_default': {said}")):
         redis_url_of(connection)
+
+
+def test_an_ipv6_host_takes_the_connections_port_unless_it_holds_one() -> None:
+    assert redis_url_of(conn("[::1]", 6391)) == "redis://[::1]:6391/0"
+    assert redis_url_of(conn("[::1]:7000", 6391)) == "redis://[::1]:7000/0"

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from txdag import TransactionalTopology
 from txdag.errors import ConfigError, FormatVersionError
+from txdag.spouts.base import Source, SpoutKind
 from txdag.topology.definition import State, StreamsSource, TweetsSource, source_from_dict
 
 CORPUS = json.loads((Path(__file__).parents[2] / "data" / "bad_input" / "topologies.json").read_text())
@@ -105,12 +107,13 @@ def test_render_of_something_else_than_a_topology_says_what_it_takes(given) -> N
     (TweetsSource(), [State("s", namespace="txdag:committed:{t1}")], None,
      "the namespace of state 's' is the commit marker 'txdag:committed:{t1}'"),
     (StreamsSource(["words"]), [State("words")], None,
-     "state 'words' would write the key 'words', which the source reads (pattern 'words' on connection"),
+     "state 'words' would write the key 'words', which the source reads on the same connection 'redis_default'"),
     (TweetsSource(), [State("users")], "NEXT_WRITE", "marker_key would write the key 'NEXT_WRITE', which the source"),
-    (TweetsSource(), [State("users")], "7", "marker_key would write the key '7', which the source reads (pattern "
-                                            "'[0-9]*'"),
+    (TweetsSource(prefix="in*:"), [State("users")], "in*:NEXT_READ", "marker_key would write the key 'in*:NEXT_READ'"),
     (TweetsSource(prefix="in:"), [State("users", namespace="in:users")], None, None),  # not a key the source reads
+    (TweetsSource(), [State("h1", namespace="1h_counts")], "1st", None),  # the ids' pattern: only exact keys count
     (TweetsSource(redis_conn_id="source"), [State("users")], "NEXT_WRITE", None),  # another Redis than the states'
+    (StreamsSource(["a", "b"], stream_conn_ids={"b": "other"}), [State("w", namespace="b")], None, None),
 ])
 def test_a_key_the_commit_writes_is_neither_the_marker_nor_the_sources(job: Path, source, states, marker_key,
                                                                       said) -> None:
@@ -124,3 +127,22 @@ def test_a_key_the_commit_writes_is_neither_the_marker_nor_the_sources(job: Path
     else:
         with pytest.raises(ConfigError, match=re.escape(f"topology 't1': {said}")):
             build()
+
+
+@dataclass(frozen=True)
+class NoInputs(Source):
+    """A source of a user's whose inputs() fails (it is asked which keys it reads when the topology is defined)."""
+
+    kind = SpoutKind.TRANSACTIONAL
+
+    def build(self, context: object) -> object:
+        raise NotImplementedError
+
+    def inputs(self) -> list:
+        raise RuntimeError("not written yet")
+
+
+def test_a_source_whose_inputs_fail_is_named(job: Path) -> None:
+    with pytest.raises(ConfigError, match=r"topology 't1': its source's inputs\(\) failed \(RuntimeError: not written "
+                                          r"yet\): it must return SourceInput"):
+        TransactionalTopology("t1", source=NoInputs(), job=str(job), states=[State("users")])

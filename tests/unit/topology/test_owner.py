@@ -66,6 +66,25 @@ def test_a_source_class_batch_size_does_not_change_it_either() -> None:
     assert kafka(topic="other") != kafka()
 
 
+def test_an_owner_recorded_with_a_source_class_batch_size_is_the_same_definition_with_another() -> None:
+    """A record written before the batch size left a source class's params (a txdag of before) still owns the
+    topology for the same definition at any batch size, and not for another topic."""
+    from txdag.spouts.kafka import KafkaSource
+    from txdag.topology.owner import as_now, same_definition
+
+    def owner(**fields) -> Owner:
+        return Owner.of(word_count(source=KafkaSource(**{"topic": "tweets", **fields})))
+
+    recorded = Owner.of(word_count(source=KafkaSource("tweets", max_per_partition=1000))).definition
+    recorded["source.params"] = {**recorded["source.params"], "max_per_partition": 1000}  # as it was written then
+    assert fingerprint(recorded) != owner().fingerprint  # what the record holds: another fingerprint
+    assert same_definition(recorded, fingerprint(recorded), owner(max_per_partition=5000))
+    assert not same_definition(recorded, fingerprint(recorded), owner(topic="other"))
+    assert changes(as_now(recorded), owner(topic="other").definition) == [
+        "source params: {'topic': 'tweets', 'kafka_conn_id': 'kafka_default', 'kind': 'opaque'} -> "
+        "{'topic': 'other', 'kafka_conn_id': 'kafka_default', 'kind': 'opaque'}"]
+
+
 @pytest.mark.parametrize(("changed", "phrase"), [
     ({"states": [State("words", kind="opaque", namespace="word_count_copy")]},
      "state 'words' namespace: 'word_count' -> 'word_count_copy'"),
