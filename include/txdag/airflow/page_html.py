@@ -57,6 +57,11 @@ setInterval(() => { if (!document.getElementById('message').textContent) locatio
 """
 
 
+def text(value: Any) -> str:
+    """Any value as HTML text: numbers from ZooKeeper, and whatever a store's JSON holds (a rejection's txid)."""
+    return escape(str(value))
+
+
 def render_page(views: list[dict[str, Any]], error: str | None, can_act: dict[str, bool]) -> str:
     body = "".join(topology_html(v, can_act.get(v["topology"], False)) for v in views)
     if error:
@@ -79,7 +84,7 @@ def topology_html(v: dict[str, Any], can_act: bool) -> str:
                  f'data-paused="{str(bool(v.get("paused"))).lower()}">{label}</button>')
         if v.get("last_txid"):
             head += (f'<span>replay from txid <input id="replay-{escape(name)}" type="number" min="1" '
-                     f'max="{v["last_txid"]}" value="{(v["failed"][0]["txid"] if v["failed"] else v["last_txid"])}" '
+                     f'max="{text(v["last_txid"])}" value="{text(v["failed"][0]["txid"] if v["failed"] else v["last_txid"])}" '
                      f'style="width:6em"> <button data-action="replay" data-topology="{escape(name)}">Replay'
                      f"</button></span>")
     head += "</header>"
@@ -93,7 +98,7 @@ def topology_html(v: dict[str, Any], can_act: bool) -> str:
                ("lag (entries not in a batch)", "lag", lag),
                ("commits / min (10 min)", "rate", v["commits_per_minute"]),
                ("rejected entries", "rejected", v["rejected"] if v.get("rejected") is not None else "?")]
-    dl = "".join(f'<div><dt>{label}</dt><dd data-figure="{key}">{escape(str(value))}</dd></div>'
+    dl = "".join(f'<div><dt>{label}</dt><dd data-figure="{key}">{text(value)}</dd></div>'
                  for label, key, value in figures)
     parts = [head, failed_html(name, v["failed"], can_act), stalled_html(v.get("stalled") or []),  # they lead
              run_slots_html(v.get("run_slots")), f"<dl>{dl}</dl>"]
@@ -128,11 +133,11 @@ def failed_html(dag: str, failed: list[dict[str, Any]], can_act: bool) -> str:
     if not failed:
         return ""
     rows = "".join(
-        f'<tr data-failed-txid="{f["txid"]}" data-cascade="{",".join(map(str, f["cascade"]))}"><td>{f["txid"]}</td>'
-        f'<td>{f["attempt"]}</td><td>{run_link(dag, f["run_id"])}</td><td class="error">{error_html(f)}'
-        f'</td><td>{", ".join(map(str, f["cascade"])) or "-"}</td><td>'
-        + (f'<button data-action="replay" data-topology="{escape(dag)}" data-txid="{f["txid"]}">Replay from '
-           f'{f["txid"]}</button>' if can_act else "") + "</td></tr>" for f in failed)
+        f'<tr data-failed-txid="{text(f["txid"])}" data-cascade="{text(",".join(map(str, f["cascade"])))}">'
+        f'<td>{text(f["txid"])}</td><td>{text(f["attempt"])}</td><td>{run_link(dag, f["run_id"])}</td>'
+        f'<td class="error">{error_html(f)}</td><td>{text(", ".join(map(str, f["cascade"])) or "-")}</td><td>'
+        + (f'<button data-action="replay" data-topology="{escape(dag)}" data-txid="{text(f["txid"])}">Replay from '
+           f'{text(f["txid"])}</button>' if can_act else "") + "</td></tr>" for f in failed)
     return ('<h3>Failed (and the later txids waiting on them)</h3><table><tr><th>txid</th><th>attempt</th>'
             f"<th>run</th><th>error</th><th>failed behind it</th><th></th></tr>{rows}</table>")
 
@@ -141,13 +146,13 @@ def in_flight_html(dag: str, rows: list[dict[str, Any]]) -> str:
     if not rows:
         return '<h3>In flight</h3><p class="empty" data-in-flight-empty>none</p>'
     body = "".join(
-        f'<tr data-txid="{r["txid"] if r["txid"] is not None else ""}" data-phase="{escape(r["phase"])}">'
-        f'<td>{r["txid"] if r["txid"] is not None else "-"}</td>'
+        f'<tr data-txid="{text(r["txid"] if r["txid"] is not None else "")}" data-phase="{escape(r["phase"])}">'
+        f'<td>{text(r["txid"] if r["txid"] is not None else "-")}</td>'
         f'<td><span class="phase">{escape(r["phase"])}</span></td>'
-        f'<td>{r["attempt"] or "-"}</td><td>{r.get("batch_size", "-")}</td>'
+        f'<td>{text(r["attempt"] or "-")}</td><td>{text(r.get("batch_size", "-"))}</td>'
         f'<td data-waits-on>{escape(r.get("waits_on") or "-")}</td><td>{escape(r.get("for") or "-")}</td>'
         f'<td>{run_link(dag, r["run_id"])}</td>'
-        f'<td><span class="state">{escape(str(r.get("run_state") or "-"))}</span></td></tr>' for r in rows)
+        f'<td><span class="state">{text(r.get("run_state") or "-")}</span></td></tr>' for r in rows)
     return ('<h3>In flight</h3><table data-in-flight><tr><th>txid</th><th>phase</th><th>attempt</th><th>batch size</th>'
             f"<th>waits on</th><th>for</th><th>run</th><th>run state</th></tr>{body}</table>")
 
@@ -167,9 +172,9 @@ def rejections_html(dag: str, rows: list[dict[str, Any]], total: int | None) -> 
     if not rows:
         return ""
     body = "".join(
-        f'<tr data-rejected-id="{escape(r["id"])}"><td>{escape(r["id"])}</td><td>{r["txid"] or "-"}</td>'
-        f'<td>{r["attempt"] or "-"}</td><td>{escape(str(r.get("partition") or "-"))}</td>'
-        f'<td>{escape(str(r["at"] or "-"))}</td><td class="error">{escape(str(r["reason"]))}</td></tr>' for r in rows)
+        f'<tr data-rejected-id="{escape(r["id"])}"><td>{escape(r["id"])}</td><td>{text(r["txid"] or "-")}</td>'
+        f'<td>{text(r["attempt"] or "-")}</td><td>{text(r.get("partition") or "-")}</td>'
+        f'<td>{text(r["at"] or "-")}</td><td class="error">{text(r["reason"])}</td></tr>' for r in rows)
     newest = f" (the newest {len(rows)} of {total})" if total is not None and total > len(rows) else ""
     return (f'<h3>Rejected source entries{newest}</h3><table data-rejections><tr><th>entry id</th><th>txid</th>'
             f'<th>attempt</th><th>partition</th><th>when</th><th>reason</th></tr>{body}</table>'
@@ -187,9 +192,10 @@ def txids_html(dag: str, rows: list[dict[str, Any]]) -> str:
     if not rows:
         return ""
     body = "".join(
-        f'<tr id="{txid_anchor(dag, r["txid"])}" data-row-txid="{r["txid"]}"><td>{r["txid"]}</td><td><span class="phase'
-        f'{" failed" if r["phase"] == "failed" else ""}">{escape(r["phase"])}</span></td><td>{r["attempt"]}</td>'
-        f'<td>{r["batch_size"] if r["batch_size"] is not None else "-"}</td><td>{escape(r["batch"])}</td>'
+        f'<tr id="{escape(txid_anchor(dag, r["txid"]))}" data-row-txid="{text(r["txid"])}"><td>{text(r["txid"])}</td>'
+        f'<td><span class="phase{" failed" if r["phase"] == "failed" else ""}">{escape(r["phase"])}</span></td>'
+        f'<td>{text(r["attempt"])}</td><td>{text(r["batch_size"] if r["batch_size"] is not None else "-")}</td>'
+        f'<td>{escape(r["batch"])}</td>'
         f'<td class="meta">{escape(json.dumps(r["metadata"], sort_keys=True))}</td><td>{run_link(dag, r["run_id"])}'
         f'</td><td>{escape(r["updated_at"])}</td></tr>' for r in rows)
     return ('<h3>Kept txids (newest first)</h3><table data-txids><tr><th>txid</th><th>phase</th><th>attempt</th>'

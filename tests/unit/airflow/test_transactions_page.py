@@ -4,6 +4,7 @@ a real Airflow in tests/e2e/test_ui_page.py."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import pytest
@@ -11,6 +12,7 @@ from fastapi.testclient import TestClient
 
 from txdag.airflow.page import app
 from txdag.airflow.page_html import render_page
+from txdag.commit.rejections import rejection_row
 from txdag.txid.report import transactions_view
 from txdag.zk.records import TopologyRecord, TxidRecord, TxStatus
 
@@ -123,3 +125,18 @@ def test_a_run_queued_behind_max_active_runs_is_named_above_the_figures_with_the
                            "max_active_transactions). It starts when a slot frees: run scheduled__&lt;5&gt; gives")
     assert html.index("data-run-slots") < html.index('data-figure="committed"')
     assert "data-stalled" not in html  # 10 min in one phase, but its run has not started: no task to retry
+
+
+def test_a_rejection_record_written_by_someone_else_is_text_on_the_page() -> None:
+    """The rejections hash is writable by the topology's Redis user: its txid and attempt fields are not trusted
+    to be numbers, and reach the page as text (they were written into the HTML as they were)."""
+    view = transactions_view("tweets", TopologyRecord(1, 1), [], now=datetime(2026, 11, 23, 12, tzinfo=UTC),
+                             runs={}, lag=0, paused=False)
+    hostile = {"txid": "<script>alert(1)</script>", "attempt": "<img src=x onerror=alert(2)>",
+               "partition": "<i>p</i>", "reason": "<b>r</b>", "at": "<u>t</u>"}
+    view["rejections"] = [rejection_row(b"<e>", json.dumps(hostile))]
+    view["rejected"] = 1
+    html = render_page([view], None, {"tweets": True})
+    for raw in ("<script>alert", "<img", "<i>p", "<b>r", "<u>t", "<e>"):
+        assert raw not in html, raw
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "&lt;img src=x onerror=alert(2)&gt;" in html
