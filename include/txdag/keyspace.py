@@ -22,7 +22,6 @@ checks every ``keys`` against them). The patterns are Redis globs: ``*``, ``?``,
 
 from __future__ import annotations
 
-import fnmatch
 import re
 
 GLOB_SPECIAL = re.compile(r"([*?\[\]\\])")
@@ -36,27 +35,6 @@ def glob_escape(key: str) -> str:
 def below(base: str) -> str:
     """The pattern of every key ``<base>:...`` (not ``base`` itself)."""
     return f"{glob_escape(base)}:*"
-
-
-def redis_match(pattern: str, key: str) -> bool:
-    """Whether a Redis glob (an ACL key pattern, as txdag writes them) matches ``key`` as Redis matches it."""
-    return fnmatch.fnmatchcase(key, _fnmatch_pattern(pattern))
-
-
-def _fnmatch_pattern(pattern: str) -> str:
-    """A Redis glob as an fnmatch pattern: ``\\x`` (a literal x) becomes ``[x]``, ``[^...]`` becomes ``[!...]``."""
-    out, i = [], 0
-    while i < len(pattern):
-        if pattern[i] == "\\" and i + 1 < len(pattern):
-            i += 1
-            out.append(f"[{pattern[i]}]")
-        elif pattern.startswith("[^", i):
-            out.append("[!")
-            i += 1
-        else:
-            out.append(pattern[i])
-        i += 1
-    return "".join(out)
 
 
 def literal(pattern: str) -> str | None:

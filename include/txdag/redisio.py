@@ -247,12 +247,12 @@ NODE_FORM = "host:port, port 1-65535"  # what a Redis Cluster startup node looks
 
 def node_address(text: str, nodes: str | None = None, *, where: str = "",
                  fix: str = f"fix the {NODES_OPTION} option of the Redis URL (?{CLUSTER_OPTION}=true&{NODES_OPTION}="
-                            f"h2:6379,h3:6379), or the hosts of the Airflow connection it was made from"
-                 ) -> tuple[str, int]:
-    """Host and port of the Redis Cluster startup node ``text`` ("host:port"): the one parser of node addresses
-    (client_from_url, from_portable, and the Airflow connection's hosts in txdag.airflow.hooks.redis_url_of).
-    Anything else is a ConfigError naming the node, the whole list it came from (``nodes``), what a node looks
-    like and ``fix``; ``where`` (e.g. the connection) starts the message."""
+                            f"h2:6379,h3:6379), or the hosts of the Airflow connection it was made from",
+                 kind: str = "Redis Cluster node") -> tuple[str, int]:
+    """Host and port of the Redis Cluster startup node ``text`` ("host:port"): the one parser of Redis addresses
+    (client_from_url, from_portable, and the Airflow connection's hosts in txdag.airflow.hooks.redis_url_of, where
+    a server that is no cluster is another ``kind``). Anything else is a ConfigError naming the node, the whole list
+    it came from (``nodes``), what a node looks like and ``fix``; ``where`` (e.g. the connection) starts it."""
     node = text.strip()
     host, colon, port = node.rpartition(":")
     problem = ("no port" if not colon or not port else "no host" if not host
@@ -260,7 +260,7 @@ def node_address(text: str, nodes: str | None = None, *, where: str = "",
                else f"port {port} is out of range" if not 1 <= int(port) <= 65535 else "")
     if problem:
         listed = f" (of {nodes.strip()!r})" if nodes and nodes.strip() != node else ""
-        raise ConfigError(f"{where}Redis Cluster node {node!r}{listed} is malformed ({problem}): a node is "
+        raise ConfigError(f"{where}{kind} {node!r}{listed} is malformed ({problem}): a node is "
                           f"{NODE_FORM}; {fix}")
     return host, int(port)
 

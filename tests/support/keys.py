@@ -3,12 +3,12 @@ Redis's glob matching of ACL key patterns, for the tests that check the ACL agai
 
 from __future__ import annotations
 
+import fnmatch
 from pathlib import Path
 from typing import Any
 
 from txdag.attempt import TransactionAttempt
 from txdag.commit import newvalues, rejections
-from txdag.keyspace import redis_match
 from txdag.spouts import streams, tweets
 from txdag.staging import layout as staging_layout
 from txdag.state import redis_backing
@@ -56,3 +56,24 @@ def source_keys(topology: Any) -> list[str]:
 def granted(rules: list[str], key: str, prefix: str = "~") -> list[str]:
     """The rules with ``prefix`` (``~`` read-write, ``%R~`` read-only) whose pattern matches ``key``."""
     return [r for r in rules if r.startswith(prefix) and redis_match(r[len(prefix):], key)]
+
+
+def redis_match(pattern: str, key: str) -> bool:
+    """Whether a Redis glob (an ACL key pattern, as txdag writes them) matches ``key`` as Redis matches it."""
+    return fnmatch.fnmatchcase(key, _fnmatch_pattern(pattern))
+
+
+def _fnmatch_pattern(pattern: str) -> str:
+    """A Redis glob as an fnmatch pattern: ``\\x`` (a literal x) becomes ``[x]``, ``[^...]`` becomes ``[!...]``."""
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern[i] == "\\" and i + 1 < len(pattern):
+            i += 1
+            out.append(f"[{pattern[i]}]")
+        elif pattern.startswith("[^", i):
+            out.append("[!")
+            i += 1
+        else:
+            out.append(pattern[i])
+        i += 1
+    return "".join(out)

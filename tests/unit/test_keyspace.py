@@ -4,10 +4,11 @@ without a migration. Each layout module has txdag.keyspace's shape (``keys``, ``
 from __future__ import annotations
 
 import pytest
+from support.keys import redis_match
 
 from txdag.attempt import TransactionAttempt, attempt_id, parse_attempt_id
 from txdag.commit import newvalues, rejections
-from txdag.keyspace import below, glob_escape, redis_match
+from txdag.keyspace import below, glob_escape
 from txdag.spouts import streams, tweets
 from txdag.staging import layout as staging_layout
 from txdag.state import redis_backing

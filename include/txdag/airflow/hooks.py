@@ -100,14 +100,12 @@ def redis_url_of(conn: Any) -> str:
         raise ConfigError(f"Redis connection {conn.conn_id!r} is a Redis Cluster, which has database 0 only: "
                           f"remove \"db\" from its extra")
     first, *others = (with_port(h, conn.port) for h in hosts)
-    if cluster:
-        for node in (first, *others):
-            node_address(node, conn.host, where=f"Redis connection {conn.conn_id!r}: ",
-                         fix="fix the connection's Host (nodes comma-separated, host:port,host:port; a node "
-                             "without :port takes the connection's Port, which must be 1-65535 too)")
-    elif not (port := first.rpartition(":")[2]).isdigit() or not 1 <= int(port) <= 65535:
-        raise ConfigError(f"Redis connection {conn.conn_id!r}: port {port!r} is not one of 1-65535: fix the "
-                          f"connection's Port (or the host:port of its Host)")
+    for node in (first, *others):
+        node_address(node, conn.host if cluster else None, where=f"Redis connection {conn.conn_id!r}: ",
+                     kind="Redis Cluster node" if cluster else "Redis server",
+                     fix="fix the connection's Host (nodes comma-separated, host:port,host:port; a node without "
+                         ":port takes the connection's Port, which must be 1-65535 too)" if cluster else
+                         "fix the connection's Port (or the host:port of its Host)")
     tls = str(extra.get("ssl", "")).lower() in TRUE
     scheme = "rediss" if tls else "redis"
     auth = ""

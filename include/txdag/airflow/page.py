@@ -26,6 +26,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Red
 from txdag.airflow import config, metrics, transactions
 from txdag.airflow.page_html import render_page
 from txdag.errors import ConfigError, ServiceUnavailable, TxdagError
+from txdag.topology.owner import files_defining
 
 CSRF_HEADER = "X-Txdag-Csrf"
 app = FastAPI(title="txdag transactions", description="Per topology: txids committed, in flight, failed; replay, pause")
@@ -136,19 +137,27 @@ async def malformed(request: Request, exc: RequestValidationError) -> JSONRespon
                         status_code=422)
 
 
-async def defined(dag_id: str) -> None:
-    """404 for a topology no DAG file defines: the page must not invent one (an empty record, a refusal)."""
-    found = await run_in_threadpool(transactions.definitions)
-    if dag_id not in found:
-        raise HTTPException(404, f"no DAG file defines topology {dag_id!r} (DAG folder {config.dags_folder()}; "
-                                 f"it defines {', '.join(sorted(found)) or 'none'}): check the name")
+async def defined(dag_id: str, user: Any) -> None:
+    """404 for a topology no DAG file defines: the page must not invent one (an empty record, a refusal). Asked
+    once the user may act on ``dag_id``: it names the topologies the user may read, and the error of a DAG file
+    that defines ``dag_id`` and failed to load (Airflow shows a DAG's import error to its readers too)."""
+    found, broken = await run_in_threadpool(lambda: (transactions.definitions(), transactions.broken_files()))
+    if dag_id in found:
+        return
+    for path, error in sorted(broken.items()):
+        if files_defining([path], dag_id):
+            raise HTTPException(404, f"the DAG file {path}, which defines topology {dag_id!r}, failed to load: "
+                                     f"{error}: fix it (Airflow's import errors show it too)")
+    readable = [n for n in sorted(found) if allowed(user, n, "GET")]
+    raise HTTPException(404, f"no DAG file defines topology {dag_id!r} (DAG folder {config.dags_folder()}; "
+                             f"it defines {', '.join(readable) or 'none you may read'}): check the name")
 
 
 @app.get("/api/topologies/{dag_id}")
 async def one_view(dag_id: str, request: Request) -> Response:
     user, _ = await authenticated(request)
-    await defined(dag_id)
     require(user, dag_id, "GET", "read the transactions")
+    await defined(dag_id, user)
     return await act(lambda: transactions.read_view(dag_id, strict=True))
 
 
@@ -156,8 +165,8 @@ async def one_view(dag_id: str, request: Request) -> Response:
 async def rejections(dag_id: str, request: Request, limit: int = Query(50, ge=0, le=10000)) -> Response:
     """The source entries the topology rejected, newest first (``txdag rejections``)."""
     user, _ = await authenticated(request)
-    await defined(dag_id)
     require(user, dag_id, "GET", "read the rejections")
+    await defined(dag_id, user)
     return await act(lambda: transactions.rejections(dag_id, limit))
 
 
@@ -171,8 +180,8 @@ async def replay(dag_id: str, request: Request, from_txid: int = Body(..., embed
     """``from_txid`` is a JSON integer (strict: not "3", 3.0 or true, as the command line takes digits alone)."""
     check_csrf(request)
     user, token = await authenticated(request)
-    await defined(dag_id)
     require(user, dag_id, "PUT", "clear the runs", runs=True)
+    await defined(dag_id, user)
     if from_txid < 1:
         raise HTTPException(422, f"from_txid must be a txid >= 1, got {from_txid}")
     return await act(lambda: {"topology": dag_id, "from_txid": from_txid,
@@ -183,8 +192,8 @@ async def replay(dag_id: str, request: Request, from_txid: int = Body(..., embed
 async def pause(dag_id: str, request: Request, paused: bool = Body(..., embed=True)) -> Response:
     check_csrf(request)
     user, token = await authenticated(request)
-    await defined(dag_id)
     require(user, dag_id, "PUT", "pause or unpause the DAG")
+    await defined(dag_id, user)
     return await act(lambda: {"topology": dag_id, "paused": transactions.set_paused(dag_id, paused, token)})
 
 

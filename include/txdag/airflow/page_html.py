@@ -83,8 +83,9 @@ def topology_html(v: dict[str, Any], can_act: bool) -> str:
         head += (f'<button data-action="pause" data-topology="{escape(name)}" '
                  f'data-paused="{str(bool(v.get("paused"))).lower()}">{label}</button>')
         if v.get("last_txid"):
+            start = v["failed"][0]["txid"] if v["failed"] else v["last_txid"]
             head += (f'<span>replay from txid <input id="replay-{escape(name)}" type="number" min="1" '
-                     f'max="{text(v["last_txid"])}" value="{text(v["failed"][0]["txid"] if v["failed"] else v["last_txid"])}" '
+                     f'max="{text(v["last_txid"])}" value="{text(start)}" '
                      f'style="width:6em"> <button data-action="replay" data-topology="{escape(name)}">Replay'
                      f"</button></span>")
     head += "</header>"

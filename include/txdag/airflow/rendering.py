@@ -76,6 +76,16 @@ def defining_in(folder: str | Path, topology_id: str) -> list[Path]:
     return [f for f in found if might_contain_dag(str(f), safe_mode)]
 
 
+def dag_files(folder: str | Path) -> list[Path]:
+    """The files of ``folder`` that Airflow's DAG processor reads: subfolders, ``.airflowignore`` and safe mode
+    applied (the transactions page and its metrics read the topologies Airflow runs, not a stale copy beside them)."""
+    from airflow.configuration import conf
+    from airflow.utils.file import list_py_file_paths
+
+    safe_mode = conf.getboolean("core", "dag_discovery_safe_mode", fallback=True)
+    return [Path(f) for f in list_py_file_paths(str(folder), safe_mode=safe_mode)]
+
+
 def schedule_of(t: TransactionalTopology, dag_file: str | None) -> Any:
     """The DAG's schedule: the topology's, and with ``drain`` its source asset too, watched by the triggerer (a run
     when either says so; ``txdag.txid.backlog``)."""

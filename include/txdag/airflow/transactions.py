@@ -21,6 +21,7 @@ from typing import Any
 from txdag.airflow import config
 from txdag.airflow.api import AirflowAPI
 from txdag.airflow.hooks import airflow_clients
+from txdag.airflow.rendering import dag_files
 from txdag.defaults import ZOOKEEPER_CONN_ID
 from txdag.errors import ServiceUnavailable, TxdagError
 from txdag.topology.topology import TransactionalTopology, load_definitions
@@ -34,17 +35,28 @@ DATABASE_READERS = threading.BoundedSemaphore(4)  # views read at once take turn
 REJECTIONS_SHOWN = 20  # the newest rejected entries a topology's section lists
 DEFAULT_ZK_CONN = ZOOKEEPER_CONN_ID
 _lock = threading.Lock()
-_definitions: tuple[float, dict[str, TransactionalTopology]] = (0.0, {})
+_definitions: tuple[float, dict[str, TransactionalTopology], dict[str, str]] = (0.0, {}, {})
 _clients = airflow_clients()
 
 
 def definitions() -> dict[str, TransactionalTopology]:
-    """The topologies of the DAG folder (subfolders too, as Airflow reads it), re-read every DEFINITIONS_TTL s."""
+    """The topologies of the DAG folder, from the files Airflow's DAG processor reads, re-read every
+    DEFINITIONS_TTL s."""
+    return _read_folder()[1]
+
+
+def broken_files() -> dict[str, str]:
+    """The DAG files that failed to load at the last read, with their error."""
+    return _read_folder()[2]
+
+
+def _read_folder() -> tuple[float, dict[str, TransactionalTopology], dict[str, str]]:
     global _definitions
     with _lock:
         if time.monotonic() - _definitions[0] > DEFINITIONS_TTL:
-            _definitions = (time.monotonic(), load_definitions(config.dags_folder(), recursive=True)[0])
-        return _definitions[1]
+            folder = config.dags_folder()
+            _definitions = (time.monotonic(), *load_definitions(folder, dag_files(folder)))
+        return _definitions
 
 
 def store_of(name: str) -> TransactionStore:

@@ -41,7 +41,7 @@ def definition_of(t: TransactionalTopology) -> dict[str, Any]:
     ``state <name>``, ``key_value <name>``, ``sink <name>``), so that a difference reads as what changed."""
     source = {k: v for k, v in t.source.to_dict().items() if k not in BATCH_SIZES + WHERE}
     if isinstance(source.get("params"), Mapping):  # a source class's fields (txdag.spouts.base.Source.to_dict)
-        source["params"] = {k: v for k, v in source["params"].items() if k not in BATCH_SIZES}
+        source["params"] = without_batch_sizes(source["params"])
     parts: dict[str, Any] = {f"source.{k}": v for k, v in {**source, "kind": t.source.kind.value}.items()}
     parts.update({"topology.redis_conn_id": t.redis_conn_id, "topology.marker_key": t.marker_key})
     for s in t.states:
@@ -63,7 +63,12 @@ def as_now(definition: Mapping[str, Any]) -> dict[str, Any]:
     params = definition.get("source.params")
     if not isinstance(params, Mapping):
         return dict(definition)
-    return {**definition, "source.params": {k: v for k, v in params.items() if k not in BATCH_SIZES}}
+    return {**definition, "source.params": without_batch_sizes(params)}
+
+
+def without_batch_sizes(params: Mapping[str, Any]) -> dict[str, Any]:
+    """A source class's fields without its batch size (tuning, not identity)."""
+    return {k: v for k, v in params.items() if k not in BATCH_SIZES}
 
 
 def same_definition(recorded: Mapping[str, Any], recorded_fingerprint: str, owner: Owner) -> bool:

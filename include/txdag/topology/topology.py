@@ -317,10 +317,10 @@ def dags_folder_source(given: str | Path | None = None) -> tuple[Path, str | Non
     return Path("dags"), None
 
 
-def load_definitions(folder: str | Path, recursive: bool = False
+def load_definitions(folder: str | Path, files: Iterable[str | Path] | None = None
                      ) -> tuple[dict[str, TransactionalTopology], dict[str, str]]:
-    """The topologies defined by the DAG files in ``folder`` (and its subfolders, symbolic links followed, when
-    ``recursive``, as Airflow reads a DAG folder), and the error of each file that failed.
+    """The topologies defined by the DAG files in ``folder``, or by ``files`` of it (the list Airflow's DAG processor
+    reads: ``txdag.airflow.rendering.dag_files``), and the error of each file that failed.
 
     Each file is run (``runpy``) and its topologies are taken from its module globals: the DAGs that
     ``txdag.airflow.render`` built (their ``txdag_topology``), and plain ``TransactionalTopology`` values (a
@@ -334,10 +334,8 @@ def load_definitions(folder: str | Path, recursive: bool = False
     found: dict[str, TransactionalTopology] = {}
     owners: dict[str, str] = {}
     errors: dict[str, str] = {}
-    files = ([Path(d) / f for d, _, names in os.walk(folder, followlinks=True) for f in names if f.endswith(".py")]
-             if recursive else list(Path(folder).glob("*.py")))
     seen: set[Path] = set()
-    for path in sorted(files):
+    for path in sorted(Path(f) for f in (Path(folder).glob("*.py") if files is None else files)):
         if path.resolve() in seen:  # one file reached through two links is one definition
             continue
         seen.add(path.resolve())

@@ -67,7 +67,7 @@ def test_a_tasks_runtime_builds_its_clients_from_the_topologys_connections(conne
 def test_the_page_lists_topologies_from_the_connections_root(connections, monkeypatch, zk_root, prefix) -> None:
     from txdag.airflow import hooks, transactions
 
-    monkeypatch.setattr(transactions, "_definitions", (0.0, {}))  # this test's DAG folder, read afresh
+    monkeypatch.setattr(transactions, "_definitions", (0.0, {}, {}))  # this test's DAG folder, read afresh
     monkeypatch.setattr(transactions, "_clients", hooks.airflow_clients())
     try:
         assert transactions.topology_names() == [prefix]  # defined, never ran: no root yet

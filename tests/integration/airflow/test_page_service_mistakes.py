@@ -79,7 +79,7 @@ def page(monkeypatch, tmp_path, conns, redis_url, zk_hosts, zk_root, prefix):
     (tmp_path / "spark_jobs" / "job.py").write_text("")
     (tmp_path / "dags" / "topologies.py").write_text(DAG_FILE.format(t=prefix))
     monkeypatch.setenv("AIRFLOW__TXDAG__DAGS_FOLDER", str(tmp_path / "dags"))
-    monkeypatch.setattr(transactions, "_definitions", (0.0, {}))
+    monkeypatch.setattr(transactions, "_definitions", (0.0, {}, {}))
     monkeypatch.setattr(transactions, "_clients", airflow_clients())  # connections resolved afresh
     zk = connect_zk(zk_hosts, auth=ZK_AUTH)
     store = TransactionStore(zk, prefix, root=zk_root)

@@ -110,8 +110,9 @@ def test_a_kafka_connection_is_its_extra_as_the_kafka_provider_reads_it_and_its_
 
 
 @pytest.mark.parametrize(("connection", "said"), [
-    (conn("r", 99999), "port '99999' is not one of 1-65535: fix the connection's Port"),
-    (conn("r:12x"), "port '12x' is not one of 1-65535"),
+    (conn("r", 99999), "Redis server 'r:99999' is malformed (port 99999 is out of range): a node is host:port, "
+                       "port 1-65535; fix the connection's Port"),
+    (conn("r:12x"), "Redis server 'r:12x' is malformed (port '12x' is not a number)"),
     (conn("r", 6379, db="abc"), "its extra's \"db\" is 'abc', not a database number"),
     (conn("r", 6379, db=-1), "its extra's \"db\" is -1, not a database number"),
 ])

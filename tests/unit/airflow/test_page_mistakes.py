@@ -35,7 +35,7 @@ def page(monkeypatch, tmp_path) -> TestClient:
     (tmp_path / "spark_jobs" / "job.py").write_text("")
     (tmp_path / "dags" / "known.py").write_text(DAG_FILE)
     monkeypatch.setenv("AIRFLOW__TXDAG__DAGS_FOLDER", str(tmp_path / "dags"))
-    monkeypatch.setattr(transactions, "_definitions", (0.0, {}))
+    monkeypatch.setattr(transactions, "_definitions", (0.0, {}, {}))
     from airflow.api_fastapi.app import create_auth_manager
 
     client = TestClient(app)
@@ -153,3 +153,41 @@ def test_a_scrape_that_cannot_list_the_topologies_is_a_503_naming_the_service(pa
     monkeypatch.setattr(transactions, "topology_names", down)
     response = page.get("/metrics")
     assert response.status_code == 503 and "ZooKeeper at 127.0.0.1:2191 did not answer" in response.text
+
+
+def test_a_topology_whose_dag_file_fails_is_a_404_with_the_files_error(page, tmp_path) -> None:
+    """A DAG file that defines the topology and fails to load: the 404 says which file and why (the error was
+    dropped, and the answer said to check the name)."""
+    (tmp_path / "dags" / "broken.py").write_text(DAG_FILE.replace('"known"', '"broken"').replace(
+        "TweetsSource()", "TweetsSource(no_such_option=1)"))
+    response = page.get("/api/topologies/broken")
+    detail = detail_of(response)
+    assert response.status_code == 404 and "broken.py, which defines topology 'broken', failed to load" in detail
+    assert "no_such_option" in detail and "check the name" not in detail
+
+
+def test_the_404_names_only_the_topologies_the_user_may_read(page, tmp_path, monkeypatch) -> None:
+    """The answer to a wrong name lists the DAG folder's topologies the user may read, and asks permission on the
+    asked name first: a user who may read nothing learns nothing of the folder."""
+    from txdag.airflow import page as page_module
+
+    (tmp_path / "dags" / "secret.py").write_text(DAG_FILE.replace('"known"', '"secret"'))
+    monkeypatch.setattr(page_module, "allowed", lambda user, dag_id, method, runs=False: dag_id != "secret")
+    detail = detail_of(page.get("/api/topologies/nosuch"))
+    assert "it defines known)" in detail and "secret" not in detail
+    monkeypatch.setattr(page_module, "allowed", lambda user, dag_id, method, runs=False: False)
+    response = page.get("/api/topologies/nosuch")
+    assert response.status_code == 403 and "known" not in response.text and "secret" not in response.text
+
+
+def test_the_page_reads_the_files_airflow_reads(page, tmp_path) -> None:
+    """The DAG folder as Airflow's DAG processor lists it: a subfolder's topology is read, a file .airflowignore
+    names is not run (a stale copy beside the DAG files was read, and ran, as the definition)."""
+    (tmp_path / "dags" / "team").mkdir()
+    (tmp_path / "dags" / "team" / "sub.py").write_text(DAG_FILE.replace('"known"', '"sub"'))
+    (tmp_path / "dags" / "spark_jobs").mkdir()  # the project root of dags/team/sub.py is dags/
+    (tmp_path / "dags" / "spark_jobs" / "job.py").write_text("")
+    (tmp_path / "dags" / "old").mkdir()
+    (tmp_path / "dags" / "old" / "stale.py").write_text("raise SystemExit('ran an ignored file')\n# DAG airflow\n")
+    (tmp_path / "dags" / ".airflowignore").write_text("old/\n")
+    assert set(transactions.definitions()) == {"known", "sub"} and transactions.broken_files() == {}

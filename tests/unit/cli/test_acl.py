@@ -8,13 +8,12 @@ from pathlib import Path
 
 import pytest
 import redis
-from support.keys import every_kind_of_key, granted, source_keys, written_keys
+from support.keys import every_kind_of_key, granted, redis_match, source_keys, written_keys
 
 from txdag.attempt import TransactionAttempt
 from txdag.cli.acl import glob_escape, key_patterns, redis_acl_rules, setuser_args, setuser_line
 from txdag.cli.main import main
 from txdag.errors import AccessDenied, ConfigError
-from txdag.keyspace import redis_match
 from txdag.masking import mask, register_secret
 from txdag.redisio import access_denied
 from txdag.staging.layout import claim_key, stage_key

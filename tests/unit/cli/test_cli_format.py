@@ -216,7 +216,9 @@ def test_load_definitions_reads_the_dag_folder_and_reports_a_broken_file(tmp_pat
     assert errors == {str(tmp_path / "dags" / "bad.py"): "ImportError: no module named x"}
 
 
-def test_load_definitions_recursive_reads_linked_subfolders_as_airflow_does(tmp_path) -> None:
+def test_the_files_airflow_lists_hold_linked_subfolders_and_load_as_airflow_loads_them(tmp_path) -> None:
+    from txdag.airflow.rendering import dag_files
+
     (tmp_path / "project" / "dags").mkdir(parents=True)
     (tmp_path / "project" / "spark_jobs").mkdir()
     (tmp_path / "project" / "spark_jobs" / "job.py").write_text("")
@@ -228,7 +230,7 @@ def test_load_definitions_recursive_reads_linked_subfolders_as_airflow_does(tmp_
     (tmp_path / "home").mkdir()
     (tmp_path / "home" / "linked").symlink_to(tmp_path / "project" / "dags", target_is_directory=True)
     assert load_definitions(tmp_path / "home") == ({}, {})
-    found, errors = load_definitions(tmp_path / "home", recursive=True)
+    found, errors = load_definitions(tmp_path / "home", dag_files(tmp_path / "home"))
     assert list(found) == ["good"] and errors == {}
     assert found["good"].project_dir == str(tmp_path / "project")
 
