@@ -26,7 +26,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Red
 from txdag.airflow import config, metrics, transactions
 from txdag.airflow.page_html import render_page
 from txdag.errors import ConfigError, ServiceUnavailable, TxdagError
-from txdag.topology.owner import files_defining
+from txdag.topology.owner import names
 
 CSRF_HEADER = "X-Txdag-Csrf"
 app = FastAPI(title="txdag transactions", description="Per topology: txids committed, in flight, failed; replay, pause")
@@ -139,18 +139,25 @@ async def malformed(request: Request, exc: RequestValidationError) -> JSONRespon
 
 async def defined(dag_id: str, user: Any) -> None:
     """404 for a topology no DAG file defines: the page must not invent one (an empty record, a refusal). Asked
-    once the user may act on ``dag_id``: it names the topologies the user may read, and the error of a DAG file
-    that defines ``dag_id`` and failed to load (Airflow shows a DAG's import error to its readers too)."""
-    found, broken = await run_in_threadpool(lambda: (transactions.definitions(), transactions.broken_files()))
-    if dag_id in found:
-        return
-    for path, error in sorted(broken.items()):
-        if files_defining([path], dag_id):
-            raise HTTPException(404, f"the DAG file {path}, which defines topology {dag_id!r}, failed to load: "
-                                     f"{error}: fix it (Airflow's import errors show it too)")
-    readable = [n for n in sorted(found) if allowed(user, n, "GET")]
-    raise HTTPException(404, f"no DAG file defines topology {dag_id!r} (DAG folder {config.dags_folder()}; "
-                             f"it defines {', '.join(readable) or 'none you may read'}): check the name")
+    once the user may act on ``dag_id``: it names the topologies the user may read, or the DAG file that names
+    ``dag_id`` and failed to load. Its error is Airflow's to show: Airflow hides an import error's text from a user
+    who may not read every DAG of the file, which a broken file cannot tell."""
+
+    def answer() -> str | None:
+        found, broken = transactions.folder()
+        if dag_id in found:
+            return None
+        for path in sorted(broken):
+            if names(path, dag_id) is not None:
+                return (f"the DAG file {path}, which names topology {dag_id!r}, failed to load: Airflow's import "
+                        f"errors (Browse > Import Errors, or `airflow dags list-import-errors`) say why; fix it")
+        readable = [n for n in sorted(found) if allowed(user, n, "GET")]
+        return (f"no DAG file defines topology {dag_id!r} (DAG folder {config.dags_folder()}; it defines "
+                f"{', '.join(readable) or 'none you may read'}): check the name")
+
+    missing = await run_in_threadpool(answer)
+    if missing is not None:
+        raise HTTPException(404, missing)
 
 
 @app.get("/api/topologies/{dag_id}")

@@ -83,7 +83,7 @@ def dag_files(folder: str | Path) -> list[Path]:
     from airflow.utils.file import list_py_file_paths
 
     safe_mode = conf.getboolean("core", "dag_discovery_safe_mode", fallback=True)
-    return [Path(f) for f in list_py_file_paths(str(folder), safe_mode=safe_mode)]
+    return [Path(f) for f in list_py_file_paths(str(folder), safe_mode=safe_mode) if f.endswith(".py")]  # no zip
 
 
 def schedule_of(t: TransactionalTopology, dag_file: str | None) -> Any:

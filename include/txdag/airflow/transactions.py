@@ -45,9 +45,10 @@ def definitions() -> dict[str, TransactionalTopology]:
     return _read_folder()[1]
 
 
-def broken_files() -> dict[str, str]:
-    """The DAG files that failed to load at the last read, with their error."""
-    return _read_folder()[2]
+def folder() -> tuple[dict[str, TransactionalTopology], dict[str, str]]:
+    """The topologies of the DAG folder and its files that failed to load, with their error, from one read."""
+    _, found, broken = _read_folder()
+    return found, broken
 
 
 def _read_folder() -> tuple[float, dict[str, TransactionalTopology], dict[str, str]]:

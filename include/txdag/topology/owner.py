@@ -144,15 +144,22 @@ class Owner:
 # --- the DAG files that define a topology id -----------------------------------------------------------------
 
 
-def defines(path: str | Path, topology_id: str) -> bool:
-    """Whether the file's code defines ``topology_id`` as a literal (see the module docstring). Only a file whose
-    text holds the id in quotes is parsed."""
+def names(path: str | Path, topology_id: str) -> bytes | None:
+    """The file's text when it holds ``topology_id`` in quotes (a file that may define it, or meant to: one that
+    does not parse), else None."""
     try:
         with open(path, "rb") as f:
             data = f.read()
     except OSError:
-        return False
-    if not any(f"{q}{topology_id}{q}".encode() in data for q in "\"'"):
+        return None
+    return data if any(f"{q}{topology_id}{q}".encode() in data for q in "\"'") else None
+
+
+def defines(path: str | Path, topology_id: str) -> bool:
+    """Whether the file's code defines ``topology_id`` as a literal (see the module docstring). Only a file whose
+    text holds the id in quotes is parsed."""
+    data = names(path, topology_id)
+    if data is None:
         return False
     try:
         tree = ast.parse(data, filename=str(path))
