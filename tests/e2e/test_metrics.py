@@ -149,9 +149,12 @@ def test_the_figures_and_events_move_as_txids_commit(airflow: AirflowInstance) -
         assert keys > 0 and len(ours) == 2 and not Counter(ours) - tagged, dict(sent)
         for task in ("coordinate", "process", "commit"):  # each phase's duration: Airflow's own, per task
             assert len(sent[f"airflow.dag.{TOPOLOGY}.{task}.duration"]) == 2, (task, dict(sent))
-        written = [re.search(r"committed \((\d+) keys written", airflow.api.task_log(TOPOLOGY, r, "commit"))
-                   for r in runs]
+        written = [re.search(r"committed \((\d+) keys written, \d+ already held this txid, (\d+) bytes staged\)",
+                             airflow.api.task_log(TOPOLOGY, r, "commit")) for r in runs]
         assert all(written) and keys == sum(int(m.group(1)) for m in written if m), (keys, written)
+        sizes = [int(v.split("|")[0]) for v in sent[f"airflow.txdag.commit_bytes.{TOPOLOGY}"]]
+        assert len(sizes) == 2 and all(b > 0 for b in sizes), dict(sent)
+        assert sizes == [int(m.group(2)) for m in written if m], (sizes, written)
         check_lineage(airflow, runs)
     finally:
         statsd.close()

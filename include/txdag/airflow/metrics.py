@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 EVENTS = {
     "txids_committed": ("counter", "txids committed (a replay of a committed txid is not counted again)"),
     "commit_keys": ("counter", "keys written into the states by commits"),
+    "commit_bytes": ("counter", "bytes of the staged outputs commits applied (each field and value as staged)"),
     "committed_txid": ("gauge", "the txid a commit just committed"),
     "txids_failed": ("counter", "txids failed for good (a failure and the later txids its cascade failed)"),
     "halts": ("counter", "steps that halted the topology (a store or source holds less than ZooKeeper says)"),
@@ -77,11 +78,12 @@ def send(event: str, topology: str, value: float = 1) -> None:
         log.warning("topology=%s: metric txdag.%s not sent: %s: %s", topology, event, type(exc).__name__, exc)
 
 
-def committed(topology: str, txid: int, applied: int) -> None:
+def committed(topology: str, txid: int, applied: int, staged_bytes: int) -> None:
     """A commit task's events for the txid it committed, sent as soon as it is committed: its retry (the try died
     after the commit) finds it committed already and sends nothing, so the counters are at most once."""
     send("txids_committed", topology)
     send("commit_keys", topology, applied)
+    send("commit_bytes", topology, staged_bytes)
     send("committed_txid", topology, txid)
 
 

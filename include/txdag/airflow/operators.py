@@ -498,7 +498,7 @@ class CommitOperator(BaseOperator):
             if isinstance(outcome, Refused) and outcome.failed_txid not in (None, tx.txid):
                 outcome = behind_a_replay(rt, context, self.dag_id, outcome)
             if isinstance(outcome, Committed):  # first: a try that dies later is retried as AlreadyCommitted
-                metrics.committed(t.topology_id, tx.txid, outcome.applied)
+                metrics.committed(t.topology_id, tx.txid, outcome.applied, outcome.staged_bytes)
             announce(context, t, outcome)  # before anything below can fail the try: its retry would find it committed
             if isinstance(outcome, Committed | AlreadyCommitted):
                 for later in rt.coordinator.automatic_replays(tx.txid):
@@ -545,11 +545,12 @@ def commit_result(task: BaseOperator, t: TransactionalTopology, tx: Any, outcome
     if not isinstance(outcome, Committed | AlreadyCommitted):
         raise AirflowFailException(outcome.reason)
     status = "committed" if isinstance(outcome, Committed) else "already committed"
-    applied, skipped = (outcome.applied, outcome.skipped) if isinstance(outcome, Committed) else (0, 0)
+    applied, skipped, staged_bytes = (outcome.applied, outcome.skipped, outcome.staged_bytes) \
+        if isinstance(outcome, Committed) else (0, 0, 0)
     reason = f"{outcome.reason}; no asset event: a replay of a committed txid updates no asset" \
         if isinstance(outcome, AlreadyCommitted) else ""
-    task.log.info("topology=%s txid=%s attempt=%s: %s (%s keys written, %s already held this txid) %s",
-                  t.topology_id, tx.txid, tx.attempt, status, applied, skipped, reason)
+    task.log.info("topology=%s txid=%s attempt=%s: %s (%s keys written, %s already held this txid, %s bytes "
+                  "staged) %s", t.topology_id, tx.txid, tx.attempt, status, applied, skipped, staged_bytes, reason)
     return {"txid": tx.txid, "attempt": tx.attempt, "status": status, "applied": applied}
 
 

@@ -34,7 +34,7 @@ from txdag.state.keys import KeyClashError
 from txdag.state.kv import KVNamespace, ProviderConfig
 from txdag.state.map_state import MapStateBase
 from txdag.state.redis_backing import RedisBackingMap
-from txdag.state.redis_commit import STAGED_PAGE, StagedPartials, apply_staged_state
+from txdag.state.redis_commit import STAGED_PAGE, StagedPartials, apply_staged_state, staged_size
 from txdag.state.snapshottable_map import GLOBAL_KEY
 from txdag.topology.refs import resolve_ref
 from txdag.windows.rules import spec_from_dict
@@ -269,39 +269,42 @@ def _put_global(ctx: CommitContext, name: str, value: Any) -> None:
     state.commit(ctx.tx.txid)
 
 
-def apply_sums(ctx: CommitContext, outputs: Mapping[str, tuple[OutputSpec, str]]) -> tuple[int, int]:
+def apply_sums(ctx: CommitContext, outputs: Mapping[str, tuple[OutputSpec, str]]) -> tuple[int, int, int]:
     """Every state's numeric partials (their staging keys) added inside Redis, state by state, one script call per
-    page of fields (the commit phase writes ``extra`` and the marker after every kind); returns (applied, skipped).
-    The ``applying`` fault point is after the first state: on a Redis Cluster, one slot written and not the rest."""
-    applied = skipped = 0
+    page of fields (the commit phase writes ``extra`` and the marker after every kind); returns (applied, skipped,
+    bytes of the partials as staged). The ``applying`` fault point is after the first state: on a Redis Cluster, one
+    slot written and not the rest."""
+    applied = skipped = staged_bytes = 0
     for i, (name, (_, key)) in enumerate(outputs.items()):
         state = ctx.states[name]
         if isinstance(state.backing, RedisBackingMap):
             partials = StagedPartials(state.backing.namespace, state.kind, key)
-            a, s, _ = apply_staged_state(ctx.client, ctx.tx.txid, partials, topology=ctx.topology)
+            a, s, _, b = apply_staged_state(ctx.client, ctx.tx.txid, partials, topology=ctx.topology)
         else:  # a store of the user's (txdag.state.StateFactory): the partials through the map state's txid rules
-            a, s = _apply_sums_to_store(ctx, name, key)
-        applied, skipped = applied + a, skipped + s
+            a, s, b = _apply_sums_to_store(ctx, name, key)
+        applied, skipped, staged_bytes = applied + a, skipped + s, staged_bytes + b
         if i == 0:
             crash_if_requested("applying", ctx.topology, ctx.tx)
-    return applied, skipped
+    return applied, skipped, staged_bytes
 
 
-def _apply_sums_to_store(ctx: CommitContext, name: str, stage_key: str) -> tuple[int, int]:
+def _apply_sums_to_store(ctx: CommitContext, name: str, stage_key: str) -> tuple[int, int, int]:
     """A state in a store of the user's: its staged partials read from the staging hash, then added inside one
     begin_commit/commit (the store's own transaction, where it has one): by the backing map's ``add_sums`` where it
-    has one (PostgreSQL: in SQL, set-based), else by the map state's multi_update. Returns (applied, skipped)."""
+    has one (PostgreSQL: in SQL, set-based), else by the map state's multi_update. Returns (applied, skipped,
+    bytes of the partials as staged)."""
     with redis_errors(ctx.client, f"reading the staged partials of state {name!r} of txid {ctx.tx.txid}",
                       topology=ctx.topology, keys=[stage_key]):
-        partials = {f.decode(): decode_number(v) for f, v in ctx.client.hscan_iter(stage_key, count=STAGED_PAGE)}
+        staged = list(ctx.client.hscan_iter(stage_key, count=STAGED_PAGE))
+    partials = {f.decode(): decode_number(v) for f, v in staged}
     state = ctx.states[name]
     add_sums = getattr(state.backing, "add_sums", None)
     if add_sums is None:
-        return len(apply_combined(state, ctx.tx.txid, partials, add)), 0
+        return len(apply_combined(state, ctx.tx.txid, partials, add)), 0, staged_size(staged)
     state.begin_commit(ctx.tx.txid)
     written = add_sums(ctx.tx.txid, state.kind.value, [(state.key_codec.decode(f), v) for f, v in partials.items()])
     state.commit(ctx.tx.txid)
-    return written, len(partials) - written
+    return written, len(partials) - written, staged_size(staged)
 
 
 __all__ = ["CommitContext", "Fired", "KVTarget", "apply_sums", "sink_position", "window_evaluator"]

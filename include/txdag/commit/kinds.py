@@ -25,7 +25,9 @@ from txdag.commit.keyvalue import commit_key_values
 from txdag.staging.format import COMBINE, KV, PERSIST, SINK, SUM, WINDOW, OutputSpec
 
 Outputs = Mapping[str, tuple[OutputSpec, Any]]  # state -> (its output, its staged values as the staging read them)
-Applier = Callable[[CommitContext, Outputs], tuple[int, int]]  # -> (keys applied, keys that held the txid already)
+# -> (keys applied, keys that held the txid already, bytes of staged partials it read inside Redis: the others are
+# counted where the staging is read into Python, txdag.staging.store.Staging.read_staged)
+Applier = Callable[[CommitContext, Outputs], tuple[int, int, int]]
 
 
 @dataclass(frozen=True)
@@ -39,14 +41,14 @@ class OutputKind:
 def each(applier: Callable[[CommitContext, str, OutputSpec, Any], int]) -> Applier:
     """An applier of one state's output, run for each state of its kind in seal order."""
 
-    def apply(ctx: CommitContext, outputs: Outputs) -> tuple[int, int]:
-        return sum(applier(ctx, name, spec, values) for name, (spec, values) in outputs.items()), 0
+    def apply(ctx: CommitContext, outputs: Outputs) -> tuple[int, int, int]:
+        return sum(applier(ctx, name, spec, values) for name, (spec, values) in outputs.items()), 0, 0
 
     return apply
 
 
-def _key_values(ctx: CommitContext, outputs: Outputs) -> tuple[int, int]:
-    return commit_key_values(ctx, {name: spec for name, (spec, _) in outputs.items()}), 0
+def _key_values(ctx: CommitContext, outputs: Outputs) -> tuple[int, int, int]:
+    return commit_key_values(ctx, {name: spec for name, (spec, _) in outputs.items()}), 0, 0
 
 
 KINDS: dict[str, OutputKind] = {kind.name: kind for kind in (
@@ -80,13 +82,14 @@ def check_sinks(ctx: CommitContext, outputs: Outputs) -> None:
             sink_position(ctx, name, spec)
 
 
-def apply_outputs(ctx: CommitContext, outputs: Outputs) -> tuple[int, int]:
-    """Every kind's applier in the table's order, each with the outputs of its kind; (applied, skipped) in all."""
-    applied = skipped = 0
+def apply_outputs(ctx: CommitContext, outputs: Outputs) -> tuple[int, int, int]:
+    """Every kind's applier in the table's order, each with the outputs of its kind; (applied, skipped, bytes read
+    inside Redis) in all."""
+    applied = skipped = staged_bytes = 0
     for kind in KINDS.values():
-        a, s = kind.apply(ctx, {name: out for name, out in outputs.items() if out[0].kind == kind.name})
-        applied, skipped = applied + a, skipped + s
-    return applied, skipped
+        a, s, b = kind.apply(ctx, {name: out for name, out in outputs.items() if out[0].kind == kind.name})
+        applied, skipped, staged_bytes = applied + a, skipped + s, staged_bytes + b
+    return applied, skipped, staged_bytes
 
 
 __all__ = ["COMBINE", "KINDS", "KV", "PERSIST", "SINK", "SUM", "WINDOW", "OutputKind", "apply_outputs", "check_sinks"]

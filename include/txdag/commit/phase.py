@@ -71,14 +71,14 @@ def commit_transaction(
     if isinstance(decision, AlreadyCommitted):
         staging.delete(tx.txid, range(1, tx.attempt + 1), [*states, *sinks])
         return decision
-    outputs = staging.read_outputs(tx, commit=True)
+    outputs, read_bytes = staging.read_staged(tx, commit=True)
     unknown = sorted(set(outputs) - set(states) - set(key_values or {}) - set(sinks))
     if unknown:
         raise ConfigError(
             f"topology {topology!r} {tx}: staged partials for unknown states {unknown}; the job and "
             f"the topology's states ({sorted(states)}) and sinks ({sorted(sinks)}) disagree"
         )
-    applied = skipped = 0
+    applied = skipped = staged_bytes = 0
     resumed = isinstance(decision, Go) and decision.resumed
     ctx = CommitContext(topology, tx, client, states, load_job, key_values or {})
     shared: list = []
@@ -94,7 +94,8 @@ def commit_transaction(
         raise
     if not held:  # a marker at txid: every output is in already
         with committing(shared, tx.txid):
-            applied, skipped = apply_outputs(ctx, outputs)
+            applied, skipped, in_redis = apply_outputs(ctx, outputs)
+        staged_bytes = read_bytes + in_redis
         write_marker(client, tx.txid, marker_key, extra, topology=topology, written=commit_keys(states, topology))
     written = commit_keys(states, topology) + ([marker_key] if marker_key else [])
     replicate(client, written, f"the commit of {tx} of topology {topology!r}")
@@ -103,15 +104,16 @@ def commit_transaction(
     crash_if_requested("committed", topology, tx)  # recorded; the staging is still there
     staging.delete(tx.txid, range(1, tx.attempt + 1), [*states, *sinks])
     log.info(
-        "topology=%s txid=%s attempt=%s: committed %s keys (%s already held this txid) into %s",
+        "topology=%s txid=%s attempt=%s: committed %s keys (%s already held this txid; %s bytes staged) into %s",
         topology,
         tx.txid,
         tx.attempt,
         applied,
         skipped,
+        staged_bytes,
         sorted(outputs),
     )
-    return Committed(tx, applied, skipped)
+    return Committed(tx, applied, skipped, staged_bytes)
 
 
 def check_store(store: TransactionStore, client: redis.Redis, marker_key: str, topology: str) -> int | None:

@@ -30,6 +30,7 @@ from txdag.redisio import redis_errors
 from txdag.staging.format import FORMATS, SUM, OutputSpec, decode_seal, encode_seal
 from txdag.staging.layout import claim_key, fence_key, stage_key
 from txdag.staging.layout import keys as staging_keys
+from txdag.state.redis_commit import staged_size
 
 WRITE_CHUNK = 5000
 FENCE_TTL = 7 * 24 * 3600  # seconds a txid's fence is kept after its last claim: longer than any try is left paused
@@ -147,6 +148,12 @@ class Staging:
         """Per state its sealed output and values, decoded as its kind's format says; for the
         ``commit``, values it applies inside Redis stay there: their key is read, and only their number checked.
         BatchReadError when the seal is missing or a state lost fields."""
+        return self.read_staged(tx, commit=commit)[0]
+
+    def read_staged(self, tx: TransactionAttempt, *, commit: bool = False
+                    ) -> tuple[dict[str, tuple[OutputSpec, Any]], int]:
+        """:meth:`read_outputs`, and the bytes of the fields and values it read as staged (those left in Redis for
+        the commit are counted by the script that applies them: txdag.state.redis_commit)."""
         where = f"{tx} of topology {self.topology!r}"
         seal_key = stage_key(self.topology, tx)
         with redis_errors(self.client, f"reading the staging of {tx}", topology=self.topology, keys=[seal_key]):
@@ -159,6 +166,7 @@ class Staging:
                 )
             result: dict[str, tuple[OutputSpec, Any]] = {}
             counted: dict[str, int] = {}
+            read_bytes = 0
             for state, spec in seal.items():
                 kind = FORMATS[spec.kind]
                 if not kind.in_staging:
@@ -167,8 +175,8 @@ class Staging:
                     result[state] = (spec, stage_key(self.topology, tx, state))
                     counted[state] = int(self.client.hlen(result[state][1]))
                 else:
-                    result[state] = (spec, self._read_state(tx, state, kind.decode))
-                    counted[state] = len(result[state][1])
+                    values, size = self._read_state(tx, state, kind.decode)
+                    result[state], counted[state], read_bytes = (spec, values), len(values), read_bytes + size
         for state, found in counted.items():
             expected = result[state][0].count
             if found != expected:
@@ -176,11 +184,14 @@ class Staging:
                     f"staging of {where} for state {state!r} holds {found} of {expected} partials "
                     f"(Redis lost some); replay txid {tx.txid} to process it again"
                 )
-        return result
+        return result, read_bytes
 
-    def _read_state(self, tx: TransactionAttempt, state: str, decode: Callable[[bytes], Any]) -> dict[str, Any]:
+    def _read_state(self, tx: TransactionAttempt, state: str, decode: Callable[[bytes], Any]
+                    ) -> tuple[dict[str, Any], int]:
+        """A state's staged values, decoded, and their bytes as staged."""
         key = stage_key(self.topology, tx, state)
-        return {f.decode(): decode(v) for f, v in self.client.hscan_iter(key, count=WRITE_CHUNK)}
+        pairs = list(self.client.hscan_iter(key, count=WRITE_CHUNK))
+        return {f.decode(): decode(v) for f, v in pairs}, staged_size(pairs)
 
     def delete(self, txid: int, attempts: Iterable[int], states: Iterable[str]) -> int:
         """Delete the staging of ``txid``'s attempts (sealed or not) in one DEL; keys already gone are fine."""

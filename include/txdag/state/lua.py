@@ -173,7 +173,7 @@ APPLY_STAGED_SCRIPT = (
 -- KEYS: values, txid, prev, meta of the state; the staging hash (sealed: nothing writes it meanwhile, so HSCAN
 --   returns each field once)
 -- ARGV[1]: txid, ARGV[2]: kind, ARGV[3]: HSCAN cursor, ARGV[4]: page size
--- Returns {next cursor ('0' after the last page), applied, skipped}.
+-- Returns {next cursor ('0' after the last page), applied, skipped, bytes of the page's fields and values}.
 local txid, kind = tonumber(ARGV[1]), ARGV[2]
 local vals, txids, prevs = KEYS[1], KEYS[2], KEYS[3]
 check_meta(KEYS[4], kind, vals)
@@ -182,7 +182,9 @@ check_meta(KEYS[4], kind, vals)
     + """
 local page = redis.call('HSCAN', KEYS[5], ARGV[3], 'COUNT', tonumber(ARGV[4]))
 local applied, skipped = apply_pairs(kind, vals, txids, prevs, page[2], 1, #page[2] / 2)
-return {page[1], applied, skipped}
+local bytes = 0
+for i = 1, #page[2] do bytes = bytes + #page[2][i] end
+return {page[1], applied, skipped, bytes}
 """
 )
 

@@ -22,7 +22,7 @@ no-op (non-transactional states excepted: they are at-least-once by definition).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Number
 from typing import Any
@@ -49,6 +49,7 @@ class ApplyResult:
     skipped: int  # keys that already held this txid (a replay of a transactional state)
     already_committed: bool  # the marker showed this txid (or a later one) already committed: nothing done
     chunks: int
+    staged_bytes: int = 0  # the staged partials' fields and values, as staged (txdag.airflow.metrics' commit_bytes)
 
 
 @dataclass(frozen=True)
@@ -154,38 +155,44 @@ def apply_staged(
 ) -> ApplyResult:
     """Add staged partials of batch ``txid`` state by state (apply_staged_state), then ``extra`` and the marker,
     last (write_marker). The caller checks the marker first: a marker >= txid means every state holds the txid."""
-    applied = skipped = calls = 0
+    applied = skipped = calls = staged_bytes = 0
     for p in partials:
-        a, s, c = apply_staged_state(client, txid, p, page=page, topology=topology)
-        applied, skipped, calls = applied + a, skipped + s, calls + c
+        a, s, c, b = apply_staged_state(client, txid, p, page=page, topology=topology)
+        applied, skipped, calls, staged_bytes = applied + a, skipped + s, calls + c, staged_bytes + b
     write_marker(client, txid, marker_key, extra, topology=topology, written=[p.namespace for p in partials])
-    return ApplyResult(applied, skipped, False, calls)
+    return ApplyResult(applied, skipped, False, calls, staged_bytes)
 
 
 def apply_staged_state(client: redis.Redis, txid: int, p: StagedPartials, *, page: int = STAGED_PAGE,
-                       topology: str | None = None) -> tuple[int, int, int]:
+                       topology: str | None = None) -> tuple[int, int, int, int]:
     """Add one state's staged partials of batch ``txid``, a page of ``page`` fields per script call; returns
-    (applied, skipped, calls). Where one script may reach both the staging hash and the state (one server, or
-    one Redis Cluster slot), the partials are read and applied inside Redis and never go through the client;
-    on a cluster whose state is in another slot than the staging, each page is read here (HSCAN) and applied in
-    the state's slot. Either way each page is atomic and the per-key txid rule makes a second pass a no-op, so a
-    commit that dies between two states (two slots) is completed by its replay."""
+    (applied, skipped, calls, bytes of the staged fields and values). Where one script may reach both the staging
+    hash and the state (one server, or one Redis Cluster slot), the partials are read and applied inside Redis and
+    never go through the client; on a cluster whose state is in another slot than the staging, each page is read
+    here (HSCAN) and applied in the state's slot. Either way each page is atomic and the per-key txid rule makes a
+    second pass a no-op, so a commit that dies between two states (two slots) is completed by its replay."""
     keys = [*state_keys(p.namespace), p.stage_key]
     server_side = one_slot(client, keys)
-    applied = skipped = calls = 0
+    applied = skipped = calls = staged_bytes = 0
     cursor: int | str = "0" if server_side else 0
     with redis_errors(client, f"committing txid {txid}", topology=topology, keys=keys):
         while True:
             if server_side:
-                cursor, a, s = run(client, APPLY_STAGED, keys, [str(txid), p.kind.value, cursor, str(page)],
-                                   where=_where(topology, txid))
+                cursor, a, s, b = run(client, APPLY_STAGED, keys, [str(txid), p.kind.value, cursor, str(page)],
+                                      where=_where(topology, txid))
                 cursor = cursor.decode() if isinstance(cursor, bytes) else str(cursor)
             else:
                 cursor, fields = client.hscan(p.stage_key, int(cursor), count=page)
                 a, s = _apply_fields(client, txid, p, fields, topology) if fields else (0, 0)
-            applied, skipped, calls = applied + a, skipped + s, calls + 1
+                b = staged_size(fields.items()) if isinstance(fields, dict) else 0  # HSCAN's page: a dict
+            applied, skipped, calls, staged_bytes = applied + a, skipped + s, calls + 1, staged_bytes + b
             if str(cursor) == "0":
-                return applied, skipped, calls
+                return applied, skipped, calls, staged_bytes
+
+
+def staged_size(pairs: Iterable[tuple[bytes | str, bytes | str]]) -> int:
+    """Bytes of staged fields and values as Redis holds them (what APPLY_STAGED counts inside Redis)."""
+    return sum(len(f) + len(v) for f, v in pairs)
 
 
 def _apply_fields(client: redis.Redis, txid: int, p: StagedPartials, fields: Any,

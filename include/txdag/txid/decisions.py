@@ -89,11 +89,14 @@ class AlreadyCommitted:
 
 @dataclass(frozen=True)
 class Committed:
-    """``tx`` is in the states and recorded in ZooKeeper: ``applied`` keys written, ``skipped`` already held it."""
+    """``tx`` is in the states and recorded in ZooKeeper: ``applied`` keys written, ``skipped`` already held it;
+    ``staged_bytes``: the txid's staged outputs this commit applied, fields and values as staged (0 when a marker
+    showed them in already)."""
 
     tx: TransactionAttempt
     applied: int = 0
     skipped: int = 0
+    staged_bytes: int = 0
 
 
 @dataclass(frozen=True)

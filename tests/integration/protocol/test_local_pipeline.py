@@ -126,6 +126,7 @@ def test_a_crash_inside_the_commit_then_a_rerun_equals_a_clean_run(
     assert isinstance(rerun, Committed if crash_point == "after_state_write" else AlreadyCommitted)
     if crash_point == "after_state_write":
         assert rerun.applied == 0, "the state already held txid 1: nothing is added twice"
+        assert rerun.staged_bytes == 0, "the marker showed txid 1 in: nothing applied, no bytes"
     topology.drain(run_prefix="rest")
     assert committed_state(redis_client, prefix) == truth(tweets)
 
@@ -189,3 +190,19 @@ def test_a_key_whose_first_field_holds_the_separator_is_a_counted_rejection_not_
     assert rows[0]["id"] == 'key:users_hashtags:1:["@a:#b","#c"]' and rows[0]["txid"] == 1
     assert rows[0]["reason"].startswith("state 'users_hashtags' txid 1: key field 0 '@a:#b' of ('@a:#b', '#c') "
                                         "contains the separator ':'")
+
+
+def test_a_commit_reports_the_bytes_of_the_partials_it_applied(redis_client, zk_hosts, zk_root, prefix, tweets):
+    """The commit's staged_bytes (txdag.airflow.metrics' commit_bytes) is the fields and values of the txid's
+    staging as Redis holds them, counted inside Redis by the script that applies them; a commit whose marker
+    shows the txid in already applied nothing and reports no bytes."""
+    from txdag.staging.layout import stage_key
+
+    topology = build(redis_client, zk_hosts, zk_root, prefix, Flaky())
+    emission = topology.coordinate("run1")
+    topology.process(emission)
+    staged = sum(len(f) + len(v) for name in STATES
+                 for f, v in redis_client.hgetall(stage_key(prefix, emission.tx, name)).items())
+    outcome = topology.commit(emission.tx)
+    assert isinstance(outcome, Committed) and outcome.applied > 0
+    assert outcome.staged_bytes == staged > 0, (outcome, staged)

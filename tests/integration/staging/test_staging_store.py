@@ -90,6 +90,9 @@ def test_each_kind_is_read_back_as_the_table_of_kinds_says(redis_client, prefix)
     assert staging.read(tx) == {"words": {"a": 2, "b": 0.5}, "longest": {"a": {"w": "abc"}}, "counts": {}}
     at_commit = {name: values for name, (_, values) in staging.read_outputs(tx, commit=True).items()}
     assert at_commit == {"words": stage_key(prefix, tx, "words"), "longest": {"a": {"w": "abc"}}, "counts": {}}
+    # the bytes of what was read into Python, as staged: the combine's field and JSON (the sums' are the script's)
+    assert staging.read_staged(tx, commit=True)[1] == len("a") + len('{"w": "abc"}')
+    assert staging.read_staged(tx)[1] == len("a") + len('{"w": "abc"}') + len("a2") + len("b0.5")
     redis_client.hdel(stage_key(prefix, tx, "words"), "b")  # the sums left in Redis are counted all the same
     with pytest.raises(BatchReadError, match="state 'words' holds 1 of 2 partials"):
         staging.read_outputs(tx, commit=True)

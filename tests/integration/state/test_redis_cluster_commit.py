@@ -120,7 +120,10 @@ def test_a_commit_that_dies_between_slots_is_completed_by_its_replay(
     monkeypatch.setattr("txdag.commit.apply.crash_if_requested", crash)
     first_run = topology.coordinate("run1")
     topology.process(first_run)
-    assert isinstance(topology.commit(first_run.tx), Committed)
+    staged = sum(len(f) + len(v) for name in names
+                 for f, v in cluster_client.hgetall(stage_key(prefix, first_run.tx, name)).items())
+    committed_first = topology.commit(first_run.tx)  # each page read here, applied in the state's slot: counted here
+    assert isinstance(committed_first, Committed) and committed_first.staged_bytes == staged > 0, committed_first
     after_first = as_of_marker(cluster_client, prefix, names)
     second = topology.coordinate("run2")
     topology.process(second)

@@ -135,9 +135,10 @@ def test_the_commit_task_counts_its_commit_and_a_halt_but_not_a_replay_of_a_comm
     tx = TransactionAttempt(5, 1)
     commit_result(task, t, tx, AlreadyCommitted(tx, "txid 5 is committed"))  # sends nothing
     commit_result(task, t, tx, Committed(tx, applied=12))  # nothing either: the commit step sent them (committed)
-    metrics.committed("t1", 5, 12)
-    assert statsd(6) == sorted(["airflow.txdag.txids_committed:1|c", "airflow.txdag.txids_committed.t1:1|c",
+    metrics.committed("t1", 5, 12, 345)
+    assert statsd(8) == sorted(["airflow.txdag.txids_committed:1|c", "airflow.txdag.txids_committed.t1:1|c",
                                 "airflow.txdag.commit_keys:12|c", "airflow.txdag.commit_keys.t1:12|c",
+                                "airflow.txdag.commit_bytes:345|c", "airflow.txdag.commit_bytes.t1:345|c",
                                 "airflow.txdag.committed_txid:5|g", "airflow.txdag.committed_txid.t1:5|g"])
     with pytest.raises(AirflowFailException):
         commit_result(task, t, tx, Halted("the state holds less than ZooKeeper says", tx))

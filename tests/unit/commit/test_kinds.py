@@ -55,13 +55,13 @@ def test_the_commit_calls_each_kind_once_in_table_order_with_its_outputs(monkeyp
     def recorder(name):
         def apply_kind(ctx, outputs):
             calls.append((name, sorted(outputs)))
-            return len(outputs), 1
+            return len(outputs), 1, 10 * len(outputs)
         return apply_kind
 
     table = {name: OutputKind(name, recorder(name)) for name in KINDS}
     monkeypatch.setattr(kinds, "KINDS", table)
     outputs = {"b": (OutputSpec(SUM, 1), "key"), "a": (OutputSpec("window", 2), {}), "c": (OutputSpec(SUM, 0), "k")}
     ctx = apply.CommitContext("t", TransactionAttempt(1, 1), None, {})
-    assert apply_outputs(ctx, outputs) == (3, 6)  # one skipped per kind (6 kinds), one applied per output
+    assert apply_outputs(ctx, outputs) == (3, 6, 30)  # one skipped per kind (6 kinds), one applied per output
     assert calls == [("combine", []), ("window", ["a"]), ("persist", []), ("sink", []), ("kv", []),
                      ("sum", ["b", "c"])]
