@@ -62,7 +62,7 @@ def located(topology: TransactionalTopology, dag_file: str | Path | None) -> Tra
     if not t.job_located:
         raise ConfigError(
             f"topology {t.topology_id!r}: the job {t.job!r} is relative and render() does not know where the DAG "
-            f"file is: write render(TransactionalTopology(...), dag_file=__file__), or give project_dir=..."
+            f"file is: write render(TransactionalTopology(...), dag_file=__file__), or give an absolute project_dir"
         )
     return t
 

@@ -15,7 +15,7 @@ from txdag.cli.topology import two_files_lines, two_files_of
 from txdag.errors import ConfigError, FormatVersionError
 from txdag.txid.failure import headline, ways_out
 from txdag.txid.report import batch_of, failures, in_flight, read_snapshot, topology_status, txid_row
-from txdag.zk.records import TxStatus
+from txdag.zk.records import TopologyRecord, TxStatus
 
 AIRFLOW_TIMEOUT = 3.0  # seconds per request: an Airflow that does not answer slows status by little
 __all__ = ["batch_of", "failures", "cmd_rejections", "cmd_show", "cmd_status", "status_text", "show_text"]
@@ -82,9 +82,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         names = [args.topology] if args.topology else sorted(set(defined) | in_zk)
         report: list[dict[str, Any]] = []
         for name in names:
-            if args.topology is None and name not in in_zk:
-                report.append({"topology": name, "last_txid": 0, "committed_txid": 0, "in_flight": [],
-                               "failed": [], "rejections": None, "kept_txids": [], "never_ran": True})
+            if args.topology is None and name not in in_zk:  # every key of a row that ran: scripts read them all
+                report.append({**topology_status(TopologyRecord(0, 0), [], name, None), "airflow_error": None,
+                               "halted": None, "two_files": None, "never_ran": True})
                 continue
             try:
                 topo, records = read_snapshot(store_of(using, zookeeper, name, defined))
@@ -101,7 +101,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             row = topology_status(topo, records, name, rejection_count(args, name, defined.get(name), using, codes),
                                   **seen)
             row["airflow_error"] = airflow_error
-            report.append({**row, "halted": halted(defined[name], args) if name in defined else None,
+            report.append({**row, "never_ran": False,
+                           "halted": halted(defined[name], args) if name in defined else None,
                            "two_files": two_files_of(args, name, defined[name], store_of(using, zookeeper, name,
                                                                                           defined))
                            if name in defined else None})

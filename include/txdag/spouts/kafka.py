@@ -17,6 +17,7 @@ is that configuration, TLS and SASL settings included), named by ``kafka_conn_id
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +47,7 @@ from txdag.spouts.base import (
 )
 
 FORMAT_VERSION = 1
+TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")  # Kafka's own rule (org.apache.kafka.common.internals.Topic)
 NOT_TEXT = "value is not valid UTF-8"
 # the consumer settings Spark's Kafka source sets itself, and refuses as kafka.* options
 CONSUMER_ONLY = frozenset({"group.id", "auto.offset.reset", "enable.auto.commit", "key.deserializer",
@@ -78,6 +80,9 @@ class KafkaSource(Source):
                               f"{self.kind!r}") from None
         if not isinstance(self.topic, str) or not self.topic:
             raise ConfigError(f"KafkaSource needs the name of a topic, got {self.topic!r}")
+        if not TOPIC_NAME.fullmatch(self.topic) or self.topic in (".", ".."):
+            raise ConfigError(f"KafkaSource({self.topic!r}): Kafka refuses that topic name: at most 249 of the "
+                              f"letters a-z A-Z, digits, '.', '_' and '-', and not '.' or '..'")
         if not isinstance(self.kafka_conn_id, str) or not self.kafka_conn_id:
             raise ConfigError(f"KafkaSource({self.topic!r}): kafka_conn_id must be a connection id, got "
                               f"{self.kafka_conn_id!r}")

@@ -308,10 +308,15 @@ class KeyValue:
 
     def __post_init__(self) -> None:
         from txdag.state.kv import parse_provider_config
+        from txdag.state.kv.config import check_provider
         from txdag.state.kv.layout import check_namespace
         from txdag.state.kv.serializers import get_serializer
 
         check_name("a key-value state name", self.name)
+        try:
+            check_provider(self.provider)
+        except ConfigError as exc:
+            raise ConfigError(f"key-value state {self.name!r}: {exc}") from None
         if self.config is not None:
             parse_provider_config(self.provider, self.config)  # every mistake now, at parse time
         elif self.provider != "redis":

@@ -151,17 +151,22 @@ class TransactionalTopology:
 
     def located(self, dag_file: str | Path) -> TransactionalTopology:
         """This definition with ``project_dir`` taken from the DAG file that defines it: the folder above the
-        file's folder (``<project>/dags/x.py`` -> ``<project>``, symbolic links resolved). One that has a
-        ``project_dir`` already is returned as it is. The copy is validated again: a relative job that does not
-        exist there fails here."""
-        if self.project_dir is not None:
+        file's folder (``<project>/dags/x.py`` -> ``<project>``, symbolic links resolved). A relative
+        ``project_dir`` is taken from the DAG file's folder too (``".."``), not from the working directory, which
+        differs between Airflow's DAG processor and its workers; an absolute one is returned as it is. The copy is
+        validated again: a relative job that does not exist there fails here."""
+        if self.project_dir is not None and Path(self.project_dir).is_absolute():
             return self
-        return replace(self, project_dir=str(Path(dag_file).resolve().parent.parent))
+        here = Path(dag_file).resolve().parent
+        return replace(self, project_dir=str(here.parent if self.project_dir is None
+                                             else (here / self.project_dir).resolve()))
 
     @property
     def job_located(self) -> bool:
-        """Whether ``job_path`` is known: a URL, an absolute path, or a relative one with a ``project_dir``."""
-        return "://" in self.job or Path(self.job).is_absolute() or self.project_dir is not None
+        """Whether ``job_path`` is known: a URL, an absolute path, or a relative one with an absolute
+        ``project_dir`` (a relative one waits for :meth:`located`)."""
+        return "://" in self.job or Path(self.job).is_absolute() or (
+            self.project_dir is not None and Path(self.project_dir).is_absolute())
 
     @property
     def pool(self) -> str:

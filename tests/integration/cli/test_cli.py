@@ -92,7 +92,7 @@ def run(capsys, *argv):
     return code, out, err
 
 
-def test_status_names_the_committed_txid_the_failure_and_its_cascade(ran, capsys, prefix):
+def test_status_names_the_committed_txid_the_failure_and_its_cascade(ran, capsys, prefix, tmp_path):
     code, out, _ = run(capsys, "status", prefix)
     assert code == 0
     assert out.splitlines()[:3] == [  # the failed txid leads, with its way out, before the figures
@@ -113,6 +113,12 @@ def test_status_names_the_committed_txid_the_failure_and_its_cascade(ran, capsys
 
     code, out, _ = run(capsys, "status", "--json")
     assert code == 0 and [t["topology"] for t in json.loads(out)] == [prefix]
+    idle = f"{prefix}_idle"  # a topology that never ran: its row has every key of one that ran (a script reads them)
+    (tmp_path / "dags" / "idle.py").write_text(DAG_FILE.replace("{topo}", idle))
+    rows = {r["topology"]: r for r in json.loads(run(capsys, "status", "--json")[1])}
+    assert set(rows) == {prefix, idle} and set(rows[idle]) == set(rows[prefix]), (rows[idle], sorted(rows[prefix]))
+    assert rows[idle]["never_ran"] is True and rows[prefix]["never_ran"] is False and rows[idle]["stalled"] == []
+    (tmp_path / "dags" / "idle.py").unlink()
     code, out, _ = run(capsys, "status")
     lead, _, table_text = out.partition("\n\n")
     assert lead.splitlines()[0] == f"{prefix}: txid 4 FAILED (attempt 1, run run4): RuntimeError: injected failure " \

@@ -32,6 +32,10 @@ def test_the_kind_is_a_field_opaque_by_default_and_either_kind_travels_to_the_jo
     ({"topic": "t", "max_per_partition": 0}, "max_per_partition must be an int >= 1, got 0"),
     ({"topic": "t", "max_per_partition": True}, "max_per_partition must be an int >= 1, got True"),
     ({"topic": "t", "kafka_conn_id": ""}, "kafka_conn_id must be a connection id"),
+    ({"topic": "my topic"}, "Kafka refuses that topic name"),  # the broker's answer came at the first coordinate
+    ({"topic": "tweets\n"}, "Kafka refuses that topic name"),
+    ({"topic": ".."}, "not '.' or '..'"),
+    ({"topic": "t" * 250}, "at most 249"),
 ])
 def test_a_bad_field_is_a_config_error_naming_it(fields: dict, said: str) -> None:
     with pytest.raises(ConfigError, match=said):

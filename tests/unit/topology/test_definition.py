@@ -106,6 +106,11 @@ def test_located_takes_the_project_from_the_dag_file_and_checks_the_job_there(tm
     assert located.project_dir == str(tmp_path.resolve()) and located.job_path == str(tmp_path / "spark_jobs/job.py")
     assert located.located(tmp_path / "elsewhere" / "x" / "y.py") is located, "its own project_dir wins"
     assert unlocated.project_dir is None, "located() returns a copy"
+    beside = topology(tmp_path, project_dir="..", job="spark_jobs/job.py")  # from the DAG file, not the cwd
+    assert not beside.job_located and beside.located(tmp_path / "dags" / "tweets.py").project_dir == str(
+        tmp_path.resolve())
+    assert topology(tmp_path, project_dir=".", job="job.py").located(tmp_path / "spark_jobs" / "x.py").job_path \
+        == str(tmp_path.resolve() / "spark_jobs" / "job.py")
     missing = topology(tmp_path, project_dir=None, job="spark_jobs/missing.py")
     with pytest.raises(ConfigError, match="spark_jobs/missing.py does not exist: put the job in spark_jobs/"):
         missing.located(tmp_path / "dags" / "tweets.py")

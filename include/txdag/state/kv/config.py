@@ -17,6 +17,7 @@ then says whether it is a cluster.
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -69,9 +70,7 @@ class ProviderConfig:
 def parse_provider_config(provider: str, config: Mapping[str, Any] | str | None) -> ProviderConfig:
     """Check ``config`` for ``provider``; a ConfigError says which key to change and how."""
     data = _as_mapping(provider, config)
-    if provider not in (*PROVIDERS, STORM_PROVIDER):
-        raise ConfigError(f"unknown state provider {provider!r}: use one of {', '.join(PROVIDERS)} (or Storm's "
-                          f"{STORM_PROVIDER})")
+    check_provider(provider)
     if STORM_TOP & set(data):
         return _storm_shape(provider, data)
     if provider == STORM_PROVIDER:
@@ -80,6 +79,17 @@ def parse_provider_config(provider: str, config: Mapping[str, Any] | str | None)
     _only(provider, "", data, (REDIS_KEYS if provider == "redis" else CLUSTER_KEYS) | SERIALIZER_KEYS)
     serializers = {k: _serializer(provider, k, data[k]) for k in SERIALIZER_KEYS if k in data}
     return _connection(provider, "", data, data.get("max_redirections"), serializers)
+
+
+def check_provider(provider: str) -> None:
+    """A ConfigError for a provider txdag does not know, with the one it looks like ('Redis', 'redis-cluster')."""
+    known = (*PROVIDERS, STORM_PROVIDER)
+    if provider in known:
+        return
+    close = difflib.get_close_matches(str(provider).lower().replace("-", "_"), known, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise ConfigError(f"unknown state provider {provider!r}: {hint}use one of {', '.join(PROVIDERS)} (or Storm's "
+                      f"{STORM_PROVIDER})")
 
 
 def _as_mapping(provider: str, config: Mapping[str, Any] | str | None) -> Mapping[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -116,3 +117,16 @@ def test_a_state_without_config_takes_the_topologys_redis_and_refuses_one_over_t
                                           r"connection uses TLS, which a key-value state's provider config cannot "
                                           r"carry yet"):
         provider_config(KeyValue("seen"), "rediss://10.0.0.5:6380/0?ssl_ca_certs=/etc/ca.pem")
+
+
+@pytest.mark.parametrize(("provider", "said"), [
+    ("Redis", "unknown state provider 'Redis': did you mean 'redis'?"),
+    ("redis-cluster", "unknown state provider 'redis-cluster': did you mean 'redis_cluster'?"),
+    ("nope", "unknown state provider 'nope': use one of redis, redis_cluster"),
+])
+def test_a_key_value_state_with_a_provider_misspelt_is_named_as_unknown(provider, said) -> None:
+    """Without a config, a misspelt provider was told it 'needs a config (its nodes)'."""
+    from txdag.topology.definition import KeyValue
+
+    with pytest.raises(ConfigError, match=re.escape(f"key-value state 'k': {said}")):
+        KeyValue("k", provider=provider)
