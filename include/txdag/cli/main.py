@@ -124,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="tweets (tweets_analytics), words (word_count), global (global_count)")
     p.add_argument("--count", type=int_at_least(1, maximum=MAX_SEED), default=500,
                    help=f"how many (default 500, at most {MAX_SEED:,} per run)")
-    p.add_argument("--seed", type=int, default=0, help="random seed of the sample generator")
+    p.add_argument("--seed", type=int_at_least(0), default=0, help="random seed of the sample generator")
     p.set_defaults(func=ops.cmd_seed)
 
     p = sub.add_parser("pools", help="the topologies' 1-slot Airflow pools")

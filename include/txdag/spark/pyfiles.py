@@ -97,6 +97,9 @@ def build(out: Path, executor: ExecutorPython | None = None) -> PyFiles:
         entries.update(found)
     if out.is_dir():
         raise ConfigError(f"{out} is a folder: give the zip's file name, e.g. {out / 'txdag-pyfiles.zip'}")
+    if out.suffix.lower() != ".zip":  # PySpark puts a pyFiles entry on the executors' path by its name's end
+        raise ConfigError(f"{out} does not end in .zip: Spark ships it but puts only .zip, .egg and .jar files on "
+                          f"the executors' Python path; name it e.g. {out.with_suffix('.zip')}")
     # Written beside, then renamed over the old zip: a job that reads the zip meanwhile (spark-submit puts it on
     # the driver's path too) sees the old one or the new one, never half of one.
     partial = out.with_name(f".{out.name}.{os.getpid()}.partial")

@@ -46,6 +46,7 @@ USAGE = [  # what the user types, and what argparse's answer must say (exit 2)
     (["seed", "kafka"], ["argument topology: invalid choice: 'kafka'"]),
     (["seed", "tweets", "--count", "0"], ["argument --count: must be an integer from 1 to 1000000, got '0'"]),
     (["seed", "words", "--count", "99999999999"], ["must be an integer from 1 to 1000000, got '99999999999'"]),
+    (["seed", "words", "--seed", "\uff13"], ["argument --seed: must be an integer >= 0 written in digits 0-9 alone"]),
     (["doctor", "--timeout", "-1"], ["argument --timeout: seconds must be a number > 0 and <= 600, got '-1'"]),
     (["doctor", "--timeout", "nan"], ["seconds must be a number > 0", "'nan'"]),
     (["doctor", "--timeout", "1e9"], ["seconds must be a number > 0 and <= 600, got '1e9'"]),

@@ -57,6 +57,9 @@ def test_probe_reads_a_python_and_names_one_that_does_not_run():
 def test_a_folder_and_a_program_that_is_no_python_are_named(tmp_path):
     with pytest.raises(ConfigError, match=r"is a folder: give the zip's file name, e\.g\. .*txdag-pyfiles\.zip"):
         build(tmp_path)
+    with pytest.raises(ConfigError, match=r"out.txt does not end in .zip: .*name it e\.g\. .*out\.zip"):
+        build(tmp_path / "out.txt")
+    assert not (tmp_path / "out.txt").exists()
     with pytest.raises(ConfigError, match=r"'/bin/echo' did not answer as a Python does"):
         probe("/bin/echo")
 
