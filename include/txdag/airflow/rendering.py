@@ -34,7 +34,8 @@ from txdag.topology.topology import TransactionalTopology
 
 def render(topology: TransactionalTopology, *, dag_file: str | Path | None = None) -> DAG:
     """The Airflow DAG of ``topology``. ``dag_file`` (the DAG file's ``__file__``) locates a relative ``job``:
-    the project root is the folder above the DAG file's folder, unless the topology names its ``project_dir``.
+    the project root is the folder above the DAG file's folder, unless the topology names its ``project_dir`` (a
+    relative one is taken from the DAG file's folder).
     The DAG carries the located definition as ``dag.txdag_topology`` (``txdag.topology.topology.load_definitions`` reads
     it). One owner: when another file of the DAG folder, earlier in path order, defines the same topology id, this
     file fails to import with an error naming both (``txdag.topology.owner.check_one_file``; it reads the files'

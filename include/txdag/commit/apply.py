@@ -34,7 +34,7 @@ from txdag.state.keys import KeyClashError
 from txdag.state.kv import KVNamespace, ProviderConfig
 from txdag.state.map_state import MapStateBase
 from txdag.state.redis_backing import RedisBackingMap
-from txdag.state.redis_commit import STAGED_PAGE, StagedPartials, apply_staged_state, staged_size
+from txdag.state.redis_commit import STAGED_PAGE, StagedPartials, apply_staged_state
 from txdag.state.snapshottable_map import GLOBAL_KEY
 from txdag.topology.refs import resolve_ref
 from txdag.windows.rules import spec_from_dict
@@ -295,16 +295,17 @@ def _apply_sums_to_store(ctx: CommitContext, name: str, stage_key: str) -> tuple
     bytes of the partials as staged)."""
     with redis_errors(ctx.client, f"reading the staged partials of state {name!r} of txid {ctx.tx.txid}",
                       topology=ctx.topology, keys=[stage_key]):
-        staged = list(ctx.client.hscan_iter(stage_key, count=STAGED_PAGE))
-    partials = {f.decode(): decode_number(v) for f, v in staged}
+        partials, size = {}, 0
+        for f, v in ctx.client.hscan_iter(stage_key, count=STAGED_PAGE):
+            partials[f.decode()], size = decode_number(v), size + len(f) + len(v)
     state = ctx.states[name]
     add_sums = getattr(state.backing, "add_sums", None)
     if add_sums is None:
-        return len(apply_combined(state, ctx.tx.txid, partials, add)), 0, staged_size(staged)
+        return len(apply_combined(state, ctx.tx.txid, partials, add)), 0, size
     state.begin_commit(ctx.tx.txid)
     written = add_sums(ctx.tx.txid, state.kind.value, [(state.key_codec.decode(f), v) for f, v in partials.items()])
     state.commit(ctx.tx.txid)
-    return written, len(partials) - written, staged_size(staged)
+    return written, len(partials) - written, size
 
 
 __all__ = ["CommitContext", "Fired", "KVTarget", "apply_sums", "sink_position", "window_evaluator"]

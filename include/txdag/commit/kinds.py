@@ -25,8 +25,9 @@ from txdag.commit.keyvalue import commit_key_values
 from txdag.staging.format import COMBINE, KV, PERSIST, SINK, SUM, WINDOW, OutputSpec
 
 Outputs = Mapping[str, tuple[OutputSpec, Any]]  # state -> (its output, its staged values as the staging read them)
-# -> (keys applied, keys that held the txid already, bytes of staged partials it read inside Redis: the others are
-# counted where the staging is read into Python, txdag.staging.store.Staging.read_staged)
+# -> (keys applied, keys that held the txid already, bytes of the sums' staged partials it counted: the other kinds'
+# are counted where the staging is read into Python, txdag.staging.store.Staging.read_staged; key-value states'
+# writes, which their prepare and commit move inside Redis, are not counted)
 Applier = Callable[[CommitContext, Outputs], tuple[int, int, int]]
 
 
@@ -83,8 +84,8 @@ def check_sinks(ctx: CommitContext, outputs: Outputs) -> None:
 
 
 def apply_outputs(ctx: CommitContext, outputs: Outputs) -> tuple[int, int, int]:
-    """Every kind's applier in the table's order, each with the outputs of its kind; (applied, skipped, bytes read
-    inside Redis) in all."""
+    """Every kind's applier in the table's order, each with the outputs of its kind; (applied, skipped, bytes of the
+    sums' partials) in all."""
     applied = skipped = staged_bytes = 0
     for kind in KINDS.values():
         a, s, b = kind.apply(ctx, {name: out for name, out in outputs.items() if out[0].kind == kind.name})

@@ -30,7 +30,6 @@ from txdag.redisio import redis_errors
 from txdag.staging.format import FORMATS, SUM, OutputSpec, decode_seal, encode_seal
 from txdag.staging.layout import claim_key, fence_key, stage_key
 from txdag.staging.layout import keys as staging_keys
-from txdag.state.redis_commit import staged_size
 
 WRITE_CHUNK = 5000
 FENCE_TTL = 7 * 24 * 3600  # seconds a txid's fence is kept after its last claim: longer than any try is left paused
@@ -189,9 +188,10 @@ class Staging:
     def _read_state(self, tx: TransactionAttempt, state: str, decode: Callable[[bytes], Any]
                     ) -> tuple[dict[str, Any], int]:
         """A state's staged values, decoded, and their bytes as staged."""
-        key = stage_key(self.topology, tx, state)
-        pairs = list(self.client.hscan_iter(key, count=WRITE_CHUNK))
-        return {f.decode(): decode(v) for f, v in pairs}, staged_size(pairs)
+        values, size = {}, 0
+        for f, v in self.client.hscan_iter(stage_key(self.topology, tx, state), count=WRITE_CHUNK):
+            values[f.decode()], size = decode(v), size + len(f) + len(v)
+        return values, size
 
     def delete(self, txid: int, attempts: Iterable[int], states: Iterable[str]) -> int:
         """Delete the staging of ``txid``'s attempts (sealed or not) in one DEL; keys already gone are fine."""

@@ -91,7 +91,7 @@ class AlreadyCommitted:
 class Committed:
     """``tx`` is in the states and recorded in ZooKeeper: ``applied`` keys written, ``skipped`` already held it;
     ``staged_bytes``: the txid's staged outputs this commit applied, fields and values as staged (0 when a marker
-    showed them in already)."""
+    showed them in already; key-value states' writes are not counted)."""
 
     tx: TransactionAttempt
     applied: int = 0
