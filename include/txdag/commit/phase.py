@@ -28,7 +28,7 @@ import redis
 from txdag.attempt import TransactionAttempt
 from txdag.commit.apply import CommitContext, KVTarget
 from txdag.commit.kinds import apply_outputs, check_sinks
-from txdag.errors import ConfigError, ServiceUnavailable, StoreWentBackwards
+from txdag.errors import ServiceUnavailable, StoreWentBackwards
 from txdag.faults import crash_if_requested
 from txdag.redisio import replicate
 from txdag.staging.store import Staging
@@ -37,7 +37,16 @@ from txdag.state.map_state import MapStateBase
 from txdag.state.marker import read_marker, where
 from txdag.state.redis_commit import commit_keys, write_marker
 from txdag.txid.coordinator import Coordinator
-from txdag.txid.decisions import AlreadyCommitted, Committed, Go, Wait, check_marker
+from txdag.txid.decisions import (
+    AlreadyCommitted,
+    CommitPlan,
+    CommitRead,
+    Committed,
+    Go,
+    Wait,
+    check_marker,
+    plan_commit,
+)
 from txdag.zk.store import TransactionStore
 
 log = logging.getLogger("txdag.commit.phase")
@@ -61,48 +70,76 @@ def commit_transaction(
     not commit at all, StoreWentBackwards when a store holds less than ZooKeeper says.
     ``load_job`` imports the topology's job file, for outputs whose aggregator (or committer) the job defines;
     ``key_values`` are the topology's key-value states, every one prepared and committed at each txid; ``sinks``
-    the names of its sinks (their committers are rebuilt from the staging)."""
+    the names of its sinks (their committers are rebuilt from the staging).
+    Read, decide, write: the sealed staging is read first (what cannot be read counts only if the commit goes
+    ahead), ZooKeeper decides, the marker is checked (txid.decisions.plan_commit), then write_commit writes."""
     topology = coordinator.name
     if marker_key is not None:  # before COMMITTING is written: a marker at tx.txid then is not a commit of tx's
         check_store(coordinator.store, client, marker_key, topology)
+    read = read_commit(staging, tx)
     decision = coordinator.begin_commit(tx)
     if isinstance(decision, Wait):
         return replace(decision, replay=True)  # the run owns its txid: it waits, and consumes no other
-    if isinstance(decision, AlreadyCommitted):
-        staging.delete(tx.txid, range(1, tx.attempt + 1), [*states, *sinks])
-        return decision
-    outputs, read_bytes = staging.read_staged(tx, commit=True)
-    unknown = sorted(set(outputs) - set(states) - set(key_values or {}) - set(sinks))
-    if unknown:
-        raise ConfigError(
-            f"topology {topology!r} {tx}: staged partials for unknown states {unknown}; the job and "
-            f"the topology's states ({sorted(states)}) and sinks ({sorted(sinks)}) disagree"
-        )
-    applied = skipped = staged_bytes = 0
-    resumed = isinstance(decision, Go) and decision.resumed
-    ctx = CommitContext(topology, tx, client, states, load_job, key_values or {})
-    shared: list = []
+    marker = None
+    if isinstance(decision, Go) and marker_key is not None:
+        marker = read_marker(client, marker_key, topology, f"reading the marker of txid {tx.txid}")
     try:
-        held = _marker_at(client, marker_key, tx.txid, topology, resumed)
-        if not held:
-            check_sinks(ctx, outputs)  # a sink that went backwards halts the commit before it writes anything
-            # the states of a database (PostgreSQL) in one transaction, begun here: it checks the txid it holds
-            shared = begin_shared((state.backing for state in states.values()), tx.txid, resumed=resumed)
+        plan = plan_commit(topology, decision, read, marker, None if marker_key is None else where(client, marker_key),
+                           [*states, *(key_values or {}), *sinks])
+        ctx, shared = begin_writes(plan, topology, client, states, load_job, key_values or {})
     except StoreWentBackwards:
-        if not resumed:  # this try wrote nothing: its COMMITTING must not vouch for that marker at a retry
-            coordinator.undo_begin_commit(tx)
+        if isinstance(decision, Go) and not decision.resumed:  # this try wrote nothing: its COMMITTING must not
+            coordinator.undo_begin_commit(tx)  # vouch for that marker at a retry
         raise
-    if not held:  # a marker at txid: every output is in already
+    return write_commit(plan, ctx, shared, coordinator, staging, client, states, marker_key=marker_key, extra=extra,
+                        sinks=sinks)
+
+
+def read_commit(staging: Staging, tx: TransactionAttempt) -> CommitRead:
+    """The sealed staging of ``tx``, or what its read raised (kept until ZooKeeper says whether it matters)."""
+    try:
+        outputs, read_bytes = staging.read_staged(tx, commit=True)
+    except Exception as exc:  # raised as it is where the commit goes ahead
+        return CommitRead({}, 0, exc)
+    return CommitRead(outputs, read_bytes)
+
+
+def begin_writes(plan: CommitPlan, topology: str, client: redis.Redis, states: Mapping[str, MapStateBase],
+                 load_job: Callable[[], ModuleType] | None, key_values: Mapping[str, KVTarget]
+                 ) -> tuple[CommitContext | None, list]:
+    """The context of a commit that writes (None where the marker holds the txid, or it is committed already), once
+    every sink's own record was checked: a sink that went backwards halts the commit before anything is written.
+    The states of a database (PostgreSQL) get one transaction, begun here: it checks the txid it holds."""
+    if plan.done is not None or plan.held:
+        return None, []
+    ctx = CommitContext(topology, plan.tx, client, states, load_job, key_values)
+    check_sinks(ctx, plan.outputs)
+    return ctx, begin_shared((state.backing for state in states.values()), plan.tx.txid, resumed=plan.resumed)
+
+
+def write_commit(plan: CommitPlan, ctx: CommitContext | None, shared: list, coordinator: Coordinator,
+                 staging: Staging, client: redis.Redis, states: Mapping[str, MapStateBase], *,
+                 marker_key: str | None, extra: Mapping[str, str] | None,
+                 sinks: Collection[str]) -> Committed | AlreadyCommitted:
+    """The writes of ``plan``, in the order of the module docstring: the outputs through ``ctx`` (none where it is
+    None), the marker, ZooKeeper's record, the staging's deletion."""
+    topology, tx = coordinator.name, plan.tx
+    names = [*states, *sinks]
+    if plan.done is not None:
+        staging.delete(tx.txid, range(1, tx.attempt + 1), names)
+        return plan.done
+    applied = skipped = staged_bytes = 0
+    if ctx is not None:
         with committing(shared, tx.txid):
-            applied, skipped, in_redis = apply_outputs(ctx, outputs)
-        staged_bytes = read_bytes + in_redis
+            applied, skipped, in_redis = apply_outputs(ctx, plan.outputs)
+        staged_bytes = plan.read_bytes + in_redis
         write_marker(client, tx.txid, marker_key, extra, topology=topology, written=commit_keys(states, topology))
     written = commit_keys(states, topology) + ([marker_key] if marker_key else [])
     replicate(client, written, f"the commit of {tx} of topology {topology!r}")
     crash_if_requested("commit", topology, tx)  # the states hold txid, ZooKeeper does not know yet
     coordinator.record_commit(tx)
     crash_if_requested("committed", topology, tx)  # recorded; the staging is still there
-    staging.delete(tx.txid, range(1, tx.attempt + 1), [*states, *sinks])
+    staging.delete(tx.txid, range(1, tx.attempt + 1), names)
     log.info(
         "topology=%s txid=%s attempt=%s: committed %s keys (%s already held this txid; %s bytes staged) into %s",
         topology,
@@ -111,7 +148,7 @@ def commit_transaction(
         applied,
         skipped,
         staged_bytes,
-        sorted(outputs),
+        sorted(plan.outputs),
     )
     return Committed(tx, applied, skipped, staged_bytes)
 
@@ -134,14 +171,4 @@ def check_store(store: TransactionStore, client: redis.Redis, marker_key: str, t
     raise ServiceUnavailable(f"topology {topology!r}: ZooKeeper's committed txid moved at each of 5 reads of the "
                              f"commit marker ({where(client, marker_key)}); run the task again")
 
-
-def _marker_at(client: redis.Redis, marker_key: str | None, txid: int, topology: str, resumed: bool) -> bool:
-    """True when the marker shows ``txid`` committed already. ``txid`` is next (txid - 1 is ZooKeeper's committed
-    txid), so a marker behind txid - 1 is a Redis that lost committed state, and a marker at txid is the states
-    of this txid only when this commit had begun before (``resumed``): else ZooKeeper lost its records. Halt."""
-    if marker_key is None:
-        return False
-    value = read_marker(client, marker_key, topology, f"reading the marker of txid {txid}")
-    check_marker(topology, txid - 1, value, where(client, marker_key), next_commit_begun=resumed)
-    return value is not None and value >= txid
 

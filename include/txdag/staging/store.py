@@ -16,7 +16,7 @@ The fence is not part of the commit's cleanup: it expires FENCE_TTL after the tx
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from numbers import Number
 from typing import Any
 
@@ -163,6 +163,7 @@ class Staging:
                     f"no sealed staging for {where} in Redis (key {seal_key}): the processing "
                     f"step did not finish, or Redis lost it; replay txid {tx.txid} to process it again"
                 )
+            keys = {state: stage_key(self.topology, tx, state) for state in seal}
             result: dict[str, tuple[OutputSpec, Any]] = {}
             counted: dict[str, int] = {}
             read_bytes = 0
@@ -171,11 +172,13 @@ class Staging:
                 if not kind.in_staging:
                     result[state] = (spec, {})
                 elif kind.in_redis and commit:
-                    result[state] = (spec, stage_key(self.topology, tx, state))
-                    counted[state] = int(self.client.hlen(result[state][1]))
+                    result[state] = (spec, keys[state])
+                    counted[state] = int(self.client.hlen(keys[state]))
                 else:
-                    values, size = self._read_state(tx, state, kind.decode)
-                    result[state], counted[state], read_bytes = (spec, values), len(values), read_bytes + size
+                    values: dict[str, Any] = {}
+                    for f, v in self.client.hscan_iter(keys[state], count=WRITE_CHUNK):
+                        values[f.decode()], read_bytes = kind.decode(v), read_bytes + len(f) + len(v)
+                    result[state], counted[state] = (spec, values), len(values)
         for state, found in counted.items():
             expected = result[state][0].count
             if found != expected:
@@ -184,14 +187,6 @@ class Staging:
                     f"(Redis lost some); replay txid {tx.txid} to process it again"
                 )
         return result, read_bytes
-
-    def _read_state(self, tx: TransactionAttempt, state: str, decode: Callable[[bytes], Any]
-                    ) -> tuple[dict[str, Any], int]:
-        """A state's staged values, decoded, and their bytes as staged."""
-        values, size = {}, 0
-        for f, v in self.client.hscan_iter(stage_key(self.topology, tx, state), count=WRITE_CHUNK):
-            values[f.decode()], size = decode(v), size + len(f) + len(v)
-        return values, size
 
     def delete(self, txid: int, attempts: Iterable[int], states: Iterable[str]) -> int:
         """Delete the staging of ``txid``'s attempts (sealed or not) in one DEL; keys already gone are fine."""

@@ -199,7 +199,7 @@ class Coordinator:
         txid's commit had not begun before (a later try must not take a marker it finds for this txid's)."""
 
         def step() -> None:
-            rec, ver = self._record(tx.txid)
+            rec, ver = self._pick(self._window()[2], tx.txid)
             if rec.attempt == tx.attempt and rec.status is TxStatus.COMMITTING:
                 self.store.update([(replace(rec.moved(TxStatus.PROCESSED, _now()), commit_begun=False), ver)])
 
@@ -336,13 +336,17 @@ class Coordinator:
         self.store.update([(again, ver)] + [(r, recs[r.txid][1]) for r in later], topology=(topo, tv))
         return Emission(again.tx, metadata, replay=True)
 
+    def _window(self) -> tuple[TopologyRecord, int, dict[int, tuple[TxidRecord, int]]]:
+        """The topology record and every txid record from the last committed one to the last allocated."""
+        topo, tv = self.store.read_topology()
+        return topo, tv, self.store.read_txids(range(max(topo.committed_txid, 1), topo.last_txid + 1))
+
     def _commit_check(self, tx: TransactionAttempt) -> tuple[CommitDecision, tuple[TxidRecord, int] | None]:
-        topo, _ = self.store.read_topology()
+        topo, _, recs = self._window()
         if tx.txid <= topo.committed_txid:
             return AlreadyCommitted(
                 tx, f"topology {self.name!r}: txid {tx.txid} is committed (committed up to {topo.committed_txid})"
             ), None
-        recs = self.store.read_txids(range(max(topo.committed_txid, 1), tx.txid + 1))  # with the last committed
         got = self._pick(recs, tx.txid)
         return commit_decision(self.name, tx, topo.committed_txid, {t: r for t, (r, _) in recs.items()}), got
 

@@ -5,16 +5,17 @@ The Coordinator (``txdag.txid.coordinator``) reads the txid records, asks these 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from txdag.attempt import TransactionAttempt
-from txdag.errors import CascadeError, StaleAttemptError, StoreWentBackwards, TxdagError, start_over
+from txdag.errors import CascadeError, ConfigError, StaleAttemptError, StoreWentBackwards, TxdagError, start_over
 from txdag.spouts.base import Metadata, SpoutKind
 from txdag.txid.failure import headline
 from txdag.txid.waits import predecessor_note
-from txdag.zk.records import TopologyRecord, TxidRecord, TxStatus, digest_of
+from txdag.zk.records import TopologyRecord, TxidRecord, TxStatus
 
 
 class TransactionStateError(TxdagError):
@@ -143,7 +144,7 @@ def revival_refused(record: TxidRecord, previous: TxidRecord | None) -> str | No
     if not any(e.attempt == record.attempt and e.status in done for e in record.history):
         return (f"attempt {record.attempt} failed before its batch was processed: clear its whole run, or its "
                 "process task with its downstream commit, to process the batch again")
-    if record.txid > 1 and (previous is None or record.planned_on != digest_of(previous.metadata)):
+    if record.txid > 1 and (previous is None or record.planned_on != previous.metadata_digest):
         return (f"its batch is not known to follow txid {record.txid - 1}'s as it stands (planned after another "
                 f"batch of it, or recorded by an older txdag): clear its whole run to plan it again")
     return None
@@ -221,6 +222,14 @@ def key_value_wait(topology: str, tx: TransactionAttempt, committed_txid: int, k
     )
 
 
+def marker_holds(topology: str, txid: int, marker: int | None, store: str, *, resumed: bool) -> bool:
+    """True when the marker shows ``txid`` (the next txid) committed already: a marker behind txid - 1 is a store
+    that lost committed state, and a marker at txid is this txid's only when its commit had begun before
+    (``resumed``); else ZooKeeper lost its records. Raises StoreWentBackwards (see :func:`check_marker`)."""
+    check_marker(topology, txid - 1, marker, store, next_commit_begun=resumed)
+    return marker is not None and marker >= txid
+
+
 def check_marker(topology: str, committed_txid: int, marker: int | None, store: str, *,
                  next_commit_begun: bool) -> None:
     """ZooKeeper's committed txid against the state store's commit marker (written last by every commit, in the
@@ -246,3 +255,43 @@ def check_marker(topology: str, committed_txid: int, marker: int | None, store: 
         f"older snapshot, or a ZooKeeper connection that now points elsewhere). txdag halts this topology rather "
         f"than emit txids twice. Ways out: restore ZooKeeper's data or connection, or {start_over(topology)}"
     )
+
+
+@dataclass(frozen=True)
+class CommitRead:
+    """What a commit read before ZooKeeper decided: the sealed outputs per state, their bytes as staged, or the
+    error of the read (which counts only where ZooKeeper says the commit goes ahead)."""
+
+    outputs: Mapping[str, tuple[Any, Any]]
+    read_bytes: int = 0
+    error: Exception | None = None
+
+
+@dataclass(frozen=True)
+class CommitPlan:
+    """What the commit writes: ``tx``'s outputs into the states unless ``held`` (the marker shows them in), then its
+    record and the staging's deletion; ``done``: the txid is committed already, only the staging is left."""
+
+    tx: TransactionAttempt
+    outputs: Mapping[str, tuple[Any, Any]]
+    read_bytes: int = 0
+    held: bool = False
+    resumed: bool = False
+    done: AlreadyCommitted | None = None
+
+
+def plan_commit(topology: str, decision: Go | AlreadyCommitted, read: CommitRead, marker: int | None,
+                marker_where: str | None, known: Collection[str]) -> CommitPlan:
+    """What the commit of ``decision`` writes, checked in order: the staging was read, every output is a known state
+    or sink, the marker (``marker_where`` None: no marker) is consistent with ``tx``'s txid being next."""
+    if isinstance(decision, AlreadyCommitted):
+        return CommitPlan(decision.tx, {}, done=decision)
+    tx = decision.tx
+    if read.error is not None:
+        raise read.error
+    unknown = sorted(set(read.outputs) - set(known))
+    if unknown:
+        raise ConfigError(f"topology {topology!r} {tx}: staged partials for unknown states {unknown}; the job and "
+                          f"the topology's states and sinks ({sorted(known)}) disagree")
+    held = marker_where is not None and marker_holds(topology, tx.txid, marker, marker_where, resumed=decision.resumed)
+    return CommitPlan(tx, read.outputs, read.read_bytes, held, decision.resumed)

@@ -99,6 +99,11 @@ class TxidRecord:
         entry = HistoryEntry(1, TxStatus.EMITTED, at)
         return cls(txid, 1, TxStatus.EMITTED, run_id, metadata, at, history=(entry,))
 
+    @property
+    def metadata_digest(self) -> str:
+        """:func:`digest_of` this record's metadata (what a later txid's ``planned_on`` names)."""
+        return digest_of(self.metadata)
+
     def moved(self, status: TxStatus, at: str, **changes: Any) -> TxidRecord:
         """A copy in ``status`` with ``changes`` applied (attempt, metadata, failed_by, error, run_id).
 
