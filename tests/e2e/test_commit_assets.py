@@ -78,8 +78,10 @@ def downstream_txids(airflow: AirflowInstance, runs: int, timeout: float = 120) 
         assert time.monotonic() < deadline, f"{len(found)} downstream runs, not {runs}, after {timeout} s: {found}"
         time.sleep(1)
     assert {r["state"] for r in found} == {"success"}, found
-    return [[e["extra"]["txid"] for e in airflow.api.get(
-        f"/dags/{DOWNSTREAM}/dagRuns/{r['dag_run_id']}/upstreamAssetEvents")["asset_events"]] for r in found]
+    seen = {r["dag_run_id"]: [e["extra"]["txid"] for e in airflow.api.get(
+        f"/dags/{DOWNSTREAM}/dagRuns/{r['dag_run_id']}/upstreamAssetEvents")["asset_events"]] for r in found}
+    print(f"{DOWNSTREAM} runs against the txids of their events: {seen}")  # shown with -s
+    return list(seen.values())
 
 
 def commit_txid(airflow: AirflowInstance) -> str:
