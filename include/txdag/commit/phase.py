@@ -45,6 +45,7 @@ from txdag.txid.decisions import (
     Go,
     Wait,
     check_marker,
+    check_outputs,
     plan_commit,
 )
 from txdag.zk.store import TransactionStore
@@ -71,53 +72,49 @@ def commit_transaction(
     ``load_job`` imports the topology's job file, for outputs whose aggregator (or committer) the job defines;
     ``key_values`` are the topology's key-value states, every one prepared and committed at each txid; ``sinks``
     the names of its sinks (their committers are rebuilt from the staging).
-    Read, decide, write: the sealed staging is read first (what cannot be read counts only if the commit goes
-    ahead), ZooKeeper decides, the marker is checked (txid.decisions.plan_commit), then write_commit writes."""
+    Decide, read, write: ZooKeeper decides, the marker is checked (txid.decisions.plan_commit); a commit that goes
+    ahead reads its sealed staging and checks every sink's own record (begin_writes); write_commit writes."""
     topology = coordinator.name
     if marker_key is not None:  # before COMMITTING is written: a marker at tx.txid then is not a commit of tx's
         check_store(coordinator.store, client, marker_key, topology)
-    read = read_commit(staging, tx)
     decision = coordinator.begin_commit(tx)
-    if isinstance(decision, Wait):
+    if isinstance(decision, Wait):  # nothing read: a waiting commit holds the topology's pool slot
         return replace(decision, replay=True)  # the run owns its txid: it waits, and consumes no other
     marker = None
     if isinstance(decision, Go) and marker_key is not None:
         marker = read_marker(client, marker_key, topology, f"reading the marker of txid {tx.txid}")
     try:
-        plan = plan_commit(topology, decision, read, marker, None if marker_key is None else where(client, marker_key),
-                           [*states, *(key_values or {}), *sinks])
-        ctx, shared = begin_writes(plan, topology, client, states, load_job, key_values or {})
+        plan = plan_commit(topology, decision, marker, None if marker_key is None else where(client, marker_key))
+        read, ctx, shared = begin_writes(plan, staging, client, states, load_job, key_values or {},
+                                         [*states, *(key_values or {}), *sinks], topology=topology)
     except StoreWentBackwards:
         if isinstance(decision, Go) and not decision.resumed:  # this try wrote nothing: its COMMITTING must not
             coordinator.undo_begin_commit(tx)  # vouch for that marker at a retry
         raise
-    return write_commit(plan, ctx, shared, coordinator, staging, client, states, marker_key=marker_key, extra=extra,
-                        sinks=sinks)
+    return write_commit(plan, read, ctx, shared, coordinator, staging, client, states, marker_key=marker_key,
+                        extra=extra, sinks=sinks)
 
 
-def read_commit(staging: Staging, tx: TransactionAttempt) -> CommitRead:
-    """The sealed staging of ``tx``, or what its read raised (kept until ZooKeeper says whether it matters)."""
-    try:
-        outputs, read_bytes = staging.read_staged(tx, commit=True)
-    except Exception as exc:  # raised as it is where the commit goes ahead
-        return CommitRead({}, 0, exc)
-    return CommitRead(outputs, read_bytes)
-
-
-def begin_writes(plan: CommitPlan, topology: str, client: redis.Redis, states: Mapping[str, MapStateBase],
-                 load_job: Callable[[], ModuleType] | None, key_values: Mapping[str, KVTarget]
-                 ) -> tuple[CommitContext | None, list]:
-    """The context of a commit that writes (None where the marker holds the txid, or it is committed already), once
-    every sink's own record was checked: a sink that went backwards halts the commit before anything is written.
-    The states of a database (PostgreSQL) get one transaction, begun here: it checks the txid it holds."""
-    if plan.done is not None or plan.held:
-        return None, []
+def begin_writes(plan: CommitPlan, staging: Staging, client: redis.Redis, states: Mapping[str, MapStateBase],
+                 load_job: Callable[[], ModuleType] | None, key_values: Mapping[str, KVTarget],
+                 known: Collection[str], *, topology: str) -> tuple[CommitRead, CommitContext | None, list]:
+    """A commit that goes ahead: its sealed staging, every output a state or sink of ``known``; the context of its
+    writes (None where the marker holds the txid already), once every sink's own record was checked: a sink that
+    went backwards halts the commit before anything is written. The states of a database (PostgreSQL) get one
+    transaction, begun here: it checks the txid it holds."""
+    if plan.done is not None:
+        return CommitRead({}), None, []
+    outputs, read_bytes = staging.read_staged(plan.tx, commit=True)
+    read = CommitRead(outputs, read_bytes)
+    check_outputs(topology, plan.tx, outputs, known)
+    if plan.held:
+        return read, None, []
     ctx = CommitContext(topology, plan.tx, client, states, load_job, key_values)
-    check_sinks(ctx, plan.outputs)
-    return ctx, begin_shared((state.backing for state in states.values()), plan.tx.txid, resumed=plan.resumed)
+    check_sinks(ctx, outputs)
+    return read, ctx, begin_shared((state.backing for state in states.values()), plan.tx.txid, resumed=plan.resumed)
 
 
-def write_commit(plan: CommitPlan, ctx: CommitContext | None, shared: list, coordinator: Coordinator,
+def write_commit(plan: CommitPlan, read: CommitRead, ctx: CommitContext | None, shared: list, coordinator: Coordinator,
                  staging: Staging, client: redis.Redis, states: Mapping[str, MapStateBase], *,
                  marker_key: str | None, extra: Mapping[str, str] | None,
                  sinks: Collection[str]) -> Committed | AlreadyCommitted:
@@ -131,8 +128,8 @@ def write_commit(plan: CommitPlan, ctx: CommitContext | None, shared: list, coor
     applied = skipped = staged_bytes = 0
     if ctx is not None:
         with committing(shared, tx.txid):
-            applied, skipped, in_redis = apply_outputs(ctx, plan.outputs)
-        staged_bytes = plan.read_bytes + in_redis
+            applied, skipped, in_redis = apply_outputs(ctx, read.outputs)
+        staged_bytes = read.read_bytes + in_redis
         write_marker(client, tx.txid, marker_key, extra, topology=topology, written=commit_keys(states, topology))
     written = commit_keys(states, topology) + ([marker_key] if marker_key else [])
     replicate(client, written, f"the commit of {tx} of topology {topology!r}")
@@ -148,7 +145,7 @@ def write_commit(plan: CommitPlan, ctx: CommitContext | None, shared: list, coor
         applied,
         skipped,
         staged_bytes,
-        sorted(plan.outputs),
+        sorted(read.outputs),
     )
     return Committed(tx, applied, skipped, staged_bytes)
 

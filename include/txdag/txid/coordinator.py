@@ -199,8 +199,8 @@ class Coordinator:
         txid's commit had not begun before (a later try must not take a marker it finds for this txid's)."""
 
         def step() -> None:
-            rec, ver = self._pick(self._window()[2], tx.txid)
-            if rec.attempt == tx.attempt and rec.status is TxStatus.COMMITTING:
+            rec, ver = self._window()[2].get(tx.txid) or (None, 0)  # not in it: committed since, nothing to undo
+            if rec is not None and rec.attempt == tx.attempt and rec.status is TxStatus.COMMITTING:
                 self.store.update([(replace(rec.moved(TxStatus.PROCESSED, _now()), commit_begun=False), ver)])
 
         self._cas(step)

@@ -170,7 +170,7 @@ def frozen_metadata(kind: SpoutKind, record: TxidRecord) -> bool:
 def commit_decision(
     topology: str, tx: TransactionAttempt, committed_txid: int, records: dict[int, TxidRecord]
 ) -> CommitDecision:
-    """May ``tx`` commit? ``records`` holds the txids committed_txid+1 .. tx.txid (and committed_txid: a failed
+    """May ``tx`` commit? ``records`` holds the txids committed_txid+1 .. tx.txid at least (and committed_txid: a failed
     txid's batch is checked against it). Raises on a stale attempt,
     a failed txid at or before ``tx`` (cascade), or a txid that was never processed."""
     n, rec = tx.txid, records[tx.txid]
@@ -259,39 +259,38 @@ def check_marker(topology: str, committed_txid: int, marker: int | None, store: 
 
 @dataclass(frozen=True)
 class CommitRead:
-    """What a commit read before ZooKeeper decided: the sealed outputs per state, their bytes as staged, or the
-    error of the read (which counts only where ZooKeeper says the commit goes ahead)."""
+    """The sealed outputs of a commit per state (spec, values or the Redis key of its sums) and their bytes as read."""
 
     outputs: Mapping[str, tuple[Any, Any]]
     read_bytes: int = 0
-    error: Exception | None = None
 
 
 @dataclass(frozen=True)
 class CommitPlan:
-    """What the commit writes: ``tx``'s outputs into the states unless ``held`` (the marker shows them in), then its
-    record and the staging's deletion; ``done``: the txid is committed already, only the staging is left."""
+    """A commit ZooKeeper let go ahead: ``tx``'s outputs go into the states unless ``held`` (the marker shows them in
+    already), then its record and the staging's deletion; ``done``: the txid is committed already, only the staging
+    is left to delete."""
 
     tx: TransactionAttempt
-    outputs: Mapping[str, tuple[Any, Any]]
-    read_bytes: int = 0
     held: bool = False
     resumed: bool = False
     done: AlreadyCommitted | None = None
 
 
-def plan_commit(topology: str, decision: Go | AlreadyCommitted, read: CommitRead, marker: int | None,
-                marker_where: str | None, known: Collection[str]) -> CommitPlan:
-    """What the commit of ``decision`` writes, checked in order: the staging was read, every output is a known state
-    or sink, the marker (``marker_where`` None: no marker) is consistent with ``tx``'s txid being next."""
+def plan_commit(topology: str, decision: Go | AlreadyCommitted, marker: int | None,
+                marker_where: str | None) -> CommitPlan:
+    """What the commit of ``decision`` writes: the marker (``marker_where`` None: no marker) must agree with ``tx``'s
+    txid being next (see :func:`marker_holds`)."""
     if isinstance(decision, AlreadyCommitted):
-        return CommitPlan(decision.tx, {}, done=decision)
+        return CommitPlan(decision.tx, done=decision)
     tx = decision.tx
-    if read.error is not None:
-        raise read.error
-    unknown = sorted(set(read.outputs) - set(known))
+    held = marker_where is not None and marker_holds(topology, tx.txid, marker, marker_where, resumed=decision.resumed)
+    return CommitPlan(tx, held, decision.resumed)
+
+
+def check_outputs(topology: str, tx: TransactionAttempt, outputs: Collection[str], known: Collection[str]) -> None:
+    """Every staged output is a state or sink of the topology: else the job and the topology disagree."""
+    unknown = sorted(set(outputs) - set(known))
     if unknown:
         raise ConfigError(f"topology {topology!r} {tx}: staged partials for unknown states {unknown}; the job and "
                           f"the topology's states and sinks ({sorted(known)}) disagree")
-    held = marker_where is not None and marker_holds(topology, tx.txid, marker, marker_where, resumed=decision.resumed)
-    return CommitPlan(tx, read.outputs, read.read_bytes, held, decision.resumed)
