@@ -1,7 +1,10 @@
-"""The commit phase of one txid: wait for txid-1, apply the sealed staging to the states, record, clean up.
+"""The commit phase of one txid: decide (ZooKeeper, the marker), read the sealed staging, write, record, clean up.
 
-Order of writes, and why each crash point is safe:
-1. ZooKeeper: status COMMITTING (freezes the batch: any replay re-emits the same metadata).
+Before anything is written: the marker is checked against ZooKeeper (check_store); a txid that is not next returns
+a Wait. Then the order of writes, and why each crash point is safe:
+1. ZooKeeper: status COMMITTING (freezes the batch: any replay re-emits the same metadata). The marker, the staged
+   outputs (every one a state or sink of the topology) and every sink's own record are checked next; a store found
+   behind ZooKeeper there takes COMMITTING back, where this try began the commit, and halts.
 2. The outputs of each state and sink, each idempotent for the txid, applied kind by kind as the table of kinds
    says (txdag.commit.kinds), after every sink's own record was checked: combiner partials, windows, state
    updaters, sinks (skipped where the sink's last_applied holds the txid), key-value states (prepared then
@@ -10,24 +13,25 @@ Order of writes, and why each crash point is safe:
    one transaction of the txid, committed after every kind, with the txid the database holds; the Redis marker
    is written last.
    On a Redis Cluster, a replica of every master written has acknowledged the writes (WAIT) before step 3.
-3. ZooKeeper: COMMITTED and committed_txid = txid, in one transaction.
-4. Redis: the staging of every attempt of txid is deleted; ZooKeeper: txids older than the kept window.
+3. ZooKeeper: COMMITTED and committed_txid = txid, in one transaction; then txids older than the kept window.
+4. Redis: the staging of every attempt of txid is deleted.
 A crash after 1 or 2 leaves a txid that re-runs 2 with the same partials (no change where already applied);
-a crash after 3 leaves garbage that the next commit's cleanup, or a re-run, removes.
+a crash after 3 leaves the txid's staging, which a re-run of the commit task deletes (it finds the txid committed).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from types import ModuleType
+from typing import Any
 
 import redis
 
 from txdag.attempt import TransactionAttempt
 from txdag.commit.apply import CommitContext, KVTarget
-from txdag.commit.kinds import apply_outputs, check_sinks
+from txdag.commit.kinds import Outputs, apply_outputs, check_sinks
 from txdag.errors import ServiceUnavailable, StoreWentBackwards
 from txdag.faults import crash_if_requested
 from txdag.redisio import replicate
@@ -40,7 +44,6 @@ from txdag.txid.coordinator import Coordinator
 from txdag.txid.decisions import (
     AlreadyCommitted,
     CommitPlan,
-    CommitRead,
     Committed,
     Go,
     Wait,
@@ -68,7 +71,8 @@ def commit_transaction(
 ) -> Committed | AlreadyCommitted | Wait:
     """Commit ``tx`` if it is next (Committed), or say why not: its txid is committed already, or it waits for txid - 1
     (a Wait of the run that owns its txid). Raises CascadeError, NotProcessedError or StaleAttemptError when it must
-    not commit at all, StoreWentBackwards when a store holds less than ZooKeeper says.
+    not commit at all, StoreWentBackwards when a store holds less than ZooKeeper says, BatchReadError when the
+    sealed staging cannot be read, ConfigError when it holds outputs the topology does not have.
     ``load_job`` imports the topology's job file, for outputs whose aggregator (or committer) the job defines;
     ``key_values`` are the topology's key-value states, every one prepared and committed at each txid; ``sinks``
     the names of its sinks (their committers are rebuilt from the staging).
@@ -95,9 +99,18 @@ def commit_transaction(
                         extra=extra, sinks=sinks)
 
 
+@dataclass(frozen=True)
+class CommitRead:
+    """The sealed outputs of a commit that goes ahead, and their bytes as read (the sums', in Redis, are counted
+    where they are applied)."""
+
+    outputs: Outputs
+    read_bytes: int = 0
+
+
 def begin_writes(plan: CommitPlan, staging: Staging, client: redis.Redis, states: Mapping[str, MapStateBase],
                  load_job: Callable[[], ModuleType] | None, key_values: Mapping[str, KVTarget],
-                 known: Collection[str], *, topology: str) -> tuple[CommitRead, CommitContext | None, list]:
+                 known: Collection[str], *, topology: str) -> tuple[CommitRead, CommitContext | None, list[Any]]:
     """A commit that goes ahead: its sealed staging, every output a state or sink of ``known``; the context of its
     writes (None where the marker holds the txid already), once every sink's own record was checked: a sink that
     went backwards halts the commit before anything is written. The states of a database (PostgreSQL) get one
@@ -114,12 +127,13 @@ def begin_writes(plan: CommitPlan, staging: Staging, client: redis.Redis, states
     return read, ctx, begin_shared((state.backing for state in states.values()), plan.tx.txid, resumed=plan.resumed)
 
 
-def write_commit(plan: CommitPlan, read: CommitRead, ctx: CommitContext | None, shared: list, coordinator: Coordinator,
+def write_commit(plan: CommitPlan, read: CommitRead, ctx: CommitContext | None, shared: list[Any],
+                 coordinator: Coordinator,
                  staging: Staging, client: redis.Redis, states: Mapping[str, MapStateBase], *,
                  marker_key: str | None, extra: Mapping[str, str] | None,
                  sinks: Collection[str]) -> Committed | AlreadyCommitted:
-    """The writes of ``plan``, in the order of the module docstring: the outputs through ``ctx`` (none where it is
-    None), the marker, ZooKeeper's record, the staging's deletion."""
+    """The writes of ``plan``, in the order of the module docstring: the outputs through ``ctx`` and the marker (none
+    where ``ctx`` is None: the marker holds the txid already), ZooKeeper's record, the staging's deletion."""
     topology, tx = coordinator.name, plan.tx
     names = [*states, *sinks]
     if plan.done is not None:

@@ -198,14 +198,16 @@ class Coordinator:
         """Back to PROCESSED, ``commit_begun`` cleared: for a commit that halted before it wrote anything, whose
         txid's commit had not begun before (a later try must not take a marker it finds for this txid's)."""
 
-        def step() -> None:
+        def step() -> bool:
             rec, ver = self._window()[2].get(tx.txid) or (None, 0)  # not in it: committed since, nothing to undo
-            if rec is not None and rec.attempt == tx.attempt and rec.status is TxStatus.COMMITTING:
-                self.store.update([(replace(rec.moved(TxStatus.PROCESSED, _now()), commit_begun=False), ver)])
+            if rec is None or rec.attempt != tx.attempt or rec.status is not TxStatus.COMMITTING:
+                return False
+            self.store.update([(replace(rec.moved(TxStatus.PROCESSED, _now()), commit_begun=False), ver)])
+            return True
 
-        self._cas(step)
-        log.warning("topology=%s txid=%s attempt=%s: commit halted before writing; back to processed", self.name,
-                    tx.txid, tx.attempt)
+        if self._cas(step):
+            log.warning("topology=%s txid=%s attempt=%s: commit halted before writing; back to processed",
+                        self.name, tx.txid, tx.attempt)
 
     def record_commit(self, tx: TransactionAttempt) -> bool:
         """Mark ``tx`` COMMITTED and move committed_txid to it in one transaction, then clean up old txids.

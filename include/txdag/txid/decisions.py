@@ -1,14 +1,14 @@
 """The coordinator's outcomes and its pure decision rules, unit-tested without ZooKeeper.
 
-The Coordinator (``txdag.txid.coordinator``) reads the txid records, asks these functions, and writes back.
+The Coordinator (``txdag.txid.coordinator``) reads the txid records, asks these functions, and writes back; the
+commit phase (``txdag.commit.phase``) asks plan_commit and check_outputs between ZooKeeper's decision and its writes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from txdag.attempt import TransactionAttempt
 from txdag.errors import CascadeError, ConfigError, StaleAttemptError, StoreWentBackwards, TxdagError, start_over
@@ -258,18 +258,10 @@ def check_marker(topology: str, committed_txid: int, marker: int | None, store: 
 
 
 @dataclass(frozen=True)
-class CommitRead:
-    """The sealed outputs of a commit per state (spec, values or the Redis key of its sums) and their bytes as read."""
-
-    outputs: Mapping[str, tuple[Any, Any]]
-    read_bytes: int = 0
-
-
-@dataclass(frozen=True)
 class CommitPlan:
-    """A commit ZooKeeper let go ahead: ``tx``'s outputs go into the states unless ``held`` (the marker shows them in
-    already), then its record and the staging's deletion; ``done``: the txid is committed already, only the staging
-    is left to delete."""
+    """What a commit writes once ZooKeeper decided: ``tx``'s outputs go into the states unless ``held`` (the marker
+    shows them in already), then its record and the staging's deletion; ``done``: the txid is committed already, only
+    the staging is left to delete."""
 
     tx: TransactionAttempt
     held: bool = False
