@@ -78,7 +78,8 @@ def running_sum_truth(sentences: list[str], batch: int) -> tuple[Counter, int]:
 
 def load_sources(client: redis.Redis) -> Sources:
     """Flush the e2e database and load: 460 tweets (5 txids of <= 100), 2 x 200 sentences (5 txids of <= 40 per
-    stream), 150 tuples for global_count (3 txids of <= 50), 120 sentences for e2e_stateful (3 txids of <= 40).
+    stream), 150 tuples for global_count (3 txids of <= 50; its backfill test tops them up to two txids waiting),
+    120 sentences for e2e_stateful (3 txids of <= 40).
     The hourly topologies get 5 txids: one or two go to scheduled runs (two when the session crosses the hour),
     and at least three are left for manual runs, two at a time."""
     client.flushdb()

@@ -38,7 +38,7 @@ from txdag.airflow.api import unique_run_id
 from txdag.airflow.lineage import redis_namespace
 from txdag.commit.newvalues import values_key
 from txdag.spouts import append_tweets
-from txdag.spouts.samples import sample_tweets
+from txdag.spouts.samples import sample_sentences, sample_tweets
 from txdag.state.keys import JoinedKeyCodec
 from txdag.state.redis_backing import aux_key
 
@@ -148,18 +148,33 @@ def test_word_count_opaque_streams_exactly_once(airflow, store_of, state_redis) 
 
 
 def test_global_count_backfill_drains_the_backlog(airflow, store_of, state_redis) -> None:
-    dag = "global_count"
+    """A backfill of three days, two runs at a time, over a backlog of two txids: the two txids are processed at
+    the same time and committed in order; the third run consumes no txid. The backlog is topped up to two txids
+    first: a session that crossed midnight UTC gave the @daily DAG a second scheduled run, which took 50 tuples."""
+    dag, store = "global_count", store_of("global_count")
     airflow.api.wait_dag_parsed(dag, timeout=120)
     settle(airflow, dag)
+    committed = store.read_topology()[0].committed_txid
+    add_counted(airflow, 2 * 50 - (len(airflow.sources.counted) - int(state_redis.hget(dag, "$GLOBAL$") or 0)))
     backfill = airflow.api.backfill(dag, "2026-01-01T00:00:00Z", "2026-01-03T00:00:00Z", max_active_runs=2)
     assert backfill["max_active_runs"] == 2
     runs = [r for r in settle(airflow, dag) if r.get("run_type") == "backfill"]
     assert len(runs) == 3 and {r["state"] for r in runs} == {"success"}, runs
-    records = check_commits(store_of(dag), 3)
-    assert state_redis.hget("global_count", "$GLOBAL$") == str(len(airflow.sources.counted))
-    assert state_redis.hget(aux_key("global_count", "txid"), "$GLOBAL$") == "3"
-    backfilled = [r["dag_run_id"] for r in runs if r["dag_run_id"] in {rec.run_id for rec in records.values()}]
+    records = check_commits(store, committed + 2)
+    assert state_redis.hget(dag, "$GLOBAL$") == str(len(airflow.sources.counted))
+    assert state_redis.hget(aux_key(dag, "txid"), "$GLOBAL$") == str(committed + 2)
+    backfilled = [records[t].run_id for t in (committed + 1, committed + 2)]
+    assert set(backfilled) <= {r["dag_run_id"] for r in runs}, f"txids taken by runs outside the backfill: {backfilled}"
     assert overlapped(process_intervals(airflow, dag, backfilled)), "the backfill processed one txid at a time"
+
+
+def add_counted(airflow: AirflowInstance, count: int) -> None:
+    """Append ``count`` sentences to global_count's source, and to the ground truth."""
+    assert count >= 0, f"global_count has more than two txids waiting ({count} tuples too many)"
+    more = sample_sentences(count, seed=31)
+    with redis.Redis.from_url(airflow.redis_url) as client:
+        append_tweets(client, more, prefix="global_count:")
+    airflow.sources.counted += more
 
 
 def add_tweets(airflow: AirflowInstance, count: int, seed: int) -> None:

@@ -284,5 +284,5 @@ def check_outputs(topology: str, tx: TransactionAttempt, outputs: Collection[str
     """Every staged output is a state or sink of the topology: else the job and the topology disagree."""
     unknown = sorted(set(outputs) - set(known))
     if unknown:
-        raise ConfigError(f"topology {topology!r} {tx}: staged partials for unknown states {unknown}; the job and "
-                          f"the topology's states and sinks ({sorted(known)}) disagree")
+        raise ConfigError(f"topology {topology!r} {tx}: staged outputs {unknown} are neither states nor sinks of the "
+                          f"topology ({sorted(known)}); the job and the topology disagree")
